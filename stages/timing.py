@@ -1,0 +1,104 @@
+"""Clocks and the phases of a measurement: first call, warm-up, steady state.
+
+The only module that reads clocks or synchronizes devices. A clock is a seam: tests pass a
+simulated one. Each steady-state sample times a batch of back-to-back calls between one pair
+of clock reads, which on a GPU cuts process-to-process spread several-fold (DESIGN.md §3).
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+
+class Clock(Protocol):
+    def start(self) -> None: ...
+    def stop(self) -> float: ...  # seconds since start(), after the device finished the work
+
+
+class SyncClock:
+    """perf_counter around the region, with a device synchronize before each read."""
+
+    def __init__(self, sync: Callable[[], None] = lambda: None):
+        self._sync = sync
+        self._t0 = 0
+
+    def start(self) -> None:
+        self._sync()
+        self._t0 = time.perf_counter_ns()
+
+    def stop(self) -> float:
+        self._sync()
+        return (time.perf_counter_ns() - self._t0) * 1e-9
+
+
+class CudaEventClock:
+    """CUDA events recorded on the current stream: device time without host jitter."""
+
+    def __init__(self, torch_module):
+        self._torch = torch_module
+        self._begin = torch_module.cuda.Event(enable_timing=True)
+        self._end = torch_module.cuda.Event(enable_timing=True)
+
+    def start(self) -> None:
+        self._begin.record()
+
+    def stop(self) -> float:
+        self._end.record()
+        self._end.synchronize()
+        return self._begin.elapsed_time(self._end) * 1e-3
+
+
+def device_sync(torch_module, device_type: str) -> Callable[[], None]:
+    if device_type == "cuda":
+        return torch_module.cuda.synchronize
+    if device_type == "mps":
+        return torch_module.mps.synchronize
+    if device_type == "xpu":
+        return torch_module.xpu.synchronize
+    return lambda: None
+
+
+def make_clock(torch_module, device_type: str) -> Clock:
+    if device_type == "cuda":
+        return CudaEventClock(torch_module)
+    return SyncClock(device_sync(torch_module, device_type))
+
+
+@dataclass
+class Phases:
+    first_call_s: float                      # compile time in compiled modes
+    warmup_s: float                          # the warm-up calls after the first, together
+    warmup_calls: int
+    calls_per_sample: int
+    steady_s: list[float] = field(default_factory=list)  # per call, one entry per sample
+    first_output: Any = None
+
+
+def measure(step: Callable[[], Any], clock: Clock, *, samples: int, sample_target_s: float,
+            warmup_s: float, min_warmup_calls: int,
+            after_first: Callable[[], None] = lambda: None) -> Phases:
+    """Time the first call, warm up, then take `samples` batched steady-state samples."""
+    clock.start()
+    first_output = step()
+    first_call_s = clock.stop()
+    after_first()
+
+    warm_times: list[float] = []
+    while sum(warm_times) < warmup_s or len(warm_times) < min_warmup_calls:
+        clock.start()
+        step()
+        warm_times.append(clock.stop())
+    # Calibrate from the later warm-up calls (the earliest may still be settling).
+    recent = warm_times[len(warm_times) // 2:] or [first_call_s]
+    per_call = max(statistics.median(recent), 1e-9)
+    calls = max(1, round(sample_target_s / per_call))
+
+    steady = []
+    for _ in range(samples):
+        clock.start()
+        for _ in range(calls):
+            step()
+        steady.append(clock.stop() / calls)
+    return Phases(first_call_s, sum(warm_times), len(warm_times), calls, steady, first_output)

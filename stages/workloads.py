@@ -1,0 +1,83 @@
+"""Built-in workloads, and the contract a user's own workload follows.
+
+A workload is any importable callable named by `_target_` in conf/workload/<name>.yaml:
+
+    def my_workload(*, device, dtype, compile, seed, **kwargs) -> Workload
+
+It builds its weights and inputs on the CPU in float32 from `seed` (so every precision and
+device starts from the same numbers), moves them to `device`/`dtype`, wraps whatever should
+be compiled with `compile` (identity in eager mode, torch.compile otherwise) and returns a
+Workload whose `step()` does one unit of work and returns its outputs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+
+@dataclass
+class Workload:
+    step: Callable[[], Any]          # one unit of work; returns its outputs (tensor/tuple/dict)
+    items: int                       # items processed per step (samples, tokens): throughput
+    flops: float | None = None       # floating-point operations per step, when known
+    state: Callable[[], dict] | None = None  # what training changes (parameters), for numerics
+    train_steps: int = 1             # steps before numerics compares outputs and state
+
+
+def _random(*shape: int, seed_gen: torch.Generator) -> torch.Tensor:
+    # Never time zeros: data-dependent power and sparsity paths make them unrepresentative.
+    return torch.randn(*shape, generator=seed_gen, dtype=torch.float32)
+
+
+def matmul_relu(*, device: torch.device, dtype: torch.dtype, compile: Callable, seed: int,
+                size: int = 256) -> Workload:
+    gen = torch.Generator().manual_seed(seed)
+    a = _random(size, size, seed_gen=gen).to(device, dtype)
+    b = _random(size, size, seed_gen=gen).to(device, dtype)
+    fn = compile(lambda x, y: torch.relu(x @ y))
+    return Workload(step=lambda: fn(a, b), items=size, flops=2.0 * size ** 3)
+
+
+def mlp_train(*, device: torch.device, dtype: torch.dtype, compile: Callable, seed: int,
+              batch: int = 64, lr: float = 1e-3, train_steps: int = 5) -> Workload:
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(128, 256), nn.GELU(), nn.Linear(256, 10))
+    gen = torch.Generator().manual_seed(seed + 1)
+    x = _random(batch, 128, seed_gen=gen).to(device, dtype)
+    y = torch.randint(0, 10, (batch,), generator=gen).to(device)
+    model = model.to(device, dtype)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    forward = compile(model)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = nn.functional.cross_entropy(forward(x), y)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    flops = 3 * 2.0 * batch * (128 * 256 + 256 * 10)  # forward + backward matmuls
+    return Workload(step=step, items=batch, flops=flops, train_steps=train_steps,
+                    state=lambda: {n: p.detach() for n, p in model.named_parameters()})
+
+
+def transformer_block(*, device: torch.device, dtype: torch.dtype, compile: Callable, seed: int,
+                      batch: int = 8, seq: int = 64, width: int = 128,
+                      heads: int = 4) -> Workload:
+    torch.manual_seed(seed)
+    layer = nn.TransformerEncoderLayer(width, heads, dim_feedforward=4 * width, dropout=0.0,
+                                       batch_first=True).eval()
+    gen = torch.Generator().manual_seed(seed + 1)
+    x = _random(batch, seq, width, seed_gen=gen).to(device, dtype)
+    layer = layer.to(device, dtype)
+    forward = compile(layer)
+
+    def step():
+        with torch.inference_mode():
+            return forward(x)
+
+    per_token = 2.0 * (4 * width * width + 2 * 4 * width * width) + 4.0 * seq * width
+    return Workload(step=step, items=batch * seq, flops=batch * seq * per_token)

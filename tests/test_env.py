@@ -1,0 +1,190 @@
+"""The env stage: stable capture, diffing, the report, and main() against a git baseline."""
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from stages import env
+from stages.records import dumps, load_record
+
+
+def _git(*args: str, cwd: Path) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com",
+                    "-c", "commit.gpgsign=false", *args], cwd=cwd, check=True,
+                   capture_output=True)
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    _git("init", "-q", cwd=tmp_path)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _commit_all(root: Path, message: str = "c") -> None:
+    _git("add", "-A", cwd=root)
+    _git("commit", "-q", "-m", message, cwd=root)
+
+
+SAMPLE = {
+    "python": {"version": "3.11.7", "implementation": "CPython"},
+    "torch": {"version": "2.13.0", "num_threads": 8, "cuda": "12.8"},
+    "hardware": {"cpu_model": "AMD EPYC 9654", "gpu_names": ["NVIDIA H100"],
+                 "logical_cores": 16},
+    "os": {"system": "Linux", "release": "6.1"},
+    "packages": {"numpy": "2.4.6"},
+    "flags": {"float32_matmul_precision": "highest"},
+    "env_vars": {},
+}
+
+
+def test_capture_is_stable_and_complete():
+    first, second = env.capture(), env.capture()
+    assert dumps(first) == dumps(second)
+    assert set(first) == set(env.SECTIONS)
+    assert first["torch"]["version"]
+    assert first["python"]["implementation"]
+    assert isinstance(first["hardware"]["gpu_names"], list)
+    assert set(env.hardware_key(first)) == {"cpu_model", "gpu_names", "torch_threads"}
+
+
+def test_env_vars_keep_relevant_and_drop_volatile():
+    kept = env._env_vars({
+        "OMP_NUM_THREADS": "4", "TORCHINDUCTOR_MAX_AUTOTUNE": "1", "PYTORCH_CUDA_ALLOC_CONF":
+        "expandable_segments:True", "HOME": "/home/u", "TORCHINDUCTOR_CACHE_DIR": "/tmp/x1",
+        "TORCH_API_TOKEN": "s3cret", "TORCHELASTIC_RUN_ID": "abc", "TORCH_MASTER_PORT": "29500",
+    })
+    assert kept == {"OMP_NUM_THREADS": "4", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+                    "TORCHINDUCTOR_MAX_AUTOTUNE": "1"}
+
+
+def test_flatten_uses_dotted_keys_and_keeps_lists():
+    flat = env.flatten({"a": {"b": 1, "c": {"d": None}}, "e": [1, 2], "f": {}})
+    assert flat == {"a.b": 1, "a.c.d": None, "e": [1, 2]}
+
+
+def test_diff_reports_changed_added_removed_sorted():
+    now = copy.deepcopy(SAMPLE)
+    now["torch"]["version"] = "2.14.0"
+    now["packages"]["triton"] = "3.5.0"
+    del now["packages"]["numpy"]
+    assert env.diff(SAMPLE, now) == [
+        ("packages.numpy", "2.4.6", env.MISSING),
+        ("packages.triton", env.MISSING, "3.5.0"),
+        ("torch.version", "2.13.0", "2.14.0"),
+    ]
+    assert env.diff(SAMPLE, copy.deepcopy(SAMPLE)) == []
+    assert all(before is env.MISSING for _, before, _ in env.diff(None, SAMPLE))
+
+
+def test_hardware_key():
+    assert env.hardware_key(SAMPLE) == {"cpu_model": "AMD EPYC 9654",
+                                        "gpu_names": ["NVIDIA H100"], "torch_threads": 8}
+    assert env.hardware_key({}) == {"cpu_model": None, "gpu_names": None, "torch_threads": None}
+
+
+def test_render_md_without_baseline():
+    md = env.render_md(None, SAMPLE, "HEAD")
+    assert md.startswith("# Environment\n")
+    assert "| CPU " in md and "AMD EPYC 9654" in md and "NVIDIA H100" in md
+    assert "## Change against the baseline (HEAD)" in md
+    assert "No baseline yet: commit `reports/` to make this run the baseline." in md
+
+
+def test_render_md_identical():
+    md = env.render_md(copy.deepcopy(SAMPLE), SAMPLE, "main")
+    assert "No environment change against the baseline." in md
+    assert "Hardware changed" not in md
+
+
+def test_render_md_hardware_change_comes_first():
+    base = copy.deepcopy(SAMPLE)
+    base["hardware"]["gpu_names"] = ["NVIDIA A100"]
+    base["packages"]["numpy"] = "2.0.0"
+    md = env.render_md(base, SAMPLE, "v1")
+    section = md.split("## Change against the baseline (v1)")[1]
+    assert "Hardware changed: timings are not comparable" in section
+    assert section.index("Hardware changed") < section.index("| field")
+    assert section.index("hardware.gpu_names") < section.index("packages.numpy")
+    assert "NVIDIA A100" in section and "| now " in section
+
+
+def test_render_md_escapes_pipes():
+    now = copy.deepcopy(SAMPLE)
+    now["hardware"]["cpu_model"] = "odd|name"
+    assert "odd\\|name" in env.render_md(None, now, "HEAD")
+
+
+def test_main_first_run_then_hardware_change(repo, capsys):
+    env.main([])
+    record = load_record(repo / "reports/env/env.json", "env")
+    assert set(record["env"]) == set(env.SECTIONS)
+    assert "No baseline yet" in (repo / "reports/env/env.md").read_text()
+
+    _commit_all(repo)
+    env.main([])
+    assert "No environment change against the baseline." in (
+        repo / "reports/env/env.md").read_text()
+    assert subprocess.run(["git", "status", "--porcelain", "reports/env/env.json"], cwd=repo,
+                          capture_output=True, text=True).stdout == ""  # byte-identical
+
+    record["env"]["hardware"]["cpu_model"] = "Some Other CPU"
+    (repo / "reports/env/env.json").write_text(dumps(record))
+    _commit_all(repo)
+    env.main([])
+    md = (repo / "reports/env/env.md").read_text()
+    assert "Hardware changed: timings are not comparable" in md
+    assert "Some Other CPU" in md
+    assert "hardware changed" in capsys.readouterr().out
+
+
+def test_main_reads_baseline_rev_from_params(repo):
+    env.main([])
+    record = json.loads((repo / "reports/env/env.json").read_text())
+    record["env"]["torch"]["version"] = "0.0.1"
+    (repo / "reports/env/env.json").write_text(dumps(record))
+    _commit_all(repo, "old")
+    _git("tag", "old", cwd=repo)
+    env.main([])
+    _commit_all(repo, "new")
+    (repo / "params.yaml").write_text("baseline:\n  rev: old\n")
+    env.main(["--params", "params.yaml"])
+    md = (repo / "reports/env/env.md").read_text()
+    assert "## Change against the baseline (old)" in md
+    assert "| torch.version " in md and "0.0.1" in md
+
+
+def test_corrupt_baseline_is_reported_not_raised(repo):
+    out = repo / "reports/env"
+    out.mkdir(parents=True)
+    (out / "env.json").write_text("{not json")
+    _commit_all(repo)
+    env.main([])
+    md = (out / "env.md").read_text()
+    assert "Baseline env.json unreadable: baseline reports/env/env.json at " in md
+    assert "is not valid JSON" in md
+    assert load_record(out / "env.json", "env")["env"]["torch"]["version"]
+
+
+def test_bad_params_is_one_line_error(repo, capsys):
+    (repo / "params.yaml").write_text("baseline: [unclosed\n")
+    with pytest.raises(SystemExit) as exc:
+        env.main([])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("torchgate env: error: params.yaml is not valid YAML")
+    assert err.count("\n") == 1
+
+
+def test_unknown_rev_is_one_line_error(repo, capsys):
+    env.main([])
+    _commit_all(repo)
+    (repo / "params.yaml").write_text("baseline:\n  rev: no-such-branch\n")
+    with pytest.raises(SystemExit) as exc:
+        env.main([])
+    assert exc.value.code == 2
+    assert "no-such-branch" in capsys.readouterr().err
