@@ -72,6 +72,8 @@ class StatsSettings:
     power: float = 0.8
     delta: dict = field(default_factory=lambda: {"steady_s": 0.05, "first_call_s": 0.2,
                                                  "warmup_s": 0.25, "peak_bytes": 0.05})
+    error_growth: float = 2.0           # numerics: flag an error that grew by this factor
+    allow_hardware_change: bool = False  # compare timings across different hardware anyway
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,126 @@
+"""Stage `numerics`: errors of one cell's workloads against a float64 CPU reference.
+
+    python -m stages.numerics --device cpu --precision bf16
+
+Per workload and mode, in a worker process: relative L2, max abs error, cosine similarity and
+NaN/Inf count of every output (for training: the loss and parameters after N steps), the
+same inputs run twice (determinism), and compiled against eager by the dynamo rule.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from . import comparison, config, render
+from .bench import job_for
+from .errors import one_line_errors
+from .launcher import run_worker
+from .records import write_record, write_text
+
+KIND = "numerics"
+
+
+def evaluate(result: dict, precision: config.PrecisionSpec, eager: dict | None) -> dict:
+    """PASS / FAIL / NONFINITE (or the worker's failure status) with the reasons."""
+    if result.get("status") != "OK":
+        return {"status": result.get("status", "ERROR"), "problems": [result.get("error", "")]}
+    outputs = result["outputs"]
+    problems, status = [], "PASS"
+    for name, m in sorted(outputs.items()):
+        if m["nonfinite"]:
+            status = "NONFINITE"
+            problems.append(f"{name} has {m['nonfinite']} NaN/Inf of {m['numel']} values")
+            continue
+        if m["rel_l2"] > precision.rel_l2_tol:
+            problems.append(f"{name} rel. L2 error {m['rel_l2']:.2e} > tolerance "
+                            f"{precision.rel_l2_tol:.0e}")
+        if m["cosine"] < precision.cosine_min:
+            problems.append(f"{name} cosine {m['cosine']:.4f} < {precision.cosine_min}")
+        ref = (eager or {}).get("outputs", {}).get(name)
+        if ref and ref.get("rel_l2") is not None:
+            # dynamo's accuracy rule: res_error <= multiplier * ref_error + tol / 10
+            allowed = precision.compiled_multiplier * ref["rel_l2"] + precision.rel_l2_tol / 10
+            if m["rel_l2"] > allowed:
+                problems.append(f"{name} compiled error {m['rel_l2']:.2e} > "
+                                f"{precision.compiled_multiplier:g}x eager's {ref['rel_l2']:.2e}")
+    if problems and status == "PASS":
+        status = "FAIL"
+    return {
+        "status": status,
+        "problems": problems,
+        "rel_l2": {n: m["rel_l2"] for n, m in outputs.items()},
+        "max_abs": {n: m["max_abs"] for n, m in outputs.items()},
+        "cosine": {n: m["cosine"] for n, m in outputs.items()},
+        "rerun_max_abs": result["rerun_max_abs"],
+        "digest": result["digest"],
+    }
+
+
+def run_cell(cfg: config.Config, cell: config.Cell, run=run_worker, log=print) -> dict:
+    started = time.perf_counter()
+    workloads = {}
+    for name, spec in cfg.workloads.items():
+        result = run(job_for(cfg, cell, spec, KIND),
+                     timeout_s=spec.timeout_s or cfg.numerics.timeout_s, fresh_compile_cache=False)
+        if result["status"] == "SKIPPED":
+            log(f"torchgate numerics: {cell.name} skipped: {result['error']}")
+            return {"cell": cell.name, "status": "SKIPPED", "reason": result["error"],
+                    "workloads": {}}
+        modes = result.get("modes") or {m: result for m in cfg.modes}  # a crash fails every mode
+        eager = modes.get("eager") if modes.get("eager", {}).get("status") == "OK" else None
+        workloads[name] = {mode: evaluate(r, cell.precision, eager if mode != "eager" else None)
+                           for mode, r in modes.items()}
+        for mode, ev in workloads[name].items():
+            worst = max((v for v in ev.get("rel_l2", {}).values() if v is not None), default=None)
+            log(f"torchgate numerics: {cell.name} {name} {mode}: {ev['status']}"
+                + (f", max rel. L2 {worst:.2e}" if worst is not None else "")
+                + (f" ({'; '.join(ev['problems'])})" if ev["problems"] else ""))
+    return {"cell": cell.name, "status": "OK", "reason": None, "workloads": workloads,
+            "tolerance": {"rel_l2": cell.precision.rel_l2_tol,
+                          "cosine_min": cell.precision.cosine_min,
+                          "compiled_multiplier": cell.precision.compiled_multiplier},
+            "wall_s": time.perf_counter() - started}
+
+
+def details(record: dict) -> str:
+    """Per-output errors of this run, beneath the diff."""
+    rows = []
+    for workload, modes in sorted(record.get("workloads", {}).items()):
+        for mode, ev in sorted(modes.items()):
+            for name in sorted(ev.get("rel_l2", {})):
+                rows.append([workload, mode, name, _sci(ev["rel_l2"][name]),
+                             _sci(ev["max_abs"][name]),
+                             "" if ev["cosine"][name] is None else f"{ev['cosine'][name]:.6f}",
+                             _sci(ev["rerun_max_abs"])])
+    if not rows:
+        return ""
+    return "## Errors against the float64 CPU reference\n\n" + render.tabulate(
+        rows, ["workload", "mode", "output", "rel. L2", "max abs", "cosine",
+               "rerun max abs diff"], tablefmt="github", disable_numparse=True)
+
+
+def _sci(v) -> str:
+    return "NaN/Inf" if v is None else f"{v:.2e}"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m stages.numerics", description=__doc__)
+    parser.add_argument("--device", required=True)
+    parser.add_argument("--precision", required=True)
+    parser.add_argument("--params", default="params.yaml")
+    parser.add_argument("--out", type=Path, default=Path("reports/numerics"))
+    args = parser.parse_args(argv)
+    with one_line_errors("numerics"):
+        cfg = config.load(args.params)
+        cell = cfg.cell(args.device, args.precision)
+        record = run_cell(cfg, cell)
+        write_record(args.out / f"{cell.name}.json", KIND, record)
+        result = comparison.compare_cell(cfg, KIND, cell.name, record)
+        write_text(args.out / f"{cell.name}.md",
+                   render.cell_report(result, KIND, cell.name, details(record)))
+        print(f"torchgate numerics: wrote {args.out / cell.name}.json and .md")
+
+
+if __name__ == "__main__":
+    main()
