@@ -2,66 +2,179 @@
 
     python -m stages.bench --device cpu --precision fp32
 
-K worker processes per workload, workloads interleaved in a shuffled order within each round
-so that a slow moment of the machine hits every workload alike. Every sample of every process
-goes to reports/bench/<cell>.json; reports/bench/<cell>.md is the diff against the baseline.
+K worker processes per workload, workloads shuffled within each round so that a slow moment
+of the machine hits every workload alike. In A/B mode (`candidate.python`) every process runs
+twice, once per interpreter, alternating A B B A so that drift cancels. With a baseline, cells
+whose timings come out INCONCLUSIVE get more processes within `bench.adaptive_budget_s`.
+Every sample of every process goes to reports/bench/<cell>.json; reports/bench/<cell>.md is
+the diff against the baseline.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import random
+import subprocess
+import sys
 import time
 from pathlib import Path
+from typing import Callable
 
-from . import comparison, config, render
+from . import comparison, config, render, stats
 from .errors import one_line_errors
-from .launcher import run_worker
+from .launcher import ROOT, run_worker
 from .records import write_record, write_text
 
 KIND = "bench"
 
 
 def job_for(cfg: config.Config, cell: config.Cell, workload: config.WorkloadSpec,
-            kind: str) -> dict:
+            kind: str, modes: list[str] | None = None) -> dict:
     return {
         "kind": kind,
         "seed": cfg.bench.seed,
         "device": dataclasses.asdict(cell.device),
         "precision": dataclasses.asdict(cell.precision),
         "workload": {"name": workload.name, "target": workload.target, "kwargs": workload.kwargs},
-        "modes": list(cfg.modes),
+        "modes": list(modes or cfg.modes),
         "timing": dataclasses.asdict(cfg.bench),
     }
 
 
-def run_cell(cfg: config.Config, cell: config.Cell, run=run_worker, log=print) -> dict:
-    """All processes of one cell; a cell whose device is absent is SKIPPED with the reason."""
-    started = time.perf_counter()
-    workloads = {name: {"spec": dataclasses.asdict(spec), "processes": []}
-                 for name, spec in cfg.workloads.items()}
-    rng = random.Random(cfg.bench.seed)
-    for round_ in range(cfg.bench.processes):
-        order = list(cfg.workloads)
-        rng.shuffle(order)
-        for name in order:
-            spec = cfg.workloads[name]
-            result = run(job_for(cfg, cell, spec, KIND),
-                         timeout_s=spec.timeout_s or cfg.bench.timeout_s)
+def arms(cfg: config.Config) -> list[tuple[str, str | None]]:
+    """(arm, interpreter): one arm normally; baseline and candidate in A/B mode."""
+    if cfg.candidate_python:
+        return [("baseline", None), ("candidate", cfg.candidate_python)]
+    return [("now", None)]
+
+
+def capture_env(python: str) -> dict:
+    """The environment as another interpreter sees it (it needs only torch)."""
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); "
+            "from stages.env import capture; print(json.dumps(capture()))")
+    out = subprocess.run([python, "-c", code, str(ROOT)], capture_output=True, text=True,
+                         timeout=120)
+    if out.returncode != 0:
+        tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"could not capture the environment of {python}: {tail}"}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+class CellRun:
+    """The processes of one cell, arm by arm, as they are measured."""
+
+    def __init__(self, cfg: config.Config, cell: config.Cell, kind: str, run: Callable,
+                 log: Callable, fresh_compile_cache: bool = True):
+        self.cfg, self.cell, self.kind, self.run, self.log = cfg, cell, kind, run, log
+        self.fresh = fresh_compile_cache
+        self.arms = arms(cfg)
+        self.results: dict[str, dict[str, list]] = {
+            arm: {name: [] for name in cfg.workloads} for arm, _ in self.arms}
+        self.skipped: str | None = None
+        self.torch: dict[str, str | None] = {arm: None for arm, _ in self.arms}
+
+    def process(self, name: str, round_: int, modes: list[str] | None = None) -> None:
+        """One worker process per arm, alternating the arms' order from round to round."""
+        spec = self.cfg.workloads[name]
+        order = self.arms if round_ % 2 == 0 else self.arms[::-1]
+        for arm, python in order:
+            result = self.run(job_for(self.cfg, self.cell, spec, self.kind, modes),
+                              timeout_s=spec.timeout_s or self._timeout(), python=python,
+                              fresh_compile_cache=self.fresh)
             if result["status"] == "SKIPPED":
-                log(f"torchgate bench: {cell.name} skipped: {result['error']}")
-                return {"cell": cell.name, "status": "SKIPPED", "reason": result["error"],
-                        "device": dataclasses.asdict(cell.device),
-                        "precision": dataclasses.asdict(cell.precision), "workloads": {}}
+                self.skipped = result["error"]
+                return
             result["round"] = round_
-            workloads[name]["processes"].append(result)
-            log(f"torchgate bench: {cell.name} {name} process {round_ + 1}/"
-                f"{cfg.bench.processes}: {_short(result)}")
-    return {"cell": cell.name, "status": "OK", "reason": None,
-            "device": dataclasses.asdict(cell.device),
-            "precision": dataclasses.asdict(cell.precision),
-            "modes": list(cfg.modes), "settings": dataclasses.asdict(cfg.bench),
-            "workloads": workloads, "wall_s": time.perf_counter() - started}
+            self.torch[arm] = self.torch[arm] or result.get("torch")
+            self.results[arm][name].append(result)
+            label = "" if arm == "now" else f" [{arm}]"
+            self.log(f"torchgate {self.kind}: {self.cell.name} {name}{label} process "
+                     f"{round_ + 1}: {_short(result)}")
+
+    def _timeout(self) -> float:
+        return self.cfg.bench.timeout_s if self.kind == KIND else self.cfg.numerics.timeout_s
+
+    def rounds(self, count: int, start: int = 0) -> None:
+        rng = random.Random(self.cfg.bench.seed + start)
+        for round_ in range(start, start + count):
+            order = list(self.cfg.workloads)
+            rng.shuffle(order)
+            for name in order:
+                self.process(name, round_)
+                if self.skipped:
+                    return
+
+
+def record_of(run: CellRun, extra: dict | None = None) -> dict:
+    cell, cfg = run.cell, run.cfg
+    base = {"cell": cell.name, "device": dataclasses.asdict(cell.device),
+            "precision": dataclasses.asdict(cell.precision), "modes": list(cfg.modes)}
+    if run.skipped:
+        return {**base, "status": "SKIPPED", "reason": run.skipped, "workloads": {}}
+    now = "candidate" if cfg.candidate_python else "now"
+    record = {**base, "status": "OK", "reason": None, "settings": dataclasses.asdict(cfg.bench),
+              "workloads": {name: {"spec": dataclasses.asdict(cfg.workloads[name]),
+                                   "processes": procs}
+                            for name, procs in run.results[now].items()},
+              **(extra or {})}
+    if cfg.candidate_python:
+        record["ab"] = {
+            "baseline": {"python": sys.executable, "torch": run.torch["baseline"],
+                         "workloads": {name: {"processes": procs}
+                                       for name, procs in run.results["baseline"].items()}},
+            "candidate": {"python": cfg.candidate_python, "torch": run.torch["candidate"]},
+        }
+    return record
+
+
+def pending_units(result: comparison.Comparison, max_processes: int) -> dict[str, set[str]]:
+    """Workload -> modes whose timings are INCONCLUSIVE and could still be decided."""
+    pending: dict[str, set[str]] = {}
+    for row in result.rows:
+        if (row.stage == KIND and row.verdict == stats.INCONCLUSIVE and row.metric in
+                comparison.TIMED and row.shift is not None and row.needed is not None
+                and row.shift.n_now < max_processes):
+            pending.setdefault(row.workload, set()).add(row.mode)
+    return pending
+
+
+def extend(run: CellRun, compare: Callable[[dict], comparison.Comparison]) -> int:
+    """Adaptive sampling: more rounds for INCONCLUSIVE units until decided, out of budget or
+    out of looks. Returns the number of extra rounds."""
+    bench = run.cfg.bench
+    deadline = time.perf_counter() + bench.adaptive_budget_s
+    added, round_ = 0, bench.processes
+    for _ in range(bench.max_looks - 1):
+        pending = pending_units(compare(record_of(run)), bench.max_processes)
+        if not pending:
+            break
+        for name in sorted(pending):
+            walls = [p.get("wall_s", 0.0) for arm in run.results.values() for p in arm[name]]
+            cost = len(run.arms) * (sum(walls) / len(walls) if walls else 0.0)
+            have = min(len(arm[name]) for arm in run.results.values())
+            for extra in range(bench.max_processes - have):
+                if time.perf_counter() + cost > deadline or extra >= bench.processes:
+                    break
+                run.process(name, round_ + extra, sorted(pending[name]))
+                added += 1
+        round_ += bench.processes
+    return added
+
+
+def run_cell(cfg: config.Config, cell: config.Cell, run=run_worker, log=print,
+             compare: Callable[[dict], comparison.Comparison] | None = None) -> dict:
+    started = time.perf_counter()
+    cell_run = CellRun(cfg, cell, KIND, run, log)
+    cell_run.rounds(cfg.bench.processes)
+    extra = {"looks_planned": 1, "adaptive_processes": 0}
+    if not cell_run.skipped and compare is not None and cfg.bench.adaptive_budget_s > 0:
+        extra["looks_planned"] = cfg.bench.max_looks
+        extra["adaptive_processes"] = extend(
+            cell_run, lambda rec: compare({**rec, **extra}))
+    if cfg.candidate_python and not cell_run.skipped:
+        extra["env_candidate"] = capture_env(cfg.candidate_python)
+    return {**record_of(cell_run, extra), "wall_s": time.perf_counter() - started}
 
 
 def _short(result: dict) -> str:
@@ -69,11 +182,13 @@ def _short(result: dict) -> str:
         return f"{result['status']}: {result.get('error')}"
     parts = []
     for mode, m in result.get("modes", {}).items():
-        if m["status"] == "OK":
-            steady = sorted(m["steady_s"])[len(m["steady_s"]) // 2]
-            parts.append(f"{mode} {steady * 1e3:.3f} ms (first call {m['first_call_s']:.2f} s)")
-        else:
+        if m["status"] != "OK":
             parts.append(f"{mode} {m['status']}: {m.get('error')}")
+        elif "steady_s" in m:
+            parts.append(f"{mode} {stats.median(m['steady_s']) * 1e3:.3f} ms "
+                         f"(first call {m['first_call_s']:.2f} s)")
+        else:
+            parts.append(f"{mode} OK")
     return "; ".join(parts)
 
 
@@ -87,11 +202,29 @@ def main(argv: list[str] | None = None) -> None:
     with one_line_errors("bench"):
         cfg = config.load(args.params)
         cell = cfg.cell(args.device, args.precision)
-        record = run_cell(cfg, cell)
+        record = run_cell(cfg, cell, compare=lambda rec: comparison.compare_cell(
+            cfg, KIND, cell.name, rec))
         write_record(args.out / f"{cell.name}.json", KIND, record)
         result = comparison.compare_cell(cfg, KIND, cell.name, record)
-        write_text(args.out / f"{cell.name}.md", render.cell_report(result, "bench", cell.name))
+        write_text(args.out / f"{cell.name}.md", render.cell_report(result, KIND, cell.name,
+                                                                    ab_env(record)))
         print(f"torchgate bench: wrote {args.out / cell.name}.json and .md")
+
+
+def ab_env(record: dict) -> str:
+    """In A/B mode: how the candidate's environment differs from this one's."""
+    if not record.get("env_candidate"):
+        return ""
+    from .env import diff
+    from .records import load_record
+    cand = record["env_candidate"]
+    if "error" in cand:
+        return f"Candidate environment: {cand['error']}"
+    here = load_record(comparison.REPORTS / "env" / "env.json", "env")["env"]
+    changes = diff(here, cand)
+    lines = ["## A/B environments (baseline → candidate)", ""]
+    lines += [f"- `{k}`: `{a}` → `{b}`" for k, a, b in changes[:30]] or ["- identical"]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ class Comparison:
     has_baseline: bool = False
     alpha: float = 0.05
     tests: int = 0
+    looks: int = 1          # adaptive sampling: looks per cell planned, alpha is split over them
 
 
 # ---- reducing a bench record to process-level summaries ----------------------------------
@@ -219,9 +220,13 @@ def _numerics_row(key: dict, ev: dict, prev: dict | None, growth_factor: float) 
 
 # ---- finishing: FDR over every tested row of the run -----------------------------------
 
-def finish(result: Comparison, alpha: float, power: float) -> Comparison:
+def finish(result: Comparison, alpha: float, power: float, looks: int = 1) -> Comparison:
+    """Adjust every tested row together, then decide. With adaptive sampling a cell may be
+    looked at up to `looks` times; testing every look at alpha/looks keeps the error rate at
+    alpha (Bonferroni over looks: any look could have stopped on a false alarm)."""
     tested = [r for r in result.rows if r.shift is not None and r.verdict == stats.INCONCLUSIVE]
-    result.alpha, result.tests = alpha, len(tested)
+    result.alpha, result.tests, result.looks = alpha, len(tested), looks
+    alpha = alpha / looks
     adjusted = stats.bh_adjust([r.shift.p_value for r in tested])
     for row, p_adj in zip(tested, adjusted):
         row.p_adjusted = p_adj
@@ -258,6 +263,14 @@ def hardware_change(commit, notes: list[str], root: Path = REPORTS) -> str | Non
     return "hardware changed (" + "; ".join(changed) + ")" if changed else None
 
 
+def ab_baseline(record: dict | None) -> dict | None:
+    """In A/B mode a record carries its own baseline: the other interpreter's arm, measured
+    interleaved with this one on the same machine."""
+    if not record or not record.get("ab"):
+        return None
+    return {**record, "workloads": record["ab"]["baseline"]["workloads"], "ab": None}
+
+
 def compare_cells(cfg: Config, cells: list[str], stages_: tuple[str, ...] = ("bench", "numerics"),
                   given: dict | None = None, root: Path = REPORTS) -> Comparison:
     """Compare the named cells of the named stages; `given` maps (stage, cell) to a record
@@ -266,27 +279,41 @@ def compare_cells(cfg: Config, cells: list[str], stages_: tuple[str, ...] = ("be
     result = Comparison(baseline=cfg.baseline_rev)
     commit = resolve_rev(cfg.baseline_rev)
     result.has_baseline = commit is not None
-    if commit is None:
-        result.notes.append("No baseline yet: this repository has no commit. Commit `reports/` "
-                            "to make this run the baseline.")
+    from_git = 0
     hardware = None if cfg.stats.allow_hardware_change else hardware_change(commit, result.notes,
                                                                             root)
-    missing = []
+    missing, looks = [], 1
     for stage in stages_:
         for cell in cells:
             path = root / stage / f"{cell}.json"
             now = given.get((stage, cell)) or _current(path, stage)
-            base = _baseline(commit, path.as_posix(), stage, result.notes)
-            if commit is not None and base is None and now is not None:
-                missing.append(path.as_posix())
+            looks = max(looks, (now or {}).get("looks_planned", 1))
+            base = ab_baseline(now)
+            if base is not None:
+                ab = now["ab"]
+                note = (f"A/B: {stage} {cell} compares the candidate `{ab['candidate']['python']}`"
+                        f" (torch {ab['candidate'].get('torch')}) with the baseline "
+                        f"`{ab['baseline']['python']}` (torch {ab['baseline'].get('torch')}), "
+                        "worker processes alternating on this machine.")
+                result.notes.append(note)
+            else:
+                from_git += now is not None
+                base = _baseline(commit, path.as_posix(), stage, result.notes)
+                if commit is not None and base is None and now is not None:
+                    missing.append(path.as_posix())
             if stage == "bench":
-                result.rows.extend(bench_rows(cell, now, base, cfg.stats.delta, hardware))
+                same_machine = now is not None and now.get("ab")
+                result.rows.extend(bench_rows(cell, now, base, cfg.stats.delta,
+                                              None if same_machine else hardware))
             else:
                 result.rows.extend(numerics_rows(cell, now, base, cfg.stats.error_growth))
+    if commit is None and from_git:
+        result.notes.insert(0, "No baseline yet: this repository has no commit. Commit "
+                            "`reports/` to make this run the baseline.")
     if missing:
         result.notes.append(f"No baseline at {cfg.baseline_rev} for {', '.join(missing)}: "
                             "compared as NEW. Commit `reports/` to make this run the baseline.")
-    return finish(result, cfg.stats.alpha, cfg.stats.power)
+    return finish(result, cfg.stats.alpha, cfg.stats.power, looks)
 
 
 def compare_cell(cfg: Config, stage: str, cell: str, record: dict,

@@ -7,6 +7,7 @@ Uses DVC's own composition, so the result equals what `dvc exp run -S ...` write
 """
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -22,11 +23,14 @@ def compose(output: Path, overrides: list[str], conf: Path = CONF) -> None:
     try:
         compose_and_dump(output, str(conf), None, "config", str(conf.parent), overrides)
     except (HydraException, OmegaConfBaseException) as exc:
-        message = str(exc).split("Config search path")[0]
-        head, _, options = message.partition("Available options")
-        valid = ", ".join(options.split()[2:]) if options else ""  # after "in 'group':"
-        raise UserError(" ".join(head.split()) + (f" Valid options: {valid}." if valid else "")
-                        ) from None
+        head = " ".join(str(exc).split("Available options")[0].split("Config search path")[0]
+                        .split())
+        missing = re.search(r"Could not (?:find|load) '([\w/]+)/[^/']+'", head)
+        if missing:  # name the valid choices, also where Hydra does not (list selections)
+            group = conf / missing.group(1)
+            head = head.rstrip(".") + ". Valid options: " + ", ".join(sorted(p.stem for p in group.glob("*.yaml")))
+            head += "."
+        raise UserError(head) from None
 
 
 def main(argv: list[str] | None = None) -> None:

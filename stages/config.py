@@ -6,6 +6,7 @@ turns a mistake into one line that names the key and what to put there.
 from __future__ import annotations
 
 import dataclasses
+import os
 import types
 import typing
 from dataclasses import dataclass, field
@@ -59,6 +60,9 @@ class BenchSettings:
     min_warmup_calls: int = 3
     timeout_s: float = 300.0
     seed: int = 0
+    adaptive_budget_s: float = 60.0   # per cell: more processes for INCONCLUSIVE timings
+    max_processes: int = 15           # per side, workload and mode, adaptive rounds included
+    max_looks: int = 2                # looks per cell; every test then runs at alpha/max_looks
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,7 @@ class Config:
     stats: StatsSettings
     baseline_rev: str
     fail_on_regression: bool
+    candidate_python: str | None = None   # A/B mode: the other environment's interpreter
 
     def cells(self) -> list[Cell]:
         return [Cell(d, p) for d in self.devices.values() for p in self.precisions.values()]
@@ -195,6 +200,9 @@ def parse(raw: dict) -> Config:
     for key in ("processes", "samples", "sample_target_s", "timeout_s"):
         _positive(getattr(bench, key), f"bench.{key}")
     _positive(bench.warmup_s, "bench.warmup_s", allow_zero=True)
+    _positive(bench.adaptive_budget_s, "bench.adaptive_budget_s", allow_zero=True)
+    for key in ("max_processes", "max_looks"):
+        _positive(getattr(bench, key), f"bench.{key}")
     _positive(bench.min_warmup_calls, "bench.min_warmup_calls", allow_zero=True)
     numerics = _typed(NumericsSettings, raw.get("numerics") or {}, "numerics")
     stats = _typed(StatsSettings, raw.get("stats") or {}, "stats")
@@ -207,9 +215,16 @@ def parse(raw: dict) -> Config:
             raise UserError(f"stats.delta.{key} must be a number >= 0, got {value!r}")
     baseline = raw.get("baseline") or {}
     gate = raw.get("gate") or {}
+    candidate = (raw.get("candidate") or {}).get("python")
+    if candidate is not None:
+        path = Path(str(candidate)).expanduser()
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise UserError(f"candidate.python {candidate!r} is not an executable file; point it "
+                            "at the other environment's interpreter, e.g. /path/to/venv/bin/python")
+        candidate = str(path)
     return Config(devices, precisions, workloads, modes, str(matrix.get("name", "custom")),
                   bench, numerics, stats, str(baseline.get("rev", "HEAD")),
-                  bool(gate.get("fail_on_regression", False)))
+                  bool(gate.get("fail_on_regression", False)), candidate)
 
 
 def load(path: str | Path = "params.yaml") -> Config:

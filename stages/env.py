@@ -20,8 +20,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
-import yaml
-from tabulate import tabulate
 
 from .baseline import load_baseline, resolve_rev
 from .errors import UserError, one_line_errors
@@ -285,10 +283,23 @@ def fingerprint() -> dict:
         "cpu_model": _probe(_cpu_model),
         "usable_cores": _probe(_usable_cores),
         "driver": _read("/proc/driver/nvidia/version"),
-        "packages": _probe(_packages),
+        "installed": _probe(_installed),
         "env_vars": _probe(_env_vars),
         "os_release": platform.release(),
     }
+
+
+def _installed() -> list[str]:
+    """Every installed distribution as its metadata folder name (name and version), without
+    parsing any metadata: listing folders takes milliseconds."""
+    found = set()
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        found.update(n for n in names if n.endswith((".dist-info", ".egg-info")))
+    return sorted(found)
 
 
 def capture() -> dict:
@@ -388,7 +399,7 @@ def render_md(base: dict | None, now: dict, baseline_label: str,
     """The env report: the current environment, then what changed against the baseline."""
     rows = [(label, _cell(_get(now, dotted))) for label, dotted in MAIN_FIELDS]
     lines = ["# Environment", "",
-             tabulate(rows, headers=["field", "value"], tablefmt="github", disable_numparse=True),
+             _table(rows, headers=["field", "value"], tablefmt="github", disable_numparse=True),
              "", f"## Change against the baseline ({baseline_label})", ""]
     if baseline_error is not None:
         lines.append(f"Baseline env.json unreadable: {baseline_error}")
@@ -406,13 +417,19 @@ def render_md(base: dict | None, now: dict, baseline_label: str,
             first = {dotted for dotted, _ in HARDWARE_FIELDS}
             changes.sort(key=lambda c: (c[0] not in first, c[0]))
             table = [(key, _cell(before), _cell(after)) for key, before, after in changes]
-            lines.append(tabulate(table, headers=["field", "baseline", "now"],
+            lines.append(_table(table, headers=["field", "baseline", "now"],
                                   tablefmt="github", disable_numparse=True))
     return "\n".join(lines) + "\n"
 
 
+def _table(rows, **kwargs) -> str:
+    from tabulate import tabulate
+    return tabulate(rows, **kwargs)
+
+
 def _baseline_rev(params: Path) -> str:
     """`baseline.rev` from the params file; HEAD when the file or the key is absent."""
+    import yaml  # here, not at the top: capture() runs in interpreters that have only torch
     try:
         text = params.read_text(encoding="utf-8")
     except FileNotFoundError:

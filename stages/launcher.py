@@ -48,14 +48,16 @@ def run_worker(job: dict, *, timeout_s: float, python: str | None = None,
         stderr_path = tmp_path / "stderr.txt"
         job_path.write_text(json.dumps(job), encoding="utf-8")
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        # The stage's folder first, so a workload in the user's own module imports by name.
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), str(ROOT),
+                                                          env.get("PYTHONPATH")]))
         env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / "inductor" if fresh_compile_cache
                                              else SHARED_INDUCTOR_CACHE)
         started = time.perf_counter()
         with open(stderr_path, "wb") as err, open(os.devnull, "wb") as out:
             proc = subprocess.Popen(
                 [python or sys.executable, "-m", "stages.worker", str(job_path), str(result_path)],
-                cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                 start_new_session=True)  # its own process group: a timeout kills compilers too
             try:
                 code = proc.wait(timeout=timeout_s)

@@ -9,11 +9,12 @@ same inputs run twice (determinism), and compiled against eager by the dynamo ru
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
 from . import comparison, config, render
-from .bench import job_for
+from .bench import CellRun
 from .errors import one_line_errors
 from .launcher import run_worker
 from .records import write_record, write_text
@@ -57,30 +58,46 @@ def evaluate(result: dict, precision: config.PrecisionSpec, eager: dict | None) 
     }
 
 
+def evaluate_all(results: list[dict], cell: config.Cell, modes: tuple[str, ...]) -> dict:
+    """Each mode's verdict; a process that crashed fails every mode with its message."""
+    if not results:
+        return {}
+    result = results[0]
+    by_mode = result.get("modes") or {m: result for m in modes}
+    eager = by_mode.get("eager") if by_mode.get("eager", {}).get("status") == "OK" else None
+    return {mode: evaluate(r, cell.precision, eager if mode != "eager" else None)
+            for mode, r in by_mode.items()}
+
+
 def run_cell(cfg: config.Config, cell: config.Cell, run=run_worker, log=print) -> dict:
     started = time.perf_counter()
-    workloads = {}
-    for name, spec in cfg.workloads.items():
-        result = run(job_for(cfg, cell, spec, KIND),
-                     timeout_s=spec.timeout_s or cfg.numerics.timeout_s, fresh_compile_cache=False)
-        if result["status"] == "SKIPPED":
-            log(f"torchgate numerics: {cell.name} skipped: {result['error']}")
-            return {"cell": cell.name, "status": "SKIPPED", "reason": result["error"],
-                    "workloads": {}}
-        modes = result.get("modes") or {m: result for m in cfg.modes}  # a crash fails every mode
-        eager = modes.get("eager") if modes.get("eager", {}).get("status") == "OK" else None
-        workloads[name] = {mode: evaluate(r, cell.precision, eager if mode != "eager" else None)
-                           for mode, r in modes.items()}
-        for mode, ev in workloads[name].items():
+    cell_run = CellRun(cfg, cell, KIND, run, lambda line: None, fresh_compile_cache=False)
+    cell_run.rounds(1)
+    if cell_run.skipped:
+        log(f"torchgate numerics: {cell.name} skipped: {cell_run.skipped}")
+        return {"cell": cell.name, "status": "SKIPPED", "reason": cell_run.skipped,
+                "workloads": {}}
+    evaluated = {arm: {name: evaluate_all(procs, cell, cfg.modes)
+                       for name, procs in per_arm.items()}
+                 for arm, per_arm in cell_run.results.items()}
+    now = "candidate" if cfg.candidate_python else "now"
+    for name, modes in evaluated[now].items():
+        for mode, ev in modes.items():
             worst = max((v for v in ev.get("rel_l2", {}).values() if v is not None), default=None)
             log(f"torchgate numerics: {cell.name} {name} {mode}: {ev['status']}"
                 + (f", max rel. L2 {worst:.2e}" if worst is not None else "")
                 + (f" ({'; '.join(ev['problems'])})" if ev["problems"] else ""))
-    return {"cell": cell.name, "status": "OK", "reason": None, "workloads": workloads,
-            "tolerance": {"rel_l2": cell.precision.rel_l2_tol,
-                          "cosine_min": cell.precision.cosine_min,
-                          "compiled_multiplier": cell.precision.compiled_multiplier},
-            "wall_s": time.perf_counter() - started}
+    record = {"cell": cell.name, "status": "OK", "reason": None, "workloads": evaluated[now],
+              "tolerance": {"rel_l2": cell.precision.rel_l2_tol,
+                            "cosine_min": cell.precision.cosine_min,
+                            "compiled_multiplier": cell.precision.compiled_multiplier},
+              "wall_s": time.perf_counter() - started}
+    if cfg.candidate_python:
+        record["ab"] = {"baseline": {"python": sys.executable, "torch": cell_run.torch["baseline"],
+                                     "workloads": evaluated["baseline"]},
+                        "candidate": {"python": cfg.candidate_python,
+                                      "torch": cell_run.torch["candidate"]}}
+    return record
 
 
 def details(record: dict) -> str:

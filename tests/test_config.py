@@ -1,0 +1,88 @@
+"""Configuration: params.yaml equals the composition of conf/, and bad input is one clear line."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from stages import config
+from stages.compose import compose
+from stages.errors import UserError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_committed_params_equal_the_composition_of_conf(tmp_path):
+    out = tmp_path / "params.yaml"
+    compose(out, [])
+    assert out.read_text() == (ROOT / "params.yaml").read_text(), (
+        "params.yaml is stale: run `python -m stages.compose` and commit it")
+
+
+@pytest.mark.parametrize("overrides, cells", [
+    (["matrix=smoke"], ["cpu-fp32"]),
+    ([], ["cpu-fp32", "cpu-bf16"]),
+    (["matrix=gpu"], ["cuda-fp32", "cuda-tf32", "cuda-bf16"]),
+    (["precision=[fp32,tf32]", "device=[cpu,cuda]"],
+     ["cpu-fp32", "cpu-tf32", "cuda-fp32", "cuda-tf32"]),
+])
+def test_every_matrix_composes_into_a_valid_config(tmp_path, overrides, cells):
+    out = tmp_path / "params.yaml"
+    compose(out, overrides)
+    cfg = config.load(out)
+    assert [c.name for c in cfg.cells()] == cells
+    raw = yaml.safe_load(out.read_text())
+    assert raw["cells"]["devices"] == list(cfg.devices)  # what the DVC matrix iterates over
+
+
+@pytest.mark.parametrize("override, message", [
+    ("precision=fp8", "Could not find 'precision/fp8'. Valid options: amp_bf16, bf16, fp16, fp32, tf32."),
+    ("device=tpu", "Valid options: cpu, cuda, mps, xpu."),
+    ("workload=[nope]", "Could not load 'workload/nope'. Valid options: matmul_relu, "),
+    ("matrix=huge", "Valid options: cpu, gpu, smoke."),
+])
+def test_an_unknown_option_names_the_valid_ones_in_one_line(override, message):
+    run = subprocess.run([sys.executable, "-m", "stages.compose", override], cwd=ROOT.parent,
+                         capture_output=True, text=True, env={"PYTHONPATH": str(ROOT),
+                                                              "PATH": "/usr/bin:/bin"})
+    assert run.returncode == 2
+    assert message in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1, run.stderr
+
+
+def _raw():
+    return yaml.safe_load((ROOT / "params.yaml").read_text())
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda r: r["bench"].update(processes=0), "bench.processes must be > 0, got 0"),
+    (lambda r: r["bench"].update(samples=-3), "bench.samples must be > 0, got -3"),
+    (lambda r: r["bench"].update(sample_size=3), "unknown key bench.sample_size; valid keys"),
+    (lambda r: r["bench"].update(processes="five"), "bench.processes must be int, got 'five'"),
+    (lambda r: r["device"]["cpu"].update(type="tpu"), "device.cpu.type is 'tpu'; valid choices"),
+    (lambda r: r["precision"]["fp32"].update(dtype="fp8"), "precision.fp32.dtype is 'fp8'"),
+    (lambda r: r["matrix"].update(modes=["eager", "jit"]), "matrix.modes[1] is 'jit'"),
+    (lambda r: r["workload"]["matmul_relu"].pop("_target_"), "workload.matmul_relu needs `_target_"),
+    (lambda r: r.pop("workload"), "params.yaml has no 'workload' selection"),
+])
+def test_bad_values_are_rejected_with_the_key_and_the_fix(edit, message):
+    raw = _raw()
+    edit(raw)
+    with pytest.raises(UserError, match=None) as err:
+        config.parse(raw)
+    assert message in str(err.value)
+
+
+def test_an_unknown_cell_names_the_valid_ones():
+    cfg = config.parse(_raw())
+    with pytest.raises(UserError, match=r"unknown device 'tpu'; this matrix has \['cpu'\]"):
+        cfg.cell("tpu", "fp32")
+
+
+def test_a_missing_or_broken_params_file_is_one_line(tmp_path):
+    with pytest.raises(UserError, match="is missing"):
+        config.load(tmp_path / "params.yaml")
+    (tmp_path / "params.yaml").write_text("bench: [unclosed\n")
+    with pytest.raises(UserError, match="is not valid YAML"):
+        config.load(tmp_path / "params.yaml")

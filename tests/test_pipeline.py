@@ -1,0 +1,96 @@
+"""End to end, as a user runs it: `dvc repro` twice in a git repository, with a workload from
+the user's own module, one that raises, and a device that is not present."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from stages.compose import compose
+
+from .conftest import git
+
+USER_MODULE = '''
+import torch
+from stages.workloads import Workload
+
+
+def scaled_matmul(*, device, dtype, compile, seed, size=32, scale=1.0):
+    gen = torch.Generator().manual_seed(seed)
+    a = torch.randn(size, size, generator=gen).to(device, dtype)
+    fn = compile(lambda x: (x @ x) * scale)
+    return Workload(step=lambda: fn(a), items=size)
+
+
+def broken(*, device, dtype, compile, seed):
+    raise RuntimeError("this workload is broken on purpose")
+'''
+
+
+def dvc(*args, check=True):
+    run = subprocess.run([sys.executable, "-m", "dvc", *args], capture_output=True, text=True)
+    if check and run.returncode != 0:
+        raise AssertionError(f"dvc {' '.join(args)} failed:\n{run.stdout}\n{run.stderr}")
+    return run
+
+
+def read(path):
+    return open(path, encoding="utf-8").read()
+
+
+@pytest.mark.slow
+def test_dvc_repro_twice_with_a_baseline(project):
+    (project / "my_workloads.py").write_text(USER_MODULE)
+    (project / "conf/workload/mine.yaml").write_text(
+        "mine:\n  _target_: my_workloads.scaled_matmul\n  size: 32\n")
+    (project / "conf/workload/broken.yaml").write_text(
+        "broken:\n  _target_: my_workloads.broken\n")
+    compose(project / "params.yaml", ["matrix=smoke", "device=[cpu,cuda]",
+                                      "workload=[matmul_relu,mine,broken]",
+                                      "bench.processes=2", "bench.samples=3",
+                                      "bench.adaptive_budget_s=0"],
+            conf=project / "conf")
+
+    first = dvc("repro")
+    assert "bench@cpu-fp32" in first.stdout and "bench@cuda-fp32" in first.stdout
+    for path in ["env/env.json", "env/env.md", "bench/cpu-fp32.json", "bench/cpu-fp32.md",
+                 "bench/cuda-fp32.json", "numerics/cpu-fp32.json", "numerics/cpu-fp32.md",
+                 "compare.md", "compare.json", "summary.md", "metrics.json"]:
+        assert (project / "reports" / path).stat().st_size > 0, path
+    summary = read("reports/summary.md")
+    assert "No baseline yet" in summary and "Commit `reports/`" in summary
+    assert "this workload is broken on purpose" in summary          # FAILED, with its error
+    cuda = json.loads(read("reports/bench/cuda-fp32.json"))
+    assert cuda["status"] == "SKIPPED" and "not available" in cuda["reason"]
+    bench = json.loads(read("reports/bench/cpu-fp32.json"))
+    good = bench["workloads"]["mine"]["processes"]
+    assert len(good) == 2 and all(len(p["modes"]["eager"]["steady_s"]) == 3 for p in good)
+    metrics = json.loads(read("reports/metrics.json"))
+    assert metrics["bench"]["cpu-fp32"]["matmul_relu"]["eager"]["steady_ms"] > 0
+
+    again = dvc("repro")   # nothing changed: only the cheap env check runs
+    assert "Running stage 'bench" not in again.stdout and "Running stage 'compare" not in again.stdout
+
+    git("add", "-A", cwd=project)
+    git("commit", "-qm", "baseline", cwd=project)
+    dvc("repro", "-f")
+    compare = read("reports/compare.md")
+    rows = json.loads(read("reports/compare.json"))["rows"]
+    verdicts = {(r["stage"], r["cell"], r["workload"], r["metric"]): r["verdict"] for r in rows}
+    assert verdicts[("bench", "cuda-fp32", "*", "cell")] == "SKIPPED"
+    assert verdicts[("bench", "cpu-fp32", "broken", "status")] == "FAILED"
+    for workload in ("matmul_relu", "mine"):
+        for metric in ("steady_s", "first_call_s", "warmup_s"):
+            assert verdicts[("bench", "cpu-fp32", workload, metric)] in (
+                "EQUIVALENT", "INCONCLUSIVE", "IMPROVED", "REGRESSED", "NOT COMPARABLE")
+        assert verdicts[("numerics", "cpu-fp32", workload, "numerics")] == "EQUIVALENT"
+    assert "No baseline" not in compare
+    diff = dvc("metrics", "diff", "HEAD", "--md", "--all")
+    assert "| Path" in diff.stdout and "steady_ms" in diff.stdout
+
+    # A corrupt baseline is a message in the report, not a traceback.
+    (project / "reports/bench/cpu-fp32.json").write_text('{"schema_version": 1, "kind": "ben')
+    git("commit", "-qam", "corrupt", cwd=project)
+    dvc("repro", "-f", "bench@cpu-fp32", "compare")
+    compare = read("reports/compare.md")
+    assert "Baseline unreadable" in compare and "is not valid JSON" in compare
