@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import comparison, config, render, stats
+from .baseline import resolve_rev
 from .errors import one_line_errors
 from .launcher import ROOT, run_worker
 from .records import write_record, write_text
@@ -72,11 +73,19 @@ class CellRun:
         self.results: dict[str, dict[str, list]] = {
             arm: {name: [] for name in cfg.workloads} for arm, _ in self.arms}
         self.skipped: str | None = None
+        self.failed: set[tuple[str, str]] = set()
         self.torch: dict[str, str | None] = {arm: None for arm, _ in self.arms}
 
     def process(self, name: str, round_: int, modes: list[str] | None = None) -> None:
-        """One worker process per arm, alternating the arms' order from round to round."""
+        """One worker process per arm, alternating the arms' order from round to round.
+
+        A mode that failed is not tried again in later rounds, and a workload whose every
+        mode failed is not started again: a hang would otherwise cost its time limit K times.
+        """
         spec = self.cfg.workloads[name]
+        modes = [m for m in (modes or self.cfg.modes) if (name, m) not in self.failed]
+        if not modes:
+            return
         order = self.arms if round_ % 2 == 0 else self.arms[::-1]
         for arm, python in order:
             result = self.run(job_for(self.cfg, self.cell, spec, self.kind, modes),
@@ -88,6 +97,9 @@ class CellRun:
             result["round"] = round_
             self.torch[arm] = self.torch[arm] or result.get("torch")
             self.results[arm][name].append(result)
+            for mode in modes:
+                if result["status"] != "OK" or result["modes"].get(mode, {}).get("status") != "OK":
+                    self.failed.add((name, mode))
             label = "" if arm == "now" else f" [{arm}]"
             self.log(f"torchgate {self.kind}: {self.cell.name} {name}{label} process "
                      f"{round_ + 1}: {_short(result)}")
@@ -202,6 +214,7 @@ def main(argv: list[str] | None = None) -> None:
     with one_line_errors("bench"):
         cfg = config.load(args.params)
         cell = cfg.cell(args.device, args.precision)
+        resolve_rev(cfg.baseline_rev)  # a bad baseline.rev or no git: say so before measuring
         record = run_cell(cfg, cell, compare=lambda rec: comparison.compare_cell(
             cfg, KIND, cell.name, rec))
         write_record(args.out / f"{cell.name}.json", KIND, record)

@@ -280,7 +280,7 @@ def compare_cells(cfg: Config, cells: list[str], stages_: tuple[str, ...] = ("be
     commit = resolve_rev(cfg.baseline_rev)
     result.has_baseline = commit is not None
     from_git = 0
-    hardware = None if cfg.stats.allow_hardware_change else hardware_change(commit, result.notes,
+    hardware = None if cfg.allow_hardware_change else hardware_change(commit, result.notes,
                                                                             root)
     missing, looks = [], 1
     for stage in stages_:

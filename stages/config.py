@@ -77,7 +77,6 @@ class StatsSettings:
     delta: dict = field(default_factory=lambda: {"steady_s": 0.05, "first_call_s": 0.2,
                                                  "warmup_s": 0.25, "peak_bytes": 0.05})
     error_growth: float = 2.0           # numerics: flag an error that grew by this factor
-    allow_hardware_change: bool = False  # compare timings across different hardware anyway
 
 
 @dataclass(frozen=True)
@@ -103,6 +102,7 @@ class Config:
     baseline_rev: str
     fail_on_regression: bool
     candidate_python: str | None = None   # A/B mode: the other environment's interpreter
+    allow_hardware_change: bool = False   # compare timings across different hardware anyway
 
     def cells(self) -> list[Cell]:
         return [Cell(d, p) for d in self.devices.values() for p in self.precisions.values()]
@@ -157,9 +157,17 @@ def _group(raw: dict, key: str) -> dict:
     return group
 
 
+TOP_LEVEL = ("baseline", "bench", "candidate", "cells", "compare", "device", "gate", "matrix",
+             "numerics", "precision", "stats", "workload")
+
+
 def parse(raw: dict) -> Config:
     if not isinstance(raw, dict):
         raise UserError("params.yaml must be a mapping; recompose it with `dvc exp run`")
+    unknown = sorted(set(raw) - set(TOP_LEVEL))
+    if unknown:
+        raise UserError(f"unknown top-level key {unknown[0]!r} in params.yaml; valid keys: "
+                        f"{', '.join(TOP_LEVEL)}")
     devices = {}
     for name, body in _group(raw, "device").items():
         spec = _typed(DeviceSpec, body, f"device.{name}", name=name)
@@ -222,9 +230,14 @@ def parse(raw: dict) -> Config:
             raise UserError(f"candidate.python {candidate!r} is not an executable file; point it "
                             "at the other environment's interpreter, e.g. /path/to/venv/bin/python")
         candidate = str(path)
+    compare = raw.get("compare") or {}
+    unknown = sorted(set(compare) - {"allow_hardware_change"})
+    if unknown:
+        raise UserError(f"unknown key compare.{unknown[0]}; valid keys: ['allow_hardware_change']")
     return Config(devices, precisions, workloads, modes, str(matrix.get("name", "custom")),
                   bench, numerics, stats, str(baseline.get("rev", "HEAD")),
-                  bool(gate.get("fail_on_regression", False)), candidate)
+                  bool(gate.get("fail_on_regression", False)), candidate,
+                  bool(compare.get("allow_hardware_change", False)))
 
 
 def load(path: str | Path = "params.yaml") -> Config:

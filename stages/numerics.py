@@ -15,6 +15,7 @@ from pathlib import Path
 
 from . import comparison, config, render
 from .bench import CellRun
+from .baseline import resolve_rev
 from .errors import one_line_errors
 from .launcher import run_worker
 from .records import write_record, write_text
@@ -131,6 +132,7 @@ def main(argv: list[str] | None = None) -> None:
     with one_line_errors("numerics"):
         cfg = config.load(args.params)
         cell = cfg.cell(args.device, args.precision)
+        resolve_rev(cfg.baseline_rev)  # a bad baseline.rev or no git: say so before measuring
         record = run_cell(cfg, cell)
         write_record(args.out / f"{cell.name}.json", KIND, record)
         result = comparison.compare_cell(cfg, KIND, cell.name, record)

@@ -8,6 +8,7 @@ whole run AND larger than the metric's minimum effect δ.
 """
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 import statistics
@@ -56,26 +57,23 @@ class Shift:
 def shift(base: Sequence[float], now: Sequence[float]) -> Shift | None:
     """Welch's t-test on log values; None when either side has fewer than two processes or a
     value that is not a positive finite number (a time of 0 or inf has no log ratio)."""
-    if len(base) < 2 or len(now) < 2 or not all(0 < v < math.inf for v in (*base, *now)):
+    values = (*base, *now)
+    if len(base) < 2 or len(now) < 2 or min(values) <= 0 or not math.isfinite(sum(values)):
         return None
     x = [math.log(v) for v in base]
     y = [math.log(v) for v in now]
     n1, n2 = len(x), len(y)
-    v1, v2 = _variance(x), _variance(y)
-    d = math.fsum(y) / n2 - math.fsum(x) / n1
+    m1, m2 = sum(x) / n1, sum(y) / n2
+    ss1, ss2 = sum((v - m1) ** 2 for v in x), sum((v - m2) ** 2 for v in y)
+    v1, v2 = ss1 / (n1 - 1), ss2 / (n2 - 1)
+    d = m2 - m1
     se = math.sqrt(v1 / n1 + v2 / n2)
-    spread = math.sqrt(((n1 - 1) * v1 + (n2 - 1) * v2) / (n1 + n2 - 2))
+    spread = math.sqrt((ss1 + ss2) / (n1 + n2 - 2))
     if se == 0:
         return Shift(n1, n2, d, 0.0, float(n1 + n2 - 2), 0.0, 1.0 if d == 0 else 0.0)
     df = (v1 / n1 + v2 / n2) ** 2 / ((v1 / n1) ** 2 / (n1 - 1) + (v2 / n2) ** 2 / (n2 - 1))
     p = 2 * special.stdtr(df, -abs(d) / se)
     return Shift(n1, n2, d, se, df, spread, float(p))
-
-
-def _variance(values: Sequence[float]) -> float:
-    """Sample variance (n - 1), two-pass in floats: statistics.variance is exact but slow."""
-    mean = math.fsum(values) / len(values)
-    return math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1)
 
 
 def _t_quantile(df: float, q: float) -> float:
@@ -113,30 +111,32 @@ def verdict(s: Shift, p_adjusted: float, *, alpha: float, delta: float) -> str:
 def minimum_detectable_effect(s: Shift, *, alpha: float, power: float, delta: float,
                               tests: int) -> float:
     """The slowdown that would be REGRESSED with probability `power`, relative (0.05 = 5 %),
-    if the process-to-process spread were the one observed (equal on both sides).
+    at this cell's process-to-process spread and numbers of processes.
 
     The level is alpha/tests: what Benjamini-Hochberg asks of the smallest p-value when one
     metric among `tests` truly moved. Both conditions of a regression must hold: significance
-    and an estimate beyond δ. The power is that of the Welch test as run, whose threshold
-    moves with the estimated variances and degrees of freedom; the textbook
-    (q_alpha + q_power)·se assumes a fixed threshold and, at 5 processes a side and ~60 tests,
-    delivers ~68 % power instead of 80 %.
+    and an estimate beyond δ. The power is that of the Welch test as run (see _REGRESSION):
+    the textbook (q_alpha + q_power)·se assumes a fixed threshold and, at 5 processes a side
+    and 60 tests, delivers 68 % power instead of 80 %. The spread is made median-unbiased
+    (_planning_spread), so the reported MDE is too small in half of the runs, not in most.
     """
     if s.se == 0:
         return delta
-    return math.expm1(_detectable_log(s.spread, s.n_base, s.n_now, alpha=alpha, power=power,
-                                      limit=math.log1p(delta), tests=tests))
+    limit = math.log1p(delta)
+    se = _planning_spread(s) * math.sqrt(1 / s.n_base + 1 / s.n_now)
+    shift = _regression_shift(s.n_base, s.n_now, alpha / max(tests, 1), power, limit / se)
+    return math.expm1(shift * se)
 
 
 def processes_needed(s: Shift, *, alpha: float, power: float, delta: float,
                      tests: int, most: int = 100_000) -> int | None:
     """Processes per side that would decide an INCONCLUSIVE with probability `power`, if the
-    observed change and spread were the truth; None when no number up to `most` would (a change
-    on the edge of ±δ, or no spread to plan with).
+    observed change and spread were the truth, rounded up to a readable number (_LADDER);
+    None when no number up to `most` would (a change on the edge of ±δ, or no spread).
 
-    A change beyond δ is decided by significance (the minimum detectable effect at n processes
-    a side reaches it); one within δ by equivalence (the (1 - alpha) interval fits inside ±δ).
-    Both use the Welch test's own power at n processes a side, which matters at small n.
+    A change beyond δ is decided by a regression (or improvement) verdict, one within δ by
+    equivalence (the (1 - alpha) interval fits inside ±δ); both with the Welch test's own
+    power at n processes a side, which matters at small n.
     """
     if s.spread == 0:
         return None
@@ -144,119 +144,124 @@ def processes_needed(s: Shift, *, alpha: float, power: float, delta: float,
     effect = abs(s.log_ratio)
     if abs(effect - limit) <= 1e-12:
         return None
+    spread = _planning_spread(s)
     z_power = float(special.ndtri(power))
     if effect > limit:
-        z = float(special.ndtri(1 - alpha / (2 * max(tests, 1)))) + z_power
-        guess = max((z * s.spread / effect) ** 2, (z_power * s.spread / (effect - limit)) ** 2)
+        level = alpha / max(tests, 1)
+        z = float(special.ndtri(1 - level / 2)) + z_power
+        guess = max((z * spread / effect) ** 2, (z_power * spread / (effect - limit)) ** 2)
 
-        def decides(n: int) -> bool:
-            return _detectable_log(s.spread, n, n, alpha=alpha, power=power, limit=limit,
-                                   tests=tests) <= effect
+        def power_at(n: int) -> float:
+            se = spread * math.sqrt(2 / n)
+            return _regression_power(_critical_ratios(n, n, level), effect / se, limit / se)
     else:
         z = float(special.ndtri(1 - alpha / 2)) + z_power
-        guess = (z * s.spread / (limit - effect)) ** 2
+        guess = (z * spread / (limit - effect)) ** 2
 
-        def decides(n: int) -> bool:
-            return _equivalence_power(effect, s.spread, n, alpha=alpha, limit=limit) >= power
-    # The normal approximation is only a starting point for the search.
-    n = _smallest(decides, start=math.ceil(2 * guess), most=most)
-    return None if n is None else max(s.n_base, s.n_now, n)
+        def power_at(n: int) -> float:
+            return _equivalence_power(effect, spread * math.sqrt(2 / n), n, alpha=alpha,
+                                      limit=limit)
+    ladder = [n for n in _LADDER if n <= most]
+    # The normal approximation (n = 2·guess) is a little low; search upward from it.
+    found = _first(ladder, lambda n: power_at(n) >= power,
+                   start=bisect.bisect_left(ladder, 2 * guess))
+    return None if found is None else max(s.n_base, s.n_now, found)
 
 
-# ---- the power of the Welch test as run ---------------------------------------------------
+def _first(items: Sequence[int], decides, *, start: int) -> int | None:
+    """The first item with decides(item), for a decides that is monotone along `items`:
+    gallop from index `start` to bracket it, then bisect."""
+    low, high, step = -1, min(start, len(items) - 1), 1
+    while not decides(items[high]):                 # gallop up
+        if high == len(items) - 1:
+            return None
+        low, high, step = high, min(high + step, len(items) - 1), 2 * step
+    step = 1
+    while high - low > 1 and high - step > low and decides(items[high - step]):   # and down
+        high, step = high - step, 2 * step
+    low = max(low, high - step)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if decides(items[middle]) else (middle, high)
+    return items[high]
+
+
+# Readable process counts: every n up to 20, then 1-1.2-1.5-2-2.5-3-4-5-6-8 steps per decade.
+_LADDER = tuple(sorted({*range(2, 21), *(round(m * 10 ** k) for k in range(1, 6)
+                                       for m in (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8))}))
+
+
+def _planning_spread(s: Shift) -> float:
+    """The pooled spread made median-unbiased: with ν degrees of freedom its square is
+    σ²·χ²_ν/ν, whose median is below σ² (by 8 % at 5 + 5 processes)."""
+    return s.spread / _median_chi_ratio(s.n_base + s.n_now - 2)
+
+
+@functools.lru_cache(maxsize=256)
+def _median_chi_ratio(df: int) -> float:
+    return math.sqrt(float(special.chdtri(df, 0.5)) / df)
+
+
+# ---- the power of the Welch test as run -----------------------------------------------------
 #
-# With true spread σ on both sides, the estimate is d = θ + se·Z (se = σ·sqrt(1/n1 + 1/n2)) and
-# the test rejects when d > q(df^)·se^: both the estimated se^ and the Welch df^ vary from run
-# to run. In units of se the threshold is a random ratio R = q(df^)·se^/se whose law depends
-# only on (n1, n2, level); it is tabulated once on a grid of variance quantiles.
+# _REGRESSION: with a true spread σ on both sides and a true log ratio θ, the estimate is
+# d = θ + se·Z (se = σ·sqrt(1/n1 + 1/n2), Z standard normal) and the test rejects when
+# d > q(df^)·se^, where the estimated se^ and the Welch df^ vary from run to run, independently
+# of Z. In units of se the threshold is a random ratio R = q(df^)·se^/se whose law depends only
+# on (n1, n2, level): it is tabulated once, on a grid of quantiles of the two sample variances.
+# A regression also needs d > log1p(δ), so P(REGRESSED) = P(Z > max(R, log1p(δ)/se) - θ/se).
 
-_GRID = 32
+_GRID = 16
 
 
-@functools.lru_cache(maxsize=512)
+@functools.lru_cache(maxsize=1024)
 def _critical_ratios(n1: int, n2: int, two_sided_level: float) -> np.ndarray:
-    """Equally weighted values of R = q(df^)·se^/se (equal true variances)."""
+    """Equally weighted values of R = q(df^)·se^/se, sorted (equal true variances)."""
     u = (np.arange(_GRID) + 0.5) / _GRID
-    a = special.chdtri(n1 - 1, u) / (n1 - 1)       # v1/σ² at its quantiles
-    b = special.chdtri(n2 - 1, u) / (n2 - 1)
-    w1, w2 = np.meshgrid(a / n1, b / n2)
+    v1 = special.chdtri(n1 - 1, u) / (n1 - 1)       # sample variance / σ², at its quantiles
+    v2 = special.chdtri(n2 - 1, u) / (n2 - 1)
+    w1, w2 = np.meshgrid(v1 / n1, v2 / n2)
     se2 = w1 + w2
     df = se2 ** 2 / (w1 ** 2 / (n1 - 1) + w2 ** 2 / (n2 - 1))
-    q = special.stdtrit(df, 1 - two_sided_level / 2)
-    ratios = (q * np.sqrt(se2 / (1 / n1 + 1 / n2))).ravel()
-    ratios.sort()
+    ratios = special.stdtrit(df, 1 - two_sided_level / 2) * np.sqrt(se2 / (1 / n1 + 1 / n2))
+    ratios = np.sort(ratios.ravel())
     ratios.flags.writeable = False
     return ratios
 
 
-def _detectable_log(spread: float, n1: int, n2: int, *, alpha: float, power: float,
-                    limit: float, tests: int) -> float:
-    """The smallest true log ratio θ that is REGRESSED with probability `power`: significant
-    at alpha/tests (two-sided) and estimated beyond `limit`, i.e. Z > max(R, limit/se) - θ/se."""
-    se = spread * math.sqrt(1 / n1 + 1 / n2)
-    level = alpha / max(tests, 1)
+def _regression_power(ratios: np.ndarray, shift: float, floor: float) -> float:
+    """P(Z > max(R, floor) - shift): a true shift (in se) is significant and beyond δ."""
+    return float(special.ndtr(shift - np.maximum(ratios, floor)).sum()) / ratios.size
+
+
+def _regression_shift(n1: int, n2: int, level: float, power: float, floor: float) -> float:
+    """The true shift, in standard errors, that is REGRESSED with probability `power`."""
+    floors, shifts = _shift_table(n1, n2, level, power)
+    if floor >= floors[-1]:        # δ alone decides: the threshold never exceeds the floor
+        return floor + float(special.ndtri(power))
+    return float(np.interp(floor, floors, shifts))    # constant below floors[0]
+
+
+@functools.lru_cache(maxsize=256)
+def _shift_table(n1: int, n2: int, level: float, power: float):
+    """_regression_shift on a grid of floors spanning the law of R (smooth in the floor)."""
     ratios = _critical_ratios(n1, n2, level)
-    floor = limit / se
-    if floor >= ratios[-1]:        # δ alone decides
-        return limit + float(special.ndtri(power)) * se
-    if floor <= ratios[0]:         # significance alone decides: one number per (n1, n2, level)
-        return _significance_shift(n1, n2, level, power) * se
-    return _shift_for_power(np.maximum(ratios, floor), power) * se
-
-
-@functools.lru_cache(maxsize=512)
-def _significance_shift(n1: int, n2: int, level: float, power: float) -> float:
-    return _shift_for_power(_critical_ratios(n1, n2, level), power)
-
-
-def _shift_for_power(thresholds: np.ndarray, power: float) -> float:
-    """c with mean(Φ(c - thresholds)) = power: the shift, in standard errors, that clears a
-    random threshold with probability `power`."""
-    def shortfall(c: float) -> float:
-        return float(np.mean(special.ndtr(c - thresholds))) - power
+    floors = np.linspace(ratios[0], ratios[-1], 65)
     z = float(special.ndtri(power))
-    return optimize.brentq(shortfall, thresholds[0] + z - 1, thresholds[-1] + z + 1,
-                           xtol=1e-6)
+    shifts = np.array([optimize.brentq(
+        lambda c, f=f: _regression_power(ratios, c, f) - power,
+        max(f, ratios[0]) + z - 1, ratios[-1] + z + 1, xtol=1e-7) for f in floors])
+    return floors, shifts
 
 
-def _equivalence_power(effect: float, spread: float, n: int, *, alpha: float,
+def _equivalence_power(effect: float, se: float, n: int, *, alpha: float,
                        limit: float) -> float:
     """Chance that the (1 - alpha) interval of a true log ratio `effect` lies inside ±limit,
     with n processes a side: |effect + se·Z| + R·se <= limit, R at level alpha."""
-    se = spread * math.sqrt(2 / n)
     ratios = _critical_ratios(n, n, alpha)
-    high = special.ndtr(limit / se - ratios - effect / se)
-    low = special.ndtr(-limit / se + ratios - effect / se)
-    return float(np.mean(np.maximum(high - low, 0.0)))
-
-
-def _smallest(decides, *, start: int, most: int) -> int | None:
-    """The smallest n in [2, most] with decides(n), for a decides that is monotone in n:
-    gallop from `start` to bracket the answer, then bisect."""
-    n = min(max(start, 2), most)
-    step = 1
-    if decides(n):
-        high = n
-        while high > 2:
-            low = max(high - step, 2)
-            if not decides(low):
-                break
-            high, step = low, 2 * step
-        else:
-            return 2
-    else:
-        low = n
-        while True:
-            if low >= most:
-                return None
-            high = min(low + step, most)
-            if decides(high):
-                break
-            low, step = high, 2 * step
-    while high - low > 1:        # decides(high), not decides(low)
-        middle = (low + high) // 2
-        low, high = (low, middle) if decides(middle) else (middle, high)
-    return high
+    inside = (special.ndtr((limit - effect) / se - ratios)
+              - special.ndtr(ratios - (limit + effect) / se))
+    return float(np.maximum(inside, 0.0).sum()) / ratios.size
 
 
 def median(values: Sequence[float]) -> float:

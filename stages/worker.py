@@ -30,7 +30,10 @@ class Unavailable(Exception):
 
 def failure(exc: BaseException) -> dict:
     """A status and a one-line message for an exception raised by a workload."""
-    oom = isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError"
+    text = str(exc).lower()
+    oom = (isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError"
+           or "out of memory" in text or "can't allocate memory" in text
+           or "not enough memory" in text)
     message = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
     return {"status": "OOM" if oom else "ERROR", "error": message[:500],
             "traceback": traceback.format_exc(limit=-3)[-2000:]}

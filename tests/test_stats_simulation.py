@@ -2,23 +2,26 @@
 
 Seeded simulations whose truth is known go through the real `comparison` functions (rows,
 Benjamini-Hochberg over the matrix, verdicts, minimum detectable effects) and the verdicts are
-counted. Each simulated matrix has CELLS cells, one workload and mode each, three timed metrics
-(60 tests), PROCESSES worker processes per side, and a per-process random effect (the unit of
-replication) drawn from one family of distributions:
+counted. A simulated matrix has CELLS cells of one workload and mode, three timed metrics each
+(60 tests), PROCESSES worker processes per side. steady_s has a per-process random effect (the
+unit of replication) drawn from one family, its spread growing across the cells:
 
   normal      process median = 1 + cv·Z, cv 1 % .. 15 %
   lognormal   exp(σ·Z), σ 1 % .. 40 %; raw per-call samples with timer spikes, through
               comparison.bench_rows (the raw-sample path)
-  bimodal     two modes 1.4x or 2.2x apart (a CPU training step), within-mode spread 1 % .. 10 %
-  heavy       Student t (2.5 df) on the log scale, or clean processes plus 15 % Pareto outliers
+  bimodal     processes in two modes 1.4x or 2.2x apart (a CPU training step; process CV up
+              to ~40 %), the slow mode taken by 1/2 or 3/10 of them, within-mode spread 1-10 %
+  heavy       log effect = s·t(2.5 df), or clean processes plus 15 % Pareto(1.5) outliers
 
-Run `pytest -s tests/test_stats_simulation.py` to see the measured rates.
+first_call_s and warmup_s are log-normal (2-15 % and 3-25 %) in every family. The other
+families skip bench_rows and build the same rows from process summaries, which is ~2x faster.
+
+`pytest -s tests/test_stats_simulation.py` prints the measured rates.
 """
 from __future__ import annotations
 
 import functools
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
@@ -30,67 +33,64 @@ DELTAS = {"steady_s": 0.05, "first_call_s": 0.20, "warmup_s": 0.25, "peak_bytes"
 TIMED = ("steady_s", "first_call_s", "warmup_s")
 PROCESSES, SAMPLES, CELLS = 5, 12, 20
 NULL_MATRICES = 1000
-SHIFT_MATRICES = 200
 TARGET = CELLS // 2          # the cell that truly slows down in the power runs
 BASE_S = {"steady_s": 0.01, "first_call_s": 2.0, "warmup_s": 0.3}
 
 
-# ---- families: per-process summaries of steady_s, as factors of the cell's true time ---------
+# ---- families: per-process factors on steady_s, and each process's latent mode ------------
+
+def _column(values) -> np.ndarray:
+    """Per-cell parameters, broadcast over (matrix, cell, side, process)."""
+    return np.asarray(values, dtype=float)[:, None, None]
+
 
 def _normal(rng, shape):
-    cv = np.geomspace(0.01, 0.15, CELLS)[:, None, None]
-    return 1 + cv * rng.standard_normal(shape)
+    return 1 + _column(np.geomspace(0.01, 0.15, CELLS)) * rng.standard_normal(shape), None
 
 
 def _lognormal(rng, shape):
-    sigma = np.geomspace(0.01, 0.40, CELLS)[:, None, None]
-    return np.exp(sigma * rng.standard_normal(shape))
+    return np.exp(_column(np.geomspace(0.01, 0.40, CELLS)) * rng.standard_normal(shape)), None
 
 
 def _bimodal(rng, shape):
-    """Half the cells split 1.4x, half 2.2x (process CV ~40 %); the slow mode is taken by half or
-    a third of the processes; within a mode the spread is 1 % .. 10 %."""
     cells = np.arange(CELLS)
-    split = np.where(cells < CELLS // 2, 1.4, 2.2)[:, None, None]
-    slow_share = np.where(cells % 2 == 0, 0.5, 0.3)[:, None, None]
-    within = np.tile(np.geomspace(0.01, 0.10, 5), CELLS // 5 + 1)[:CELLS][:, None, None]
+    split = _column(np.where(cells < CELLS // 2, 1.4, 2.2))
+    slow_share = _column(np.where(cells % 2 == 0, 0.5, 0.3))
+    within = _column(np.resize(np.geomspace(0.01, 0.10, 5), CELLS))
     slow = rng.random(shape) < slow_share
-    return np.exp(within * rng.standard_normal(shape)) * np.where(slow, split, 1.0)
+    return np.exp(within * rng.standard_normal(shape)) * np.where(slow, split, 1.0), slow
 
 
 def _heavy(rng, shape):
-    """Even cells: log effect = s·t(2.5 df); odd cells: clean processes, 15 % of them outliers
-    slowed by a Pareto(1.5) factor (1x .. 10x and beyond)."""
-    scale = np.repeat(np.geomspace(0.01, 0.15, CELLS // 2), 2)[:, None, None]
+    scale = _column(np.repeat(np.geomspace(0.01, 0.15, CELLS // 2), 2))
     student = np.exp(scale * rng.standard_t(2.5, shape))
     outlier = rng.random(shape) < 0.15
     pareto = np.exp(scale * rng.standard_normal(shape)) * np.where(
         outlier, 1 + rng.pareto(1.5, shape), 1.0)
-    return np.where((np.arange(CELLS) % 2 == 1)[:, None, None], pareto, student)
+    return np.where(_column(np.arange(CELLS) % 2 == 1), pareto, student), None
 
 
 FAMILIES = {"normal": _normal, "lognormal": _lognormal, "bimodal": _bimodal, "heavy": _heavy}
-RAW_FAMILY = "lognormal"
+RAW = {"lognormal"}          # families simulated as raw per-call samples through bench_rows
 
 
-def _phases(rng, matrices):
-    """first_call_s and warmup_s summaries: log-normal, 2 % .. 15 % and 3 % .. 25 %."""
-    shape = (matrices, CELLS, 2, PROCESSES)
-    first = np.exp(np.geomspace(0.02, 0.15, CELLS)[::-1, None, None] * rng.standard_normal(shape))
-    warm = np.exp(np.geomspace(0.03, 0.25, CELLS)[:, None, None] * rng.standard_normal(shape))
+def _phases(rng, shape):
+    """first_call_s and warmup_s process values."""
+    first = np.exp(_column(np.geomspace(0.15, 0.02, CELLS)) * rng.standard_normal(shape))
+    warm = np.exp(_column(np.geomspace(0.03, 0.25, CELLS)) * rng.standard_normal(shape))
     return first * BASE_S["first_call_s"], warm * BASE_S["warmup_s"]
 
 
-def _raw_samples(rng, factors):
-    """Per-call samples around each process median: 3 % noise, 5 % of calls a 2-5x spike."""
-    shape = factors.shape + (SAMPLES,)
+def _raw_samples(rng, medians):
+    """Per-call samples around each process's median: 3 % noise, 5 % of calls a 2-5x spike."""
+    shape = medians.shape + (SAMPLES,)
     spikes = np.where(rng.random(shape) < 0.05, rng.uniform(2, 5, shape), 1.0)
-    return factors[..., None] * np.exp(0.03 * rng.standard_normal(shape)) * spikes
+    return medians[..., None] * np.exp(0.03 * rng.standard_normal(shape)) * spikes
 
 
 # ---- the pipeline under test ------------------------------------------------------------------
 
-def _record(steady, first, warm, sentinel):
+def _record(steady, first, warm, sentinel) -> dict:
     """A bench record of one cell and side; `steady` holds per-call samples per process."""
     processes = [{"status": "OK", "sentinel": {"python_loop_s": s},
                   "modes": {"eager": {"status": "OK", "steady_s": st, "first_call_s": f,
@@ -100,7 +100,7 @@ def _record(steady, first, warm, sentinel):
 
 
 def _compare_records(steady, first, warm, sentinel) -> comparison.Comparison:
-    """One matrix through bench_rows + finish; arrays are indexed [cell][side][process]."""
+    """One matrix through bench_rows + finish; arguments are indexed [cell][side][process]."""
     result = comparison.Comparison()
     for cell in range(CELLS):
         base, now = (_record(steady[cell][k], first[cell][k], warm[cell][k], sentinel[cell][k])
@@ -110,7 +110,7 @@ def _compare_records(steady, first, warm, sentinel) -> comparison.Comparison:
 
 
 def _compare_summaries(steady, first, warm) -> comparison.Comparison:
-    """One matrix from process summaries: the rows bench_rows builds for timed metrics."""
+    """One matrix from process summaries: the timed rows bench_rows would build, + finish."""
     result = comparison.Comparison()
     for cell in range(CELLS):
         for metric, values in zip(TIMED, (steady, first, warm)):
@@ -121,73 +121,156 @@ def _compare_summaries(steady, first, warm) -> comparison.Comparison:
     return comparison.finish(result, ALPHA, POWER)
 
 
+# ---- counting -----------------------------------------------------------------------------
+
 @dataclass
 class Counts:
-    """Verdict counts over simulated matrices."""
+    """Verdicts over simulated matrices. Null cells: every cell outside `slowed`."""
     matrices: int = 0
-    any_regressed: int = 0           # matrices with a REGRESSED row outside the slowed cells
-    any_significant: int = 0         # ... with a BH-significant row outside the slowed cells
-    target_regressed: int = 0        # slowed steady_s rows that came out REGRESSED
-    target_rows: int = 0
-    target_wrong: int = 0            # slowed steady_s rows that came out EQUIVALENT or IMPROVED
-    cells_regressed: int = 0         # (cell, matrix) pairs with a REGRESSED row, null cells only
-    cell_trials: int = 0
-    target_mde: list = None
+    any_regressed: int = 0           # matrices with a REGRESSED row in a null cell
+    any_improved: int = 0            # ... with an IMPROVED row in a null cell
+    any_significant: int = 0         # ... with a BH-significant row in a null cell
+    null_cells: int = 0
+    cells_regressed: int = 0         # null cells with a REGRESSED row
+    splits_regressed: int = 0        # ... whose processes split by side into the two modes
+    slowed_rows: int = 0             # steady_s rows of slowed cells
+    slowed_regressed: int = 0
+    slowed_wrong: int = 0            # ... that came out EQUIVALENT or IMPROVED
+    target_mde: list = field(default_factory=list)    # reported MDE of TARGET's steady_s
 
-    def rate(self, name: str, of: str = "matrices") -> float:
-        return getattr(self, name) / max(getattr(self, of), 1)
+    def rate(self, part: str, whole: str = "matrices") -> float:
+        return getattr(self, part) / getattr(self, whole)
 
 
-def simulate(family: str, matrices: int, seed: int, slowdown: float = 1.0,
-             slowed: tuple[int, ...] = (), raw: bool = False) -> Counts:
-    """Simulate `matrices` comparisons; the now side of the `slowed` cells' steady_s is
-    `slowdown` times slower, every other cell and metric is an A/A comparison."""
+def simulate(family: str, matrices: int, seed: int, *, slowdown: float = 1.0,
+             slowed: tuple[int, ...] = (), processes: int = PROCESSES) -> Counts:
+    """Verdict counts over `matrices` simulated comparisons: the now side of the `slowed`
+    cells' steady_s is `slowdown` times slower; every other cell and metric is A/A."""
     rng = np.random.default_rng(seed)
-    shape = (matrices, CELLS, 2, PROCESSES)
-    factors = FAMILIES[family](rng, shape)
+    shape = (matrices, CELLS, 2, processes)
+    factors, modes = FAMILIES[family](rng, shape)
     factors[:, list(slowed), 1] *= slowdown
     steady = BASE_S["steady_s"] * factors
-    first, warm = _phases(rng, matrices)
-    counts = Counts(target_mde=[])
-    if raw:
+    first, warm = (a.tolist() for a in _phases(rng, shape))
+    if family in RAW:
         samples = _raw_samples(rng, steady).tolist()
         sentinel = (0.02 * np.exp(0.01 * rng.standard_normal(shape))).tolist()
-    steady, first, warm = steady.tolist(), first.tolist(), warm.tolist()
-    for m in range(matrices):
-        result = (_compare_records(samples[m], first[m], warm[m], sentinel[m]) if raw else
-                  _compare_summaries(steady[m], first[m], warm[m]))
-        _count(counts, result, slowed)
+        results = (_compare_records(samples[m], first[m], warm[m], sentinel[m])
+                   for m in range(matrices))
+    else:
+        steady = steady.tolist()
+        results = (_compare_summaries(steady[m], first[m], warm[m]) for m in range(matrices))
+    counts = Counts()
+    for m, result in enumerate(results):
+        assert result.tests == 3 * CELLS, "every timed row must be tested"
+        _count(counts, result, slowed, None if modes is None else modes[m])
     return counts
 
 
-def _count(counts: Counts, result: comparison.Comparison, slowed: tuple[int, ...]) -> None:
-    counts.matrices += 1
+def _count(counts: Counts, result: comparison.Comparison, slowed: tuple[int, ...],
+           modes: np.ndarray | None) -> None:
     slowed_cells = {f"c{c}" for c in slowed}
-    regressed_cells = set()
-    significant = False
+    regressed, improved, significant = set(), False, False
     for row in result.rows:
         if row.cell in slowed_cells and row.metric == "steady_s":
-            counts.target_rows += 1
-            counts.target_regressed += row.verdict == stats.REGRESSED
-            counts.target_wrong += row.verdict in (stats.EQUIVALENT, stats.IMPROVED)
+            counts.slowed_rows += 1
+            counts.slowed_regressed += row.verdict == stats.REGRESSED
+            counts.slowed_wrong += row.verdict in (stats.EQUIVALENT, stats.IMPROVED)
             continue
         if row.cell == f"c{TARGET}" and row.metric == "steady_s":
             counts.target_mde.append(row.mde)
         if row.verdict == stats.REGRESSED:
-            regressed_cells.add(row.cell)
+            regressed.add(int(row.cell[1:]))
+        improved |= row.verdict == stats.IMPROVED
         significant |= row.p_adjusted is not None and row.p_adjusted <= ALPHA
-    counts.any_regressed += bool(regressed_cells)
+    counts.matrices += 1
+    counts.any_regressed += bool(regressed)
+    counts.any_improved += improved
     counts.any_significant += significant
-    counts.cells_regressed += len(regressed_cells)
-    counts.cell_trials += CELLS - len(slowed_cells)
+    counts.null_cells += CELLS - len(slowed_cells)
+    counts.cells_regressed += len(regressed)
+    if modes is not None:
+        counts.splits_regressed += sum(_split_by_side(modes[c]) for c in regressed)
 
 
-if __name__ == "__main__":
-    import sys
-    import time
-    fam = sys.argv[1]
-    t = time.perf_counter()
-    c = simulate(fam, int(sys.argv[2]), 1, raw=len(sys.argv) > 3)
-    print(fam, c.rate("any_regressed"), c.rate("any_significant"),
-          c.rate("cells_regressed", "cell_trials"), np.median(c.target_mde),
-          time.perf_counter() - t)
+def _split_by_side(modes: np.ndarray) -> bool:
+    """All base processes in one mode and all now processes in the other."""
+    base, now = modes
+    return bool(base.all() != now.any() and base.all() == base.any() and
+                now.all() == now.any())
+
+
+@functools.cache
+def null_run(family: str) -> Counts:
+    return simulate(family, NULL_MATRICES, seed=1)
+
+
+def reported_mde(family: str) -> float:
+    """The MDE the pipeline reports for TARGET's steady_s, median over the null matrices."""
+    return float(np.median(null_run(family).target_mde))
+
+
+def _show(label: str, **rates) -> None:
+    print(f"\n{label}: " + ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+                                     for k, v in rates.items()))
+
+
+# ---- acceptance ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_a_matrices_rarely_regress(family):
+    """Same code twice: a matrix with any false REGRESSED at most alpha of the time."""
+    c = null_run(family)
+    _show(f"A/A {family}, {c.matrices} matrices x {CELLS} cells", any_regressed=c.rate(
+        "any_regressed"), any_improved=c.rate("any_improved"), any_bh_significant=c.rate(
+        "any_significant"), cells_regressed=c.rate("cells_regressed", "null_cells"),
+        median_target_mde=reported_mde(family))
+    assert c.matrices >= 1000
+    assert c.rate("any_regressed") <= ALPHA
+    assert c.rate("any_improved") <= ALPHA
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_slowdown_of_twice_the_reported_mde_is_regressed(family):
+    mde = reported_mde(family)
+    c = simulate(family, 150, seed=2, slowdown=1 + 2 * mde, slowed=(TARGET,))
+    _show(f"{family}: slowdown 2 x MDE ({2 * mde:+.1%}) in cell {TARGET}",
+          power=c.rate("slowed_regressed", "slowed_rows"),
+          other_cells_any_regressed=c.rate("any_regressed"))
+    assert c.rate("slowed_regressed", "slowed_rows") >= 0.8
+    assert c.rate("any_regressed") <= ALPHA
+
+
+def test_reported_mde_has_the_power_it_claims():
+    """At 1 x the reported MDE (median over null runs) a slowdown is REGRESSED ~80 % of the
+    time: the MDE is neither a bluff nor needlessly wide."""
+    mde = reported_mde("normal")
+    c = simulate("normal", 400, seed=3, slowdown=1 + mde, slowed=(TARGET,))
+    power = c.rate("slowed_regressed", "slowed_rows")
+    _show(f"normal: slowdown 1 x MDE ({mde:+.1%})", power=power)
+    assert 0.72 <= power <= 0.88
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_ten_percent_slowdown_is_never_equivalent_or_improved(family):
+    """steady_s (δ 5 %) 10 % slower in every cell of the matrix."""
+    c = simulate(family, 50, seed=4, slowdown=1.10, slowed=tuple(range(CELLS)))
+    _show(f"{family}: 10 % slowdown in all {c.slowed_rows} steady_s rows",
+          equivalent_or_improved=c.slowed_wrong, regressed=c.rate("slowed_regressed",
+                                                                    "slowed_rows"))
+    assert c.slowed_wrong == 0
+
+
+def test_bimodal_cells_regress_only_when_their_modes_split_by_side():
+    """A bimodal cell comes out REGRESSED in A/A only when every base process landed in the
+    fast mode and every now process in the slow one (chance ≤ 2^-10 at 5 processes a side):
+    data no test can tell from a real slowdown of a quiet cell. With 8 processes a side that
+    chance is ≤ 2^-16, and no bimodal cell regresses."""
+    c = null_run("bimodal")
+    assert c.splits_regressed == c.cells_regressed
+    assert c.rate("cells_regressed", "null_cells") <= 2 ** -10
+    eight = simulate("bimodal", 250, seed=5, processes=8)
+    _show("A/A bimodal", cells_regressed=f"{c.cells_regressed}/{c.null_cells}",
+          all_split_by_side=c.splits_regressed == c.cells_regressed,
+          with_8_processes=f"{eight.cells_regressed}/{eight.null_cells}")
+    assert eight.cells_regressed == 0
