@@ -13,8 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-from . import comparison, config, render
-from .bench import CellRun
+from . import comparison, config, coverage, render
+from .bench import CellRun, job_for
 from .baseline import resolve_rev
 from .errors import one_line_errors
 from .launcher import run_worker
@@ -24,31 +24,33 @@ KIND = "numerics"
 
 
 def evaluate(result: dict, precision: config.PrecisionSpec, eager: dict | None) -> dict:
-    """PASS / FAIL / NONFINITE (or the worker's failure status) with the reasons."""
+    """PASS / FAIL / NONFINITE (or the worker's failure status) with the reasons, for the
+    errors against float64; compiled against eager is a check of its own
+    (`compiled_vs_eager`), so is determinism, drift and op coverage."""
     if result.get("status") != "OK":
         return {"status": result.get("status", "ERROR"), "problems": [result.get("error", "")]}
     outputs = result["outputs"]
     problems, status = [], "PASS"
     for name, m in sorted(outputs.items()):
+        if m.get("ref_nonfinite"):
+            status = "NONFINITE"
+            problems.append(f"{name}: the float64 reference itself has {m['ref_nonfinite']} "
+                            f"NaN/Inf of {m['numel']} values")
+            continue
         if m["nonfinite"]:
             status = "NONFINITE"
             problems.append(f"{name} has {m['nonfinite']} NaN/Inf of {m['numel']} values")
+            continue
+        if m["rel_l2"] is None:  # empty output: nothing to compare
             continue
         if m["rel_l2"] > precision.rel_l2_tol:
             problems.append(f"{name} rel. L2 error {m['rel_l2']:.2e} > tolerance "
                             f"{precision.rel_l2_tol:.0e}")
         if m["cosine"] < precision.cosine_min:
             problems.append(f"{name} cosine {m['cosine']:.4f} < {precision.cosine_min}")
-        ref = (eager or {}).get("outputs", {}).get(name)
-        if ref and ref.get("rel_l2") is not None:
-            # dynamo's accuracy rule: res_error <= multiplier * ref_error + tol / 10
-            allowed = precision.compiled_multiplier * ref["rel_l2"] + precision.rel_l2_tol / 10
-            if m["rel_l2"] > allowed:
-                problems.append(f"{name} compiled error {m['rel_l2']:.2e} > "
-                                f"{precision.compiled_multiplier:g}x eager's {ref['rel_l2']:.2e}")
     if problems and status == "PASS":
         status = "FAIL"
-    return {
+    ev = {
         "status": status,
         "problems": problems,
         "rel_l2": {n: m["rel_l2"] for n, m in outputs.items()},
@@ -56,7 +58,42 @@ def evaluate(result: dict, precision: config.PrecisionSpec, eager: dict | None) 
         "cosine": {n: m["cosine"] for n, m in outputs.items()},
         "rerun_max_abs": result["rerun_max_abs"],
         "digest": result["digest"],
+        "fingerprint": result.get("fingerprint", {}),
     }
+    if "dynamo" in result:
+        ev["dynamo"] = result["dynamo"]
+    if eager is not None or "vs_eager" in result:
+        ev["compiled_vs_eager"] = compiled_check(result, precision, eager)
+    return ev
+
+
+def compiled_check(result: dict, precision: config.PrecisionSpec, eager: dict | None) -> dict:
+    """dynamo's accuracy rule, per output: the compiled result's error against float64 may be
+    at most `compiled_multiplier` x eager's error + tolerance/10; plus the direct difference
+    between compiled and eager, for the record."""
+    vs = result.get("vs_eager") or {}
+    if "error" in vs:
+        return {"status": "NOT MEASURED", "problems": [f"eager failed: {vs['error']}"]}
+    found = {"status": "PASS", "problems": [], "rel_l2": {}, "max_abs": {}, "eager_rel_l2": {}}
+    measured = False
+    for name, m in sorted(result["outputs"].items()):
+        v = vs.get(name, {})
+        eager_err = v.get("eager_rel_l2", (eager or {}).get("rel_l2", {}).get(name))
+        found["rel_l2"][name], found["max_abs"][name] = v.get("rel_l2"), v.get("max_abs")
+        found["eager_rel_l2"][name] = eager_err
+        if m["rel_l2"] is None or eager_err is None:
+            continue
+        measured = True
+        allowed = precision.compiled_multiplier * eager_err + precision.rel_l2_tol / 10
+        if m["rel_l2"] > allowed:
+            found["problems"].append(
+                f"{name} compiled error {m['rel_l2']:.2e} > {precision.compiled_multiplier:g}x "
+                f"eager's {eager_err:.2e} + tolerance/10")
+    if found["problems"]:
+        found["status"] = "FAIL"
+    elif not measured:
+        found["status"] = "NOT MEASURED"
+    return found
 
 
 def evaluate_all(results: list[dict], cell: config.Cell, modes: tuple[str, ...]) -> dict:
@@ -82,13 +119,27 @@ def run_cell(cfg: config.Config, cell: config.Cell, run=run_worker, log=print) -
                        for name, procs in per_arm.items()}
                  for arm, per_arm in cell_run.results.items()}
     now = "candidate" if cfg.candidate_python else "now"
+    if "eager" in cfg.modes:
+        fresh = fresh_process_check(cfg, cell, run, cfg.candidate_python)
+        for name, modes in evaluated[now].items():
+            ev = modes.get("eager")
+            if ev and ev.get("digest"):
+                ev["fresh_process"] = compare_fresh(ev, fresh.get(name))
     for name, modes in evaluated[now].items():
         for mode, ev in modes.items():
             worst = max((v for v in ev.get("rel_l2", {}).values() if v is not None), default=None)
+            extra = [f"compiled vs eager {ev['compiled_vs_eager']['status']}"] if (
+                "compiled_vs_eager" in ev) else []
+            if ev.get("rerun_max_abs") or (ev.get("fresh_process") or {}).get("equal") is False:
+                extra.append("NONDETERMINISTIC")
             log(f"torchgate numerics: {cell.name} {name} {mode}: {ev['status']}"
                 + (f", max rel. L2 {worst:.2e}" if worst is not None else "")
+                + "".join(f", {e}" for e in extra)
                 + (f" ({'; '.join(ev['problems'])})" if ev["problems"] else ""))
+    coverage = {name: procs[0]["coverage"] for name, procs in cell_run.results[now].items()
+                if procs and isinstance(procs[0].get("coverage"), dict)}
     record = {"cell": cell.name, "status": "OK", "reason": None, "workloads": evaluated[now],
+              "coverage": coverage, "fingerprint_method": coverage.FINGERPRINT_METHOD,
               "tolerance": {"rel_l2": cell.precision.rel_l2_tol,
                             "cosine_min": cell.precision.cosine_min,
                             "compiled_multiplier": cell.precision.compiled_multiplier},
@@ -99,6 +150,32 @@ def run_cell(cfg: config.Config, cell: config.Cell, run=run_worker, log=print) -
                         "candidate": {"python": cfg.candidate_python,
                                       "torch": cell_run.torch["candidate"]}}
     return record
+
+
+def fresh_process_check(cfg: config.Config, cell: config.Cell, run=run_worker,
+                        python: str | None = None) -> dict:
+    """One more worker process for the whole cell: each workload's eager outputs computed
+    first thing in a fresh process. Returns workload -> {status, digest, fingerprint}."""
+    specs = list(cfg.workloads.values())
+    job = job_for(cfg, cell, specs[0], KIND, ["eager"])
+    job["fresh_process_check"] = True
+    job["workloads"] = [{"name": w.name, "target": w.target, "kwargs": w.kwargs} for w in specs]
+    timeout = max(w.timeout_s or cfg.numerics.timeout_s for w in specs)
+    result = run(job, timeout_s=timeout, python=python, fresh_compile_cache=False)
+    if result.get("status") != "OK":
+        failed = {"status": result.get("status", "ERROR"), "error": result.get("error", "")}
+        return {w.name: failed for w in specs}
+    return result.get("workloads", {})
+
+
+def compare_fresh(ev: dict, fresh: dict | None) -> dict:
+    """The eager outputs of this process against a fresh process's: bitwise, else how far."""
+    if not fresh or fresh.get("status") != "OK":
+        return {"equal": None, "error": (fresh or {}).get("error") or "not run"}
+    if fresh["digest"] == ev["digest"]:
+        return {"equal": True}
+    moved = coverage.drift(fresh.get("fingerprint", {}), ev.get("fingerprint", {}))
+    return {"equal": False, "distance": moved["distance"], "worst": moved["worst"]}
 
 
 def details(record: dict) -> str:

@@ -161,7 +161,7 @@ def processes_needed(s: Shift, *, alpha: float, power: float, delta: float,
         def power_at(n: int) -> float:
             return _equivalence_power(effect, spread * math.sqrt(2 / n), n, alpha=alpha,
                                       limit=limit)
-    ladder = [n for n in _LADDER if n <= most]
+    ladder = _LADDER[:bisect.bisect_right(_LADDER, most)]
     # The normal approximation (n = 2·guess) is a little low; search upward from it.
     found = _first(ladder, lambda n: power_at(n) >= power,
                    start=bisect.bisect_left(ladder, 2 * guess))

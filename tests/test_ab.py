@@ -1,0 +1,48 @@
+"""A/B mode with two virtual environments: workers alternate between interpreters and the
+candidate is compared with the baseline directly, without a baseline commit."""
+import json
+import subprocess
+import sys
+import venv
+
+import pytest
+
+from stages import config
+from stages.compose import compose
+from stages.errors import UserError
+
+
+@pytest.mark.slow
+def test_ab_mode_compares_two_environments_without_a_commit(project, tmp_path):
+    env_b = tmp_path / "venv-b"
+    venv.create(env_b, system_site_packages=True)   # the same torch: an A/A check
+    python_b = env_b / "bin" / "python"
+    compose(project / "params.yaml", ["matrix=smoke", "bench.processes=2", "bench.samples=3",
+                                      "bench.adaptive_budget_s=0",
+                                      f"candidate.python={python_b}"], conf=project / "conf")
+    for args in (["stages.env"], ["stages.bench", "--device", "cpu", "--precision", "fp32"],
+                 ["stages.compare"]):
+        run = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+    record = json.loads((project / "reports/bench/cpu-fp32.json").read_text())
+    base_procs = record["ab"]["baseline"]["workloads"]["matmul_relu"]["processes"]
+    cand_procs = record["workloads"]["matmul_relu"]["processes"]
+    assert len(base_procs) == len(cand_procs) == 2
+    assert record["ab"]["candidate"]["python"] == str(python_b)
+    assert record["env_candidate"]["python"]["version"]         # the candidate's environment
+    compare = (project / "reports/compare.md").read_text()
+    assert f"candidate `{python_b}`" in compare and f"baseline `{sys.executable}`" in compare
+    assert "No baseline yet" not in compare                   # A/B needs no commit
+    rows = json.loads((project / "reports/compare.json").read_text())["rows"]
+    steady = next(r for r in rows if r["metric"] == "steady_s")
+    assert steady["verdict"] in ("EQUIVALENT", "INCONCLUSIVE")  # same code, same torch
+    md = (project / "reports/bench/cpu-fp32.md").read_text()
+    assert "A/B environments" in md
+
+
+def test_a_candidate_that_is_not_an_interpreter_is_one_line(tmp_path):
+    raw = {"device": {"cpu": {"type": "cpu"}}, "precision": {"fp32": {"dtype": "float32"}},
+           "workload": {"w": {"_target_": "stages.workloads.matmul_relu"}},
+           "matrix": {"modes": ["eager"]}, "candidate": {"python": str(tmp_path / "nope")}}
+    with pytest.raises(UserError, match="candidate.python .* is not an executable file"):
+        config.parse(raw)
