@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import stats
+from . import coverage, stats
 from .baseline import load_baseline, resolve_rev
 from .config import Config
 from .env import hardware_key
@@ -180,17 +180,29 @@ def _count_rule(key: dict, metric: str, base: int, now: int) -> Row:
 
 def numerics_rows(cell: str, now: dict | None, base: dict | None,
                   growth_factor: float = 2.0) -> list[Row]:
+    """Per workload and mode: the error against float64 first (`numerics`), then compiled vs
+    eager, determinism, drift of the outputs against the baseline's, graph breaks and
+    recompiles; per workload: its operator set and the ops that ran off the device."""
     if now is None:
         return [Row("numerics", cell, "*", "*", "cell", stats.MISSING)] if base else []
     if now.get("status") == "SKIPPED":
         return [Row("numerics", cell, "*", "*", "cell", stats.SKIPPED, note=now.get("reason", ""))]
     rows = []
     base_units = (base or {}).get("workloads", {})
+    tolerance = (now.get("tolerance") or {}).get("rel_l2")
+    method = (now.get("fingerprint_method"), (base or {}).get("fingerprint_method"))
     for workload, modes in sorted(now.get("workloads", {}).items()):
         for mode, ev in sorted(modes.items()):
             key = dict(stage="numerics", cell=cell, workload=workload, mode=mode)
             prev = base_units.get(workload, {}).get(mode) if base else None
             rows.append(_numerics_row(key, ev, prev, growth_factor))
+            if ev.get("status") in ("PASS", "FAIL", "NONFINITE"):  # the worker ran this mode
+                rows.extend(portability_rows(key, ev, prev, tolerance, method, growth_factor))
+        cov = (now.get("coverage") or {}).get(workload)
+        if cov is not None:
+            prev_cov = (base.get("coverage") or {}).get(workload) if base else None
+            rows.extend(coverage_rows(dict(stage="numerics", cell=cell, workload=workload,
+                                           mode="eager"), cov, prev_cov))
     return rows
 
 
@@ -216,6 +228,200 @@ def _numerics_row(key: dict, ev: dict, prev: dict | None, growth_factor: float) 
             row.verdict = stats.REGRESSED
             row.note = "; ".join(grown[:3]) + " (still within tolerance)"
     return row
+
+
+def _prev_ok(prev: dict | None) -> dict | None:
+    return prev if prev and prev.get("status") in ("PASS", "FAIL", "NONFINITE") else None
+
+
+def portability_rows(key: dict, ev: dict, prev: dict | None, tolerance: float | None,
+                     method: tuple, growth_factor: float = 2.0) -> list[Row]:
+    prev = _prev_ok(prev)
+    rows = []
+    finite = ev.get("status") != "NONFINITE"  # NaN/Inf: FAILED already; nothing to measure
+    if "compiled_vs_eager" in ev and finite:
+        rows.extend(_compiled_row(key, ev, prev))
+    if "rerun_max_abs" in ev and finite:
+        rows.append(_determinism_row(key, ev, prev, growth_factor))
+    if ev.get("fingerprint") and prev is not None and finite:
+        rows.append(_drift_row(key, ev, prev, tolerance, method))
+    if "dynamo" in ev:
+        rows.extend(_dynamo_rows(key, ev["dynamo"], (prev or {}).get("dynamo") if prev else None))
+    return rows
+
+
+def _compiled_row(key: dict, ev: dict, prev: dict | None) -> list[Row]:
+    """dynamo's accuracy rule as a check of its own: FAILED when the compiled error exceeds
+    the multiplier times eager's."""
+    check = ev["compiled_vs_eager"]
+    if check["status"] == "NOT MEASURED":
+        return []
+    before = ((prev or {}).get("compiled_vs_eager") or {}).get("status")
+    row = Row(**key, metric="compiled_vs_eager", verdict=stats.EQUIVALENT, now=check["status"],
+              base=before)
+    ratios = [err / eager for name, err in ev.get("rel_l2", {}).items()
+              if err is not None and (eager := check.get("eager_rel_l2", {}).get(name))]
+    direct = [v for v in check.get("rel_l2", {}).values() if v is not None]
+    summary = ((f"compiled error ≤ {max(ratios):.2g}x eager's" if ratios else "")
+               + (f"; compiled vs eager rel. L2 {max(direct):.1e}" if direct else ""))
+    if check["status"] == "FAIL":
+        row.verdict = stats.FAILED
+        row.note = ("was PASS, now " if before == "PASS" else "") + "; ".join(check["problems"])
+    elif before is None:
+        row.verdict, row.note = stats.NEW, summary
+    elif before == "FAIL":
+        row.verdict, row.note = stats.IMPROVED, "now passes; " + summary
+    else:
+        row.note = summary
+    return [row]
+
+
+def _nondeterminism(ev: dict) -> tuple[bool, float, float | None, str]:
+    """(nondeterministic?, same-process max abs, fresh-process distance, description)."""
+    same = ev.get("rerun_max_abs") or 0.0
+    fresh = ev.get("fresh_process") or {}
+    moved = fresh.get("distance") if fresh.get("equal") is False else None
+    parts = []
+    if same:
+        parts.append(f"the same inputs twice in one process differ by max abs {same:.2e}")
+    if fresh.get("equal") is False:
+        parts.append("a fresh process's outputs differ" + (
+            f": moved {moved:.2e} (rel.), most in {fresh.get('worst')}" if moved is not None
+            else " (bitwise)"))
+    elif fresh.get("equal") is None and fresh.get("error"):
+        parts.append(f"fresh process not measured ({fresh['error']})")
+    return bool(same) or fresh.get("equal") is False, same, moved, "; ".join(parts)
+
+
+def _determinism_row(key: dict, ev: dict, prev: dict | None, growth_factor: float) -> Row:
+    nondet, same, moved, text = _nondeterminism(ev)
+    row = Row(**key, metric="determinism", verdict=stats.EQUIVALENT,
+              now="nondeterministic" if nondet else "deterministic", note=text)
+    if prev is None or "rerun_max_abs" not in prev:
+        row.verdict = stats.NEW
+        return row
+    was, was_same, was_moved, was_text = _nondeterminism(prev)
+    row.base = "nondeterministic" if was else "deterministic"
+    if nondet and not was:
+        row.verdict, row.note = stats.REGRESSED, "was deterministic; now " + text
+    elif was and not nondet:
+        row.verdict, row.note = stats.IMPROVED, "now deterministic; was: " + was_text
+    elif nondet and ((was_same and same > growth_factor * was_same)
+                     or (was_moved and moved and moved > growth_factor * was_moved)):
+        row.verdict, row.note = stats.REGRESSED, f"nondeterminism grew: {text} (was: {was_text})"
+    return row
+
+
+def _drift_row(key: dict, ev: dict, prev: dict, tolerance: float | None,
+               method: tuple) -> Row:
+    """How far this run's outputs moved from the baseline's, against the precision's
+    tolerance (rel. L2): a torch upgrade that changes results beyond it is REGRESSED."""
+    row = Row(**key, metric="drift", verdict=stats.EQUIVALENT)
+    if not prev.get("fingerprint"):
+        row.verdict, row.note = stats.NEW, "the baseline kept no outputs: drift is measured " \
+            "from the next run on"
+        return row
+    if method[0] != method[1]:
+        row.verdict = stats.NOT_COMPARABLE
+        row.note = f"outputs recorded as {method[1]} in the baseline, {method[0]} now"
+        return row
+    found = coverage.drift(ev["fingerprint"], prev["fingerprint"])
+    distance, worst = found["distance"], found["worst"]
+    reshaped = {n: why for n, why in found["unmeasured"].items() if why.startswith("shape")}
+    others = {n: why for n, why in found["unmeasured"].items() if n not in reshaped}
+    extra = "; ".join(f"{n}: {why}" for n, why in sorted(others.items())[:3])
+    if reshaped:
+        row.verdict = stats.REGRESSED
+        row.note = "; ".join(f"{n} {why}" for n, why in sorted(reshaped.items())[:3])
+        return row
+    if distance is None:
+        row.verdict, row.note = stats.NOT_COMPARABLE, extra or "nothing to compare"
+        return row
+    row.now = f"{distance:.1e}"
+    tol = f" (tolerance {tolerance:.0e})" if tolerance is not None else ""
+    row.note = (f"outputs moved {distance:.2e} from the baseline{tol}"
+                + (f", most in {worst}" if distance > 0 else "") + (f"; {extra}" if extra else ""))
+    if tolerance is not None and distance > tolerance:
+        row.verdict = stats.REGRESSED
+    return row
+
+
+def _dynamo_rows(key: dict, now: dict, base: dict | None) -> list[Row]:
+    """New graph breaks with their reasons (compared by reason, not line number); recompiles."""
+    n = int(now.get("graph_breaks") or 0)
+    reasons = now.get("graph_break_reasons") or []
+    row = Row(**key, metric="graph_breaks", verdict=stats.EQUIVALENT, now=n)
+    rows = [row]
+    if base is None:
+        row.verdict = stats.NEW
+        row.note = "; ".join(reasons[:5])
+    else:
+        b = int(base.get("graph_breaks") or 0)
+        row.base = b
+        new = coverage.new_reasons(reasons, base.get("graph_break_reasons") or [])
+        gone = coverage.new_reasons(base.get("graph_break_reasons") or [], reasons)
+        if n > b or new:
+            row.verdict = stats.REGRESSED
+            row.note = f"graph breaks {b} → {n}" + (
+                "; new: " + "; ".join(new[:5]) if new else "")
+        elif n < b:
+            row.verdict = stats.IMPROVED
+            row.note = f"graph breaks {b} → {n}" + ("; gone: " + "; ".join(gone[:5])
+                                                    if gone else "")
+        elif reasons:
+            row.note = "; ".join(reasons[:5])
+    r_now, r_base = int(now.get("recompiles") or 0), int((base or {}).get("recompiles") or 0)
+    if r_now or r_base:
+        why = "; ".join((now.get("recompile_reasons") or [])[:3])
+        rec = Row(**key, metric="recompiles", now=r_now, base=r_base if base else None,
+                  verdict=(stats.NEW if base is None else stats.REGRESSED if r_now > r_base
+                           else stats.IMPROVED if r_now < r_base else stats.EQUIVALENT),
+                  note=why)
+        rows.append(rec)
+    return rows
+
+
+def coverage_rows(key: dict, now: dict, base: dict | None) -> list[Row]:
+    """The operator set of one eager step against the baseline's (new / removed ops), and
+    the ops that ran elsewhere than the requested device (CPU fallbacks)."""
+    if "ops" not in now:
+        return [Row(**key, metric="ops", verdict=stats.FAILED, now=now.get("status"),
+                    note=f"op coverage not measured: {now.get('error')}")]
+    if base is not None and "ops" not in base:
+        base = None
+    ops = now["ops"]
+    off = coverage.fallback_ops(now)
+    row = Row(**key, metric="ops", verdict=stats.EQUIVALENT, now=len(ops),
+              base=len(base["ops"]) if base else None)
+    rows = [row]
+    if base is None:
+        row.verdict = stats.NEW
+    else:
+        diff = coverage.op_diff(now, base)
+        if diff["added"] or diff["removed"]:
+            row.verdict = stats.INCONCLUSIVE
+            row.note = "; ".join(filter(None, [
+                "new: " + coverage.short_list(diff["added"]) if diff["added"] else "",
+                "removed: " + coverage.short_list(diff["removed"]) if diff["removed"] else "",
+                "the operators changed: review (not a regression by itself)"]))
+    fell_base = coverage.fallback_ops(base) if base else {}
+    if off or fell_base or now.get("device") not in (None, "cpu"):
+        fb = Row(**key, metric="fallback_ops", verdict=stats.EQUIVALENT, now=len(off),
+                 base=len(fell_base) if base else None,
+                 note="; ".join(f"`{op}` ({why})" for op, why in sorted(off.items())[:8]))
+        if base is None:
+            fb.verdict = stats.NEW
+        else:
+            diff = coverage.op_diff(now, base)
+            if diff["new_fallbacks"]:
+                fb.verdict = stats.REGRESSED
+                fb.note = (f"now off {now.get('device')}: "
+                           + coverage.short_list(diff["new_fallbacks"]) + "; all: " + fb.note)
+            elif diff["gone_fallbacks"]:
+                fb.verdict = stats.IMPROVED
+                fb.note = "back on the device: " + coverage.short_list(diff["gone_fallbacks"])
+        rows.append(fb)
+    return rows
 
 
 # ---- finishing: FDR over every tested row of the run -----------------------------------

@@ -119,12 +119,15 @@ def run_cell(cfg: config.Config, cell: config.Cell, run=run_worker, log=print) -
                        for name, procs in per_arm.items()}
                  for arm, per_arm in cell_run.results.items()}
     now = "candidate" if cfg.candidate_python else "now"
-    if "eager" in cfg.modes:
-        fresh = fresh_process_check(cfg, cell, run, cfg.candidate_python)
-        for name, modes in evaluated[now].items():
-            ev = modes.get("eager")
-            if ev and ev.get("digest"):
-                ev["fresh_process"] = compare_fresh(ev, fresh.get(name))
+    ran = [name for name, modes in evaluated[now].items()
+           if (modes.get("eager") or {}).get("digest")]
+    if ran:  # only what ran cleanly: a crash or a hang is reported once, not twice
+        walls = sum(p.get("wall_s") or 0.0 for name in ran for p in cell_run.results[now][name])
+        fresh = fresh_process_check(cfg, cell, ran, run, cfg.candidate_python,
+                                    timeout_s=30 + 2 * walls)
+        for name in ran:
+            ev = evaluated[now][name]["eager"]
+            ev["fresh_process"] = compare_fresh(ev, fresh.get(name))
     for name, modes in evaluated[now].items():
         for mode, ev in modes.items():
             worst = max((v for v in ev.get("rel_l2", {}).values() if v is not None), default=None)
@@ -136,10 +139,10 @@ def run_cell(cfg: config.Config, cell: config.Cell, run=run_worker, log=print) -
                 + (f", max rel. L2 {worst:.2e}" if worst is not None else "")
                 + "".join(f", {e}" for e in extra)
                 + (f" ({'; '.join(ev['problems'])})" if ev["problems"] else ""))
-    coverage = {name: procs[0]["coverage"] for name, procs in cell_run.results[now].items()
-                if procs and isinstance(procs[0].get("coverage"), dict)}
+    ops = {name: procs[0]["coverage"] for name, procs in cell_run.results[now].items()
+           if procs and isinstance(procs[0].get("coverage"), dict)}
     record = {"cell": cell.name, "status": "OK", "reason": None, "workloads": evaluated[now],
-              "coverage": coverage, "fingerprint_method": coverage.FINGERPRINT_METHOD,
+              "coverage": ops, "fingerprint_method": coverage.FINGERPRINT_METHOD,
               "tolerance": {"rel_l2": cell.precision.rel_l2_tol,
                             "cosine_min": cell.precision.cosine_min,
                             "compiled_multiplier": cell.precision.compiled_multiplier},
@@ -152,16 +155,18 @@ def run_cell(cfg: config.Config, cell: config.Cell, run=run_worker, log=print) -
     return record
 
 
-def fresh_process_check(cfg: config.Config, cell: config.Cell, run=run_worker,
-                        python: str | None = None) -> dict:
-    """One more worker process for the whole cell: each workload's eager outputs computed
-    first thing in a fresh process. Returns workload -> {status, digest, fingerprint}."""
-    specs = list(cfg.workloads.values())
+def fresh_process_check(cfg: config.Config, cell: config.Cell, names: list[str],
+                        run=run_worker, python: str | None = None,
+                        timeout_s: float | None = None) -> dict:
+    """Determinism across processes, cheaply: one more worker process for the cell computes
+    the named workloads' eager outputs first thing, before anything else touched the
+    allocator or caches. Returns workload -> {status, digest, fingerprint}."""
+    specs = [cfg.workloads[n] for n in names]
     job = job_for(cfg, cell, specs[0], KIND, ["eager"])
     job["fresh_process_check"] = True
     job["workloads"] = [{"name": w.name, "target": w.target, "kwargs": w.kwargs} for w in specs]
-    timeout = max(w.timeout_s or cfg.numerics.timeout_s for w in specs)
-    result = run(job, timeout_s=timeout, python=python, fresh_compile_cache=False)
+    result = run(job, timeout_s=timeout_s or cfg.numerics.timeout_s, python=python,
+                 fresh_compile_cache=False)
     if result.get("status") != "OK":
         failed = {"status": result.get("status", "ERROR"), "error": result.get("error", "")}
         return {w.name: failed for w in specs}
@@ -178,21 +183,158 @@ def compare_fresh(ev: dict, fresh: dict | None) -> dict:
     return {"equal": False, "distance": moved["distance"], "worst": moved["worst"]}
 
 
-def details(record: dict) -> str:
-    """Per-output errors of this run, beneath the diff."""
-    rows = []
+def details(record: dict, rows: list | None = None) -> str:
+    """Everything measured, beneath the diff: errors against float64, compiled against eager,
+    determinism, drift against the baseline and the size of what is kept for it, op coverage,
+    graph breaks and recompiles. `rows` are this cell's comparison rows (for the diffs)."""
+    parts = [_errors(record), _compiled(record), _determinism(record),
+             _drift(record, rows or []), _ops(record, rows or []), _graph_breaks(record)]
+    return "\n\n".join(p for p in parts if p)
+
+
+def _table(rows: list, headers: list[str]) -> str:
+    return render.tabulate(rows, headers, tablefmt="github", disable_numparse=True)
+
+
+def _units(record: dict):
     for workload, modes in sorted(record.get("workloads", {}).items()):
         for mode, ev in sorted(modes.items()):
-            for name in sorted(ev.get("rel_l2", {})):
-                rows.append([workload, mode, name, _sci(ev["rel_l2"][name]),
-                             _sci(ev["max_abs"][name]),
-                             "" if ev["cosine"][name] is None else f"{ev['cosine'][name]:.6f}",
-                             _sci(ev["rerun_max_abs"])])
+            yield workload, mode, ev
+
+
+def _errors(record: dict) -> str:
+    rows = []
+    for workload, mode, ev in _units(record):
+        for name in sorted(ev.get("rel_l2", {})):
+            rows.append([workload, mode, name, _sci(ev["rel_l2"][name]),
+                         _sci(ev["max_abs"][name]),
+                         "" if ev["cosine"][name] is None else f"{ev['cosine'][name]:.6f}"])
+        if not ev.get("rel_l2"):
+            problem = f"{ev.get('status')}: {'; '.join(ev.get('problems', []))}"[:300]
+            rows.append([workload, mode, problem, "", "", ""])
     if not rows:
         return ""
-    return "## Errors against the float64 CPU reference\n\n" + render.tabulate(
-        rows, ["workload", "mode", "output", "rel. L2", "max abs", "cosine",
-               "rerun max abs diff"], tablefmt="github", disable_numparse=True)
+    return ("## Errors against the float64 CPU reference\n\n"
+            f"Tolerance: rel. L2 ≤ {record.get('tolerance', {}).get('rel_l2')}, cosine ≥ "
+            f"{record.get('tolerance', {}).get('cosine_min')} (conf/precision). The diff above "
+            "flags an error that grew beyond `stats.error_growth` x the baseline's even while "
+            "it passes.\n\n" + _table(rows, ["workload", "mode", "output", "rel. L2",
+                                              "max abs", "cosine"]))
+
+
+def _compiled(record: dict) -> str:
+    rows = []
+    mult = record.get("tolerance", {}).get("compiled_multiplier")
+    for workload, mode, ev in _units(record):
+        check = ev.get("compiled_vs_eager")
+        if not check:
+            continue
+        for name in sorted(ev.get("rel_l2", {})):
+            rows.append([workload, mode, name, _sci(ev["rel_l2"][name]),
+                         _sci(check.get("eager_rel_l2", {}).get(name)),
+                         _sci(check.get("rel_l2", {}).get(name)),
+                         _sci(check.get("max_abs", {}).get(name)), check["status"]])
+        if not ev.get("rel_l2"):
+            rows.append([workload, mode, "", "", "", "", "", check["status"]])
+    if not rows:
+        return ""
+    return ("## Compiled against eager\n\n"
+            f"dynamo's accuracy rule: the compiled error against float64 may be at most "
+            f"{mult}x eager's + tolerance/10.\n\n" + _table(
+                rows, ["workload", "mode", "output", "compiled vs fp64", "eager vs fp64",
+                       "compiled vs eager (rel. L2)", "compiled vs eager (max abs)", "check"]))
+
+
+def _determinism(record: dict) -> str:
+    rows = []
+    for workload, mode, ev in _units(record):
+        if "rerun_max_abs" not in ev:
+            continue
+        fresh = ev.get("fresh_process")
+        if fresh is None:
+            across = "" if mode != "eager" else "not measured"
+        elif fresh.get("equal") is None:
+            across = f"not measured: {fresh.get('error')}"
+        elif fresh["equal"]:
+            across = "bitwise equal"
+        else:
+            across = (f"differs: moved {_sci(fresh.get('distance'))} (rel.), most in "
+                      f"{fresh.get('worst')}")
+        same = "bitwise equal" if ev["rerun_max_abs"] == 0 else (
+            f"differs: max abs {_sci(ev['rerun_max_abs'])}")
+        rows.append([workload, mode, same, across])
+    if not rows:
+        return ""
+    return ("## Determinism\n\nThe same inputs twice in one worker process, and the eager "
+            "outputs of a fresh process (nothing run before them) against this one's.\n\n"
+            + _table(rows, ["workload", "mode", "same process", "fresh process"]))
+
+
+def _drift(record: dict, rows: list) -> str:
+    from .records import dumps
+    found = [[r.workload, r.mode, r.verdict, r.now if r.now is not None else "", r.note]
+             for r in rows if r.metric == "drift"]
+    prints = {f"{w}/{m}": ev.get("fingerprint", {}) for w, m, ev in _units(record)}
+    count = sum(len(p) for p in prints.values())
+    size = len(dumps(prints))
+    total = len(dumps(record))
+    lines = ["## Drift against the baseline", "",
+             f"Each output is kept in this record ({count} outputs, {size:,} bytes of JSON of "
+             f"this cell's {total:,}): whole when it has at most {coverage.WHOLE_MAX} values, "
+             f"else its norm, mean, std and a fixed {coverage.SKETCH_K}-coordinate random "
+             f"projection (`{record.get('fingerprint_method')}`). The next run measures how "
+             "far its outputs moved (relative L2) against the precision's tolerance.", ""]
+    if found:
+        lines.append(_table(found, ["workload", "mode", "verdict", "moved", "detail"]))
+    else:
+        lines.append("No baseline outputs to compare with.")
+    return "\n".join(lines)
+
+
+def _ops(record: dict, rows: list) -> str:
+    cov = record.get("coverage") or {}
+    if not cov:
+        return ""
+    diffs = {r.workload: r for r in rows if r.metric == "ops"}
+    lines = ["## Op coverage", "",
+             "The operators one eager step runs (forward, backward, optimizer), logged by a "
+             "TorchDispatchMode; `fwd` is everything outside backward.", ""]
+    for workload, c in sorted(cov.items()):
+        if "ops" not in c:
+            lines += [f"### {workload}", "", f"Not measured: {c.get('error')}", ""]
+            continue
+        off = coverage.fallback_ops(c)
+        lines += [f"### {workload}: {len(c['ops'])} ops, {c.get('calls')} calls on "
+                  f"{c.get('device')}", ""]
+        row = diffs.get(workload)
+        if row is not None and row.note:
+            lines += [f"Against the baseline ({row.verdict}): {row.note}", ""]
+        lines.append(_table([[f"`{op}`", phase, off.get(op, "")]
+                             for op, phase in c["ops"].items()],
+                            ["op", "phase", "off device"]))
+        for op in sorted(set(off) - set(c["ops"])):
+            lines.append(f"\nFallback: `{op}` ({off[op]})")
+        for w in c.get("warnings") or []:
+            lines.append(f"\nWarning during the step: {w}")
+        lines.append("")
+    return "\n".join(lines).rstrip()
+
+
+def _graph_breaks(record: dict) -> str:
+    rows = []
+    for workload, mode, ev in _units(record):
+        d = ev.get("dynamo")
+        if d is None:
+            continue
+        rows.append([workload, mode, str(d.get("graph_breaks")),
+                     "<br>".join(d.get("graph_break_reasons") or []) or "",
+                     str(d.get("recompiles")), "<br>".join(d.get("recompile_reasons") or [])])
+    if not rows:
+        return ""
+    return ("## Graph breaks and recompiles\n\nFrom dynamo's `graph_breaks` and `recompiles` "
+            "logs during the compiled run (recompiles: after the first step).\n\n"
+            + _table(rows, ["workload", "mode", "graph breaks", "reasons", "recompiles",
+                            "reasons"]))
 
 
 def _sci(v) -> str:
@@ -214,7 +356,8 @@ def main(argv: list[str] | None = None) -> None:
         write_record(args.out / f"{cell.name}.json", KIND, record)
         result = comparison.compare_cell(cfg, KIND, cell.name, record)
         write_text(args.out / f"{cell.name}.md",
-                   render.cell_report(result, KIND, cell.name, details(record)))
+                   render.cell_report(result, KIND, cell.name,
+                                      details(record, result.rows)))
         print(f"torchgate numerics: wrote {args.out / cell.name}.json and .md")
 
 

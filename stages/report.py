@@ -85,6 +85,10 @@ def summary(cfg: config.Config, compare: dict, changes: list, env_note: str | No
                              r["metric"], _change(r), r["note"]] for r in bad],
                            ["verdict", "stage", "cell", "workload", "mode", "metric", "change",
                             "detail"], tablefmt="github", disable_numparse=True), ""]
+    # ---- numerics and portability (stages/coverage.py builds this section) ----
+    from .coverage import summary_section
+    lines += summary_section(rows)
+    # ---- end numerics and portability ----
     lines += ["## Environment", ""]
     if env_note:
         lines.append(f"Environment change: {env_note}.")

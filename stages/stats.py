@@ -5,6 +5,11 @@ identical code "different" most of the time (DESIGN.md §3). Each metric is redu
 per process, compared on the log scale (so changes are ratios) with Welch's t-test, and a
 change is a regression only when it is significant after Benjamini-Hochberg adjustment over the
 whole run AND larger than the metric's minimum effect δ.
+
+The planning figures printed beside a verdict (minimum detectable effect, processes needed)
+are computed for the Welch test as it is run, including the run-to-run wobble of its estimated
+variance and degrees of freedom: at 5 processes a side the textbook formula's "80 % power" is
+62 %. tests/test_stats_simulation.py measures the resulting error rates.
 """
 from __future__ import annotations
 
@@ -63,8 +68,7 @@ def shift(base: Sequence[float], now: Sequence[float]) -> Shift | None:
     x = [math.log(v) for v in base]
     y = [math.log(v) for v in now]
     n1, n2 = len(x), len(y)
-    m1, m2 = sum(x) / n1, sum(y) / n2
-    ss1, ss2 = sum((v - m1) ** 2 for v in x), sum((v - m2) ** 2 for v in y)
+    (m1, ss1), (m2, ss2) = _mean_and_squares(x), _mean_and_squares(y)
     v1, v2 = ss1 / (n1 - 1), ss2 / (n2 - 1)
     d = m2 - m1
     se = math.sqrt(v1 / n1 + v2 / n2)
@@ -74,6 +78,16 @@ def shift(base: Sequence[float], now: Sequence[float]) -> Shift | None:
     df = (v1 / n1 + v2 / n2) ** 2 / ((v1 / n1) ** 2 / (n1 - 1) + (v2 / n2) ** 2 / (n2 - 1))
     p = 2 * special.stdtr(df, -abs(d) / se)
     return Shift(n1, n2, d, se, df, spread, float(p))
+
+
+def _mean_and_squares(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and sum of squared deviations, computed around the first value so that equal
+    values give exactly zero spread (a rounding-level spread would give p ~ 1e-60)."""
+    first = values[0]
+    deviations = [v - first for v in values]
+    total = sum(deviations)
+    squares = sum(e * e for e in deviations) - total * total / len(values)
+    return first + total / len(values), max(squares, 0.0)
 
 
 def _t_quantile(df: float, q: float) -> float:
@@ -115,10 +129,11 @@ def minimum_detectable_effect(s: Shift, *, alpha: float, power: float, delta: fl
 
     The level is alpha/tests: what Benjamini-Hochberg asks of the smallest p-value when one
     metric among `tests` truly moved. Both conditions of a regression must hold: significance
-    and an estimate beyond δ. The power is that of the Welch test as run (see _REGRESSION):
-    the textbook (q_alpha + q_power)·se assumes a fixed threshold and, at 5 processes a side
-    and 60 tests, delivers 68 % power instead of 80 %. The spread is made median-unbiased
-    (_planning_spread), so the reported MDE is too small in half of the runs, not in most.
+    and an estimate beyond δ. The power is that of the Welch test as run (see "the power of
+    the Welch test as run" below): the textbook (q_alpha + q_power)·se assumes a fixed
+    threshold and, at 5 processes a side and 60 tests, delivers 62 % power instead of 80 %.
+    The spread is first made median-unbiased (_planning_spread), so that the reported MDE is
+    too small in half of the runs rather than in most.
     """
     if s.se == 0:
         return delta
@@ -204,7 +219,7 @@ def _median_chi_ratio(df: int) -> float:
 
 # ---- the power of the Welch test as run -----------------------------------------------------
 #
-# _REGRESSION: with a true spread σ on both sides and a true log ratio θ, the estimate is
+# With a true spread σ on both sides and a true log ratio θ, the estimate is
 # d = θ + se·Z (se = σ·sqrt(1/n1 + 1/n2), Z standard normal) and the test rejects when
 # d > q(df^)·se^, where the estimated se^ and the Welch df^ vary from run to run, independently
 # of Z. In units of se the threshold is a random ratio R = q(df^)·se^/se whose law depends only

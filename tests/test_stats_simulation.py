@@ -277,26 +277,30 @@ def test_reported_mde_has_the_power_it_claims():
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_ten_percent_slowdown_is_never_equivalent_or_improved(family):
-    """steady_s (δ 5 %) 10 % slower in every cell. The one exception is the bimodal cell whose
-    base processes all landed in the slow mode and now processes in the fast one."""
+    """steady_s (δ 5 %) 10 % slower in every cell. The one exception is a bimodal cell whose
+    base processes all landed in the slow mode and now processes in the fast one (a chance of
+    π^5(1-π)^5 ≤ 2^-10): that reads as IMPROVED, see the test below."""
     c = simulate(family, 50, seed=4, slowdown=1.10, slowed=tuple(range(CELLS)))
     _show(f"{family}: 10 % slowdown in all {c.slowed_rows} steady_s rows",
           equivalent_or_improved=c.slowed_wrong, of_them_split_by_side=c.slowed_wrong_split,
           regressed=c.rate("slowed_regressed", "slowed_rows"))
     assert c.slowed_wrong == c.slowed_wrong_split
-    assert c.rate("slowed_wrong", "slowed_rows") <= 2 ** -9
+    assert c.rate("slowed_wrong", "slowed_rows") <= 4 * 2 ** -10
 
 
-def test_bimodal_cells_regress_only_when_their_modes_split_by_side():
-    """A bimodal cell's steady_s comes out REGRESSED in A/A only when every base process landed
-    in one mode and every now process in the other (chance π^5(1-π)^5 ≤ 2^-10 at 5 processes
-    a side): data no test can tell from a real change of a quiet cell. More processes make it
-    rarer."""
+def test_bimodal_cells_regress_in_a_a_only_when_their_modes_split_by_side():
+    """With 5 processes a side a bimodal cell's steady_s comes out REGRESSED in A/A only when
+    every base process landed in the fast mode and every now process in the slow one (chance
+    π^5(1-π)^5 ≤ 2^-10): data no test can tell from a real slowdown of a quiet cell. With 10
+    processes a side the rate falls to what Benjamini-Hochberg allows any single null test,
+    alpha / (2 tests) for one direction."""
     c = null_run("bimodal", False)
-    more = simulate("bimodal", 250, seed=5, processes=10)
+    more = simulate("bimodal", 400, seed=5, processes=10)
+    nominal = ALPHA / (2 * 3 * CELLS)
     _show("A/A bimodal steady_s", regressed=f"{c.steady_regressed}/{c.null_steady}",
           of_them_split_by_side=c.steady_regressed_split,
-          with_10_processes=f"{more.steady_regressed}/{more.null_steady}")
+          with_10_processes=f"{more.steady_regressed}/{more.null_steady}",
+          nominal_rate=nominal)
     assert c.steady_regressed == c.steady_regressed_split
     assert c.rate("steady_regressed", "null_steady") <= 1.5 * 2 ** -10
-    assert more.steady_regressed == 0
+    assert more.rate("steady_regressed", "null_steady") <= 1.5 * nominal

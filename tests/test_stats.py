@@ -1,0 +1,237 @@
+"""Known answers for stages.stats: the test, the adjustment, the verdict rule, the planning."""
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from stages import stats
+
+ALPHA, POWER = 0.05, 0.8
+
+
+def lognormal(rng, n, ratio=1.0, sigma=0.1, size=None):
+    shape = (n,) if size is None else (size, n)
+    return ratio * np.exp(sigma * rng.standard_normal(shape))
+
+
+def median_spread(sigma, n1, n2):
+    """The pooled spread a typical run reports when the truth is sigma (its median)."""
+    df = n1 + n2 - 2
+    return sigma * math.sqrt(sps.chi2.median(df) / df)
+
+
+def make_shift(log_ratio=0.0, spread=0.1, n_base=5, n_now=5, p_value=None):
+    se = spread * math.sqrt(1 / n_base + 1 / n_now)
+    df = n_base + n_now - 2
+    if p_value is None:
+        p_value = 2 * sps.t.sf(abs(log_ratio) / se, df) if se else float(log_ratio == 0)
+    return stats.Shift(n_base, n_now, log_ratio, se, float(df), spread, p_value)
+
+
+# ---- shift ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n_base,n_now,sigma_now", [(5, 5, 0.1), (3, 8, 0.3), (12, 4, 0.02)])
+def test_shift_is_welch_t_test_on_logs(n_base, n_now, sigma_now):
+    rng = np.random.default_rng(n_base * 100 + n_now)
+    base, now = lognormal(rng, n_base), lognormal(rng, n_now, 1.2, sigma_now)
+    s = stats.shift(base.tolist(), now.tolist())
+    ref = sps.ttest_ind(np.log(now), np.log(base), equal_var=False)
+    assert s.p_value == pytest.approx(ref.pvalue, rel=1e-9)
+    assert s.log_ratio == pytest.approx(np.log(now).mean() - np.log(base).mean())
+    assert s.ratio == pytest.approx(math.exp(s.log_ratio))
+    assert s.df == pytest.approx(ref.df, rel=1e-9)
+    assert (s.n_base, s.n_now) == (n_base, n_now)
+    low, high = ref.confidence_interval(0.95)
+    assert s.interval(0.05) == pytest.approx((math.exp(low), math.exp(high)), rel=1e-9)
+
+
+def test_spread_is_the_pooled_sd_of_logs():
+    base, now = [1.0, 2.0, 4.0], [2.0, 2.0]
+    s = stats.shift(base, now)
+    pooled = (np.var(np.log(base), ddof=1) * 2 + 0) / 3
+    assert s.spread == pytest.approx(math.sqrt(pooled))
+
+
+def test_interval_covers_the_true_ratio():
+    """The 95 % interval holds the true ratio in ~95 % of runs (Welch is a bit conservative)."""
+    rng = np.random.default_rng(0)
+    truth = 1.07
+    covered = []
+    for _ in range(2000):
+        s = stats.shift(lognormal(rng, 5, sigma=0.05).tolist(),
+                        lognormal(rng, 5, truth, 0.05).tolist())
+        low, high = s.interval(0.05)
+        covered.append(low <= truth <= high)
+    assert 0.94 <= np.mean(covered) <= 0.975
+
+
+def test_p_value_is_uniform_under_no_change():
+    rng = np.random.default_rng(1)
+    p = [stats.shift(lognormal(rng, 5).tolist(), lognormal(rng, 5).tolist()).p_value
+         for _ in range(2000)]
+    assert 0.03 <= np.mean(np.array(p) <= 0.05) <= 0.06
+
+
+@pytest.mark.parametrize("base,now", [([1.0], [1.0, 2.0]), ([1.0, 2.0], [3.0]), ([], []),
+                                      ([1.0, 0.0], [1.0, 2.0]), ([1.0, 2.0], [-1.0, 2.0]),
+                                      ([1.0, math.nan], [1.0, 2.0]),
+                                      ([1.0, 2.0], [math.inf, 2.0])])
+def test_shift_needs_two_positive_finite_values_a_side(base, now):
+    assert stats.shift(base, now) is None
+
+
+def test_zero_variance():
+    same = stats.shift([0.01] * 5, [0.01] * 5)
+    assert (same.log_ratio, same.se, same.spread, same.p_value) == (0.0, 0.0, 0.0, 1.0)
+    assert same.interval(0.05) == (1.0, 1.0)
+    assert stats.verdict(same, 1.0, alpha=ALPHA, delta=0.05) == stats.EQUIVALENT
+    assert stats.minimum_detectable_effect(same, alpha=ALPHA, power=POWER, delta=0.05,
+                                           tests=10) == 0.05
+    assert stats.processes_needed(same, alpha=ALPHA, power=POWER, delta=0.05, tests=10) is None
+
+    moved = stats.shift([0.01] * 5, [0.02] * 5)
+    assert moved.p_value == 0.0 and moved.ratio == pytest.approx(2.0)
+    assert stats.verdict(moved, 0.0, alpha=ALPHA, delta=0.05) == stats.REGRESSED
+
+    one_side = stats.shift([0.01] * 5, [0.010, 0.011, 0.012, 0.010, 0.011])
+    assert one_side.se > 0 and one_side.df == pytest.approx(4.0)
+
+
+# ---- Benjamini-Hochberg ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(5))
+def test_bh_adjust_matches_scipy(seed):
+    rng = np.random.default_rng(seed)
+    p = np.concatenate([rng.uniform(size=40), rng.uniform(0, 1e-3, size=5), [0.02, 0.02, 1.0]])
+    rng.shuffle(p)
+    expected = sps.false_discovery_control(p, method="bh")
+    assert stats.bh_adjust(p.tolist()) == pytest.approx(expected.tolist(), rel=1e-12)
+
+
+def test_bh_adjust_small_cases():
+    assert stats.bh_adjust([]) == []
+    assert stats.bh_adjust([0.03]) == [0.03]
+    assert stats.bh_adjust([0.01, 0.04]) == pytest.approx([0.02, 0.04])
+
+
+# ---- verdict ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("log_ratio,spread,p_adjusted,expected", [
+    (math.log(1.30), 0.05, 0.001, stats.REGRESSED),     # significant and beyond +δ
+    (math.log(0.70), 0.05, 0.001, stats.IMPROVED),      # significant and beyond -δ
+    (math.log(1.01), 0.01, 0.30, stats.EQUIVALENT),     # interval inside ±δ
+    (math.log(1.03), 0.005, 0.0001, stats.EQUIVALENT),  # real but smaller than δ
+    (math.log(1.30), 0.50, 0.40, stats.INCONCLUSIVE),   # large, not significant
+    (math.log(1.30), 0.05, 0.06, stats.INCONCLUSIVE),   # significant raw, not after BH
+    (math.log(1.04), 0.05, 0.001, stats.INCONCLUSIVE),  # significant, within δ, wide interval
+    (0.0, 0.20, 1.0, stats.INCONCLUSIVE),               # no change seen, interval too wide
+])
+def test_verdict(log_ratio, spread, p_adjusted, expected):
+    s = make_shift(log_ratio, spread)
+    assert stats.verdict(s, p_adjusted, alpha=ALPHA, delta=0.05) == expected
+
+
+def test_verdict_boundary_is_delta():
+    just_over = make_shift(math.log1p(0.05) + 1e-9, 0.001)
+    just_under = make_shift(math.log1p(0.05) - 1e-9, 0.001)
+    assert stats.verdict(just_over, 1e-9, alpha=ALPHA, delta=0.05) == stats.REGRESSED
+    assert stats.verdict(just_under, 1e-9, alpha=ALPHA, delta=0.05) != stats.REGRESSED
+
+
+# ---- minimum detectable effect --------------------------------------------------------------------
+
+@pytest.mark.parametrize("spread", [0.0005, 0.01, 0.05, 0.3])
+def test_mde_is_at_least_delta_and_shrinks_with_processes(spread):
+    mdes = [stats.minimum_detectable_effect(make_shift(0.0, spread, n, n), alpha=ALPHA,
+                                            power=POWER, delta=0.05, tests=60)
+            for n in (3, 5, 10, 20, 80)]
+    assert all(m >= 0.05 for m in mdes)
+    assert all(a > b for a, b in zip(mdes, mdes[1:]))
+
+
+def test_mde_grows_with_tests_and_spread():
+    def mde(spread, tests):
+        return stats.minimum_detectable_effect(make_shift(0.0, spread), alpha=ALPHA,
+                                               power=POWER, delta=0.05, tests=tests)
+    assert mde(0.1, 1) < mde(0.1, 10) < mde(0.1, 100)
+    assert mde(0.05, 60) < mde(0.1, 60) < mde(0.2, 60)
+
+
+def _welch_regressed(rng, n1, n2, sigma, ratio, level, delta, trials=20000):
+    """Fraction of simulated runs in which Welch's test calls a true `ratio` REGRESSED."""
+    x = np.log(lognormal(rng, n1, 1.0, sigma, trials))
+    y = np.log(lognormal(rng, n2, ratio, sigma, trials))
+    test = sps.ttest_ind(y, x, equal_var=False, axis=1)
+    d = y.mean(axis=1) - x.mean(axis=1)
+    return np.mean((test.pvalue <= level) & (d > math.log1p(delta)))
+
+
+@pytest.mark.parametrize("n1,n2,tests,sigma", [
+    (5, 5, 60, 0.10),       # significance decides
+    (5, 5, 60, 0.012),      # both significance and δ bind
+    (5, 5, 1, 0.002),       # δ decides
+    (3, 8, 30, 0.05),
+    (12, 12, 200, 0.05),
+])
+def test_mde_has_the_claimed_power(n1, n2, tests, sigma):
+    """A true slowdown of the MDE reported at the typical (median) spread is REGRESSED by the
+    Welch test, at the BH level of a lone effect, in 80 % of runs."""
+    s = make_shift(0.0, median_spread(sigma, n1, n2), n1, n2)
+    mde = stats.minimum_detectable_effect(s, alpha=ALPHA, power=POWER, delta=0.05, tests=tests)
+    rng = np.random.default_rng(n1 * 1000 + tests)
+    power = _welch_regressed(rng, n1, n2, sigma, 1 + mde, ALPHA / tests, 0.05)
+    assert power == pytest.approx(POWER, abs=0.015)
+
+
+# ---- processes needed -----------------------------------------------------------------------------
+
+def _decided(rng, n, truth, sigma, tests, delta=0.05, trials=400):
+    """Fraction of runs with n processes a side, truth and spread known, that are decided."""
+    verdicts = []
+    for base, now in zip(lognormal(rng, n, 1.0, sigma, trials),
+                         lognormal(rng, n, truth, sigma, trials)):
+        s = stats.shift(base.tolist(), now.tolist())
+        verdicts.append(stats.verdict(s, min(1.0, s.p_value * tests), alpha=ALPHA,
+                                      delta=delta))
+    return {v: verdicts.count(v) / trials for v in set(verdicts)}
+
+
+@pytest.mark.parametrize("ratio,spread,decision", [
+    (1.00, 0.06, stats.EQUIVALENT),
+    (1.02, 0.04, stats.EQUIVALENT),
+    (1.30, 0.30, stats.REGRESSED),
+    (1 / 1.2, 0.20, stats.IMPROVED),
+])
+def test_processes_needed_decides(ratio, spread, decision):
+    """Taking an INCONCLUSIVE run's estimate and spread as the truth, the suggested number of
+    processes a side reaches the decision in most runs (planned for POWER)."""
+    tests = 60
+    s = make_shift(math.log(ratio), spread)
+    assert stats.verdict(s, min(1.0, s.p_value * tests), alpha=ALPHA,
+                         delta=0.05) == stats.INCONCLUSIVE
+    n = stats.processes_needed(s, alpha=ALPHA, power=POWER, delta=0.05, tests=tests)
+    assert n is not None and n > 5
+    rates = _decided(np.random.default_rng(n), n, ratio, spread, tests)
+    assert rates.get(decision, 0) >= 0.7, (n, rates)
+    if n > 6:       # and one process fewer on the ladder would not have been enough as often
+        fewer = stats._LADDER[stats._LADDER.index(n) - 1]
+        assert _decided(np.random.default_rng(n), fewer, ratio, spread, tests).get(
+            decision, 0) < rates[decision] + 0.05
+
+
+def test_processes_needed_edges():
+    kwargs = dict(alpha=ALPHA, power=POWER, delta=0.05, tests=10)
+    on_edge = make_shift(math.log1p(0.05), 0.1)
+    assert stats.processes_needed(on_edge, **kwargs) is None
+    tiny_gap = make_shift(math.log1p(0.05) - 1e-7, 0.1)
+    assert stats.processes_needed(tiny_gap, **kwargs) is None      # beyond `most`
+    clear = make_shift(math.log(1.5), 0.01, 7, 9)
+    assert stats.processes_needed(clear, **kwargs) == 9            # never fewer than now
+    n = stats.processes_needed(make_shift(0.0, 0.08), **kwargs)
+    assert n in stats._LADDER
+
+
+def test_median_is_the_middle():
+    assert stats.median([3.0, 1.0, 2.0]) == 2.0
+    assert stats.median([4.0, 1.0, 2.0, 3.0]) == 2.5
