@@ -141,12 +141,15 @@ def record_of(run: CellRun, extra: dict | None = None) -> dict:
 
 
 def pending_units(result: comparison.Comparison, max_processes: int) -> dict[str, set[str]]:
-    """Workload -> modes whose timings are INCONCLUSIVE and could still be decided."""
+    """Workload -> modes worth more processes: timings that are INCONCLUSIVE but could be
+    decided, and REGRESSED ones, confirmed with a fresh batch (a noisy, bimodal cell whose
+    few processes happened to split between its modes does not survive one)."""
     pending: dict[str, set[str]] = {}
     for row in result.rows:
-        if (row.stage == KIND and row.verdict == stats.INCONCLUSIVE and row.metric in
-                comparison.TIMED and row.shift is not None and row.needed is not None
-                and row.shift.n_now < max_processes):
+        if row.stage != KIND or row.metric not in comparison.TIMED or row.shift is None:
+            continue
+        undecided = row.verdict == stats.INCONCLUSIVE and row.needed is not None
+        if (undecided or row.verdict == stats.REGRESSED) and row.shift.n_now < max_processes:
             pending.setdefault(row.workload, set()).add(row.mode)
     return pending
 

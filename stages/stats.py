@@ -146,8 +146,9 @@ def minimum_detectable_effect(s: Shift, *, alpha: float, power: float, delta: fl
 def processes_needed(s: Shift, *, alpha: float, power: float, delta: float,
                      tests: int, most: int = 100_000) -> int | None:
     """Processes per side that would decide an INCONCLUSIVE with probability `power`, if the
-    observed change and spread were the truth, rounded up to a readable number (_LADDER);
-    None when no number up to `most` would (a change on the edge of ±δ, or no spread).
+    observed change were the truth and the spread its median-unbiased value, rounded up to a
+    readable number (_LADDER); None when no number up to `most` would (a change on the edge
+    of ±δ, or no spread to plan with).
 
     A change beyond δ is decided by a regression (or improvement) verdict, one within δ by
     equivalence (the (1 - alpha) interval fits inside ±δ); both with the Welch test's own
@@ -201,9 +202,10 @@ def _first(items: Sequence[int], decides, *, start: int) -> int | None:
     return items[high]
 
 
-# Readable process counts: every n up to 20, then 1-1.2-1.5-2-2.5-3-4-5-6-8 steps per decade.
-_LADDER = tuple(sorted({*range(2, 21), *(round(m * 10 ** k) for k in range(1, 6)
-                                       for m in (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8))}))
+# Readable process counts: every n up to 20, then steps of at most 25 % (25, 30, 35, ... 90,
+# 100, 120, 150, 200, 250, ...).
+_LADDER = tuple(sorted({*range(2, 21), *(round(m * 10 ** k) for k in range(1, 6) for m in
+                                       (1, 1.2, 1.5, 2, 2.5, 3, 3.5, 4, 4.5, 5, 6, 7, 8, 9))}))
 
 
 def _planning_spread(s: Shift) -> float:

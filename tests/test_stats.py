@@ -29,7 +29,7 @@ def make_shift(log_ratio=0.0, spread=0.1, n_base=5, n_now=5, p_value=None):
     return stats.Shift(n_base, n_now, log_ratio, se, float(df), spread, p_value)
 
 
-# ---- shift ----------------------------------------------------------------------------------
+# ---- shift -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("n_base,n_now,sigma_now", [(5, 5, 0.1), (3, 8, 0.3), (12, 4, 0.02)])
 def test_shift_is_welch_t_test_on_logs(n_base, n_now, sigma_now):
@@ -98,7 +98,7 @@ def test_zero_variance():
     assert one_side.se > 0 and one_side.df == pytest.approx(4.0)
 
 
-# ---- Benjamini-Hochberg ------------------------------------------------------------------------
+# ---- Benjamini-Hochberg ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("seed", range(5))
 def test_bh_adjust_matches_scipy(seed):
@@ -115,7 +115,7 @@ def test_bh_adjust_small_cases():
     assert stats.bh_adjust([0.01, 0.04]) == pytest.approx([0.02, 0.04])
 
 
-# ---- verdict ------------------------------------------------------------------------------------
+# ---- verdict ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("log_ratio,spread,p_adjusted,expected", [
     (math.log(1.30), 0.05, 0.001, stats.REGRESSED),     # significant and beyond +δ
@@ -139,7 +139,7 @@ def test_verdict_boundary_is_delta():
     assert stats.verdict(just_under, 1e-9, alpha=ALPHA, delta=0.05) != stats.REGRESSED
 
 
-# ---- minimum detectable effect --------------------------------------------------------------------
+# ---- minimum detectable effect ---------------------------------------------------------------
 
 @pytest.mark.parametrize("spread", [0.0005, 0.01, 0.05, 0.3])
 def test_mde_is_at_least_delta_and_shrinks_with_processes(spread):
@@ -184,7 +184,7 @@ def test_mde_has_the_claimed_power(n1, n2, tests, sigma):
     assert power == pytest.approx(POWER, abs=0.015)
 
 
-# ---- processes needed -----------------------------------------------------------------------------
+# ---- processes needed ------------------------------------------------------------------------
 
 def _decided(rng, n, truth, sigma, tests, delta=0.05, trials=400):
     """Fraction of runs with n processes a side, truth and spread known, that are decided."""
@@ -214,10 +214,8 @@ def test_processes_needed_decides(ratio, spread, decision):
     assert n is not None and n > 5
     rates = _decided(np.random.default_rng(n), n, ratio, spread, tests)
     assert rates.get(decision, 0) >= 0.7, (n, rates)
-    if n > 6:       # and one process fewer on the ladder would not have been enough as often
-        fewer = stats._LADDER[stats._LADDER.index(n) - 1]
-        assert _decided(np.random.default_rng(n), fewer, ratio, spread, tests).get(
-            decision, 0) < rates[decision] + 0.05
+    half = _decided(np.random.default_rng(n), n // 2, ratio, spread, tests)
+    assert half.get(decision, 0) < POWER, "the suggestion is not needlessly large"
 
 
 def test_processes_needed_edges():
