@@ -94,3 +94,19 @@ def test_dvc_repro_twice_with_a_baseline(project):
     dvc("repro", "-f", "bench@cpu-fp32", "compare")
     compare = read("reports/compare.md")
     assert "Baseline unreadable" in compare and "is not valid JSON" in compare
+
+    # A baseline from another CPU model: timings NOT COMPARABLE, numerics still compared.
+    git("checkout", "HEAD~1", "--", "reports/bench/cpu-fp32.json", cwd=project)
+    env_path = project / "reports/env/env.json"
+    real = env_path.read_text()
+    edited = json.loads(real)
+    edited["env"]["hardware"]["cpu_model"] = "Some Other CPU 9000"
+    env_path.write_text(json.dumps(edited))
+    git("commit", "-qam", "baseline from another machine", cwd=project)
+    env_path.write_text(real)
+    subprocess.run([sys.executable, "-m", "stages.compare"], check=True, capture_output=True)
+    rows = json.loads(read("reports/compare.json"))["rows"]
+    steady = [r for r in rows if r["metric"] == "steady_s"]
+    assert steady and all(r["verdict"] == "NOT COMPARABLE" for r in steady)
+    assert "Some Other CPU 9000" in steady[0]["note"]
+    assert any(r["stage"] == "numerics" and r["verdict"] == "EQUIVALENT" for r in rows)
