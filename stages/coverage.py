@@ -167,11 +167,13 @@ def summary_section(rows: list[dict]) -> list[str]:
     noted_new = [r for r in rows if r["verdict"] == "NEW" and r["metric"] == "determinism"
                  and str(r.get("now")) == "nondeterministic"]
     if changes or noted_new:
-        lines += ["Changes against the baseline:", ""]
+        lines += ["Findings (each against the baseline, where there is one):", ""]
         for r in sorted(changes + noted_new, key=lambda r: (r["cell"], r["workload"], r["mode"],
                                                          r["metric"])):
             lines.append(f"- **{r['verdict']}** `{r['cell']}` {r['workload']} {r['mode']} "
                          f"{metrics.get(r['metric'], r['metric'])}: {r['note']}")
+    elif all(r["verdict"] == "NEW" for r in rows):
+        lines.append("No baseline to compare with yet: these are this run's values.")
     else:
         lines.append("No numerics or portability change against the baseline.")
     lines.append("")

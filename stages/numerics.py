@@ -34,8 +34,9 @@ def evaluate(result: dict, precision: config.PrecisionSpec, eager: dict | None) 
     for name, m in sorted(outputs.items()):
         if m.get("ref_nonfinite"):
             status = "NONFINITE"
-            problems.append(f"{name}: the float64 reference itself has {m['ref_nonfinite']} "
-                            f"NaN/Inf of {m['numel']} values")
+            problems.append(f"{name} has {m['nonfinite']} NaN/Inf of {m['numel']} values and "
+                            f"its float64 reference {m['ref_nonfinite']}: the workload produces "
+                            "them at any precision")
             continue
         if m["nonfinite"]:
             status = "NONFINITE"
@@ -68,9 +69,10 @@ def evaluate(result: dict, precision: config.PrecisionSpec, eager: dict | None) 
 
 
 def compiled_check(result: dict, precision: config.PrecisionSpec, eager: dict | None) -> dict:
-    """dynamo's accuracy rule, per output: the compiled result's error against float64 may be
-    at most `compiled_multiplier` x eager's error + tolerance/10; plus the direct difference
-    between compiled and eager, for the record."""
+    """dynamo's accuracy rule (torch._dynamo.utils.same), per output and on relative L2
+    errors: the compiled result's error against float64 may be at most `compiled_multiplier`
+    x eager's error + tolerance/10 (at least 3x for outputs under 1000 values); plus the
+    direct difference between compiled and eager, for the record."""
     vs = result.get("vs_eager") or {}
     if "error" in vs:
         return {"status": "NOT MEASURED", "problems": [f"eager failed: {vs['error']}"]}
@@ -84,10 +86,13 @@ def compiled_check(result: dict, precision: config.PrecisionSpec, eager: dict | 
         if m["rel_l2"] is None or eager_err is None:
             continue
         measured = True
-        allowed = precision.compiled_multiplier * eager_err + precision.rel_l2_tol / 10
+        # dynamo: 3x at least for outputs under 1000 values, where noise dominates the error
+        mult = precision.compiled_multiplier if m.get("numel", 1000) >= 1000 else max(
+            precision.compiled_multiplier, 3.0)
+        allowed = mult * eager_err + precision.rel_l2_tol / 10
         if m["rel_l2"] > allowed:
             found["problems"].append(
-                f"{name} compiled error {m['rel_l2']:.2e} > {precision.compiled_multiplier:g}x "
+                f"{name} compiled error {m['rel_l2']:.2e} > {mult:g}x "
                 f"eager's {eager_err:.2e} + tolerance/10")
     if found["problems"]:
         found["status"] = "FAIL"
@@ -149,7 +154,11 @@ def run_cell(cfg: config.Config, cell: config.Cell, run=run_worker, log=print) -
               "wall_s": time.perf_counter() - started}
     if cfg.candidate_python:
         record["ab"] = {"baseline": {"python": sys.executable, "torch": cell_run.torch["baseline"],
-                                     "workloads": evaluated["baseline"]},
+                                     "workloads": evaluated["baseline"],
+                                     "coverage": {
+                                         name: procs[0]["coverage"]
+                                         for name, procs in cell_run.results["baseline"].items()
+                                         if procs and isinstance(procs[0].get("coverage"), dict)}},
                         "candidate": {"python": cfg.candidate_python,
                                       "torch": cell_run.torch["candidate"]}}
     return record

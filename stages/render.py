@@ -43,8 +43,11 @@ def change(row: Row, alpha: float) -> str:
         low, high = row.shift.interval(alpha)
         return (f"{percent(row.shift.ratio - 1)} "
                 f"[{(low - 1) * 100:+.1f}, {(high - 1) * 100:+.1f}]")
-    if isinstance(row.base, (int, float)) and isinstance(row.now, (int, float)) and row.base:
+    numbers = isinstance(row.base, (int, float)) and isinstance(row.now, (int, float))
+    if numbers and row.base and row.metric in ("peak_bytes",):
         return percent(row.now / row.base - 1)
+    if numbers and row.base != row.now:
+        return f"{row.base} → {row.now}"
     return ""
 
 

@@ -6,6 +6,7 @@ the candidate interpreter of an A/B run needs nothing but torch.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import logging
@@ -150,16 +151,18 @@ def reset_dynamo() -> None:
 def bench_mode(job: dict, factory, device: torch.device, mode: str) -> dict:
     timing = job["timing"]
     dtype = getattr(torch, job["precision"]["dtype"])
-    if mode != "eager":
+    compiled = mode != "eager"
+    if compiled:
         reset_dynamo()
     peak_memory_reset(device)
     workload = build(job, factory, device, dtype, mode)
     clock = make_clock(torch, device.type)
-    after_first: dict = {}
-    phases = measure(workload.step, clock, samples=timing["samples"],
-                     sample_target_s=timing["sample_target_s"], warmup_s=timing["warmup_s"],
-                     min_warmup_calls=timing["min_warmup_calls"],
-                     after_first=lambda: after_first.update(dynamo_counts()))
+    # Graph breaks and recompiles with their reasons; logging fires only while compiling.
+    with (DynamoLog() if compiled else contextlib.nullcontext()) as dynamo:
+        phases = measure(workload.step, clock, samples=timing["samples"],
+                         sample_target_s=timing["sample_target_s"],
+                         warmup_s=timing["warmup_s"], min_warmup_calls=timing["min_warmup_calls"],
+                         after_first=dynamo.mark_first if compiled else lambda: None)
     bad = sum(nonfinite_count(t) for t in flatten(phases.first_output).values())
     if bad:
         return {"status": "NONFINITE", "error": f"first call returned {bad} NaN/Inf values"}
@@ -167,12 +170,8 @@ def bench_mode(job: dict, factory, device: torch.device, mode: str) -> dict:
               "warmup_calls": phases.warmup_calls, "calls_per_sample": phases.calls_per_sample,
               "steady_s": phases.steady_s, "peak_bytes": peak_memory_bytes(device),
               "items": workload.items, "flops": workload.flops}
-    if mode != "eager":
-        final = dynamo_counts()
-        result.update({k: final[k] for k in ("graph_breaks", "graph_break_reasons",
-                                             "unique_graphs")})
-        # Frames compiled after the first call: recompiles (shapes, guards) during the run.
-        result["recompiles"] = max(0, final["frames"] - after_first["frames"])
+    if compiled:
+        result.update(dynamo.summary())
     return result
 
 
@@ -227,6 +226,10 @@ def op_coverage(job: dict, factory, device: torch.device, dtype: torch.dtype) ->
     calls = 0
 
     class OpLog(TorchDispatchMode):
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:  # eager only: do not import dynamo (2 s)
+            return False
+
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             nonlocal calls
             out = func(*args, **(kwargs or {}))
@@ -289,11 +292,17 @@ class DynamoLog(logging.Handler):
             torch._logging.set_logs(graph_breaks=True, recompiles=True)
         except (AttributeError, TypeError, ValueError):
             pass
-        logging.getLogger("torch").addHandler(self)
+        # Attach to the artifact loggers themselves: torch's own loggers do not propagate.
+        names = [n for n in list(logging.root.manager.loggerDict)
+                 if n.startswith("torch.") and n.endswith(("__graph_breaks", "__recompiles"))]
+        self._loggers = [logging.getLogger(n) for n in names] or [logging.getLogger("torch")]
+        for logger in self._loggers:
+            logger.addHandler(self)
         return self
 
     def __exit__(self, *exc) -> None:
-        logging.getLogger("torch").removeHandler(self)
+        for logger in self._loggers:
+            logger.removeHandler(self)
         try:
             torch._logging.set_logs()
         except (AttributeError, TypeError, ValueError):
@@ -416,6 +425,8 @@ def compiled_vs_eager(compiled: dict, eager_outputs, reference: dict) -> dict:
         return {"error": failure(exc)["error"]}
     found = {}
     for name, t in compiled.items():
+        if name not in eager or name not in reference:
+            continue
         direct = error_metrics(t, eager[name])
         found[name] = {"rel_l2": direct["rel_l2"], "max_abs": direct["max_abs"],
                        "eager_rel_l2": error_metrics(eager[name], reference[name])["rel_l2"]}

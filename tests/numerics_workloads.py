@@ -16,7 +16,7 @@ def tiny(*, device, dtype, compile, seed, size=16, scale=1.0, error=0.0, act="re
     error: a relative error added only below float64, so the error against the float64
         reference is about `error` while the outputs barely move;
     scale: changes the outputs (and the reference alike): drift, not error;
-    act: "relu" or "gelu": changes the operator set;
+    act: "relu", "clamp" (same values, another operator) or "gelu";
     nan: one NaN below float64;
     process_noise / call_noise: nondeterminism across processes / between calls;
     graph_break: "none", "print", "branch" (data-dependent) or "both", inside the compiled
@@ -33,6 +33,8 @@ def tiny(*, device, dtype, compile, seed, size=16, scale=1.0, error=0.0, act="re
             print("tiny: forward")
         if graph_break in ("branch", "both") and y.sum() > -1e30:
             y = y + 0
+        if act == "clamp":                        # the same values as relu, another op
+            return torch.clamp(y, min=0)
         return torch.relu(y) if act == "relu" else torch.nn.functional.gelu(y)
 
     fn = compile(forward)
