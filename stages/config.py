@@ -53,7 +53,7 @@ class WorkloadSpec:
 
 @dataclass(frozen=True)
 class BenchSettings:
-    processes: int = 5
+    processes: int = 4
     samples: int = 12
     sample_target_s: float = 0.02
     warmup_s: float = 0.2

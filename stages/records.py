@@ -15,6 +15,8 @@ from typing import Any
 from .errors import UserError
 
 SCHEMA_VERSION = 1
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
 
 
 def _clean(obj: Any) -> Any:
@@ -38,6 +40,7 @@ def write_text(path: str | Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; reports are ordinary files
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
