@@ -1,74 +1,77 @@
 """Does torchgate's steady-state number agree with torch.utils.benchmark?
 
-    python -m stages.agreement [--size 256] [--rounds 5] [--threads 0]
+    python -m stages.agreement [--size 256] [--rounds 8] [--threads 0]
 
-Alternates, round by round, a torchgate bench worker process (the real measurement path) and
-a fresh process timing the same op and shape with
-`torch.utils.benchmark.Timer(...).blocked_autorange()`, then prints both medians of the
-per-process medians and their difference. Fresh processes on both sides: the spread between
-processes is larger than either tool's within-process error.
+Each round is a fresh process that builds `matmul_relu` exactly as the bench worker does and
+times it twice, back to back: with torchgate's measurement (`stages.timing.measure`, the bench
+defaults of conf/config.yaml) and with `torch.utils.benchmark.Timer(...).blocked_autorange()`,
+alternating which goes first. Timing both in one process matters on a shared machine: its
+speed moves by tens of percent from one second to the next, far more than the tools differ.
+Prints both medians per round, and the median of the per-round ratios.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
 
-from .launcher import run_worker
+from .launcher import ROOT
 
-TIMER_SCRIPT = """
-import json, sys, torch
+ROUND = """
+import json, statistics, sys, torch
 from torch.utils.benchmark import Timer
-size, threads, seed = (int(a) for a in sys.argv[1:4])
+from stages.timing import SyncClock, measure
+from stages.workloads import matmul_relu
+size, threads, seed, timer_first = (int(a) for a in sys.argv[1:5])
 if threads:
     torch.set_num_threads(threads)
-gen = torch.Generator().manual_seed(seed)
-a = torch.randn(size, size, generator=gen)
-b = torch.randn(size, size, generator=gen)
-m = Timer("torch.relu(a @ b)", globals={"a": a, "b": b, "torch": torch},
-          num_threads=torch.get_num_threads()).blocked_autorange(min_run_time=1.0)
-print(json.dumps({"median_s": m.median}))
+w = matmul_relu(device=torch.device("cpu"), dtype=torch.float32, compile=lambda f: f,
+                seed=seed, size=size)
+
+def ours():
+    phases = measure(w.step, SyncClock(), samples=12, sample_target_s=0.02, warmup_s=0.2,
+                     min_warmup_calls=3)
+    return statistics.median(phases.steady_s)
+
+def theirs():
+    timer = Timer("step()", globals={"step": w.step}, num_threads=torch.get_num_threads())
+    return timer.blocked_autorange(min_run_time=1.0).median
+
+first, second = (theirs, ours) if timer_first else (ours, theirs)
+a, b = first(), second()
+print(json.dumps({"torchgate_s": b if timer_first else a, "timer_s": a if timer_first else b}))
 """
 
 
-def torchgate_median(size: int, threads: int, seed: int) -> float:
-    job = {"kind": "bench", "seed": seed, "modes": ["eager"],
-           "device": {"name": "cpu", "type": "cpu", "threads": threads},
-           "precision": {"name": "fp32", "dtype": "float32", "matmul_precision": "highest"},
-           "workload": {"name": "matmul_relu", "target": "stages.workloads.matmul_relu",
-                        "kwargs": {"size": size}},
-           "timing": {"samples": 50, "sample_target_s": 0.02, "warmup_s": 0.2,
-                      "min_warmup_calls": 3}}
-    result = run_worker(job, timeout_s=120)
-    mode = result.get("modes", {}).get("eager", {})
-    if mode.get("status") != "OK":
-        raise SystemExit(f"torchgate worker failed: {result.get('error') or mode.get('error')}")
-    return statistics.median(mode["steady_s"])
-
-
-def timer_median(size: int, threads: int, seed: int) -> float:
-    out = subprocess.run([sys.executable, "-c", TIMER_SCRIPT, str(size), str(threads), str(seed)],
-                         capture_output=True, text=True, check=True, timeout=120)
-    return json.loads(out.stdout.strip().splitlines()[-1])["median_s"]
+def one_round(size: int, threads: int, seed: int, timer_first: bool) -> dict:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT),
+                                                                     os.environ.get("PYTHONPATH")]))}
+    out = subprocess.run([sys.executable, "-c", ROUND, str(size), str(threads), str(seed),
+                          str(int(timer_first))], capture_output=True, text=True, check=True,
+                         timeout=300, env=env)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m stages.agreement", description=__doc__)
     parser.add_argument("--size", type=int, default=256)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--threads", type=int, default=0)
     args = parser.parse_args(argv)
-    ours, theirs = [], []
+    ratios, ours, theirs = [], [], []
     for r in range(args.rounds):
-        ours.append(torchgate_median(args.size, args.threads, seed=r))
-        theirs.append(timer_median(args.size, args.threads, seed=r))
+        got = one_round(args.size, args.threads, seed=r, timer_first=bool(r % 2))
+        ours.append(got["torchgate_s"])
+        theirs.append(got["timer_s"])
+        ratios.append(ours[-1] / theirs[-1])
         print(f"round {r + 1}: torchgate {ours[-1] * 1e6:.1f} µs, "
-              f"Timer.blocked_autorange {theirs[-1] * 1e6:.1f} µs")
-    a, b = statistics.median(ours), statistics.median(theirs)
-    print(f"matmul_relu {args.size}x{args.size} fp32 CPU, {args.rounds} processes each: "
-          f"torchgate {a * 1e6:.1f} µs, Timer {b * 1e6:.1f} µs, difference {(a / b - 1) * 100:+.1f} %")
+              f"Timer.blocked_autorange {theirs[-1] * 1e6:.1f} µs ({(ratios[-1] - 1) * 100:+.1f} %)")
+    print(f"matmul_relu {args.size}x{args.size} fp32 CPU, {args.rounds} processes: torchgate "
+          f"{statistics.median(ours) * 1e6:.1f} µs, Timer {statistics.median(theirs) * 1e6:.1f} µs; "
+          f"median per-process difference {(statistics.median(ratios) - 1) * 100:+.1f} %")
 
 
 if __name__ == "__main__":
