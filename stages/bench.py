@@ -24,6 +24,7 @@ from typing import Callable
 from . import comparison, config, render, stats
 from .baseline import resolve_rev
 from .errors import one_line_errors
+from .workloads import check_arguments
 from .launcher import ROOT, run_worker
 from .records import write_record, write_text
 
@@ -218,6 +219,8 @@ def main(argv: list[str] | None = None) -> None:
         cfg = config.load(args.params)
         cell = cfg.cell(args.device, args.precision)
         resolve_rev(cfg.baseline_rev)  # a bad baseline.rev or no git: say so before measuring
+        for spec in cfg.workloads.values():
+            check_arguments(spec.name, spec.target, spec.kwargs)
         record = run_cell(cfg, cell, compare=lambda rec: comparison.compare_cell(
             cfg, KIND, cell.name, rec))
         write_record(args.out / f"{cell.name}.json", KIND, record)

@@ -17,6 +17,7 @@ from . import comparison, config, coverage, render
 from .bench import CellRun, job_for
 from .baseline import resolve_rev
 from .errors import one_line_errors
+from .workloads import check_arguments
 from .launcher import run_worker
 from .records import write_record, write_text
 
@@ -361,6 +362,8 @@ def main(argv: list[str] | None = None) -> None:
         cfg = config.load(args.params)
         cell = cfg.cell(args.device, args.precision)
         resolve_rev(cfg.baseline_rev)  # a bad baseline.rev or no git: say so before measuring
+        for spec in cfg.workloads.values():
+            check_arguments(spec.name, spec.target, spec.kwargs)
         record = run_cell(cfg, cell)
         write_record(args.out / f"{cell.name}.json", KIND, record)
         result = comparison.compare_cell(cfg, KIND, cell.name, record)

@@ -7,7 +7,6 @@ the candidate interpreter of an A/B run needs nothing but torch.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import logging
 import os
@@ -27,6 +26,7 @@ from .accuracy import (digest, error_metrics, fingerprint, flatten, max_abs_diff
                        nonfinite_count)
 from .records import dumps, write_text
 from .timing import device_sync, make_clock, measure
+from .workloads import load_target
 
 
 class Unavailable(Exception):
@@ -61,14 +61,6 @@ def configure(job: dict) -> None:
     if threads:
         torch.set_num_threads(threads)
     torch.set_float32_matmul_precision(job["precision"]["matmul_precision"])
-
-
-def load_target(target: str):
-    module_name, _, attr = target.rpartition(".")
-    try:
-        return getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise ImportError(f"cannot import workload _target_ {target!r}: {exc}") from exc
 
 
 def compiler(mode: str):

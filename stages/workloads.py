@@ -11,11 +11,17 @@ Workload whose `step()` does one unit of work and returns its outputs.
 """
 from __future__ import annotations
 
+import importlib
+import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 from torch import nn
+
+from .errors import UserError
+
+PROVIDED = ("device", "dtype", "compile", "seed")  # passed by torchgate, not by the YAML
 
 
 @dataclass
@@ -27,6 +33,38 @@ class Workload:
     train_steps: int = 1             # steps before numerics compares outputs and state
 
 
+def load_target(target: str):
+    module_name, _, attr = target.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ImportError(f"cannot import workload _target_ {target!r}: {exc}") from exc
+
+
+def check_arguments(name: str, target: str, kwargs: dict) -> None:
+    """A key in conf/workload/<name>.yaml that the function does not take is a typo: say so
+    before anything is measured. A target that does not import is left to the worker, which
+    records it as that workload's failure while the others run."""
+    try:
+        params = inspect.signature(load_target(target)).parameters
+    except (ImportError, TypeError, ValueError):
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    unknown = sorted(set(kwargs) - set(params))
+    if unknown:
+        takes = [p for p in params if p not in PROVIDED]
+        raise UserError(f"workload.{name} has no parameter {unknown[0]!r}; {target} takes: "
+                        f"{', '.join(takes) or 'no parameters'}")
+
+
+def _positive(workload: str, **values: int) -> None:
+    for key, value in values.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ValueError(f"workload {workload}: {key} must be a positive integer, "
+                             f"got {value!r}")
+
+
 def _random(*shape: int, seed_gen: torch.Generator) -> torch.Tensor:
     # Never time zeros: data-dependent power and sparsity paths make them unrepresentative.
     return torch.randn(*shape, generator=seed_gen, dtype=torch.float32)
@@ -34,6 +72,7 @@ def _random(*shape: int, seed_gen: torch.Generator) -> torch.Tensor:
 
 def matmul_relu(*, device: torch.device, dtype: torch.dtype, compile: Callable, seed: int,
                 size: int = 256) -> Workload:
+    _positive("matmul_relu", size=size)
     gen = torch.Generator().manual_seed(seed)
     a = _random(size, size, seed_gen=gen).to(device, dtype)
     b = _random(size, size, seed_gen=gen).to(device, dtype)
@@ -43,6 +82,7 @@ def matmul_relu(*, device: torch.device, dtype: torch.dtype, compile: Callable, 
 
 def mlp_train(*, device: torch.device, dtype: torch.dtype, compile: Callable, seed: int,
               batch: int = 64, lr: float = 1e-3, train_steps: int = 5) -> Workload:
+    _positive("mlp_train", batch=batch, train_steps=train_steps)
     torch.manual_seed(seed)
     model = nn.Sequential(nn.Linear(128, 256), nn.GELU(), nn.Linear(256, 10))
     gen = torch.Generator().manual_seed(seed + 1)
@@ -67,6 +107,7 @@ def mlp_train(*, device: torch.device, dtype: torch.dtype, compile: Callable, se
 def transformer_block(*, device: torch.device, dtype: torch.dtype, compile: Callable, seed: int,
                       batch: int = 8, seq: int = 64, width: int = 128,
                       heads: int = 4) -> Workload:
+    _positive("transformer_block", batch=batch, seq=seq, width=width, heads=heads)
     torch.manual_seed(seed)
     layer = nn.TransformerEncoderLayer(width, heads, dim_feedforward=4 * width, dropout=0.0,
                                        batch_first=True).eval()

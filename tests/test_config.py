@@ -86,3 +86,21 @@ def test_a_missing_or_broken_params_file_is_one_line(tmp_path):
     (tmp_path / "params.yaml").write_text("bench: [unclosed\n")
     with pytest.raises(UserError, match="is not valid YAML"):
         config.load(tmp_path / "params.yaml")
+
+
+def test_a_workload_key_the_function_does_not_take_is_one_line():
+    from stages.workloads import check_arguments
+    with pytest.raises(UserError, match="workload.matmul_relu has no parameter 'sise'; "
+                                        "stages.workloads.matmul_relu takes: size"):
+        check_arguments("matmul_relu", "stages.workloads.matmul_relu", {"sise": 64})
+    check_arguments("mine", "not_a_module.fn", {"x": 1})  # left to the worker: a FAILED unit
+
+
+@pytest.mark.parametrize("kwargs", [{"size": -5}, {"size": 0}, {"size": 2.5}])
+def test_builtin_workloads_reject_nonpositive_sizes_with_the_key(kwargs):
+    import torch
+    from stages.workloads import matmul_relu
+    with pytest.raises(ValueError, match=f"workload matmul_relu: size must be a positive "
+                                         f"integer, got {kwargs['size']}"):
+        matmul_relu(device=torch.device("cpu"), dtype=torch.float32, compile=lambda f: f,
+                    seed=0, **kwargs)
