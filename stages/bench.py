@@ -208,26 +208,34 @@ def _short(result: dict) -> str:
     return "; ".join(parts)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m stages.bench", description=__doc__)
+def cell_stage(kind: str, doc: str, argv: list[str] | None):
+    """The command line of a matrix-cell stage: its config, its cell and its report folder.
+    Bad input (an unknown cell, a bad baseline.rev, a workload key that is a typo) fails here,
+    before anything is measured."""
+    parser = argparse.ArgumentParser(prog=f"python -m stages.{kind}", description=doc)
     parser.add_argument("--device", required=True)
     parser.add_argument("--precision", required=True)
     parser.add_argument("--params", default="params.yaml")
-    parser.add_argument("--out", type=Path, default=Path("reports/bench"))
+    parser.add_argument("--out", type=Path, default=Path("reports") / kind)
     args = parser.parse_args(argv)
-    with one_line_errors("bench"):
-        cfg = config.load(args.params)
-        cell = cfg.cell(args.device, args.precision)
-        resolve_rev(cfg.baseline_rev)  # a bad baseline.rev or no git: say so before measuring
-        for spec in cfg.workloads.values():
-            check_arguments(spec.name, spec.target, spec.kwargs)
+    cfg = config.load(args.params)
+    cell = cfg.cell(args.device, args.precision)
+    resolve_rev(cfg.baseline_rev)
+    for spec in cfg.workloads.values():
+        check_arguments(spec.name, spec.target, spec.kwargs)
+    return cfg, cell, args.out
+
+
+def main(argv: list[str] | None = None) -> None:
+    with one_line_errors(KIND):
+        cfg, cell, out = cell_stage(KIND, __doc__, argv)
         record = run_cell(cfg, cell, compare=lambda rec: comparison.compare_cell(
             cfg, KIND, cell.name, rec))
-        write_record(args.out / f"{cell.name}.json", KIND, record)
+        write_record(out / f"{cell.name}.json", KIND, record)
         result = comparison.compare_cell(cfg, KIND, cell.name, record)
-        write_text(args.out / f"{cell.name}.md", render.cell_report(result, KIND, cell.name,
-                                                                    ab_env(record)))
-        print(f"torchgate bench: wrote {args.out / cell.name}.json and .md")
+        write_text(out / f"{cell.name}.md", render.cell_report(result, KIND, cell.name,
+                                                               ab_env(record)))
+        print(f"torchgate bench: wrote {out / cell.name}.json and .md")
 
 
 def ab_env(record: dict) -> str:

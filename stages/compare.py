@@ -13,7 +13,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from . import comparison, config, render, stats
+from . import comparison, config, render
 from .errors import one_line_errors
 from .records import write_record, write_text
 
@@ -22,7 +22,7 @@ KIND = "compare"
 
 def row_record(row: comparison.Row, alpha: float) -> dict:
     body = dataclasses.asdict(row)
-    s = body.pop("shift")
+    body.pop("shift")
     if row.shift is not None:
         low, high = row.shift.interval(alpha)
         body.update(ratio=row.shift.ratio, ci_low=low, ci_high=high, p=row.shift.p_value,

@@ -8,16 +8,12 @@ same inputs run twice (determinism), and compiled against eager by the dynamo ru
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
-from pathlib import Path
 
 from . import comparison, config, coverage, render
-from .bench import CellRun, job_for
-from .baseline import resolve_rev
+from .bench import CellRun, cell_stage, job_for
 from .errors import one_line_errors
-from .workloads import check_arguments
 from .launcher import run_worker
 from .records import write_record, write_text
 
@@ -352,26 +348,14 @@ def _sci(v) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m stages.numerics", description=__doc__)
-    parser.add_argument("--device", required=True)
-    parser.add_argument("--precision", required=True)
-    parser.add_argument("--params", default="params.yaml")
-    parser.add_argument("--out", type=Path, default=Path("reports/numerics"))
-    args = parser.parse_args(argv)
-    with one_line_errors("numerics"):
-        cfg = config.load(args.params)
-        cell = cfg.cell(args.device, args.precision)
-        resolve_rev(cfg.baseline_rev)  # a bad baseline.rev or no git: say so before measuring
-        for spec in cfg.workloads.values():
-            check_arguments(spec.name, spec.target, spec.kwargs)
+    with one_line_errors(KIND):
+        cfg, cell, out = cell_stage(KIND, __doc__, argv)
         record = run_cell(cfg, cell)
-        write_record(args.out / f"{cell.name}.json", KIND, record)
+        write_record(out / f"{cell.name}.json", KIND, record)
         result = comparison.compare_cell(cfg, KIND, cell.name, record)
-        write_text(args.out / f"{cell.name}.md",
-                   render.cell_report(result, KIND, cell.name,
-                                      details(record, result.rows)))
-        print(f"torchgate numerics: wrote {args.out / cell.name}.json and .md")
-
+        write_text(out / f"{cell.name}.md",
+                   render.cell_report(result, KIND, cell.name, details(record, result.rows)))
+        print(f"torchgate numerics: wrote {out / cell.name}.json and .md")
 
 if __name__ == "__main__":
     main()

@@ -18,7 +18,6 @@ import time
 import traceback
 import warnings
 from functools import partial
-from typing import Any
 
 import torch
 
