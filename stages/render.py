@@ -57,10 +57,15 @@ def pvalue(p: float | None) -> str:
     return f"{p:.1e}" if p < 1e-3 else f"{p:.3f}"
 
 
+def mde(value: float) -> str:
+    # Past 10x the number says only "hopeless at this noise"; more digits would mislead.
+    return "> 1000 %" if value > 10 else f"{value * 100:.1f} %"
+
+
 def evidence(row: Row) -> str:
     parts = []
     if row.mde is not None:
-        parts.append(f"MDE {row.mde * 100:.1f} %")
+        parts.append(f"MDE {mde(row.mde)}")
     if row.needed is not None:
         parts.append(f"~{row.needed} processes/side to decide")
     if row.note:

@@ -21,7 +21,7 @@ import statistics
 import time
 from pathlib import Path
 
-from . import bench, comparison, config, stats
+from . import bench, comparison, config, render, stats
 from .errors import one_line_errors
 from .records import write_text
 
@@ -114,7 +114,7 @@ def report(cfg, false_rate, detect_rate, mdes, slowdown, splits, repeats, wall_s
                      f"first had a REGRESSED verdict ({repeats}).")
     lines += ["", "Minimum detectable steady-state effect per unit (80 % power, median over "
               "splits):", "", "| cell | workload | mode | MDE |", "|---|---|---|---|"]
-    lines += [f"| {c} | {w} | {m} | {v:.1%} |" for (c, w, m), v in sorted(mdes.items())]
+    lines += [f"| {c} | {w} | {m} | {render.mde(v)} |" for (c, w, m), v in sorted(mdes.items())]
     return "\n".join(lines) + "\n"
 
 
