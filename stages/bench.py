@@ -156,8 +156,9 @@ def pending_units(result: comparison.Comparison, max_processes: int) -> dict[str
 
 
 def extend(run: CellRun, compare: Callable[[dict], comparison.Comparison]) -> int:
-    """Adaptive sampling: more rounds for INCONCLUSIVE units until decided, out of budget or
-    out of looks. Returns the number of extra rounds."""
+    """Adaptive sampling: more rounds for INCONCLUSIVE (and REGRESSED) units until decided,
+    out of budget or out of looks. Rounds go to the pending workloads in turn, so that the
+    budget is shared rather than spent on the first. Returns the number of extra processes."""
     bench = run.cfg.bench
     deadline = time.perf_counter() + bench.adaptive_budget_s
     added, round_ = 0, bench.processes
@@ -165,13 +166,13 @@ def extend(run: CellRun, compare: Callable[[dict], comparison.Comparison]) -> in
         pending = pending_units(compare(record_of(run)), bench.max_processes)
         if not pending:
             break
-        for name in sorted(pending):
-            walls = [p.get("wall_s", 0.0) for arm in run.results.values() for p in arm[name]]
-            cost = len(run.arms) * (sum(walls) / len(walls) if walls else 0.0)
-            have = min(len(arm[name]) for arm in run.results.values())
-            for extra in range(bench.max_processes - have):
-                if time.perf_counter() + cost > deadline or extra >= bench.processes:
-                    break
+        for extra in range(bench.processes):
+            for name in sorted(pending):
+                walls = [p.get("wall_s", 0.0) for arm in run.results.values() for p in arm[name]]
+                cost = len(run.arms) * (sum(walls) / len(walls) if walls else 0.0)
+                have = min(len(arm[name]) for arm in run.results.values())
+                if have >= bench.max_processes or time.perf_counter() + cost > deadline:
+                    continue
                 run.process(name, round_ + extra, sorted(pending[name]))
                 added += 1
         round_ += bench.processes
