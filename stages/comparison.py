@@ -98,7 +98,9 @@ def bench_rows(cell: str, now: dict | None, base: dict | None, deltas: dict,
     if now.get("status") == "SKIPPED":
         return [Row("bench", cell, "*", "*", "cell", stats.SKIPPED, note=now.get("reason", ""))]
     usable_base = base if base and base.get("status") == "OK" else None
-    reason = not_comparable or machine_moved(usable_base, now)
+    # A/B arms ran interleaved on one machine; their sentinels differ by interpreter, not time.
+    same_run = bool(usable_base and usable_base.get("ab_arm"))
+    reason = not_comparable or (None if same_run else machine_moved(usable_base, now))
     rows = []
     for workload, mode in sorted(units(now) | (units(usable_base) if usable_base else set())):
         rows.extend(_unit_rows(cell, workload, mode, now, usable_base, deltas, reason))
@@ -495,7 +497,8 @@ def ab_baseline(record: dict | None) -> dict | None:
     interleaved with this one on the same machine."""
     if not record or not record.get("ab"):
         return None
-    return {**record, "workloads": record["ab"]["baseline"]["workloads"], "ab": None}
+    return {**record, "workloads": record["ab"]["baseline"]["workloads"], "ab": None,
+            "ab_arm": True}
 
 
 def compare_cells(cfg: Config, cells: list[str], stages_: tuple[str, ...] = ("bench", "numerics"),
