@@ -30,11 +30,16 @@ def row_record(row: comparison.Row, alpha: float) -> dict:
     return body
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m stages.compare", description=__doc__)
+def run_arguments(kind: str, doc: str, argv: list[str] | None) -> argparse.Namespace:
+    """The command line of a stage over the whole run (compare, report)."""
+    parser = argparse.ArgumentParser(prog=f"python -m stages.{kind}", description=doc)
     parser.add_argument("--params", default="params.yaml")
     parser.add_argument("--reports", type=Path, default=comparison.REPORTS)
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = run_arguments(KIND, __doc__, argv)
     with one_line_errors("compare"):
         cfg = config.load(args.params)
         cells = [c.name for c in cfg.cells()]

@@ -5,13 +5,13 @@ a small flat file for `dvc metrics diff`.
 """
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from tabulate import tabulate
 
 from . import comparison, config, env, render, stats
 from .baseline import resolve_rev
+from .compare import run_arguments
 from .errors import UserError, one_line_errors
 from .records import dumps, load_record, write_text
 
@@ -121,10 +121,7 @@ def _v(x) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m stages.report", description=__doc__)
-    parser.add_argument("--params", default="params.yaml")
-    parser.add_argument("--reports", type=Path, default=comparison.REPORTS)
-    args = parser.parse_args(argv)
+    args = run_arguments("report", __doc__, argv)
     with one_line_errors("report"):
         cfg = config.load(args.params)
         compare = load_record(args.reports / "compare.json", "compare")
