@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> None:
             "rows": [row_record(r, result.alpha) for r in result.rows]})
         text = render.cell_report(result, "compare", f"matrix {cfg.matrix_name}")
         write_text(args.reports / "compare.md", text)
-        tally = render.counts(result.rows)
+        tally = render.counts(r.verdict for r in result.rows)
         print("torchgate compare: " + (", ".join(f"{n} {v}" for v, n in tally.items())
                                        or "nothing compared"))
         bad = sum(tally.get(v, 0) for v in render.BAD)

@@ -198,10 +198,6 @@ def details(record: dict, rows: list | None = None) -> str:
     return "\n\n".join(p for p in parts if p)
 
 
-def _table(rows: list, headers: list[str]) -> str:
-    return render.tabulate(rows, headers, tablefmt="github", disable_numparse=True)
-
-
 def _units(record: dict):
     for workload, modes in sorted(record.get("workloads", {}).items()):
         for mode, ev in sorted(modes.items()):
@@ -224,7 +220,7 @@ def _errors(record: dict) -> str:
             f"Tolerance: rel. L2 ≤ {record.get('tolerance', {}).get('rel_l2')}, cosine ≥ "
             f"{record.get('tolerance', {}).get('cosine_min')} (conf/precision). The diff above "
             "flags an error that grew beyond `stats.error_growth` x the baseline's even while "
-            "it passes.\n\n" + _table(rows, ["workload", "mode", "output", "rel. L2",
+            "it passes.\n\n" + render.markdown_table(rows, ["workload", "mode", "output", "rel. L2",
                                               "max abs", "cosine"]))
 
 
@@ -246,7 +242,7 @@ def _compiled(record: dict) -> str:
         return ""
     return ("## Compiled against eager\n\n"
             f"dynamo's accuracy rule: the compiled error against float64 may be at most "
-            f"{mult}x eager's + tolerance/10.\n\n" + _table(
+            f"{mult}x eager's + tolerance/10.\n\n" + render.markdown_table(
                 rows, ["workload", "mode", "output", "compiled vs fp64", "eager vs fp64",
                        "compiled vs eager (rel. L2)", "compiled vs eager (max abs)", "check"]))
 
@@ -273,7 +269,7 @@ def _determinism(record: dict) -> str:
         return ""
     return ("## Determinism\n\nThe same inputs twice in one worker process, and the eager "
             "outputs of a fresh process (nothing run before them) against this one's.\n\n"
-            + _table(rows, ["workload", "mode", "same process", "fresh process"]))
+            + render.markdown_table(rows, ["workload", "mode", "same process", "fresh process"]))
 
 
 def _drift(record: dict, rows: list) -> str:
@@ -291,7 +287,7 @@ def _drift(record: dict, rows: list) -> str:
              f"projection (`{record.get('fingerprint_method')}`). The next run measures how "
              "far its outputs moved (relative L2) against the precision's tolerance.", ""]
     if found:
-        lines.append(_table(found, ["workload", "mode", "verdict", "moved", "detail"]))
+        lines.append(render.markdown_table(found, ["workload", "mode", "verdict", "moved", "detail"]))
     else:
         lines.append("No baseline outputs to compare with.")
     return "\n".join(lines)
@@ -315,7 +311,7 @@ def _ops(record: dict, rows: list) -> str:
         row = diffs.get(workload)
         if row is not None and row.note:
             lines += [f"Against the baseline ({row.verdict}): {row.note}", ""]
-        lines.append(_table([[f"`{op}`", phase, off.get(op, "")]
+        lines.append(render.markdown_table([[f"`{op}`", phase, off.get(op, "")]
                              for op, phase in c["ops"].items()],
                             ["op", "phase", "off device"]))
         for op in sorted(set(off) - set(c["ops"])):
@@ -339,7 +335,7 @@ def _graph_breaks(record: dict) -> str:
         return ""
     return ("## Graph breaks and recompiles\n\nFrom dynamo's `graph_breaks` and `recompiles` "
             "logs during the compiled run (recompiles: after the first step).\n\n"
-            + _table(rows, ["workload", "mode", "graph breaks", "reasons", "recompiles",
+            + render.markdown_table(rows, ["workload", "mode", "graph breaks", "reasons", "recompiles",
                             "reasons"]))
 
 

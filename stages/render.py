@@ -82,13 +82,19 @@ def table(rows: list[Row], alpha: float) -> str:
                                                   r.mode, r.metric))]
     headers = ["verdict", "cell", "workload", "mode", "metric", "baseline", "now",
                "change [CI]", "p", "p adj.", "n", "evidence"]
-    return tabulate(body, headers, tablefmt="github", disable_numparse=True)
+    return markdown_table(body, headers)
 
 
-def counts(rows: list[Row]) -> dict[str, int]:
+def markdown_table(rows: list, headers: list[str]) -> str:
+    """A GitHub markdown table; cells are shown as given (no number reformatting)."""
+    return tabulate(rows, headers, tablefmt="github", disable_numparse=True)
+
+
+def counts(verdicts) -> dict[str, int]:
+    """How many of each verdict, most serious first."""
     found: dict[str, int] = {}
-    for r in rows:
-        found[r.verdict] = found.get(r.verdict, 0) + 1
+    for verdict in verdicts:
+        found[verdict] = found.get(verdict, 0) + 1
     return dict(sorted(found.items(), key=lambda kv: ORDER.get(kv[0], 99)))
 
 
@@ -107,7 +113,7 @@ def method(result: Comparison) -> str:
 def cell_report(result: Comparison, stage: str, cell: str, extra: str = "") -> str:
     lines = [f"# {stage}: {cell}", ""]
     lines += [f"> {note}" for note in result.notes] + ([""] if result.notes else [])
-    tally = ", ".join(f"{n} {v}" for v, n in counts(result.rows).items()) or "nothing compared"
+    tally = ", ".join(f"{n} {v}" for v, n in counts(r.verdict for r in result.rows).items()) or "nothing compared"
     lines += [f"**{tally}**", "", table(result.rows, result.alpha), ""]
     if extra:
         lines += [extra, ""]

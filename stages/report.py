@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tabulate import tabulate
-
 from . import comparison, config, env, render, stats
 from .baseline import resolve_rev
 from .compare import run_arguments
@@ -70,10 +68,7 @@ def env_change(cfg: config.Config, reports: Path) -> tuple[list, str | None]:
 def summary(cfg: config.Config, compare: dict, changes: list, env_note: str | None,
             cells: list[str]) -> str:
     rows = compare["rows"]
-    tally = {}
-    for r in rows:
-        tally[r["verdict"]] = tally.get(r["verdict"], 0) + 1
-    ordered = sorted(tally.items(), key=lambda kv: render.ORDER.get(kv[0], 99))
+    ordered = render.counts(r["verdict"] for r in rows).items()
     lines = [f"# torchgate summary: matrix `{cfg.matrix_name}`", ""]
     lines += [f"> {n}" for n in compare["notes"]] + ([""] if compare["notes"] else [])
     bad = [r for r in rows if r["verdict"] in render.BAD]
@@ -81,10 +76,10 @@ def summary(cfg: config.Config, compare: dict, changes: list, env_note: str | No
     lines += [headline + " " + ", ".join(f"{n} {v}" for v, n in ordered), ""]
     if bad:
         lines += ["## Regressions and failures", "",
-                  tabulate([[r["verdict"], r["stage"], r["cell"], r["workload"], r["mode"],
+                  render.markdown_table([[r["verdict"], r["stage"], r["cell"], r["workload"], r["mode"],
                              r["metric"], _change(r), r["note"]] for r in bad],
                            ["verdict", "stage", "cell", "workload", "mode", "metric", "change",
-                            "detail"], tablefmt="github", disable_numparse=True), ""]
+                            "detail"]), ""]
     # ---- numerics and portability (stages/coverage.py builds this section) ----
     from .coverage import summary_section
     lines += summary_section(rows)
@@ -134,11 +129,8 @@ def main(argv: list[str] | None = None) -> None:
                     record = load_record(path, stage)
                     metrics[stage][cell.name] = (bench_metrics(record, cell.device.price_per_hour)
                                                  if stage == "bench" else numerics_metrics(record))
-        tally = {}
-        for r in compare["rows"]:
-            tally[r["verdict"].lower().replace(" ", "_")] = tally.get(
-                r["verdict"].lower().replace(" ", "_"), 0) + 1
-        metrics["verdicts"] = tally
+        metrics["verdicts"] = {v.lower().replace(" ", "_"): n for v, n in
+                               render.counts(r["verdict"] for r in compare["rows"]).items()}
         write_text(args.reports / "metrics.json", dumps(metrics))
         changes, note = env_change(cfg, args.reports)
         write_text(args.reports / "summary.md", summary(cfg, compare, changes, note, cells))
