@@ -51,6 +51,11 @@ def arms(cfg: config.Config) -> list[tuple[str, str | None]]:
     return [("now", None)]
 
 
+def measured_arm(cfg: config.Config) -> str:
+    """The arm whose results are "now": the candidate in A/B mode."""
+    return arms(cfg)[-1][0]
+
+
 def capture_env(python: str) -> dict:
     """The environment as another interpreter sees it (it needs only torch)."""
     code = ("import json, sys; sys.path.insert(0, sys.argv[1]); "
@@ -125,7 +130,7 @@ def record_of(run: CellRun, extra: dict | None = None) -> dict:
             "precision": dataclasses.asdict(cell.precision), "modes": list(cfg.modes)}
     if run.skipped:
         return {**base, "status": "SKIPPED", "reason": run.skipped, "workloads": {}}
-    now = "candidate" if cfg.candidate_python else "now"
+    now = measured_arm(cfg)
     record = {**base, "status": "OK", "reason": None, "settings": dataclasses.asdict(cfg.bench),
               "workloads": {name: {"spec": dataclasses.asdict(cfg.workloads[name]),
                                    "processes": procs}

@@ -12,7 +12,7 @@ import sys
 import time
 
 from . import comparison, config, coverage, render
-from .bench import CellRun, cell_stage, job_for
+from .bench import CellRun, cell_stage, job_for, measured_arm
 from .errors import one_line_errors
 from .launcher import run_worker
 from .records import write_record, write_text
@@ -120,7 +120,7 @@ def run_cell(cfg: config.Config, cell: config.Cell, run=run_worker, log=print) -
     evaluated = {arm: {name: evaluate_all(procs, cell, cfg.modes)
                        for name, procs in per_arm.items()}
                  for arm, per_arm in cell_run.results.items()}
-    now = "candidate" if cfg.candidate_python else "now"
+    now = measured_arm(cfg)
     ran = [name for name, modes in evaluated[now].items()
            if (modes.get("eager") or {}).get("digest")]
     if ran:  # only what ran cleanly: a crash or a hang is reported once, not twice
