@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import comparison, config, env, render, stats
-from .baseline import resolve_rev
+from .baseline import load_baseline, resolve_rev
 from .compare import run_arguments
 from .errors import UserError, one_line_errors
 from .records import dumps, load_record, write_text
@@ -57,7 +57,7 @@ def env_change(cfg: config.Config, reports: Path) -> tuple[list, str | None]:
     try:
         commit = resolve_rev(cfg.baseline_rev)
         now = load_record(reports / "env" / "env.json", "env")["env"]
-        base = comparison.load_baseline(commit, (reports / "env" / "env.json").as_posix(), "env")
+        base = load_baseline(commit, (reports / "env" / "env.json").as_posix(), "env")
     except UserError as exc:
         return [], str(exc)
     if base is None:
