@@ -3,8 +3,9 @@
     python -m stages.bench --device cpu --precision fp32
 
 K worker processes per workload, workloads shuffled within each round so that a slow moment
-of the machine hits every workload alike. In A/B mode (`candidate.python`) every process runs
-twice, once per interpreter, alternating A B B A so that drift cancels. With a baseline, cells
+of the machine hits every workload alike. In A/B mode (`candidate.python`) each round runs one
+process per interpreter at once, taking turns sample by sample (launcher.run_interleaved), so
+that each pair saw the same machine and is compared as a pair; who goes first alternates. With a baseline, cells
 whose timings come out INCONCLUSIVE get more processes within `bench.adaptive_budget_s`.
 Every sample of every process goes to reports/bench/<cell>.json; reports/bench/<cell>.md is
 the diff against the baseline.
@@ -25,7 +26,7 @@ from . import comparison, config, render, stats
 from .baseline import resolve_rev
 from .errors import one_line_errors
 from .workloads import check_arguments
-from .launcher import ROOT, run_worker
+from .launcher import ROOT, run_interleaved, run_worker
 from .records import write_record, write_text
 
 KIND = "bench"
@@ -72,9 +73,11 @@ class CellRun:
     """The processes of one cell, arm by arm, as they are measured."""
 
     def __init__(self, cfg: config.Config, cell: config.Cell, kind: str, run: Callable,
-                 log: Callable, fresh_compile_cache: bool = True):
+                 log: Callable, fresh_compile_cache: bool = True,
+                 run_pair: Callable | None = None):
         self.cfg, self.cell, self.kind, self.run, self.log = cfg, cell, kind, run, log
         self.fresh = fresh_compile_cache
+        self.run_pair = run_pair    # A/B: both arms' processes at once, taking turns
         self.arms = arms(cfg)
         self.results: dict[str, dict[str, list]] = {
             arm: {name: [] for name in cfg.workloads} for arm, _ in self.arms}
@@ -93,10 +96,15 @@ class CellRun:
         if not modes:
             return
         order = self.arms if round_ % 2 == 0 else self.arms[::-1]
-        for arm, python in order:
-            result = self.run(job_for(self.cfg, self.cell, spec, self.kind, modes),
-                              timeout_s=spec.timeout_s or self._timeout(), python=python,
-                              fresh_compile_cache=self.fresh)
+        job = job_for(self.cfg, self.cell, spec, self.kind, modes)
+        timeout_s = spec.timeout_s or self._timeout()
+        if self.run_pair and len(order) == 2:
+            ran = self.run_pair([(job, python) for _, python in order], timeout_s=timeout_s,
+                                fresh_compile_cache=self.fresh)
+        else:   # one by one; the iterator stops early when the device is missing
+            ran = (self.run(job, timeout_s=timeout_s, python=python,
+                            fresh_compile_cache=self.fresh) for _, python in order)
+        for (arm, _), result in zip(order, ran):
             if result["status"] == "SKIPPED":
                 self.skipped = result["error"]
                 return
@@ -142,6 +150,7 @@ def record_of(run: CellRun, extra: dict | None = None) -> dict:
                          "workloads": {name: {"processes": procs}
                                        for name, procs in run.results["baseline"].items()}},
             "candidate": {"python": cfg.candidate_python, "torch": run.torch["candidate"]},
+            "interleaved": run.run_pair is not None,   # rounds are lock-step pairs
         }
     return record
 
@@ -174,7 +183,9 @@ def extend(run: CellRun, compare: Callable[[dict], comparison.Comparison]) -> in
         for extra in range(bench.processes):
             for name in sorted(pending):
                 walls = [p.get("wall_s", 0.0) for arm in run.results.values() for p in arm[name]]
-                cost = len(run.arms) * (sum(walls) / len(walls) if walls else 0.0)
+                # Interleaved arms share their wall time; otherwise they run one after another.
+                cost = (1 if run.run_pair else len(run.arms)) * (
+                    sum(walls) / len(walls) if walls else 0.0)
                 have = min(len(arm[name]) for arm in run.results.values())
                 if have >= bench.max_processes or time.perf_counter() + cost > deadline:
                     continue
@@ -185,9 +196,10 @@ def extend(run: CellRun, compare: Callable[[dict], comparison.Comparison]) -> in
 
 
 def run_cell(cfg: config.Config, cell: config.Cell, run=run_worker, log=print,
-             compare: Callable[[dict], comparison.Comparison] | None = None) -> dict:
+             compare: Callable[[dict], comparison.Comparison] | None = None,
+             run_pair=run_interleaved) -> dict:
     started = time.perf_counter()
-    cell_run = CellRun(cfg, cell, KIND, run, log)
+    cell_run = CellRun(cfg, cell, KIND, run, log, run_pair=run_pair)
     cell_run.rounds(cfg.bench.processes)
     extra = {"looks_planned": 1, "adaptive_processes": 0}
     if not cell_run.skipped and compare is not None and cfg.bench.adaptive_budget_s > 0:

@@ -66,6 +66,25 @@ def process_values(record: dict, workload: str, mode: str, metric: str) -> list[
     return values
 
 
+def paired_values(base: dict, now: dict, workload: str, mode: str,
+                  metric: str) -> tuple[list[float], list[float]]:
+    """Interleaved A/B: the two arms' values in the rounds where both processes succeeded,
+    round by round (the processes of a round ran in lock-step)."""
+    b, n = (_by_round(r, workload, mode, metric) for r in (base, now))
+    rounds = sorted(b.keys() & n.keys())
+    return [b[r] for r in rounds], [n[r] for r in rounds]
+
+
+def _by_round(record: dict, workload: str, mode: str, metric: str) -> dict[int, float]:
+    found = {}
+    for proc in record.get("workloads", {}).get(workload, {}).get("processes", []):
+        m = proc.get("modes", {}).get(mode) if proc.get("status") == "OK" else None
+        if m and m.get("status") == "OK" and m.get(metric) is not None and "round" in proc:
+            v = m[metric]
+            found[proc["round"]] = stats.median(v) if isinstance(v, list) else v
+    return found
+
+
 def failures(record: dict, workload: str, mode: str) -> list[str]:
     found = []
     for proc in record.get("workloads", {}).get(workload, {}).get("processes", []):
@@ -142,8 +161,10 @@ def _unit_rows(cell, workload, mode, now, base, deltas, not_comparable) -> list[
     for metric in TIMED:
         b, n = process_values(base, workload, mode, metric), process_values(now, workload, mode,
                                                                              metric)
+        shift = (stats.paired_shift(*paired_values(base, now, workload, mode, metric))
+                 if base.get("paired") else stats.shift(b, n))
         row = Row(**key, metric=metric, verdict=stats.INCONCLUSIVE, base=_middle(b),
-                  now=_middle(n), shift=stats.shift(b, n), delta=deltas.get(metric, 0.05))
+                  now=_middle(n), shift=shift, delta=deltas.get(metric, 0.05))
         if row.shift is None:
             row.note = "fewer than 2 processes on a side: no test"
         if not_comparable:
@@ -494,11 +515,11 @@ def hardware_change(commit, notes: list[str], root: Path = REPORTS) -> str | Non
 
 def ab_baseline(record: dict | None) -> dict | None:
     """In A/B mode a record carries its own baseline: the other interpreter's arm, measured
-    interleaved with this one on the same machine."""
+    interleaved with this one on the same machine (`paired`: in lock-step pairs)."""
     if not record or not record.get("ab"):
         return None
     return {**record, "workloads": record["ab"]["baseline"]["workloads"], "ab": None,
-            "ab_arm": True}
+            "ab_arm": True, "paired": bool(record["ab"].get("interleaved"))}
 
 
 def compare_cells(cfg: Config, cells: list[str], stages_: tuple[str, ...] = ("bench", "numerics"),
@@ -524,7 +545,10 @@ def compare_cells(cfg: Config, cells: list[str], stages_: tuple[str, ...] = ("be
                 note = (f"A/B: {stage} {cell} compares the candidate `{ab['candidate']['python']}`"
                         f" (torch {ab['candidate'].get('torch')}) with the baseline "
                         f"`{ab['baseline']['python']}` (torch {ab['baseline'].get('torch')}), "
-                        "worker processes alternating on this machine.")
+                        + ("worker processes in lock-step pairs taking turns sample by sample; "
+                           "timings are tested pair by pair (paired t-test on log ratios)."
+                           if ab.get("interleaved") else
+                           "worker processes alternating on this machine."))
                 result.notes.append(note)
             else:
                 from_git += now is not None

@@ -6,8 +6,10 @@ crash, hard abort, timeout, missing result) comes back as a status with a messag
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -36,6 +38,55 @@ def _describe_exit(code: int) -> str:
     return f"exited with status {code} before writing its result"
 
 
+class _Worker:
+    """A started worker process and the files it reads and writes."""
+
+    def __init__(self, job: dict, tmp: Path, python: str | None, fresh_compile_cache: bool,
+                 pass_fds: tuple[int, ...] = ()):
+        self.tmp = tmp
+        self.result_path, self.stderr_path = tmp / "result.json", tmp / "stderr.txt"
+        job_path = tmp / "job.json"
+        job_path.write_text(json.dumps(job), encoding="utf-8")
+        env = dict(os.environ)
+        # The stage's folder first, so a workload in the user's own module imports by name.
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), str(ROOT),
+                                                          env.get("PYTHONPATH")]))
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp / "inductor" if fresh_compile_cache
+                                             else SHARED_INDUCTOR_CACHE)
+        self.started = time.perf_counter()
+        with open(self.stderr_path, "wb") as err, open(os.devnull, "wb") as out:
+            self.proc = subprocess.Popen(
+                [python or sys.executable, "-m", "stages.worker", str(job_path),
+                 str(self.result_path)],
+                env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, pass_fds=pass_fds,
+                start_new_session=True)  # its own process group: a timeout kills compilers too
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:  # timeout, or this stage was interrupted
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def outcome(self, timeout_s: float, timed_out: bool) -> dict:
+        """The result the worker wrote, or a status and message for how it failed."""
+        self.kill()
+        wall_s = time.perf_counter() - self.started
+        if timed_out:
+            return {"status": "TIMEOUT", "wall_s": wall_s,
+                    "error": f"no result within the {timeout_s:g} s time limit "
+                             "(raise bench.timeout_s or the workload's _timeout_s_)",
+                    "stderr_tail": _tail(self.stderr_path)}
+        if self.result_path.exists():
+            return json.loads(self.result_path.read_text(encoding="utf-8"))
+        code = self.proc.returncode
+        tail = _tail(self.stderr_path)
+        status = "OOM" if code == -signal.SIGKILL else "CRASHED"
+        reason = _describe_exit(code) + (" (likely the out-of-memory killer)"
+                                         if status == "OOM" else "")
+        last = tail.splitlines()[-1] if tail else "no output on stderr"
+        return {"status": status, "wall_s": wall_s, "error": f"worker {reason}: {last}"[:500],
+                "stderr_tail": tail}
+
+
 def run_worker(job: dict, *, timeout_s: float, python: str | None = None,
                fresh_compile_cache: bool = True) -> dict:
     """Run one job in a fresh process; always returns a dict with `status`.
@@ -43,43 +94,89 @@ def run_worker(job: dict, *, timeout_s: float, python: str | None = None,
     A fresh inductor cache per process makes the first compiled call a real cold compile.
     """
     with tempfile.TemporaryDirectory(prefix="torchgate-") as tmp:
-        tmp_path = Path(tmp)
-        job_path, result_path = tmp_path / "job.json", tmp_path / "result.json"
-        stderr_path = tmp_path / "stderr.txt"
-        job_path.write_text(json.dumps(job), encoding="utf-8")
-        env = dict(os.environ)
-        # The stage's folder first, so a workload in the user's own module imports by name.
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), str(ROOT),
-                                                          env.get("PYTHONPATH")]))
-        env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / "inductor" if fresh_compile_cache
-                                             else SHARED_INDUCTOR_CACHE)
+        worker = _Worker(job, Path(tmp), python, fresh_compile_cache)
+        try:
+            worker.proc.wait(timeout=timeout_s)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            worker.kill()
+        return worker.outcome(timeout_s, timed_out)
+
+
+def run_interleaved(jobs: list[tuple[dict, str | None]], *, timeout_s: float,
+                    fresh_compile_cache: bool = True) -> list[dict]:
+    """Run jobs (one per interpreter) in lock-step: one process at a time holds the turn and
+    hands it on where `stages.worker.Baton` is called (before each timed phase and sample),
+    so that their samples alternate A B A B ... and share the machine's moment.
+
+    The next process starts once the previous one has handed on its first turn, so imports
+    do not overlap anything timed either. Each process's time limit counts only the time it
+    held the turn; a process that fails or runs past it drops out and the others go on.
+    """
+    with contextlib.ExitStack() as stack:
+        turns: list[_Turns] = []
+        try:
+            for job, python in jobs:
+                tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="torchgate-")))
+                turns.append(_Turns(job, tmp, python, fresh_compile_cache, timeout_s))
+                turns[-1].hold()        # up to its first turn, alone
+            while any(t.alive for t in turns):
+                for t in turns:
+                    if t.alive:
+                        t.give()
+                        t.hold()
+            return [t.worker.outcome(timeout_s, t.timed_out) for t in turns]
+        finally:
+            for t in turns:
+                t.close()
+
+
+class _Turns:
+    """One worker of an interleaved run and the two pipes of its turns."""
+
+    def __init__(self, job: dict, tmp: Path, python: str | None, fresh: bool, limit_s: float):
+        go_read, self.go = os.pipe()          # launcher -> worker: "your turn"
+        self.done, done_write = os.pipe()     # worker -> launcher: "turn handed back"
+        try:
+            self.worker = _Worker({**job, "baton": [go_read, done_write]}, tmp, python, fresh,
+                                  pass_fds=(go_read, done_write))
+        finally:
+            os.close(go_read)
+            os.close(done_write)
+        self.limit_s, self.held_s = limit_s, 0.0
+        self.alive, self.timed_out = True, False
+
+    def give(self) -> None:
+        try:
+            os.write(self.go, b"g")
+        except BrokenPipeError:
+            self.alive = False
+
+    def hold(self) -> None:
+        """Wait while the worker holds the turn: until it hands it back, exits or runs out of
+        time."""
         started = time.perf_counter()
-        with open(stderr_path, "wb") as err, open(os.devnull, "wb") as out:
-            proc = subprocess.Popen(
-                [python or sys.executable, "-m", "stages.worker", str(job_path), str(result_path)],
-                env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                start_new_session=True)  # its own process group: a timeout kills compilers too
-            try:
-                code = proc.wait(timeout=timeout_s)
-                timed_out = False
-            except subprocess.TimeoutExpired:
-                timed_out = True
-            finally:
-                if proc.poll() is None:  # timeout, or this stage was interrupted
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
-        wall_s = time.perf_counter() - started
-        if timed_out:
-            return {"status": "TIMEOUT", "wall_s": wall_s,
-                    "error": f"no result within the {timeout_s:g} s time limit "
-                             "(raise bench.timeout_s or the workload's _timeout_s_)",
-                    "stderr_tail": _tail(stderr_path)}
-        if result_path.exists():
-            return json.loads(result_path.read_text(encoding="utf-8"))
-        tail = _tail(stderr_path)
-        status = "OOM" if code == -signal.SIGKILL else "CRASHED"
-        reason = _describe_exit(code) + (" (likely the out-of-memory killer)"
-                                         if status == "OOM" else "")
-        last = tail.splitlines()[-1] if tail else "no output on stderr"
-        return {"status": status, "wall_s": wall_s, "error": f"worker {reason}: {last}"[:500],
-                "stderr_tail": tail}
+        ended = False
+        while self.alive:
+            left = self.limit_s - self.held_s - (time.perf_counter() - started)
+            if left <= 0:
+                self.timed_out, self.alive = True, False
+                self.worker.kill()
+            elif ended or self.worker.proc.poll() is not None:
+                try:
+                    self.worker.proc.wait(timeout=left)
+                    self.alive = False
+                except subprocess.TimeoutExpired:
+                    pass
+            elif select.select([self.done], [], [], min(left, 0.5))[0]:
+                if os.read(self.done, 1) == b"y":
+                    break
+                ended = True                  # end of file: the worker is exiting
+        self.held_s += time.perf_counter() - started
+
+    def close(self) -> None:
+        self.worker.kill()
+        os.close(self.go)
+        os.close(self.done)

@@ -78,8 +78,14 @@ class Phases:
 
 def measure(step: Callable[[], Any], clock: Clock, *, samples: int, sample_target_s: float,
             warmup_s: float, min_warmup_calls: int,
-            after_first: Callable[[], None] = lambda: None) -> Phases:
-    """Time the first call, warm up, then take `samples` batched steady-state samples."""
+            after_first: Callable[[], None] = lambda: None,
+            turn: Callable[[], None] = lambda: None) -> Phases:
+    """Time the first call, warm up, then take `samples` batched steady-state samples.
+
+    `turn()` waits for this process's turn before the first call and before every sample:
+    the two arms of an interleaved A/B pair alternate there, so each sample of one arm sits
+    next to a sample of the other and both see the machine at the same speed."""
+    turn()
     clock.start()
     first_output = step()
     first_call_s = clock.stop()
@@ -97,6 +103,7 @@ def measure(step: Callable[[], Any], clock: Clock, *, samples: int, sample_targe
 
     steady = []
     for _ in range(samples):
+        turn()
         clock.start()
         for _ in range(calls):
             step()

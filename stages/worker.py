@@ -139,7 +139,25 @@ def reset_dynamo() -> None:
     counters.clear()
 
 
-def bench_mode(job: dict, factory, device: torch.device, mode: str) -> dict:
+class Baton:
+    """Turn-taking with the other arm of an interleaved A/B pair, through two pipes from the
+    launcher: hand the turn back, then block until it comes again. Without pipes, a no-op."""
+
+    def __init__(self, fds: list[int] | None):
+        self.fds = fds
+        for fd in fds or ():
+            os.set_inheritable(fd, False)   # compiler subprocesses must not hold the pipes
+
+    def __call__(self) -> None:
+        if not self.fds:
+            return
+        receive, send = self.fds
+        os.write(send, b"y")
+        if os.read(receive, 1) != b"g":     # the launcher is gone: nothing to report to
+            os._exit(3)
+
+
+def bench_mode(job: dict, factory, device: torch.device, mode: str, turn=lambda: None) -> dict:
     timing = job["timing"]
     dtype = getattr(torch, job["precision"]["dtype"])
     compiled = mode != "eager"
@@ -153,7 +171,8 @@ def bench_mode(job: dict, factory, device: torch.device, mode: str) -> dict:
         phases = measure(workload.step, clock, samples=timing["samples"],
                          sample_target_s=timing["sample_target_s"],
                          warmup_s=timing["warmup_s"], min_warmup_calls=timing["min_warmup_calls"],
-                         after_first=dynamo.mark_first if compiled else lambda: None)
+                         after_first=dynamo.mark_first if compiled else lambda: None,
+                         turn=turn)
     bad = sum(nonfinite_count(t) for t in flatten(phases.first_output).values())
     if bad:
         return {"status": "NONFINITE", "error": f"first call returned {bad} NaN/Inf values"}
@@ -169,10 +188,12 @@ def bench_mode(job: dict, factory, device: torch.device, mode: str) -> dict:
 def run_bench(job: dict) -> dict:
     device = resolve_device(job["device"])
     factory = load_target(job["workload"]["target"])
+    turn = Baton(job.get("baton"))
+    turn()
     out = {"sentinel": sentinel(device), "modes": {}}
     for mode in job["modes"]:
         try:
-            out["modes"][mode] = bench_mode(job, factory, device, mode)
+            out["modes"][mode] = bench_mode(job, factory, device, mode, turn)
         except Exception as exc:  # one mode failing must not hide the others
             out["modes"][mode] = failure(exc)
     return out

@@ -233,3 +233,48 @@ def test_processes_needed_edges():
 def test_median_is_the_middle():
     assert stats.median([3.0, 1.0, 2.0]) == 2.0
     assert stats.median([4.0, 1.0, 2.0, 3.0]) == 2.5
+
+
+# ---- paired (interleaved A/B) ----------------------------------------------------------------
+
+def test_paired_shift_is_a_paired_t_test_on_logs():
+    rng = np.random.default_rng(7)
+    machine = np.exp(0.3 * rng.standard_normal(6))        # each pair's shared machine speed
+    base = machine * lognormal(rng, 6, 1.0, 0.01)
+    now = machine * lognormal(rng, 6, 1.03, 0.01)
+    s = stats.paired_shift(base.tolist(), now.tolist())
+    ref = sps.ttest_rel(np.log(now), np.log(base))
+    assert s.paired and (s.n_base, s.n_now, s.df) == (6, 6, 5)
+    assert s.p_value == pytest.approx(ref.pvalue, rel=1e-9)
+    assert s.log_ratio == pytest.approx(np.mean(np.log(now / base)))
+    low, high = ref.confidence_interval(0.95)
+    assert s.interval(0.05) == pytest.approx((math.exp(low), math.exp(high)), rel=1e-9)
+    # The machine's 30 % swings cancel in the pairs: Welch on the same data sees only noise.
+    assert s.p_value < 0.01 < stats.shift(base.tolist(), now.tolist()).p_value
+
+
+@pytest.mark.parametrize("base,now", [([1.0], [1.0]), ([1.0, 2.0], [1.0]),
+                                      ([1.0, 0.0], [1.0, 1.0]), ([1.0, math.inf], [1.0, 1.0])])
+def test_paired_shift_needs_two_complete_positive_pairs(base, now):
+    assert stats.paired_shift(base, now) is None
+
+
+def _paired_regressed(rng, n, sigma_pair, ratio, level, delta, trials=20000):
+    """Fraction of runs in which the paired test calls a true `ratio` REGRESSED."""
+    d = math.log(ratio) + sigma_pair * rng.standard_normal((trials, n))
+    test = sps.ttest_1samp(d, 0.0, axis=1)
+    return np.mean((test.pvalue <= level) & (d.mean(axis=1) > math.log1p(delta)))
+
+
+@pytest.mark.parametrize("n,tests,sigma_pair", [(4, 10, 0.01), (8, 60, 0.03), (5, 1, 0.002)])
+def test_paired_mde_has_the_claimed_power(n, tests, sigma_pair):
+    """The MDE of a paired shift at the typical spread has the claimed power for the paired
+    test as run, with its n - 1 degrees of freedom."""
+    typical = sigma_pair * math.sqrt(sps.chi2.median(n - 1) / (n - 1))
+    d = typical * np.linspace(-1, 1, n) / np.std(np.linspace(-1, 1, n), ddof=1)
+    s = stats.paired_shift([1.0] * n, np.exp(d).tolist())
+    assert s.spread * math.sqrt(2) == pytest.approx(typical)
+    mde = stats.minimum_detectable_effect(s, alpha=ALPHA, power=POWER, delta=0.05, tests=tests)
+    power = _paired_regressed(np.random.default_rng(n), n, sigma_pair, 1 + mde,
+                              ALPHA / tests, 0.05)
+    assert power == pytest.approx(POWER, abs=0.015)

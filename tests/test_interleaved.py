@@ -1,0 +1,45 @@
+"""Interleaved A/B: two worker processes take turns, sample by sample, through the launcher."""
+import itertools
+import time
+
+from stages import bench, config
+from stages.launcher import run_interleaved
+
+SAMPLES = 4
+
+
+def jobs(trace, hang_on_call=(0, 0)):
+    raw = {"device": {"cpu": {"type": "cpu"}}, "precision": {"fp32": {"dtype": "float32"}},
+           "workload": {"w": {"_target_": "tests.turn_workloads.logged", "path": "x",
+                              "tag": "x"}},
+           "matrix": {"modes": ["eager"]},
+           "bench": {"samples": SAMPLES, "sample_target_s": 0.001, "warmup_s": 0.0,
+                     "min_warmup_calls": 2}}
+    cfg = config.parse(raw)
+    spec = cfg.workloads["w"]
+    made = []
+    for tag, hang in zip("AB", hang_on_call):
+        job = bench.job_for(cfg, cfg.cells()[0], spec, "bench")
+        job["workload"]["kwargs"] = {"path": str(trace), "tag": tag, "hang_on_call": hang}
+        made.append((job, None))
+    return made
+
+
+def test_the_two_processes_alternate_phase_by_phase_and_sample_by_sample(tmp_path):
+    trace = tmp_path / "trace"
+    results = run_interleaved(jobs(trace), timeout_s=120)
+    assert [r["status"] for r in results] == ["OK", "OK"]
+    assert all(r["modes"]["eager"]["status"] == "OK" for r in results)
+    turns = [tag for tag, _ in itertools.groupby(trace.read_text())]
+    # First call and warm-up as one turn each, then one turn per sample, A first.
+    assert turns == ["A", "B"] * (1 + SAMPLES)
+
+
+def test_a_process_that_hangs_times_out_and_the_other_finishes(tmp_path):
+    trace = tmp_path / "trace"
+    started = time.perf_counter()
+    results = run_interleaved(jobs(trace, hang_on_call=(4, 0)), timeout_s=8)
+    assert time.perf_counter() - started < 60
+    assert results[0]["status"] == "TIMEOUT" and "8 s time limit" in results[0]["error"]
+    assert results[1]["status"] == "OK"
+    assert len(results[1]["modes"]["eager"]["steady_s"]) == SAMPLES

@@ -1,0 +1,22 @@
+"""Workloads that leave a trace of when they ran: each call appends its tag to a file."""
+import time
+
+import torch
+
+from stages.workloads import Workload
+
+
+def logged(*, device, dtype, compile, seed, path, tag, hang_on_call=0):
+    x = torch.ones(4, device=device, dtype=dtype)
+    calls = 0
+
+    def step():
+        nonlocal calls
+        calls += 1
+        if calls == hang_on_call:
+            time.sleep(3600)
+        with open(path, "a") as fh:
+            fh.write(tag)
+        return x * 2
+
+    return Workload(step=step, items=1)
