@@ -26,7 +26,8 @@ def row_record(row: comparison.Row, alpha: float) -> dict:
     if row.shift is not None:
         low, high = row.shift.interval(alpha)
         body.update(ratio=row.shift.ratio, ci_low=low, ci_high=high, p=row.shift.p_value,
-                    n_base=row.shift.n_base, n_now=row.shift.n_now, spread=row.shift.spread)
+                    n_base=row.shift.n_base, n_now=row.shift.n_now, spread=row.shift.spread,
+                    test="paired t" if row.shift.paired else "Welch t")
     return body
 
 

@@ -38,11 +38,14 @@ def percent(x: float) -> str:
     return f"{x * 100:+.1f} %"
 
 
+def ratio_change(ratio: float, low: float, high: float) -> str:
+    """A ratio as a change with its confidence interval: "+3.1 % [-0.4, +6.7]"."""
+    return f"{percent(ratio - 1)} [{(low - 1) * 100:+.1f}, {(high - 1) * 100:+.1f}]"
+
+
 def change(row: Row, alpha: float) -> str:
     if row.shift is not None:
-        low, high = row.shift.interval(alpha)
-        return (f"{percent(row.shift.ratio - 1)} "
-                f"[{(low - 1) * 100:+.1f}, {(high - 1) * 100:+.1f}]")
+        return ratio_change(row.shift.ratio, *row.shift.interval(alpha))
     numbers = isinstance(row.base, (int, float)) and isinstance(row.now, (int, float))
     if numbers and row.base and row.metric in ("peak_bytes",):
         return percent(row.now / row.base - 1)
@@ -100,8 +103,11 @@ def counts(verdicts) -> dict[str, int]:
 
 def method(result: Comparison) -> str:
     conf = 100 * (1 - result.alpha)
+    test = ("a paired t-test on the log ratio of each lock-step A/B pair"
+            if any(r.shift is not None and r.shift.paired for r in result.rows)
+            else "Welch's t-test on log values")
     return (f"Baseline: `reports/` at git `{result.baseline}`. Timings compare one summary per "
-            f"worker process (Welch's t-test on log values; change with a {conf:.0f} % "
+            f"worker process ({test}; change with a {conf:.0f} % "
             f"confidence interval); p-values are Benjamini-Hochberg adjusted over the "
             f"{result.tests} tested metrics (false discovery rate {result.alpha}). REGRESSED/"
             f"IMPROVED: significant and beyond the metric's minimum effect δ; EQUIVALENT: the "

@@ -104,8 +104,7 @@ def summary(cfg: config.Config, compare: dict, changes: list, env_note: str | No
 
 def _change(r: dict) -> str:
     if r.get("ratio") is not None:
-        return f"{(r['ratio'] - 1) * 100:+.1f} % [{(r['ci_low'] - 1) * 100:+.1f}, " \
-               f"{(r['ci_high'] - 1) * 100:+.1f}]"
+        return render.ratio_change(r["ratio"], r["ci_low"], r["ci_high"])
     if r.get("base") is not None or r.get("now") is not None:
         return f"{r.get('base')} → {r.get('now')}"
     return ""
