@@ -21,6 +21,7 @@ REPORTS = Path("reports")
 TIMED = ("steady_s", "first_call_s", "warmup_s")   # tested statistically, higher is worse
 COUNTED = ("graph_breaks", "recompiles")           # exact: more is worse
 SENTINEL_DELTA = 0.10                              # machine-speed change that voids timings
+BUSY_SHARE = 0.25                                  # other programs' CPU share worth a warning
 
 
 @dataclass
@@ -105,6 +106,23 @@ def units(record: dict) -> set[tuple[str, str]]:
 def sentinel_values(record: dict) -> list[float]:
     return [p["sentinel"]["python_loop_s"] for w in record.get("workloads", {}).values()
             for p in w.get("processes", []) if p.get("status") == "OK" and p.get("sentinel")]
+
+
+def busy_note(label: str, record: dict | None) -> str | None:
+    """A warning when other programs used the CPU while this record's samples were taken:
+    that widens the process-to-process spread (and the MDE); it does not bias a verdict."""
+    shares = [m["busy_machine"]["other_cpu"]
+              for w in (record or {}).get("workloads", {}).values()
+              for p in w.get("processes", []) if p.get("status") == "OK"
+              for m in p.get("modes", {}).values() if (m.get("busy_machine") or {}).get(
+                  "other_cpu") is not None]
+    busy = [x for x in shares if x > BUSY_SHARE]
+    if not busy:
+        return None
+    return (f"Machine busy in {label}: in {len(busy)} of {len(shares)} measured modes, other "
+            f"programs used more than {BUSY_SHARE:.0%} of the CPU while samples were taken "
+            f"(up to {max(busy):.0%}). Timings are noisier for it (wider MDE); for tighter "
+            f"verdicts measure on a quiet machine.")
 
 
 # ---- rows --------------------------------------------------------------------------------
@@ -556,11 +574,15 @@ def compare_cells(cfg: Config, cells: list[str], stages_: tuple[str, ...] = ("be
                 if commit is not None and base is None and now is not None:
                     missing.append(path.as_posix())
             if stage == "bench":
+                for label, record in ((f"this run's {cell}", now),
+                                      (f"the baseline's {cell}", base)):
+                    result.notes.append(busy_note(label, record))
                 same_machine = now is not None and now.get("ab")
                 result.rows.extend(bench_rows(cell, now, base, cfg.stats.delta,
                                               None if same_machine else hardware))
             else:
                 result.rows.extend(numerics_rows(cell, now, base, cfg.stats.error_growth))
+    result.notes = [n for n in result.notes if n]
     if commit is None and from_git:
         result.notes.insert(0, "No baseline yet: this repository has no commit. Commit "
                             "`reports/` to make this run the baseline.")

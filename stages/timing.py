@@ -6,6 +6,7 @@ of clock reads, which on a GPU cuts process-to-process spread several-fold (DESI
 """
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -66,6 +67,55 @@ def make_clock(torch_module, device_type: str) -> Clock:
     return SyncClock(device_sync(torch_module, device_type))
 
 
+class BusyMachine:
+    """How much CPU other programs used while this process's samples ran: the machine-wide
+    busy time from /proc/stat minus this process's own CPU time, and the hypervisor's steal,
+    each as a fraction of all CPUs over the sampled time. Linux only (elsewhere: None).
+
+    Code-independent like the sentinel, but it sees what the sentinel cannot: on a 2-core
+    machine one busy neighbour can stall every parallel region of a 2-thread workload."""
+
+    def __init__(self):
+        self.wall = self.busy = self.steal = self.own = 0.0
+        self._at: tuple | None = None
+
+    @staticmethod
+    def _read() -> tuple[float, float, float, float] | None:
+        try:
+            with open("/proc/stat", encoding="ascii") as fh:
+                ticks = [int(x) for x in fh.readline().split()[1:9]]
+        except (OSError, ValueError):
+            return None
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (ticks + [0] * 8)[:8]
+        hz = os.sysconf("SC_CLK_TCK")
+        return (time.perf_counter(), (user + nice + system + irq + softirq) / hz, steal / hz,
+                time.process_time())
+
+    def start(self) -> None:
+        self._at = self._read()
+
+    def stop(self) -> None:
+        now = self._read()
+        if self._at is None or now is None:
+            return
+        wall, busy, steal, own = (b - a for a, b in zip(self._at, now))
+        self.wall, self.busy, self.steal, self.own = (
+            self.wall + wall, self.busy + busy, self.steal + steal, self.own + own)
+
+    def summary(self) -> dict | None:
+        """{"other_cpu": fraction, "steal": fraction}, or None when nothing was read."""
+        if self.wall <= 0:
+            return None
+        capacity = self.wall * (os.cpu_count() or 1)
+        return {"other_cpu": min(max((self.busy - self.own) / capacity, 0.0), 1.0),
+                "steal": min(max(self.steal / capacity, 0.0), 1.0)}
+
+
+class _NoProbe:
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+
+
 @dataclass
 class Phases:
     first_call_s: float                      # compile time in compiled modes
@@ -79,12 +129,13 @@ class Phases:
 def measure(step: Callable[[], Any], clock: Clock, *, samples: int, sample_target_s: float,
             warmup_s: float, min_warmup_calls: int,
             after_first: Callable[[], None] = lambda: None,
-            turn: Callable[[], None] = lambda: None) -> Phases:
+            turn: Callable[[], None] = lambda: None, busy=_NoProbe()) -> Phases:
     """Time the first call, warm up, then take `samples` batched steady-state samples.
 
     `turn()` waits for this process's turn before the first call and before every sample:
     the two arms of an interleaved A/B pair alternate there, so each sample of one arm sits
-    next to a sample of the other and both see the machine at the same speed."""
+    next to a sample of the other and both see the machine at the same speed. `busy` (a
+    BusyMachine) reads the machine's load around each sample, outside the timed region."""
     turn()
     clock.start()
     first_output = step()
@@ -104,8 +155,10 @@ def measure(step: Callable[[], Any], clock: Clock, *, samples: int, sample_targe
     steady = []
     for _ in range(samples):
         turn()
+        busy.start()
         clock.start()
         for _ in range(calls):
             step()
         steady.append(clock.stop() / calls)
+        busy.stop()
     return Phases(first_call_s, sum(warm_times), len(warm_times), calls, steady, first_output)

@@ -24,7 +24,7 @@ import torch
 from .accuracy import (digest, error_metrics, fingerprint, flatten, max_abs_difference,
                        nonfinite_count)
 from .records import dumps, write_text
-from .timing import device_sync, make_clock, measure
+from .timing import BusyMachine, device_sync, make_clock, measure
 from .workloads import load_target
 
 
@@ -166,20 +166,22 @@ def bench_mode(job: dict, factory, device: torch.device, mode: str, turn=lambda:
     peak_memory_reset(device)
     workload = build(job, factory, device, dtype, mode)
     clock = make_clock(torch, device.type)
+    busy = BusyMachine()
     # Graph breaks and recompiles with their reasons; logging fires only while compiling.
     with (DynamoLog() if compiled else contextlib.nullcontext()) as dynamo:
         phases = measure(workload.step, clock, samples=timing["samples"],
                          sample_target_s=timing["sample_target_s"],
                          warmup_s=timing["warmup_s"], min_warmup_calls=timing["min_warmup_calls"],
                          after_first=dynamo.mark_first if compiled else lambda: None,
-                         turn=turn)
+                         turn=turn, busy=busy)
     bad = sum(nonfinite_count(t) for t in flatten(phases.first_output).values())
     if bad:
         return {"status": "NONFINITE", "error": f"first call returned {bad} NaN/Inf values"}
     result = {"status": "OK", "first_call_s": phases.first_call_s, "warmup_s": phases.warmup_s,
               "warmup_calls": phases.warmup_calls, "calls_per_sample": phases.calls_per_sample,
               "steady_s": phases.steady_s, "peak_bytes": peak_memory_bytes(device),
-              "items": workload.items, "flops": workload.flops}
+              "items": workload.items, "flops": workload.flops,
+              "busy_machine": busy.summary()}
     if compiled:
         result.update(dynamo.summary())
     return result

@@ -105,3 +105,14 @@ def test_numerics_flags_new_failures_and_errors_that_grew():
     assert verdict(bad, ok).verdict == stats.FAILED
     assert verdict(bad, ok).note == "was PASS, now out has 8 NaN/Inf of 8 values"
     assert verdict(ok, bad).verdict == stats.IMPROVED
+
+
+def test_busy_machine_is_a_warning_not_a_verdict():
+    def record(shares):
+        return {"workloads": {"w": {"processes": [
+            {"status": "OK", "modes": {"eager": {"busy_machine": {"other_cpu": x, "steal": 0}}}}
+            for x in shares]}}}
+    assert comparison.busy_note("this run's cpu", record([0.01, 0.1, 0.2])) is None
+    note = comparison.busy_note("this run's cpu", record([0.01, 0.6, 0.9]))
+    assert "in 2 of 3 measured modes" in note and "up to 90%" in note
+    assert comparison.busy_note("x", None) is None

@@ -1,5 +1,13 @@
-"""The measurement phases, driven by a simulated clock: exact and fast."""
-from stages.timing import measure
+"""The measurement phases, driven by a simulated clock: exact and fast; and the probe of
+what else the machine was doing."""
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from stages.timing import BusyMachine, measure
 
 
 class FakeClock:
@@ -46,3 +54,35 @@ def test_a_slow_step_gets_one_call_per_sample():
                      min_warmup_calls=1)
     assert phases.calls_per_sample == 1
     assert phases.steady_s == [0.5, 0.5]
+
+
+def test_busy_machine_sees_other_programs_but_not_this_one():
+    if not os.path.exists("/proc/stat"):
+        pytest.skip("reads Linux /proc/stat")
+    ncpu = os.cpu_count() or 1
+
+    def probe_while(busy_self: bool) -> dict:
+        probe = BusyMachine()
+        for _ in range(5):
+            probe.start()
+            end = time.perf_counter() + 0.1
+            while busy_self and time.perf_counter() < end:
+                pass
+            time.sleep(max(0.0, end - time.perf_counter()))
+            probe.stop()
+        return probe.summary()
+
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                for _ in range(ncpu)]
+    try:
+        time.sleep(0.3)
+        loaded = probe_while(busy_self=False)
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait()
+    assert loaded["other_cpu"] > 0.6            # every CPU was taken by someone else
+    alone = probe_while(busy_self=True)
+    assert alone["other_cpu"] < loaded["other_cpu"] - 0.3   # its own work is not "other"
+    assert 0 <= alone["steal"] <= 1
+    assert BusyMachine().summary() is None
