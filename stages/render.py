@@ -70,7 +70,8 @@ def evidence(row: Row) -> str:
     if row.mde is not None:
         parts.append(f"MDE {mde(row.mde)}")
     if row.needed is not None:
-        parts.append(f"~{row.needed} processes/side to decide")
+        unit = "A/B pairs" if row.shift is not None and row.shift.paired else "processes/side"
+        parts.append(f"~{row.needed} {unit} to decide")
     if row.note:
         parts.append(row.note)
     return "; ".join(parts)
