@@ -55,35 +55,39 @@ class Comparison:
 
 # ---- reducing a bench record to process-level summaries ----------------------------------
 
-def process_values(record: dict, workload: str, mode: str, metric: str) -> list[float]:
-    """One number per successful process: the median steady sample, or the phase's value."""
-    values = []
-    for proc in record.get("workloads", {}).get(workload, {}).get("processes", []):
-        m = proc.get("modes", {}).get(mode) if proc.get("status") == "OK" else None
-        if not m or m.get("status") != "OK" or m.get(metric) is None:
-            continue
-        v = m[metric]
-        values.append(stats.median(v) if isinstance(v, list) else v)
-    return values
+def process_values(record: dict, workload: str, mode: str, metric: str,
+                   busy_share: float | None = None) -> list[float]:
+    """One number per successful process: the median steady sample, or the phase's value.
+    With busy_share: only processes whose samples ran while other programs used at most that
+    share of the CPU."""
+    return [v for _, m, v in _summaries(record, workload, mode, metric)
+            if not busy(m, busy_share)]
 
 
-def paired_values(base: dict, now: dict, workload: str, mode: str,
-                  metric: str) -> tuple[list[float], list[float]]:
-    """Interleaved A/B: the two arms' values in the rounds where both processes succeeded,
-    round by round (the processes of a round ran in lock-step)."""
-    b, n = (_by_round(r, workload, mode, metric) for r in (base, now))
+def paired_values(base: dict, now: dict, workload: str, mode: str, metric: str,
+                  busy_share: float | None = None) -> tuple[list[float], list[float]]:
+    """Interleaved A/B: the two arms' values in the rounds where both processes succeeded
+    (and neither ran on a busy machine), round by round: a round's two processes ran in
+    lock-step."""
+    b, n = ({proc["round"]: v for proc, m, v in _summaries(r, workload, mode, metric)
+             if "round" in proc and not busy(m, busy_share)} for r in (base, now))
     rounds = sorted(b.keys() & n.keys())
     return [b[r] for r in rounds], [n[r] for r in rounds]
 
 
-def _by_round(record: dict, workload: str, mode: str, metric: str) -> dict[int, float]:
-    found = {}
+def _summaries(record: dict, workload: str, mode: str, metric: str):
+    """(process, its mode's result, its value) for every process where the mode succeeded."""
     for proc in record.get("workloads", {}).get(workload, {}).get("processes", []):
         m = proc.get("modes", {}).get(mode) if proc.get("status") == "OK" else None
-        if m and m.get("status") == "OK" and m.get(metric) is not None and "round" in proc:
+        if m and m.get("status") == "OK" and m.get(metric) is not None:
             v = m[metric]
-            found[proc["round"]] = stats.median(v) if isinstance(v, list) else v
-    return found
+            yield proc, m, stats.median(v) if isinstance(v, list) else v
+
+
+def busy(mode_result: dict, share: float | None) -> bool:
+    """Other programs used more than `share` of the CPU while this mode's samples ran."""
+    other = (mode_result.get("busy_machine") or {}).get("other_cpu")
+    return share is not None and other is not None and other > share
 
 
 def failures(record: dict, workload: str, mode: str) -> list[str]:
@@ -108,27 +112,26 @@ def sentinel_values(record: dict) -> list[float]:
             for p in w.get("processes", []) if p.get("status") == "OK" and p.get("sentinel")]
 
 
-def busy_note(label: str, record: dict | None) -> str | None:
-    """A warning when other programs used the CPU while this record's samples were taken:
-    that widens the process-to-process spread (and the MDE); it does not bias a verdict."""
+def busy_note(label: str, record: dict | None, share: float = BUSY_SHARE) -> str | None:
+    """A warning when other programs used the CPU while this record's samples were taken."""
     shares = [m["busy_machine"]["other_cpu"]
               for w in (record or {}).get("workloads", {}).values()
               for p in w.get("processes", []) if p.get("status") == "OK"
               for m in p.get("modes", {}).values() if (m.get("busy_machine") or {}).get(
                   "other_cpu") is not None]
-    busy = [x for x in shares if x > BUSY_SHARE]
-    if not busy:
+    found = [x for x in shares if x > share]
+    if not found:
         return None
-    return (f"Machine busy in {label}: in {len(busy)} of {len(shares)} measured modes, other "
-            f"programs used more than {BUSY_SHARE:.0%} of the CPU while samples were taken "
-            f"(up to {max(busy):.0%}). Timings are noisier for it (wider MDE); for tighter "
-            f"verdicts measure on a quiet machine.")
+    return (f"Machine busy in {label}: in {len(found)} of {len(shares)} measured modes other "
+            f"programs used more than {share:.0%} of the CPU while samples were taken (up to "
+            f"{max(found):.0%}); their timings are left out of the tests "
+            f"(`compare.busy_share`). Measure on a quiet machine for tighter verdicts.")
 
 
 # ---- rows --------------------------------------------------------------------------------
 
 def bench_rows(cell: str, now: dict | None, base: dict | None, deltas: dict,
-               not_comparable: str | None = None) -> list[Row]:
+               not_comparable: str | None = None, busy_share: float = BUSY_SHARE) -> list[Row]:
     if now is None:
         return [Row("bench", cell, "*", "*", "cell", stats.MISSING,
                     note="measured in the baseline, not in this run")] if base else []
@@ -140,7 +143,8 @@ def bench_rows(cell: str, now: dict | None, base: dict | None, deltas: dict,
     reason = not_comparable or (None if same_run else machine_moved(usable_base, now))
     rows = []
     for workload, mode in sorted(units(now) | (units(usable_base) if usable_base else set())):
-        rows.extend(_unit_rows(cell, workload, mode, now, usable_base, deltas, reason))
+        rows.extend(_unit_rows(cell, workload, mode, now, usable_base, deltas, reason,
+                               busy_share))
     return rows
 
 
@@ -155,7 +159,8 @@ def machine_moved(base: dict | None, now: dict) -> str | None:
     return None
 
 
-def _unit_rows(cell, workload, mode, now, base, deltas, not_comparable) -> list[Row]:
+def _unit_rows(cell, workload, mode, now, base, deltas, not_comparable,
+               busy_share=BUSY_SHARE) -> list[Row]:
     key = dict(stage="bench", cell=cell, workload=workload, mode=mode)
     in_now = (workload, mode) in units(now)
     in_base = base is not None and (workload, mode) in units(base)
@@ -177,14 +182,23 @@ def _unit_rows(cell, workload, mode, now, base, deltas, not_comparable) -> list[
                         note=f"now runs; was {failed_base[0]}"))
         return rows
     for metric in TIMED:
-        b, n = process_values(base, workload, mode, metric), process_values(now, workload, mode,
-                                                                             metric)
-        shift = (stats.paired_shift(*paired_values(base, now, workload, mode, metric))
+        # Processes sampled while other programs took the CPU say nothing about the code.
+        b, n = (process_values(r, workload, mode, metric, busy_share) for r in (base, now))
+        left_out = sum(len(process_values(r, workload, mode, metric)) for r in (base, now)) \
+            - len(b) - len(n)
+        shift = (stats.paired_shift(*paired_values(base, now, workload, mode, metric,
+                                                   busy_share))
                  if base.get("paired") else stats.shift(b, n))
         row = Row(**key, metric=metric, verdict=stats.INCONCLUSIVE, base=_middle(b),
                   now=_middle(n), shift=shift, delta=deltas.get(metric, 0.05))
+        if left_out:
+            row.note = (f"{left_out} process(es) left out: other programs used more than "
+                        f"{busy_share:.0%} of the CPU while they ran")
         if row.shift is None:
-            row.note = "fewer than 2 processes on a side: no test"
+            row.note = "fewer than 2 processes on a side: no test" + (
+                f" ({row.note})" if left_out else "")
+            if left_out:
+                row.verdict = stats.NOT_COMPARABLE
         if not_comparable:
             row.verdict, row.note = stats.NOT_COMPARABLE, not_comparable
         rows.append(row)
@@ -576,10 +590,11 @@ def compare_cells(cfg: Config, cells: list[str], stages_: tuple[str, ...] = ("be
             if stage == "bench":
                 for label, record in ((f"this run's {cell}", now),
                                       (f"the baseline's {cell}", base)):
-                    result.notes.append(busy_note(label, record))
+                    result.notes.append(busy_note(label, record, cfg.busy_share))
                 same_machine = now is not None and now.get("ab")
                 result.rows.extend(bench_rows(cell, now, base, cfg.stats.delta,
-                                              None if same_machine else hardware))
+                                              None if same_machine else hardware,
+                                              cfg.busy_share))
             else:
                 result.rows.extend(numerics_rows(cell, now, base, cfg.stats.error_growth))
     result.notes = [n for n in result.notes if n]

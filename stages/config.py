@@ -103,6 +103,7 @@ class Config:
     fail_on_regression: bool
     candidate_python: str | None = None   # A/B mode: the other environment's interpreter
     allow_hardware_change: bool = False   # compare timings across different hardware anyway
+    busy_share: float = 0.25              # leave out processes sampled on a busier machine
 
     def cells(self) -> list[Cell]:
         return [Cell(d, p) for d in self.devices.values() for p in self.precisions.values()]
@@ -231,13 +232,18 @@ def parse(raw: dict) -> Config:
                             "at the other environment's interpreter, e.g. /path/to/venv/bin/python")
         candidate = str(path)
     compare = raw.get("compare") or {}
-    unknown = sorted(set(compare) - {"allow_hardware_change"})
+    unknown = sorted(set(compare) - {"allow_hardware_change", "busy_share"})
     if unknown:
-        raise UserError(f"unknown key compare.{unknown[0]}; valid keys: ['allow_hardware_change']")
+        raise UserError(f"unknown key compare.{unknown[0]}; valid keys: "
+                        "['allow_hardware_change', 'busy_share']")
+    busy_share = compare.get("busy_share", 0.25)
+    if isinstance(busy_share, bool) or not isinstance(busy_share, (int, float)) \
+            or not 0 < busy_share <= 1:
+        raise UserError(f"compare.busy_share must be a number in (0, 1], got {busy_share!r}")
     return Config(devices, precisions, workloads, modes, str(matrix.get("name", "custom")),
                   bench, numerics, stats, str(baseline.get("rev", "HEAD")),
                   bool(gate.get("fail_on_regression", False)), candidate,
-                  bool(compare.get("allow_hardware_change", False)))
+                  bool(compare.get("allow_hardware_change", False)), float(busy_share))
 
 
 def load(path: str | Path = "params.yaml") -> Config:

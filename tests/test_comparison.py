@@ -107,12 +107,35 @@ def test_numerics_flags_new_failures_and_errors_that_grew():
     assert verdict(ok, bad).verdict == stats.IMPROVED
 
 
-def test_busy_machine_is_a_warning_not_a_verdict():
-    def record(shares):
+def test_processes_sampled_on_a_busy_machine_are_left_out():
+    """Measured on a 2-core VM: with another test run beside the bench stage, the 2-thread
+    workloads of a whole cell ran 1.6-13x slower in every process while the sentinel, a
+    single-threaded loop, saw nothing. Other programs' share of the CPU says so."""
+    def busy(rec, shares):
+        for proc, share in zip(rec["workloads"]["w"]["processes"], shares):
+            proc["modes"]["eager"]["busy_machine"] = {"other_cpu": share, "steal": 0.0}
+        return rec
+    quiet = [0.02] * 5
+    slowed = busy(record(seed=1, steady=3e-3), [0.6, 0.7, 0.5, 0.9, 0.6])
+    verdicts = rows(slowed, busy(record(seed=2), quiet))
+    assert verdicts["steady_s"].verdict == stats.NOT_COMPARABLE
+    assert "5 process(es) left out" in verdicts["steady_s"].note
+    # Two busy processes of five: the other three still decide, and the note says so.
+    partly = busy(record(seed=1, steady=1.2e-3), [0.6, 0.02, 0.7, 0.02, 0.02])
+    row = rows(partly, busy(record(seed=2), quiet))["steady_s"]
+    assert row.verdict == stats.REGRESSED and row.shift.n_now == 3
+    assert row.note.startswith("2 process(es) left out")
+    assert rows(slowed, busy(record(seed=2), quiet))["peak_bytes"].verdict == stats.EQUIVALENT
+    # A record without readings (another OS, an older baseline) keeps every process.
+    assert rows(record(seed=1), busy(record(seed=2), quiet))["steady_s"].shift.n_base == 5
+
+
+def test_busy_machine_note():
+    def record_of(shares):
         return {"workloads": {"w": {"processes": [
             {"status": "OK", "modes": {"eager": {"busy_machine": {"other_cpu": x, "steal": 0}}}}
             for x in shares]}}}
-    assert comparison.busy_note("this run's cpu", record([0.01, 0.1, 0.2])) is None
-    note = comparison.busy_note("this run's cpu", record([0.01, 0.6, 0.9]))
+    assert comparison.busy_note("this run's cpu", record_of([0.01, 0.1, 0.2])) is None
+    note = comparison.busy_note("this run's cpu", record_of([0.01, 0.6, 0.9]))
     assert "in 2 of 3 measured modes" in note and "up to 90%" in note
     assert comparison.busy_note("x", None) is None
