@@ -5,8 +5,9 @@
 K worker processes per workload, workloads shuffled within each round so that a slow moment
 of the machine hits every workload alike. In A/B mode (`candidate.python`) each round runs one
 process per interpreter at once, taking turns sample by sample (launcher.run_interleaved), so
-that each pair saw the same machine and is compared as a pair; who goes first alternates. With a baseline, cells
-whose timings come out INCONCLUSIVE get more processes within `bench.adaptive_budget_s`.
+that each pair saw the same machine and is compared as a pair; who goes first alternates.
+With a baseline, cells whose timings come out INCONCLUSIVE get more processes within
+`bench.adaptive_budget_s`.
 Every sample of every process goes to reports/bench/<cell>.json; reports/bench/<cell>.md is
 the diff against the baseline.
 """

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from . import coverage, stats
 from .baseline import load_baseline, resolve_rev
-from .config import Config
+from .config import BUSY_SHARE, Config
 from .env import hardware_key
 from .errors import UserError
 from .records import load_record
@@ -21,7 +21,6 @@ REPORTS = Path("reports")
 TIMED = ("steady_s", "first_call_s", "warmup_s")   # tested statistically, higher is worse
 COUNTED = ("graph_breaks", "recompiles")           # exact: more is worse
 SENTINEL_DELTA = 0.10                              # machine-speed change that voids timings
-BUSY_SHARE = 0.25                                  # other programs' CPU share worth a warning
 
 
 @dataclass
@@ -86,8 +85,12 @@ def _summaries(record: dict, workload: str, mode: str, metric: str):
 
 def busy(mode_result: dict, share: float | None) -> bool:
     """Other programs used more than `share` of the CPU while this mode's samples ran."""
-    other = (mode_result.get("busy_machine") or {}).get("other_cpu")
+    other = _other_cpu(mode_result)
     return share is not None and other is not None and other > share
+
+
+def _other_cpu(mode_result: dict) -> float | None:
+    return (mode_result.get("busy_machine") or {}).get("other_cpu")
 
 
 def failures(record: dict, workload: str, mode: str) -> list[str]:
@@ -114,11 +117,10 @@ def sentinel_values(record: dict) -> list[float]:
 
 def busy_note(label: str, record: dict | None, share: float = BUSY_SHARE) -> str | None:
     """A warning when other programs used the CPU while this record's samples were taken."""
-    shares = [m["busy_machine"]["other_cpu"]
+    shares = [_other_cpu(m)
               for w in (record or {}).get("workloads", {}).values()
               for p in w.get("processes", []) if p.get("status") == "OK"
-              for m in p.get("modes", {}).values() if (m.get("busy_machine") or {}).get(
-                  "other_cpu") is not None]
+              for m in p.get("modes", {}).values() if _other_cpu(m) is not None]
     found = [x for x in shares if x > share]
     if not found:
         return None
@@ -184,8 +186,8 @@ def _unit_rows(cell, workload, mode, now, base, deltas, not_comparable,
     for metric in TIMED:
         # Processes sampled while other programs took the CPU say nothing about the code.
         b, n = (process_values(r, workload, mode, metric, busy_share) for r in (base, now))
-        left_out = sum(len(process_values(r, workload, mode, metric)) for r in (base, now)) \
-            - len(b) - len(n)
+        everyone = (process_values(r, workload, mode, metric) for r in (base, now))
+        left_out = sum(map(len, everyone)) - len(b) - len(n)
         shift = (stats.paired_shift(*paired_values(base, now, workload, mode, metric,
                                                    busy_share))
                  if base.get("paired") else stats.shift(b, n))

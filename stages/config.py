@@ -89,6 +89,9 @@ class Cell:
         return f"{self.device.name}-{self.precision.name}"
 
 
+BUSY_SHARE = 0.25   # other programs' CPU share beyond which a process's timings are left out
+
+
 @dataclass(frozen=True)
 class Config:
     devices: dict[str, DeviceSpec]
@@ -103,7 +106,7 @@ class Config:
     fail_on_regression: bool
     candidate_python: str | None = None   # A/B mode: the other environment's interpreter
     allow_hardware_change: bool = False   # compare timings across different hardware anyway
-    busy_share: float = 0.25              # leave out processes sampled on a busier machine
+    busy_share: float = BUSY_SHARE        # leave out processes sampled on a busier machine
 
     def cells(self) -> list[Cell]:
         return [Cell(d, p) for d in self.devices.values() for p in self.precisions.values()]
@@ -236,7 +239,7 @@ def parse(raw: dict) -> Config:
     if unknown:
         raise UserError(f"unknown key compare.{unknown[0]}; valid keys: "
                         "['allow_hardware_change', 'busy_share']")
-    busy_share = compare.get("busy_share", 0.25)
+    busy_share = compare.get("busy_share", BUSY_SHARE)
     if isinstance(busy_share, bool) or not isinstance(busy_share, (int, float)) \
             or not 0 < busy_share <= 1:
         raise UserError(f"compare.busy_share must be a number in (0, 1], got {busy_share!r}")

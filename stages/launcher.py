@@ -43,7 +43,6 @@ class _Worker:
 
     def __init__(self, job: dict, tmp: Path, python: str | None, fresh_compile_cache: bool,
                  pass_fds: tuple[int, ...] = ()):
-        self.tmp = tmp
         self.result_path, self.stderr_path = tmp / "result.json", tmp / "stderr.txt"
         job_path = tmp / "job.json"
         job_path.write_text(json.dumps(job), encoding="utf-8")
