@@ -3,7 +3,6 @@ candidate is compared with the baseline directly, without a baseline commit."""
 import json
 import subprocess
 import sys
-import venv
 
 import pytest
 
@@ -11,12 +10,12 @@ from stages import config
 from stages.compose import compose
 from stages.errors import UserError
 
+from .venvs import child_venv
+
 
 @pytest.mark.slow
 def test_ab_mode_compares_two_environments_without_a_commit(project, tmp_path):
-    env_b = tmp_path / "venv-b"
-    venv.create(env_b, system_site_packages=True)   # the same torch: an A/A check
-    python_b = env_b / "bin" / "python"
+    python_b = child_venv(tmp_path / "venv-b")   # the same torch: an A/A check
     compose(project / "params.yaml", ["matrix=smoke", "bench.processes=2", "bench.samples=3",
                                       "bench.adaptive_budget_s=0",
                                       f"candidate.python={python_b}"], conf=project / "conf")
