@@ -18,12 +18,12 @@ import statistics
 import subprocess
 import sys
 
-from .launcher import ROOT
+from stages.measure.launcher import ROOT
 
 ROUND = """
 import json, statistics, sys, torch
 from torch.utils.benchmark import Timer
-from stages.timing import SyncClock, measure
+from stages.measure.timing import SyncClock, measure
 from stages.workloads import matmul_relu
 size, threads, seed, timer_first = (int(a) for a in sys.argv[1:5])
 if threads:

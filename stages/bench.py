@@ -23,12 +23,15 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from . import comparison, config, render, stats
-from .baseline import resolve_rev
-from .errors import one_line_errors
-from .workloads import check_arguments
-from .launcher import ROOT, run_interleaved, run_worker
-from .records import write_record, write_text
+from stages.judge import comparison
+from stages.core import config
+from stages.render import markdown as render
+from stages.judge import stats
+from stages.core.baseline import resolve_rev
+from stages.core.errors import one_line_errors
+from stages.workloads import check_arguments
+from stages.measure.launcher import ROOT, run_interleaved, run_worker
+from stages.core.records import write_record, write_text
 
 KIND = "bench"
 
@@ -261,8 +264,8 @@ def ab_env(record: dict) -> str:
     """In A/B mode: how the candidate's environment differs from this one's."""
     if not record.get("env_candidate"):
         return ""
-    from .env import diff
-    from .records import load_record
+    from stages.env import diff
+    from stages.core.records import load_record
     cand = record["env_candidate"]
     if "error" in cand:
         return f"Candidate environment: {cand['error']}"

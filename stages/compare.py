@@ -13,9 +13,11 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from . import comparison, config, render
-from .errors import one_line_errors
-from .records import write_record, write_text
+from stages.judge import comparison
+from stages.core import config
+from stages.render import markdown as render
+from stages.core.errors import one_line_errors
+from stages.core.records import write_record, write_text
 
 KIND = "compare"
 

@@ -11,7 +11,7 @@ import re
 import sys
 from pathlib import Path
 
-from .errors import UserError, one_line_errors
+from stages.core.errors import UserError, one_line_errors
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 

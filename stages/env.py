@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 
-from .baseline import load_baseline, resolve_rev
-from .errors import UserError, one_line_errors
-from .records import dumps, write_record, write_text
+from stages.core.baseline import load_baseline, resolve_rev
+from stages.core.errors import UserError, one_line_errors
+from stages.core.records import dumps, write_record, write_text
 
 SECTIONS = ("python", "torch", "hardware", "os", "packages", "flags", "env_vars")
 

@@ -11,11 +11,14 @@ from __future__ import annotations
 import sys
 import time
 
-from . import comparison, config, coverage, render
-from .bench import CellRun, cell_stage, job_for, measured_arm
-from .errors import one_line_errors
-from .launcher import run_worker
-from .records import write_record, write_text
+from stages.judge import comparison
+from stages.core import config
+from stages.judge import portability as coverage
+from stages.render import markdown as render
+from stages.bench import CellRun, cell_stage, job_for, measured_arm
+from stages.core.errors import one_line_errors
+from stages.measure.launcher import run_worker
+from stages.core.records import write_record, write_text
 
 KIND = "numerics"
 
@@ -273,7 +276,7 @@ def _determinism(record: dict) -> str:
 
 
 def _drift(record: dict, rows: list) -> str:
-    from .records import dumps
+    from stages.core.records import dumps
     found = [[r.workload, r.mode, r.verdict, r.now if r.now is not None else "", r.note]
              for r in rows if r.metric == "drift"]
     prints = {f"{w}/{m}": ev.get("fingerprint", {}) for w, m, ev in _units(record)}

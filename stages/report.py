@@ -7,11 +7,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import comparison, config, env, render, stats
-from .baseline import load_baseline, resolve_rev
-from .compare import run_arguments
-from .errors import UserError, one_line_errors
-from .records import dumps, load_record, write_text
+from stages.judge import comparison
+from stages.core import config
+from stages import env
+from stages.render import markdown as render
+from stages.judge import stats
+from stages.core.baseline import load_baseline, resolve_rev
+from stages.compare import run_arguments
+from stages.core.errors import UserError, one_line_errors
+from stages.core.records import dumps, load_record, write_text
 
 
 def bench_metrics(record: dict, price_per_hour: float) -> dict:
@@ -81,7 +85,7 @@ def summary(cfg: config.Config, compare: dict, changes: list, env_note: str | No
                            ["verdict", "stage", "cell", "workload", "mode", "metric", "change",
                             "detail"]), ""]
     # ---- numerics and portability (stages/coverage.py builds this section) ----
-    from .coverage import summary_section
+    from stages.judge.portability import summary_section
     lines += summary_section(rows)
     # ---- end numerics and portability ----
     lines += ["## Environment", ""]

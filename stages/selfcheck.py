@@ -21,9 +21,13 @@ import statistics
 import time
 from pathlib import Path
 
-from . import bench, comparison, config, render, stats
-from .errors import one_line_errors
-from .records import write_text
+from stages import bench
+from stages.judge import comparison
+from stages.core import config
+from stages.render import markdown as render
+from stages.judge import stats
+from stages.core.errors import one_line_errors
+from stages.core.records import write_text
 
 
 def split(record: dict, rng: random.Random, size: int) -> tuple[dict, dict]:

@@ -15,7 +15,7 @@ def git(*args, cwd):
 @pytest.fixture
 def project(tmp_path, monkeypatch):
     """A fresh git repository holding torchgate's pipeline files, as a user's fork would."""
-    for name in ("conf", "stages", "dvc.yaml"):
+    for name in ("conf", "stages", "dvc.yaml", ".dvcignore"):
         src = ROOT / name
         if src.is_dir():
             shutil.copytree(src, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))

@@ -6,18 +6,20 @@ import sys
 
 import pytest
 
-from stages import config
+from stages.core import config
 from stages.compose import compose
-from stages.errors import UserError
+from stages.core.errors import UserError
 
 from .venvs import child_venv
 
 
 @pytest.mark.slow
 def test_ab_mode_compares_two_environments_without_a_commit(project, tmp_path):
+    # busy_share=1: with two pairs, one turn taken while the other arm's threads spin down
+    # would leave a side with one process; this test is about the mechanics of A/B.
     python_b = child_venv(tmp_path / "venv-b")   # the same torch: an A/A check
     compose(project / "params.yaml", ["matrix=smoke", "bench.processes=2", "bench.samples=3",
-                                      "bench.adaptive_budget_s=0",
+                                      "bench.adaptive_budget_s=0", "compare.busy_share=1",
                                       f"candidate.python={python_b}"], conf=project / "conf")
     for args in (["stages.env"], ["stages.bench", "--device", "cpu", "--precision", "fp32"],
                  ["stages.compare"]):

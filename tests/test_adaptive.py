@@ -2,7 +2,9 @@
 ones do not, and every test then runs at alpha / max_looks."""
 import random
 
-from stages import bench, comparison, config
+from stages import bench
+from stages.judge import comparison
+from stages.core import config
 
 RAW = {"device": {"cpu": {"type": "cpu"}}, "precision": {"fp32": {"dtype": "float32"}},
        "workload": {"quiet": {"_target_": "x.quiet"}, "noisy": {"_target_": "x.noisy"}},

@@ -2,7 +2,8 @@
 A/B records. The statistics themselves are tested by simulation in test_stats_simulation."""
 import random
 
-from stages import comparison, stats
+from stages.judge import comparison
+from stages.judge import stats
 
 DELTAS = {"steady_s": 0.05, "first_call_s": 0.2, "warmup_s": 0.25, "peak_bytes": 0.05}
 

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stages import config
+from stages.core import config
 from stages.compose import compose
-from stages.errors import UserError
+from stages.core.errors import UserError
 
 ROOT = Path(__file__).resolve().parent.parent
 

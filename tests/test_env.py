@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from stages import env
-from stages.records import dumps, load_record
+from stages.core.records import dumps, load_record
 
 
 def _git(*args: str, cwd: Path) -> None:

@@ -2,8 +2,9 @@
 import itertools
 import time
 
-from stages import bench, config
-from stages.launcher import run_interleaved
+from stages import bench
+from stages.core import config
+from stages.measure.launcher import run_interleaved
 
 SAMPLES = 4
 

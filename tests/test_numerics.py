@@ -9,9 +9,15 @@ import re
 import pytest
 import torch
 
-from stages import accuracy, comparison, config, coverage, numerics, report, stats
+from stages.measure import accuracy
+from stages.judge import comparison
+from stages.core import config
+from stages.judge import portability as coverage
+from stages import numerics
+from stages import report
+from stages.judge import stats
 from stages.compare import row_record
-from stages.records import dumps
+from stages.core.records import dumps
 
 CELL = "cpu-fp32"
 TINY = "tests.numerics_workloads.tiny"

@@ -4,8 +4,9 @@ import subprocess
 
 import pytest
 
-from stages import baseline, records
-from stages.errors import UserError
+from stages.core import baseline
+from stages.core import records
+from stages.core.errors import UserError
 
 
 def test_records_are_sorted_versioned_and_nan_free(tmp_path):

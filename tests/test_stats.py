@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from stages import stats
+from stages.judge import stats
 
 ALPHA, POWER = 0.05, 0.8
 

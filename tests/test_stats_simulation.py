@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from stages import comparison, stats
+from stages.judge import comparison
+from stages.judge import stats
 
 ALPHA, POWER = 0.05, 0.8
 DELTAS = {"steady_s": 0.05, "first_call_s": 0.20, "warmup_s": 0.25, "peak_bytes": 0.05}

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from stages.timing import BusyMachine, measure
+from stages.measure.timing import BusyMachine, measure
 
 
 class FakeClock:

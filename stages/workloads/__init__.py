@@ -19,7 +19,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from .errors import UserError
+from stages.core.errors import UserError
 
 PROVIDED = ("device", "dtype", "compile", "seed")  # passed by torchgate, not by the YAML
 

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SHARED_INDUCTOR_CACHE = Path(tempfile.gettempdir()) / "torchgate-inductor-cache"
 
 
@@ -55,7 +55,7 @@ class _Worker:
         self.started = time.perf_counter()
         with open(self.stderr_path, "wb") as err, open(os.devnull, "wb") as out:
             self.proc = subprocess.Popen(
-                [python or sys.executable, "-m", "stages.worker", str(job_path),
+                [python or sys.executable, "-m", "stages.measure.worker", str(job_path),
                  str(self.result_path)],
                 env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, pass_fds=pass_fds,
                 start_new_session=True)  # its own process group: a timeout kills compilers too
@@ -107,7 +107,7 @@ def run_worker(job: dict, *, timeout_s: float, python: str | None = None,
 def run_interleaved(jobs: list[tuple[dict, str | None]], *, timeout_s: float,
                     fresh_compile_cache: bool = True) -> list[dict]:
     """Run jobs (one per interpreter) in lock-step: one process at a time holds the turn and
-    hands it on where `stages.worker.Baton` is called (before each timed phase and sample),
+    hands it on where `stages.measure.worker.Baton` is called (before each timed phase and sample),
     so that their samples alternate A B A B ... and share the machine's moment.
 
     The next process starts once the previous one has handed on its first turn, so imports

@@ -10,12 +10,13 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import coverage, stats
-from .baseline import load_baseline, resolve_rev
-from .config import BUSY_SHARE, Config
-from .env import hardware_key
-from .errors import UserError
-from .records import load_record
+from stages.judge import portability as coverage
+from stages.judge import stats
+from stages.core.baseline import load_baseline, resolve_rev
+from stages.core.config import BUSY_SHARE, Config
+from stages.env import hardware_key
+from stages.core.errors import UserError
+from stages.core.records import load_record
 
 REPORTS = Path("reports")
 TIMED = ("steady_s", "first_call_s", "warmup_s")   # tested statistically, higher is worse

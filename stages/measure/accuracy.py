@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from .coverage import FINGERPRINT_METHOD, SKETCH_K, WHOLE_MAX  # noqa: F401
+from stages.judge.portability import FINGERPRINT_METHOD, SKETCH_K, WHOLE_MAX  # noqa: F401
 
 
 def flatten(value: Any, prefix: str = "out") -> dict[str, torch.Tensor]:

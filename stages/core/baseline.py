@@ -4,8 +4,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from .errors import UserError
-from .records import parse_record
+from stages.core.errors import UserError
+from stages.core.records import parse_record
 
 
 def _git(*args: str, cwd: Path) -> subprocess.CompletedProcess:

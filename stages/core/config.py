@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from .errors import UserError
+from stages.core.errors import UserError
 
 MODES = ("eager", "compiled", "reduce-overhead", "max-autotune")
 DEVICE_TYPES = ("cpu", "cuda", "mps", "xpu", "xla", "hpu", "neuron")

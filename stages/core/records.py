@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .errors import UserError
+from stages.core.errors import UserError
 
 SCHEMA_VERSION = 1
 _UMASK = os.umask(0o022)

@@ -1,6 +1,6 @@
 """A worker process: measures one workload on one cell, or computes its numerics.
 
-Run as `python -m stages.worker JOB.json RESULT.json` by the launcher; the process is the
+Run as `python -m stages.measure.worker JOB.json RESULT.json` by the launcher; the process is the
 unit of replication and of isolation. Imports only torch and the standard library, so that
 the candidate interpreter of an A/B run needs nothing but torch.
 """
@@ -21,11 +21,11 @@ from functools import partial
 
 import torch
 
-from .accuracy import (digest, error_metrics, fingerprint, flatten, max_abs_difference,
+from stages.measure.accuracy import (digest, error_metrics, fingerprint, flatten, max_abs_difference,
                        nonfinite_count)
-from .records import dumps, write_text
-from .timing import BusyMachine, device_sync, make_clock, measure
-from .workloads import load_target
+from stages.core.records import dumps, write_text
+from stages.measure.timing import BusyMachine, device_sync, make_clock, measure
+from stages.workloads import load_target
 
 
 class Unavailable(Exception):

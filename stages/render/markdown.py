@@ -5,8 +5,8 @@ import math
 
 from tabulate import tabulate
 
-from . import stats
-from .comparison import Comparison, Row
+from stages.judge import stats
+from stages.judge.comparison import Comparison, Row
 
 ORDER = {v: i for i, v in enumerate(stats.VERDICTS)}
 BAD = (stats.REGRESSED, stats.FAILED)
