@@ -1,26 +1,26 @@
-"""The composed configuration (params.yaml) as frozen, validated dataclasses.
+"""The composed configuration (params.yaml) as typed, frozen sections.
 
-`dvc repro` does not run Hydra, so stages read the committed params.yaml; every check here
-turns a mistake into one line that names the key and what to put there.
+`dvc repro` does not run Hydra, so stages read the committed params.yaml. Every section is a
+dataclass checked by `typed`: an unknown key, a wrong type (the string "no" for a boolean, a
+string for a list) or a bad value is one line that names the key and what to put there.
+Imports nothing beyond the standard library at load time: the worker of another interpreter
+reads the specs below with torch alone.
 """
 from __future__ import annotations
 
-import dataclasses
 import os
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from stages.core.errors import UserError
+from stages.core.typed import from_data
 
 MODES = ("eager", "compiled", "reduce-overhead", "max-autotune")
 DEVICE_TYPES = ("cpu", "cuda", "mps", "xpu", "xla", "hpu", "neuron")
 DTYPES = ("float32", "bfloat16", "float16", "float64")
 MATMUL_PRECISIONS = ("highest", "high", "medium")
+TIMED = ("steady_s", "first_call_s", "warmup_s")   # tested statistically, higher is worse
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class PrecisionSpec:
 class WorkloadSpec:
     name: str
     target: str
-    kwargs: dict = field(default_factory=dict)
+    kwargs: dict[str, Any] = field(default_factory=dict)
     timeout_s: float | None = None
 
 
@@ -71,12 +71,54 @@ class NumericsSettings:
 
 
 @dataclass(frozen=True)
+class Delta:
+    """The minimum effect per metric: a smaller change is never REGRESSED or IMPROVED."""
+    steady_s: float = 0.05
+    first_call_s: float = 0.2
+    warmup_s: float = 0.25
+    peak_bytes: float = 0.05
+
+
+@dataclass(frozen=True)
 class StatsSettings:
     alpha: float = 0.05
     power: float = 0.8
-    delta: dict = field(default_factory=lambda: {"steady_s": 0.05, "first_call_s": 0.2,
-                                                 "warmup_s": 0.25, "peak_bytes": 0.05})
+    delta: Delta = field(default_factory=Delta)
     error_growth: float = 2.0           # numerics: flag an error that grew by this factor
+
+
+@dataclass(frozen=True)
+class Matrix:
+    modes: tuple[str, ...]
+    name: str = "custom"
+
+
+@dataclass(frozen=True)
+class Cells:
+    """What the DVC matrix stages iterate over: the selected groups' keys."""
+    devices: tuple[str, ...] = ()
+    precisions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Baseline:
+    rev: str = "HEAD"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    python: str | None = None   # A/B mode: the other environment's interpreter
+
+
+@dataclass(frozen=True)
+class CompareSettings:
+    allow_hardware_change: bool = False   # compare timings across different hardware anyway
+    busy_share: float = 0.25              # leave out processes sampled on a busier machine
+
+
+@dataclass(frozen=True)
+class Gate:
+    fail_on_regression: bool = False
 
 
 @dataclass(frozen=True)
@@ -89,24 +131,23 @@ class Cell:
         return f"{self.device.name}-{self.precision.name}"
 
 
-BUSY_SHARE = 0.25   # other programs' CPU share beyond which a process's timings are left out
-
-
 @dataclass(frozen=True)
 class Config:
     devices: dict[str, DeviceSpec]
     precisions: dict[str, PrecisionSpec]
     workloads: dict[str, WorkloadSpec]
-    modes: tuple[str, ...]
-    matrix_name: str
-    bench: BenchSettings
-    numerics: NumericsSettings
-    stats: StatsSettings
-    baseline_rev: str
-    fail_on_regression: bool
-    candidate_python: str | None = None   # A/B mode: the other environment's interpreter
-    allow_hardware_change: bool = False   # compare timings across different hardware anyway
-    busy_share: float = BUSY_SHARE        # leave out processes sampled on a busier machine
+    matrix: Matrix
+    bench: BenchSettings = field(default_factory=BenchSettings)
+    numerics: NumericsSettings = field(default_factory=NumericsSettings)
+    stats: StatsSettings = field(default_factory=StatsSettings)
+    baseline: Baseline = field(default_factory=Baseline)
+    candidate: Candidate = field(default_factory=Candidate)
+    compare: CompareSettings = field(default_factory=CompareSettings)
+    gate: Gate = field(default_factory=Gate)
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        return self.matrix.modes
 
     def cells(self) -> list[Cell]:
         return [Cell(d, p) for d in self.devices.values() for p in self.precisions.values()]
@@ -120,27 +161,12 @@ class Config:
         return Cell(self.devices[device], self.precisions[precision])
 
 
-def _typed(cls, data: Any, where: str, **extra):
-    """Build dataclass `cls` from a mapping, rejecting unknown keys and wrong types."""
-    if not isinstance(data, dict):
-        raise UserError(f"{where} must be a mapping, got {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)} - set(extra)
-    unknown = sorted(set(data) - names)
-    if unknown:
-        raise UserError(f"unknown key {where}.{unknown[0]}; valid keys: {sorted(names)}")
-    values = {}
-    for key, value in data.items():
-        expected = hints[key]
-        allowed = typing.get_args(expected) if isinstance(expected, types.UnionType) else (expected,)
-        allowed = tuple(typing.get_origin(a) or a for a in allowed)
-        if float in allowed and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
-            names_ = "/".join("null" if a is type(None) else a.__name__ for a in allowed)
-            raise UserError(f"{where}.{key} must be {names_}, got {value!r}")
-        values[key] = value
-    return cls(**values, **extra)
+SECTIONS = {"bench": BenchSettings, "numerics": NumericsSettings, "stats": StatsSettings,
+            "baseline": Baseline, "candidate": Candidate, "compare": CompareSettings,
+            "gate": Gate, "matrix": Matrix, "cells": Cells}
+GROUPS = ("device", "precision", "workload")
+TOP_LEVEL = tuple(sorted((*SECTIONS, *GROUPS)))
+RESERVED = ("_target_", "_timeout_s_")
 
 
 def _choice(value: str, choices: tuple[str, ...], where: str) -> None:
@@ -148,9 +174,9 @@ def _choice(value: str, choices: tuple[str, ...], where: str) -> None:
         raise UserError(f"{where} is {value!r}; valid choices: {', '.join(choices)}")
 
 
-def _positive(value: float, where: str, allow_zero: bool = False) -> None:
-    if value < 0 or (value == 0 and not allow_zero):
-        raise UserError(f"{where} must be {'>= 0' if allow_zero else '> 0'}, got {value}")
+def _at_least(value: float, where: str, low: float = 0, *, inclusive: bool = False) -> None:
+    if value < low or (value == low and not inclusive):
+        raise UserError(f"{where} must be {'>=' if inclusive else '>'} {low:g}, got {value}")
 
 
 def _group(raw: dict, key: str) -> dict:
@@ -161,95 +187,118 @@ def _group(raw: dict, key: str) -> dict:
     return group
 
 
-TOP_LEVEL = ("baseline", "bench", "candidate", "cells", "compare", "device", "gate", "matrix",
-             "numerics", "precision", "stats", "workload")
+def _named(cls, name: str, body: Any, where: str):
+    if isinstance(body, dict) and "name" in body:
+        raise UserError(f"unknown key {where}.name; the name is the entry's key ({name!r})")
+    return from_data(cls, {**body, "name": name} if isinstance(body, dict) else body, where)
 
 
-def parse(raw: dict) -> Config:
+def _device(name: str, body: Any) -> DeviceSpec:
+    where = f"device.{name}"
+    spec = _named(DeviceSpec, name, body, where)
+    _choice(spec.type, DEVICE_TYPES, f"{where}.type")
+    _at_least(spec.threads, f"{where}.threads", inclusive=True)
+    _at_least(spec.price_per_hour, f"{where}.price_per_hour", inclusive=True)
+    return spec
+
+
+def _precision(name: str, body: Any) -> PrecisionSpec:
+    where = f"precision.{name}"
+    spec = _named(PrecisionSpec, name, body, where)
+    _choice(spec.dtype, DTYPES, f"{where}.dtype")
+    _choice(spec.autocast_dtype, DTYPES, f"{where}.autocast_dtype")
+    _choice(spec.matmul_precision, MATMUL_PRECISIONS, f"{where}.matmul_precision")
+    _at_least(spec.rel_l2_tol, f"{where}.rel_l2_tol")
+    _at_least(spec.compiled_multiplier, f"{where}.compiled_multiplier")
+    if not 0 <= spec.cosine_min <= 1:
+        raise UserError(f"{where}.cosine_min must be in [0, 1], got {spec.cosine_min}")
+    return spec
+
+
+def _workload(name: str, body: Any) -> WorkloadSpec:
+    """Every key but the reserved `_target_` and `_timeout_s_` is the function's argument."""
+    where = f"workload.{name}"
+    if not isinstance(body, dict) or not isinstance(body.get("_target_"), str):
+        raise UserError(f"{where} needs `_target_: package.module.function` "
+                        "(see conf/workload/matmul_relu.yaml)")
+    kwargs = {k: v for k, v in body.items() if not (k.startswith("_") and k.endswith("_"))}
+    reserved = sorted(set(body) - set(kwargs) - set(RESERVED))
+    if reserved:
+        raise UserError(f"unknown key {where}.{reserved[0]}; reserved keys are "
+                        f"{' and '.join(RESERVED)}")
+    timeout = body.get("_timeout_s_")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                or timeout <= 0):
+        raise UserError(f"{where}._timeout_s_ must be a number > 0, got {timeout!r}")
+    return WorkloadSpec(name, body["_target_"], kwargs,
+                        None if timeout is None else float(timeout))
+
+
+def _check_bench(bench: BenchSettings) -> None:
+    for key in ("processes", "samples", "sample_target_s", "timeout_s", "max_processes",
+                "max_looks"):
+        _at_least(getattr(bench, key), f"bench.{key}")
+    for key in ("warmup_s", "adaptive_budget_s", "min_warmup_calls"):
+        _at_least(getattr(bench, key), f"bench.{key}", inclusive=True)
+
+
+def _check_stats(stats: StatsSettings) -> None:
+    if not 0 < stats.alpha < 0.5:
+        raise UserError(f"stats.alpha must be in (0, 0.5), got {stats.alpha}")
+    if not 0.5 <= stats.power < 1:
+        raise UserError(f"stats.power must be in [0.5, 1), got {stats.power}")
+    for key, value in vars(stats.delta).items():
+        _at_least(value, f"stats.delta.{key}", inclusive=True)
+    _at_least(stats.error_growth, "stats.error_growth", 1, inclusive=True)
+
+
+def _check_candidate(candidate: Candidate) -> Candidate:
+    if candidate.python is None:
+        return candidate
+    path = Path(candidate.python).expanduser()
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise UserError(f"candidate.python {candidate.python!r} is not an executable file; point "
+                        "it at the other environment's interpreter, e.g. /path/to/venv/bin/python")
+    return Candidate(str(path))
+
+
+def parse(raw: Any) -> Config:
     if not isinstance(raw, dict):
         raise UserError("params.yaml must be a mapping; recompose it with `dvc exp run`")
     unknown = sorted(set(raw) - set(TOP_LEVEL))
     if unknown:
         raise UserError(f"unknown top-level key {unknown[0]!r} in params.yaml; valid keys: "
                         f"{', '.join(TOP_LEVEL)}")
-    devices = {}
-    for name, body in _group(raw, "device").items():
-        spec = _typed(DeviceSpec, body, f"device.{name}", name=name)
-        _choice(spec.type, DEVICE_TYPES, f"device.{name}.type")
-        _positive(spec.threads, f"device.{name}.threads", allow_zero=True)
-        _positive(spec.price_per_hour, f"device.{name}.price_per_hour", allow_zero=True)
-        devices[name] = spec
-    precisions = {}
-    for name, body in _group(raw, "precision").items():
-        spec = _typed(PrecisionSpec, body, f"precision.{name}", name=name)
-        _choice(spec.dtype, DTYPES, f"precision.{name}.dtype")
-        _choice(spec.autocast_dtype, DTYPES, f"precision.{name}.autocast_dtype")
-        _choice(spec.matmul_precision, MATMUL_PRECISIONS, f"precision.{name}.matmul_precision")
-        _positive(spec.rel_l2_tol, f"precision.{name}.rel_l2_tol")
-        _positive(spec.compiled_multiplier, f"precision.{name}.compiled_multiplier")
-        precisions[name] = spec
-    workloads = {}
-    for name, body in _group(raw, "workload").items():
-        if not isinstance(body, dict) or not isinstance(body.get("_target_"), str):
-            raise UserError(f"workload.{name} needs `_target_: package.module.function` "
-                            "(see conf/workload/matmul_relu.yaml)")
-        kwargs = {k: v for k, v in body.items() if not (k.startswith("_") and k.endswith("_"))}
-        reserved = set(body) - set(kwargs) - {"_target_", "_timeout_s_"}
-        if reserved:
-            raise UserError(f"unknown key workload.{name}.{sorted(reserved)[0]}; "
-                            "reserved keys are _target_ and _timeout_s_")
-        timeout = body.get("_timeout_s_")
-        if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
-            raise UserError(f"workload.{name}._timeout_s_ must be a number > 0, got {timeout!r}")
-        workloads[name] = WorkloadSpec(name, body["_target_"], kwargs, timeout)
+    sections = {key: from_data(cls, {} if raw.get(key) is None else raw[key], key)
+                for key, cls in SECTIONS.items() if key != "matrix"}
     matrix = raw.get("matrix") or {}
-    modes = tuple(matrix.get("modes") or ())
-    if not modes:
+    if isinstance(matrix, dict) and not matrix.get("modes"):
         raise UserError("matrix.modes is empty; list at least one of " + ", ".join(MODES))
-    for i, mode in enumerate(modes):
+    matrix = from_data(Matrix, matrix, "matrix")
+    for i, mode in enumerate(matrix.modes):
         _choice(mode, MODES, f"matrix.modes[{i}]")
-    bench = _typed(BenchSettings, raw.get("bench") or {}, "bench")
-    for key in ("processes", "samples", "sample_target_s", "timeout_s"):
-        _positive(getattr(bench, key), f"bench.{key}")
-    _positive(bench.warmup_s, "bench.warmup_s", allow_zero=True)
-    _positive(bench.adaptive_budget_s, "bench.adaptive_budget_s", allow_zero=True)
-    for key in ("max_processes", "max_looks"):
-        _positive(getattr(bench, key), f"bench.{key}")
-    _positive(bench.min_warmup_calls, "bench.min_warmup_calls", allow_zero=True)
-    numerics = _typed(NumericsSettings, raw.get("numerics") or {}, "numerics")
-    stats = _typed(StatsSettings, raw.get("stats") or {}, "stats")
-    if not 0 < stats.alpha < 0.5:
-        raise UserError(f"stats.alpha must be in (0, 0.5), got {stats.alpha}")
-    if not 0.5 <= stats.power < 1:
-        raise UserError(f"stats.power must be in [0.5, 1), got {stats.power}")
-    for key, value in stats.delta.items():
-        if not isinstance(value, (int, float)) or value < 0:
-            raise UserError(f"stats.delta.{key} must be a number >= 0, got {value!r}")
-    baseline = raw.get("baseline") or {}
-    gate = raw.get("gate") or {}
-    candidate = (raw.get("candidate") or {}).get("python")
-    if candidate is not None:
-        path = Path(str(candidate)).expanduser()
-        if not (path.is_file() and os.access(path, os.X_OK)):
-            raise UserError(f"candidate.python {candidate!r} is not an executable file; point it "
-                            "at the other environment's interpreter, e.g. /path/to/venv/bin/python")
-        candidate = str(path)
-    compare = raw.get("compare") or {}
-    unknown = sorted(set(compare) - {"allow_hardware_change", "busy_share"})
-    if unknown:
-        raise UserError(f"unknown key compare.{unknown[0]}; valid keys: "
-                        "['allow_hardware_change', 'busy_share']")
-    busy_share = compare.get("busy_share", BUSY_SHARE)
-    if isinstance(busy_share, bool) or not isinstance(busy_share, (int, float)) \
-            or not 0 < busy_share <= 1:
-        raise UserError(f"compare.busy_share must be a number in (0, 1], got {busy_share!r}")
-    return Config(devices, precisions, workloads, modes, str(matrix.get("name", "custom")),
-                  bench, numerics, stats, str(baseline.get("rev", "HEAD")),
-                  bool(gate.get("fail_on_regression", False)), candidate,
-                  bool(compare.get("allow_hardware_change", False)), float(busy_share))
+    devices = {str(n): _device(str(n), b) for n, b in _group(raw, "device").items()}
+    precisions = {str(n): _precision(str(n), b) for n, b in _group(raw, "precision").items()}
+    workloads = {str(n): _workload(str(n), b) for n, b in _group(raw, "workload").items()}
+    cells = sections.pop("cells")
+    for key, chosen in (("devices", devices), ("precisions", precisions)):
+        listed = getattr(cells, key)
+        if listed and list(listed) != list(chosen):
+            raise UserError(f"cells.{key} is {list(listed)} but the selection is {list(chosen)}; "
+                            "recompose params.yaml with `python -m stages.compose` "
+                            "(cells is derived, do not edit it)")
+    _check_bench(sections["bench"])
+    _check_stats(sections["stats"])
+    if not 0 < sections["compare"].busy_share <= 1:
+        raise UserError("compare.busy_share must be in (0, 1], got "
+                        f"{sections['compare'].busy_share}")
+    _at_least(sections["numerics"].timeout_s, "numerics.timeout_s")
+    sections["candidate"] = _check_candidate(sections["candidate"])
+    return Config(devices, precisions, workloads, matrix, **sections)
 
 
 def load(path: str | Path = "params.yaml") -> Config:
+    import yaml  # here: the worker of a torch-only interpreter imports this module too
     path = Path(path)
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))

@@ -1,37 +1,31 @@
-"""File formats: versioned JSON records, written atomically with sorted keys.
+"""File formats: versioned JSON records, written atomically with sorted keys, read into the
+dataclasses of `schema` with one-line errors that name the file and the field.
 
-Every record carries `schema_version` and `kind`; loaders reject anything else with a one-line
-message. JSON only: nothing here (or anywhere in torchgate) loads pickles.
+Each kind has its own schema version; a record of an older version is upgraded on reading
+(`upgrades`), so a baseline history committed by an older torchgate stays comparable. JSON
+only: nothing here (or anywhere in torchgate) loads pickles.
 """
 from __future__ import annotations
 
 import json
-import math
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from stages.core import schema, upgrades
 from stages.core.errors import UserError
+from stages.core.typed import from_data, to_data
 
-SCHEMA_VERSION = 1
+SCHEMA = {"bench": 2, "numerics": 2, "compare": 2, "env": 1}
+KIND_OF = {cls: kind for kind, cls in schema.KINDS.items()}
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
 
 
-def _clean(obj: Any) -> Any:
-    """Make a value JSON-safe: NaN/inf become None, tuples lists (JSON has no NaN)."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {str(k): _clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
-    return obj
-
-
 def dumps(obj: Any) -> str:
-    return json.dumps(_clean(obj), sort_keys=True, indent=1, allow_nan=False) + "\n"
+    """Sorted keys, one key per line, shortest round-trip floats: readable git diffs."""
+    return json.dumps(to_data(obj), sort_keys=True, indent=1, allow_nan=False) + "\n"
 
 
 def write_text(path: str | Path, text: str) -> None:
@@ -51,12 +45,19 @@ def write_text(path: str | Path, text: str) -> None:
         raise
 
 
-def write_record(path: str | Path, kind: str, body: dict) -> None:
-    write_text(path, dumps({"schema_version": SCHEMA_VERSION, "kind": kind, **body}))
+def record_data(record: Any) -> dict:
+    """A record as the plain data of its file, with its kind and schema version."""
+    kind = KIND_OF[type(record)]
+    return {"schema_version": SCHEMA[kind], "kind": kind, **to_data(record)}
 
 
-def parse_record(text: str, kind: str, source: str) -> dict:
-    """Parse and check a record; `source` names where it came from, for the message."""
+def write_record(path: str | Path, record: Any) -> None:
+    write_text(path, dumps(record_data(record)))
+
+
+def parse_record(text: str, cls: type, source: str) -> Any:
+    """Parse, upgrade and check a record; `source` names where it came from."""
+    kind = KIND_OF[cls]
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -65,16 +66,24 @@ def parse_record(text: str, kind: str, source: str) -> dict:
     if not isinstance(data, dict) or data.get("kind") != kind:
         raise UserError(f"{source} is not a torchgate {kind} record")
     version = data.get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise UserError(f"{source} has schema_version {version!r}, this torchgate reads "
-                        f"{SCHEMA_VERSION}; rerun the stage to rewrite it")
-    return data
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise UserError(f"{source} has schema_version {version!r}; a torchgate {kind} record "
+                        f"has a whole number from 1 to {SCHEMA[kind]}")
+    if version > SCHEMA[kind]:
+        raise UserError(f"{source} has schema_version {version}, written by a newer torchgate; "
+                        f"this one reads {kind} records up to {SCHEMA[kind]}: upgrade torchgate "
+                        "or rerun the stage to rewrite it")
+    while version < SCHEMA[kind]:
+        data = upgrades.UPGRADES[(kind, version)](data)
+        version += 1
+    body = {k: v for k, v in data.items() if k not in ("schema_version", "kind")}
+    return from_data(cls, body, "", context=f"{source}: ")
 
 
-def load_record(path: str | Path, kind: str) -> dict:
+def load_record(path: str | Path, cls: type) -> Any:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UserError(f"{path} is missing; run `dvc repro` to produce it") from None
-    return parse_record(text, kind, str(path))
+    return parse_record(text, cls, str(path))

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from stages.judge.portability import FINGERPRINT_METHOD, SKETCH_K, WHOLE_MAX  # noqa: F401
+from stages.core.schema import SKETCH_K, WHOLE_MAX, Fingerprint, OutputError
 
 
 def flatten(value: Any, prefix: str = "out") -> dict[str, torch.Tensor]:
@@ -34,31 +34,25 @@ def nonfinite_count(t: torch.Tensor) -> int:
     return int((~torch.isfinite(t)).sum())
 
 
-def error_metrics(value: torch.Tensor, reference: torch.Tensor) -> dict:
-    """Relative L2, max abs error, cosine similarity and NaN/Inf count of value vs reference."""
+def error_metrics(value: torch.Tensor, reference: torch.Tensor) -> OutputError:
+    """Relative L2, max abs error, cosine similarity and NaN/Inf count of value vs reference;
+    the errors are None (not measured) when either side has NaN/Inf or no values."""
     x = value.detach().to("cpu", torch.float64).flatten()
     r = reference.detach().to("cpu", torch.float64).flatten()
     if x.shape != r.shape:
         raise ValueError(f"shape {tuple(value.shape)} differs from the reference's "
                          f"{tuple(reference.shape)}")
-    bad = nonfinite_count(x)
-    ref_bad = nonfinite_count(r)
+    bad, ref_bad = nonfinite_count(x), nonfinite_count(r)
     if bad or ref_bad or x.numel() == 0:
-        found = {"rel_l2": None, "max_abs": None, "cosine": None, "nonfinite": bad,
-                 "numel": x.numel()}
-        if ref_bad:  # the float64 reference itself is NaN/Inf: nothing to measure against
-            found["ref_nonfinite"] = ref_bad
-        return found
+        return OutputError(None, None, None, nonfinite=bad, numel=x.numel(), ref_nonfinite=ref_bad)
     diff = x - r
     ref_norm = float(r.norm())
     denom = float(x.norm()) * ref_norm
-    return {
-        "rel_l2": float(diff.norm()) / ref_norm if ref_norm > 0 else float(diff.norm()),
-        "max_abs": float(diff.abs().max()),
-        "cosine": float(x @ r) / denom if denom > 0 else (1.0 if float(diff.norm()) == 0 else 0.0),
-        "nonfinite": 0,
-        "numel": x.numel(),
-    }
+    return OutputError(
+        rel_l2=float(diff.norm()) / ref_norm if ref_norm > 0 else float(diff.norm()),
+        max_abs=float(diff.abs().max()),
+        cosine=float(x @ r) / denom if denom > 0 else (1.0 if float(diff.norm()) == 0 else 0.0),
+        nonfinite=0, numel=x.numel())
 
 
 def max_abs_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
@@ -129,17 +123,14 @@ def encode_floats(values: list[float]) -> str:
     return base64.b64encode(struct.pack(f"<{len(values)}d", *values)).decode("ascii")
 
 
-def fingerprint(value: torch.Tensor) -> dict:
+def fingerprint(value: torch.Tensor) -> Fingerprint:
     """A JSON-safe summary of one output from which a later run can measure how far it moved."""
     x = value.detach().to("cpu", torch.float64).reshape(-1)
-    found: dict = {"shape": list(value.shape)}
+    shape = tuple(value.shape)
     bad = nonfinite_count(x)
     if bad:
-        found["nonfinite"] = bad
-        return found
+        return Fingerprint(shape, nonfinite=bad)
     if x.numel() <= WHOLE_MAX:
-        found["values"] = x.tolist()
-        return found
-    found.update(norm=float(x.norm()), mean=float(x.mean()), std=float(x.std()),
-                 sketch=encode_floats(count_sketch(x)))
-    return found
+        return Fingerprint(shape, values=tuple(x.tolist()))
+    return Fingerprint(shape, norm=float(x.norm()), mean=float(x.mean()), std=float(x.std()),
+                       sketch=encode_floats(count_sketch(x)))

@@ -7,6 +7,7 @@ crash, hard abort, timeout, missing result) comes back as a status with a messag
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import select
@@ -16,6 +17,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from stages.core.schema import Job
+from stages.core.typed import to_data
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED_INDUCTOR_CACHE = Path(tempfile.gettempdir()) / "torchgate-inductor-cache"
@@ -41,11 +45,11 @@ def _describe_exit(code: int) -> str:
 class _Worker:
     """A started worker process and the files it reads and writes."""
 
-    def __init__(self, job: dict, tmp: Path, python: str | None, fresh_compile_cache: bool,
+    def __init__(self, job: Job, tmp: Path, python: str | None, fresh_compile_cache: bool,
                  pass_fds: tuple[int, ...] = ()):
         self.result_path, self.stderr_path = tmp / "result.json", tmp / "stderr.txt"
         job_path = tmp / "job.json"
-        job_path.write_text(json.dumps(job), encoding="utf-8")
+        job_path.write_text(json.dumps(to_data(job)), encoding="utf-8")
         env = dict(os.environ)
         # The stage's folder first, so a workload in the user's own module imports by name.
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), str(ROOT),
@@ -86,7 +90,7 @@ class _Worker:
                 "stderr_tail": tail}
 
 
-def run_worker(job: dict, *, timeout_s: float, python: str | None = None,
+def run_worker(job: Job, *, timeout_s: float, python: str | None = None,
                fresh_compile_cache: bool = True) -> dict:
     """Run one job in a fresh process; always returns a dict with `status`.
 
@@ -104,7 +108,7 @@ def run_worker(job: dict, *, timeout_s: float, python: str | None = None,
         return worker.outcome(timeout_s, timed_out)
 
 
-def run_interleaved(jobs: list[tuple[dict, str | None]], *, timeout_s: float,
+def run_interleaved(jobs: list[tuple[Job, str | None]], *, timeout_s: float,
                     fresh_compile_cache: bool = True) -> list[dict]:
     """Run jobs (one per interpreter) in lock-step: one process at a time holds the turn and
     hands it on where `stages.measure.worker.Baton` is called (before each timed phase and sample),
@@ -135,12 +139,12 @@ def run_interleaved(jobs: list[tuple[dict, str | None]], *, timeout_s: float,
 class _Turns:
     """One worker of an interleaved run and the two pipes of its turns."""
 
-    def __init__(self, job: dict, tmp: Path, python: str | None, fresh: bool, limit_s: float):
+    def __init__(self, job: Job, tmp: Path, python: str | None, fresh: bool, limit_s: float):
         go_read, self.go = os.pipe()          # launcher -> worker: "your turn"
         self.done, done_write = os.pipe()     # worker -> launcher: "turn handed back"
         try:
-            self.worker = _Worker({**job, "baton": [go_read, done_write]}, tmp, python, fresh,
-                                  pass_fds=(go_read, done_write))
+            self.worker = _Worker(dataclasses.replace(job, baton=(go_read, done_write)), tmp,
+                                  python, fresh, pass_fds=(go_read, done_write))
         finally:
             os.close(go_read)
             os.close(done_write)

@@ -1,0 +1,34 @@
+"""The command lines of the stages: a matrix-cell stage (bench, numerics) and a whole-run stage
+(compare, report). Bad input fails here, in one line, before anything is measured."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from stages.core import config, git
+from stages.core.baseline import REPORTS
+
+
+def cell_stage(kind: str, doc: str, argv: list[str] | None):
+    """(config, cell, report folder). An unknown cell, a bad baseline.rev or a workload key
+    that is a typo stops the stage before it measures."""
+    from stages.workloads import check_arguments
+    parser = argparse.ArgumentParser(prog=f"python -m stages.{kind}", description=doc)
+    parser.add_argument("--device", required=True)
+    parser.add_argument("--precision", required=True)
+    parser.add_argument("--params", default="params.yaml")
+    parser.add_argument("--out", type=Path, default=REPORTS / kind)
+    args = parser.parse_args(argv)
+    cfg = config.load(args.params)
+    cell = cfg.cell(args.device, args.precision)
+    git.resolve_rev(cfg.baseline.rev)
+    for spec in cfg.workloads.values():
+        check_arguments(spec.name, spec.target, spec.kwargs)
+    return cfg, cell, args.out
+
+
+def run_stage(kind: str, doc: str, argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=f"python -m stages.{kind}", description=doc)
+    parser.add_argument("--params", default="params.yaml")
+    parser.add_argument("--reports", type=Path, default=REPORTS)
+    return parser.parse_args(argv)

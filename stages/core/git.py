@@ -1,0 +1,86 @@
+"""Git access for the baseline: resolve `baseline.rev` and read files committed there.
+
+The torchgate project (the folder holding dvc.yaml) may be a subdirectory of a larger git
+repository, and `dvc exp run --temp` / `--queue` run it in a throwaway copy of the
+repository that holds only the experiment's own refs; both are handled here.
+"""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from stages.core.errors import UserError
+
+# DVC's temporary and queued executors live in <original project>/.dvc/tmp/exps/...
+_EXECUTOR_DIR = (".dvc", "tmp", "exps")
+
+
+def _git(*args: str, root: Path) -> subprocess.CompletedProcess:
+    # `-C` rather than cwd=: a missing folder is then git's error, not "git is not installed".
+    try:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True,
+                              encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise UserError("git is not installed; torchgate keeps its baseline history in git") from None
+
+
+def _commit(rev: str, root: Path) -> str | None:
+    """The full hash of the commit `rev` names in the repository at `root`, else None."""
+    found = _git("rev-parse", "--verify", "-q", f"{rev}^{{commit}}", root=root)
+    return found.stdout.strip() if found.returncode == 0 else None
+
+
+def _original_project(root: Path) -> Path | None:
+    """The project a DVC temp/queue executor was copied from; None outside an executor."""
+    parts = Path(root).resolve().parts
+    for i in range(len(parts) - len(_EXECUTOR_DIR), 0, -1):  # innermost first
+        if parts[i:i + len(_EXECUTOR_DIR)] == _EXECUTOR_DIR:
+            return Path(*parts[:i])
+    return None
+
+
+def resolve_rev(rev: str, root: Path = Path(".")) -> str | None:
+    """The full hash of the commit `rev` (branch, tag, commit, HEAD~1...) names.
+
+    None when the repository has no commits yet (first run: there is no baseline).
+    `root` is the project folder; it may be a subdirectory of the git repository.
+    Inside `dvc exp run --temp` / `--queue`, whose repository holds only the experiment's
+    refs, a name such as `main` is resolved in the original repository instead.
+    Raises UserError (one line) when `root` is not in a git repository, git is missing,
+    or `rev` is not a commit.
+    """
+    inside = _git("rev-parse", "--is-inside-work-tree", root=root)
+    if inside.returncode != 0 or inside.stdout.strip() != "true":
+        raise UserError(f"{Path(root).resolve()} is not a git repository; run `git init` "
+                        "(torchgate keeps its baseline history in git)")
+    if _commit("HEAD", root) is None:
+        return None  # no commits yet: there is no baseline
+    commit = _commit(rev, root)
+    if commit is not None:
+        return commit
+    original = _original_project(root)
+    commit = _commit(rev, original) if original is not None else None
+    if commit is None:
+        raise UserError(f"baseline.rev {rev!r} is not a commit in this repository; "
+                        "set baseline.rev to a branch, tag or commit (default HEAD)")
+    # The executor received only the experiment's history: an ancestor of the experiment's
+    # commit is there, a commit on another line of history is not (and cannot be read).
+    if _git("cat-file", "-e", f"{commit}^{{commit}}", root=root).returncode == 0:
+        return commit
+    raise UserError(f"baseline.rev {rev!r} (commit {commit[:10]}) is not in the history of "
+                    "this queued or temporary DVC experiment, which holds only its own commits; "
+                    "set baseline.rev to an ancestor of the experiment's commit, "
+                    "or run the experiment in the workspace (dvc exp run without --temp/--queue)")
+
+
+def read_file(commit: str | None, path: str, root: Path = Path(".")) -> str | None:
+    """The text of file `path` (relative to `root`) as committed at `commit`; None if absent.
+
+    `root` is the project folder, the repository root or a subdirectory of it: `REV:./path`
+    is resolved relative to the folder git runs in. None also for a directory or no commit.
+    """
+    if commit is None:
+        return None
+    # `cat-file blob` rather than `show`: no textconv, and a directory is an error, not a listing.
+    shown = _git("cat-file", "blob", f"{commit}:./{Path(path).as_posix()}", root=root)
+    return shown.stdout if shown.returncode == 0 else None

@@ -1,0 +1,58 @@
+"""Upgrades of older record formats, one function per (kind, version) -> version + 1.
+
+Users commit their baseline history; a torchgate upgrade must still read and compare it.
+Each function takes and returns plain data, so that every later reader sees one format.
+"""
+from __future__ import annotations
+
+import math
+
+
+def _bench_1(data: dict) -> dict:
+    """Schema 2 writes non-finite numbers as "NaN"/"Infinity" (schema 1 wrote null, the same
+    as "not measured") and records adaptive sampling's interim looks. A schema-1 bench record
+    holds no non-finite timing (a NaN output stopped the mode), so null stays "not measured"."""
+    return {**data, "schema_version": 2}
+
+
+def _numerics_1(data: dict) -> dict:
+    """In schema 1 an error of a NONFINITE mode was null; schema 2 says NaN (measured, not
+    finite), keeping null for "not measured" (an empty output, a check that did not run)."""
+    def fix(modes: dict) -> dict:
+        fixed = {}
+        for mode, ev in modes.items():
+            if isinstance(ev, dict) and ev.get("status") == "NONFINITE":
+                ev = {**ev, **{key: {name: math.nan if v is None else v
+                                     for name, v in (ev.get(key) or {}).items()}
+                               for key in ("rel_l2", "max_abs", "cosine") if key in ev}}
+            fixed[mode] = ev
+        return fixed
+
+    out = {**data, "schema_version": 2,
+           "workloads": {w: fix(m) for w, m in (data.get("workloads") or {}).items()}}
+    ab = data.get("ab")
+    if isinstance(ab, dict) and isinstance(ab.get("baseline"), dict):
+        base = ab["baseline"]
+        out["ab"] = {**ab, "baseline": {**base, "workloads": {
+            w: fix(m) for w, m in (base.get("workloads") or {}).items()}}}
+    return out
+
+
+CHANGE = ("ratio", "ci_low", "ci_high", "p", "n_base", "n_now", "spread", "test", "p_adjusted",
+          "mde", "needed")
+
+
+def _compare_1(data: dict) -> dict:
+    """Schema 1 rows carried a tested change's fields flat; schema 2 nests them in `change`,
+    with the interval's confidence (schema 1 showed 1 - alpha)."""
+    confidence = 1 - data.get("alpha", 0.05)
+    rows = []
+    for row in data.get("rows") or []:
+        flat = {k: v for k, v in row.items() if k not in CHANGE}
+        if row.get("ratio") is not None:
+            flat["change"] = {**{k: row.get(k) for k in CHANGE}, "confidence": confidence}
+        rows.append(flat)
+    return {**data, "schema_version": 2, "rows": rows}
+
+
+UPGRADES = {("bench", 1): _bench_1, ("numerics", 1): _numerics_1, ("compare", 1): _compare_1}

@@ -1,0 +1,79 @@
+"""A whole comparison: every (stage, cell) of this run against its baseline, decided together.
+
+This is the one family of tests the gate uses: the per-cell pages, adaptive sampling's interim
+looks and compare.md all take their verdicts from here, over the same rows. Pure: the inputs
+come from core.baseline.
+"""
+from __future__ import annotations
+
+from stages.core.baseline import RunInputs
+from stages.core.config import Config
+from stages.core.schema import BenchRecord
+from stages.judge.environment import hardware_changes
+from stages.judge.numerics import numerics_rows
+from stages.judge.timings import bench_rows, busy_shares
+from stages.judge.verdicts import Comparison, finish
+
+
+def hardware_change(inputs: RunInputs) -> str | None:
+    """Why timings cannot be compared with the baseline's: another CPU/GPU model or thread
+    count."""
+    if inputs.env_now is None or inputs.env_base is None:
+        return None
+    changed = hardware_changes(inputs.env_base.env, inputs.env_now.env)
+    if not changed:
+        return None
+    return "hardware changed (" + "; ".join(f"{k}: {a} -> {b}" for k, a, b in changed) + ")"
+
+
+def busy_note(label: str, record: BenchRecord | None, share: float) -> str | None:
+    """A warning when other programs used the CPU while this record's samples were taken."""
+    shares = busy_shares(record)
+    found = [x for x in shares if x > share]
+    if not found:
+        return None
+    return (f"Machine busy in {label}: in {len(found)} of {len(shares)} measured modes other "
+            f"programs used more than {share:.0%} of the CPU while samples were taken (up to "
+            f"{max(found):.0%}); their timings are left out of the tests "
+            f"(`compare.busy_share`). Measure on a quiet machine for tighter verdicts.")
+
+
+def _ab_note(stage: str, cell: str, record) -> str:
+    ab = record.ab
+    how = ("worker processes in lock-step pairs taking turns sample by sample; timings are "
+           "tested pair by pair (paired t-test on log ratios)."
+           if getattr(ab, "interleaved", False) else
+           "worker processes alternating on this machine.")
+    return (f"A/B: {stage} {cell} compares the candidate `{ab.candidate.python}` (torch "
+            f"{ab.candidate.torch}) with the baseline `{ab.baseline.python}` (torch "
+            f"{ab.baseline.torch}), {how}")
+
+
+def compare_run(cfg: Config, inputs: RunInputs) -> Comparison:
+    hardware = None if cfg.compare.allow_hardware_change else hardware_change(inputs)
+    notes, drafts, looks, from_git, missing = list(inputs.notes), [], 1, 0, []
+    for (stage, cell), pair in inputs.pairs.items():
+        now, base = pair.now, pair.base
+        if pair.ab:
+            notes.append(_ab_note(stage, cell, now))
+        elif now is not None:
+            from_git += 1
+            if inputs.commit is not None and base is None:
+                missing.append(f"reports/{stage}/{cell}.json")
+        if stage == "bench":
+            looks = max(looks, now.looks_planned if now is not None else 1)
+            for label, record in ((f"this run's {cell}", now), (f"the baseline's {cell}", base)):
+                notes.append(busy_note(label, record, cfg.compare.busy_share))
+            drafts += bench_rows(cell, now, base, cfg.stats.delta,
+                                 None if pair.ab else hardware, cfg.compare.busy_share,
+                                 paired=pair.paired)
+        else:
+            drafts += numerics_rows(cell, now, base, cfg.stats.error_growth)
+    if inputs.commit is None and from_git:
+        notes.insert(0, "No baseline yet: this repository has no commit. Commit `reports/` to "
+                        "make this run the baseline.")
+    if missing:
+        notes.append(f"No baseline at {inputs.rev} for {', '.join(missing)}: compared as NEW. "
+                     "Commit `reports/` to make this run the baseline.")
+    return finish(drafts, alpha=cfg.stats.alpha, power=cfg.stats.power, looks=looks,
+                  notes=notes, baseline=inputs.rev, has_baseline=inputs.commit is not None)

@@ -1,0 +1,77 @@
+"""The self-check's arithmetic: A/A splits of one run's processes, injected slowdowns, and the
+false-alarm and detection rates the real comparison gives on them. Pure."""
+from __future__ import annotations
+
+import dataclasses
+import random
+import statistics
+
+from stages.core.config import Config
+from stages.core.schema import BenchRecord
+from stages.judge import stats
+from stages.judge.timings import bench_rows, process_values, units
+from stages.judge.verdicts import Comparison, finish
+
+
+def split(record: BenchRecord, rng: random.Random, size: int) -> tuple[BenchRecord, BenchRecord]:
+    """Two records from one: each unit's processes shuffled into halves of `size`."""
+    halves: tuple[dict, dict] = ({}, {})
+    for name, run in record.workloads.items():
+        procs = list(run.processes)
+        rng.shuffle(procs)
+        halves[0][name] = dataclasses.replace(run, processes=tuple(procs[:size]))
+        halves[1][name] = dataclasses.replace(run, processes=tuple(procs[size:2 * size]))
+    return tuple(dataclasses.replace(record, workloads=h) for h in halves)
+
+
+def slow_down(record: BenchRecord, workload: str, mode: str, factor: float) -> BenchRecord:
+    run = record.workloads[workload]
+    procs = []
+    for proc in run.processes:
+        m = proc.modes.get(mode)
+        if m is not None and m.steady_s:
+            m = dataclasses.replace(m, steady_s=tuple(s * (1 + factor) for s in m.steady_s))
+            proc = dataclasses.replace(proc, modes={**proc.modes, mode: m})
+        procs.append(proc)
+    return dataclasses.replace(record, workloads={
+        **record.workloads, workload: dataclasses.replace(run, processes=tuple(procs))})
+
+
+def verdicts(pairs: dict, cfg: Config) -> Comparison:
+    """The real comparison over every cell of one simulated run: {cell: (base, now)}."""
+    drafts = []
+    for cell, (base, now) in pairs.items():
+        drafts += bench_rows(cell, now, base, cfg.stats.delta)
+    return finish(drafts, alpha=cfg.stats.alpha, power=cfg.stats.power)
+
+
+def steady_units(record: BenchRecord) -> list[tuple[str, str]]:
+    return [(w, m) for w, m in sorted(units(record))
+            if len(process_values(record, w, m, "steady_s")) >= 4]
+
+
+def check(records: dict, cfg: Config, splits: int, slowdown: float, seed: int = 0):
+    """(false-alarm rate, detection rate, median MDE per unit) over `splits` A/A splits."""
+    rng = random.Random(seed)
+    size = cfg.bench.processes
+    false_runs, detected, trials, mdes = 0, 0, 0, {}
+    for _ in range(splits):
+        pairs = {cell: split(rec, rng, size) for cell, rec in records.items()}
+        null = verdicts(pairs, cfg)
+        false_runs += any(r.verdict == stats.REGRESSED for r in null.rows)
+        for r in null.rows:
+            if r.metric == "steady_s" and r.change is not None and r.change.mde is not None:
+                mdes.setdefault((r.cell, r.workload, r.mode), []).append(r.change.mde)
+        cell = rng.choice(sorted(pairs))
+        candidates = steady_units(records[cell])
+        if not candidates:
+            continue
+        workload, mode = rng.choice(candidates)
+        base, now = pairs[cell]
+        pairs[cell] = (base, slow_down(now, workload, mode, slowdown))
+        hit = verdicts(pairs, cfg)
+        trials += 1
+        detected += any(r.verdict == stats.REGRESSED and (r.cell, r.workload, r.mode, r.metric)
+                        == (cell, workload, mode, "steady_s") for r in hit.rows)
+    return false_runs / splits, (detected / trials if trials else None), {
+        k: statistics.median(v) for k, v in mdes.items()}

@@ -1,0 +1,128 @@
+"""A cell's numerics judged against the precision's tolerances: each mode PASS, FAIL or
+NONFINITE with the reasons, compiled against eager by dynamo's rule, and determinism across
+processes. The numerics record keeps these judgments with the magnitudes behind them. Pure."""
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+from stages.core.config import Cell, Config, PrecisionSpec
+from stages.core.schema import (FINGERPRINT_METHOD, OK, ArmId, CompiledCheck, FreshOutputs,
+                                FreshProcess, ModeNumerics, ModeOutputs, NumericsAB, NumericsArm,
+                                NumericsProcess, NumericsRecord, Tolerance)
+from stages.judge import portability
+
+
+def evaluate(result: ModeOutputs, precision: PrecisionSpec) -> ModeNumerics:
+    """PASS / FAIL / NONFINITE (or the worker's failure status) with the reasons, for the
+    errors against float64; compiled against eager is a check of its own."""
+    if result.status != OK:
+        return ModeNumerics(result.status, problems=(result.error or "",))
+    problems, status = [], "PASS"
+    for name, m in sorted(result.outputs.items()):
+        if m.ref_nonfinite:
+            status = "NONFINITE"
+            problems.append(f"{name} has {m.nonfinite} NaN/Inf of {m.numel} values and its "
+                            f"float64 reference {m.ref_nonfinite}: the workload produces them "
+                            "at any precision")
+        elif m.nonfinite:
+            status = "NONFINITE"
+            problems.append(f"{name} has {m.nonfinite} NaN/Inf of {m.numel} values")
+        elif m.rel_l2 is not None:   # None: an empty output, nothing to compare
+            if m.rel_l2 > precision.rel_l2_tol:
+                problems.append(f"{name} rel. L2 error {m.rel_l2:.2e} > tolerance "
+                                f"{precision.rel_l2_tol:.0e}")
+            if m.cosine < precision.cosine_min:
+                problems.append(f"{name} cosine {m.cosine:.4f} < {precision.cosine_min}")
+    if problems and status == "PASS":
+        status = "FAIL"
+    nan = float("nan")   # NaN/Inf outputs: measured, and not finite
+
+    def errors(field: str) -> dict:
+        return {n: nan if m.nonfinite and getattr(m, field) is None else getattr(m, field)
+                for n, m in result.outputs.items()}
+    return ModeNumerics(
+        status, tuple(problems), errors("rel_l2"), errors("max_abs"), errors("cosine"),
+        rerun_max_abs=result.rerun_max_abs, digest=result.digest,
+        fingerprint=result.fingerprint, dynamo=result.dynamo,
+        compiled_vs_eager=None if result.dynamo is None else compiled_check(result, precision))
+
+
+def compiled_check(result: ModeOutputs, precision: PrecisionSpec) -> CompiledCheck:
+    """dynamo's accuracy rule (torch._dynamo.utils.same), per output and on relative L2
+    errors: the compiled result's error against float64 may be at most `compiled_multiplier`
+    x eager's error + tolerance/10 (at least 3x for outputs under 1000 values); plus the
+    direct difference between compiled and eager, for the record."""
+    if result.vs_eager is None:
+        return CompiledCheck("NOT MEASURED",
+                             (f"eager failed: {result.vs_eager_error or 'not run'}",))
+    problems, measured = [], False
+    for name, m in sorted(result.outputs.items()):
+        eager = result.vs_eager.get(name)
+        if m.rel_l2 is None or eager is None or eager.eager_rel_l2 is None:
+            continue
+        measured = True
+        mult = precision.compiled_multiplier if m.numel >= 1000 else max(
+            precision.compiled_multiplier, 3.0)   # dynamo: noise dominates small outputs
+        if m.rel_l2 > mult * eager.eager_rel_l2 + precision.rel_l2_tol / 10:
+            problems.append(f"{name} compiled error {m.rel_l2:.2e} > {mult:g}x "
+                            f"eager's {eager.eager_rel_l2:.2e} + tolerance/10")
+    vs = result.vs_eager
+    return CompiledCheck("FAIL" if problems else "PASS" if measured else "NOT MEASURED",
+                         tuple(problems), {n: v.rel_l2 for n, v in vs.items()},
+                         {n: v.max_abs for n, v in vs.items()},
+                         {n: v.eager_rel_l2 for n, v in vs.items()})
+
+
+def compare_fresh(ev: ModeNumerics, fresh: FreshOutputs | None) -> FreshProcess:
+    """The eager outputs of this process against a fresh process's: bitwise, else how far."""
+    if fresh is None or fresh.status != OK:
+        return FreshProcess(None, error=(fresh.error if fresh else None) or "not run")
+    if fresh.digest == ev.digest:
+        return FreshProcess(True)
+    moved = portability.drift(fresh.fingerprint, ev.fingerprint)
+    return FreshProcess(False, distance=moved["distance"], worst=moved["worst"])
+
+
+def evaluate_modes(procs: list[NumericsProcess], precision: PrecisionSpec,
+                   modes: tuple[str, ...]) -> dict[str, ModeNumerics]:
+    """Each mode's verdict; a process that crashed fails every mode with its message."""
+    if not procs:
+        return {}
+    proc = procs[0]
+    if proc.status != OK:
+        return {m: ModeNumerics(proc.status, problems=(proc.error or "",)) for m in modes}
+    return {mode: evaluate(r, precision) for mode, r in proc.modes.items()}
+
+
+def numerics_record(cfg: Config, cell: Cell, results: dict[str, dict[str, list]],
+                    fresh: dict[str, FreshOutputs], torch: dict, arm: str,
+                    skipped: str | None = None, wall_s: float | None = None) -> NumericsRecord:
+    """The record of one cell: every arm's modes evaluated, the fresh-process check folded
+    into the measured arm's eager results, op coverage, the tolerances used."""
+    if skipped:
+        return NumericsRecord(cell.name, "SKIPPED", reason=skipped, wall_s=wall_s)
+    evaluated = {a: {name: evaluate_modes(procs, cell.precision, cfg.modes)
+                     for name, procs in per_arm.items()} for a, per_arm in results.items()}
+    for name, check in fresh.items():
+        eager = evaluated[arm].get(name, {}).get("eager")
+        if eager is not None and eager.digest:
+            evaluated[arm][name]["eager"] = replace_fresh(eager, compare_fresh(eager, check))
+
+    def coverage(a: str) -> dict:
+        return {name: procs[0].coverage for name, procs in results[a].items()
+                if procs and procs[0].coverage is not None}
+    ab = None
+    if cfg.candidate.python:
+        ab = NumericsAB(NumericsArm(sys.executable, torch["baseline"], evaluated["baseline"],
+                                    coverage("baseline")),
+                        ArmId(cfg.candidate.python, torch["candidate"]))
+    p = cell.precision
+    return NumericsRecord(cell.name, OK, workloads=evaluated[arm], coverage=coverage(arm),
+                          fingerprint_method=FINGERPRINT_METHOD,
+                          tolerance=Tolerance(p.rel_l2_tol, p.cosine_min, p.compiled_multiplier),
+                          wall_s=wall_s, ab=ab)
+
+
+def replace_fresh(ev: ModeNumerics, fresh: FreshProcess) -> ModeNumerics:
+    return dataclasses.replace(ev, fresh_process=fresh)

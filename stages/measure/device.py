@@ -1,0 +1,108 @@
+"""The device side of a worker: which device, how a workload is built and compiled there, its
+peak memory, the machine-speed sentinel, and how a workload's exception becomes a status."""
+from __future__ import annotations
+
+import resource
+import time
+import traceback
+from functools import partial
+
+import torch
+
+from stages.core.config import DeviceSpec
+from stages.core.schema import Job, Sentinel
+
+
+class Unavailable(Exception):
+    """The device of this cell is not present on this machine."""
+
+
+def failure(exc: BaseException) -> dict:
+    """A status (OOM or ERROR), a one-line message and a short traceback for an exception
+    raised by a workload."""
+    text = str(exc).lower()
+    oom = (isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError"
+           or "out of memory" in text or "can't allocate memory" in text
+           or "not enough memory" in text)
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return {"status": "OOM" if oom else "ERROR", "error": f"{type(exc).__name__}: {first}"[:500],
+            "traceback": traceback.format_exc(limit=-3)[-2000:]}
+
+
+def resolve_device(spec: DeviceSpec) -> torch.device:
+    if spec.type == "cpu":
+        return torch.device("cpu")
+    module = getattr(torch, spec.type, None)
+    available = getattr(module, "is_available", None)
+    if available is None or not available():
+        raise Unavailable(f"device {spec.name!r} ({spec.type}) is not available on this machine "
+                          f"with torch {torch.__version__}")
+    return torch.device(spec.type)
+
+
+def configure(job: Job) -> None:
+    if job.device.threads:
+        torch.set_num_threads(job.device.threads)
+    torch.set_float32_matmul_precision(job.precision.matmul_precision)
+
+
+def compiler(mode: str):
+    if mode == "eager":
+        return lambda fn: fn
+    if mode == "compiled":
+        return torch.compile
+    return partial(torch.compile, mode=mode)
+
+
+def build(job: Job, factory, device: torch.device, dtype: torch.dtype, mode: str,
+          workload_index: int = 0):
+    """The workload, built by its factory for this device, dtype and mode (under autocast
+    when the precision asks for it)."""
+    spec = job.workloads[workload_index]
+    workload = factory(device=device, dtype=dtype, compile=compiler(mode), seed=job.seed,
+                       **spec.kwargs)
+    if job.precision.autocast and dtype != torch.float64:
+        inner = workload.step
+        amp = getattr(torch, job.precision.autocast_dtype)
+        workload.step = lambda: _autocast_call(inner, device.type, amp)
+    return workload
+
+
+def _autocast_call(fn, device_type: str, dtype: torch.dtype):
+    with torch.autocast(device_type, dtype=dtype):
+        return fn()
+
+
+def peak_memory_reset(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    elif device.type == "xpu":
+        torch.xpu.reset_peak_memory_stats()
+
+
+def peak_memory_bytes(device: torch.device) -> int:
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated())
+    if device.type == "xpu":
+        return int(torch.xpu.max_memory_allocated())
+    if device.type == "mps":
+        return int(torch.mps.driver_allocated_memory())
+    # CPU: the process's resident high-water mark (Linux reports KiB).
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def sentinel() -> Sentinel:
+    """Machine speed, independent of the code under test: a Python loop and a memory copy."""
+    loop = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        sum(i * i for i in range(200_000))
+        loop.append(time.perf_counter() - t0)
+    src = torch.ones(8 * 1024 * 1024)  # 32 MiB, on the CPU: host memory bandwidth
+    dst = torch.empty_like(src)
+    copy = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        dst.copy_(src)
+        copy.append(time.perf_counter() - t0)
+    return Sentinel(python_loop_s=min(loop), copy_32mib_s=min(copy))

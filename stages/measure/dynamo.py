@@ -1,0 +1,114 @@
+"""What torch.compile did in a compiled run: graph breaks and recompiles with their reasons."""
+from __future__ import annotations
+
+import logging
+import os
+import re
+
+import torch
+
+from stages.core.schema import Dynamo
+
+
+def dynamo_counts() -> dict:
+    from torch._dynamo.utils import counters
+    breaks = counters.get("graph_break", {})
+    return {
+        "graph_breaks": int(sum(breaks.values())),
+        "graph_break_reasons": sorted({str(r).strip().splitlines()[0][:200] for r in breaks}),
+        "unique_graphs": int(counters.get("stats", {}).get("unique_graphs", 0)),
+        "frames": int(counters.get("frames", {}).get("total", 0)),
+    }
+
+
+def reset_dynamo() -> None:
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+    torch._dynamo.reset()
+    counters.clear()
+
+
+class DynamoLog(logging.Handler):
+    """Graph breaks and recompiles of one compiled run, with their reasons, read from dynamo's
+    `graph_breaks` and `recompiles` log artifacts (the TORCH_LOGS names). Dynamo's counters
+    miss some graph breaks (a data-dependent branch lands in counters["unimplemented"], not
+    counters["graph_break"], in torch 2.13), the log does not; the counters remain a
+    fallback should a torch version rename the artifacts."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.breaks: list[str] = []
+        self.recompiles: list[str] = []
+        self.frames_after_first: int | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            if record.name.endswith("__graph_breaks"):
+                self.breaks.append(_graph_break_reason(record.getMessage()))
+            elif record.name.endswith("__recompiles"):
+                self.recompiles.append(_recompile_reason(record.getMessage()))
+        except Exception:  # a log format we do not know must not fail the run
+            pass
+
+    def __enter__(self) -> "DynamoLog":
+        try:
+            torch._logging.set_logs(graph_breaks=True, recompiles=True)
+        except (AttributeError, TypeError, ValueError):
+            pass
+        # Attach to the artifact loggers themselves: torch's own loggers do not propagate.
+        names = [n for n in list(logging.root.manager.loggerDict)
+                 if n.startswith("torch.") and n.endswith(("__graph_breaks", "__recompiles"))]
+        self._loggers = [logging.getLogger(n) for n in names] or [logging.getLogger("torch")]
+        for logger in self._loggers:
+            logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for logger in self._loggers:
+            logger.removeHandler(self)
+        try:
+            torch._logging.set_logs()
+        except (AttributeError, TypeError, ValueError):
+            pass
+
+    def mark_first(self) -> None:
+        self.frames_after_first = dynamo_counts()["frames"]
+
+    def summary(self) -> Dynamo:
+        counted = dynamo_counts()
+        reasons = list(dict.fromkeys(self.breaks)) or counted["graph_break_reasons"]
+        recompiles = len(self.recompiles)
+        if not self.recompiles and self.frames_after_first is not None:
+            recompiles = max(0, counted["frames"] - self.frames_after_first)
+        return Dynamo(graph_breaks=max(len(reasons), counted["graph_breaks"]),
+                      graph_break_reasons=tuple(reasons), recompiles=recompiles,
+                      recompile_reasons=tuple(dict.fromkeys(self.recompiles))[:10],
+                      unique_graphs=counted["unique_graphs"])
+
+
+def _where(path: str, line: str) -> str:
+    return f"{os.path.basename(path)}:{line}"
+
+
+def _graph_break_reason(message: str) -> str:
+    """`Failed to trace builtin operator: Dynamo does not know how to trace ... (at f.py:12)`"""
+    at = re.search(r"Graph break in user code at (.+):(\d+)", message)
+    body = message.split("Graph Break Reason:", 1)[-1]
+    lines = [ln.strip() for ln in body.splitlines() if ln.strip()]
+    head = next((ln for ln in lines if not ln.startswith("Encountered graph break")),
+                lines[0] if lines else "unknown")
+    explanation = next((ln.split(":", 1)[1].strip() for ln in lines
+                        if ln.startswith("Explanation:")), "")
+    text = head.rstrip(":") + (f": {explanation}" if explanation else "")
+    return text[:300] + (f" (at {_where(*at.groups())})" if at else "")
+
+
+def _recompile_reason(message: str) -> str:
+    """`h: n == 2 (at f.py:24)`: the function and the first guard that failed."""
+    at = re.search(r"Recompiling function (\S+) in (.+):(\d+)", message)
+    failures = [ln.strip()[1:].strip() for ln in message.splitlines()
+                if ln.strip().startswith("- ") and "User stack" not in ln]
+    first = re.sub(r"^\d+/\d+:\s*", "", failures[0]).split("  #")[0].strip() if failures else ""
+    if not at:
+        return first[:300] or message.strip().splitlines()[0][:300]
+    return f"{at.group(1)}: {first[:300]} (at {_where(at.group(2), at.group(3))})"

@@ -1,0 +1,72 @@
+"""Op coverage: the aten operators one eager step really runs, and which ran off the device."""
+from __future__ import annotations
+
+import random
+import re
+import warnings
+
+import torch
+
+from stages.core.schema import Coverage, Job
+from stages.measure.device import build
+from stages.measure.timing import device_sync
+
+_PHASES = ("fwd", "bwd")
+_FALLBACK_WARNING = re.compile(r"operator '([\w:.]+)'[^.]*?(?:fall ?back|not (?:currently )?"
+                               r"(?:supported|implemented|lowered))", re.I | re.S)
+
+
+def op_coverage(job: Job, factory, device: torch.device, dtype: torch.dtype) -> Coverage:
+    """The operators one eager step really runs, forward and backward (and optimizer), as
+    overload names (`aten.mm.default`), logged by a TorchDispatchMode; the ops whose tensors
+    were on another device than requested (0-dim scalars aside, which live on the CPU by
+    design, e.g. optimizer step counts); and fallback warnings (MPS: "... will fall back to
+    run on the CPU"), which come from below the dispatcher and are the only trace of a
+    fallback there. Runs first on the device: such warnings are emitted once per process."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+
+    in_backward = getattr(torch._C, "_current_autograd_node", lambda: None)
+    ops: dict[str, set] = {}
+    elsewhere: dict[str, set] = {}
+    calls = 0
+
+    class OpLog(TorchDispatchMode):
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:  # eager only: do not import dynamo (2 s)
+            return False
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            nonlocal calls
+            out = func(*args, **(kwargs or {}))
+            name = str(func)
+            if name.startswith("profiler."):  # record_function markers, not computation
+                return out
+            calls += 1
+            ops.setdefault(name, set()).add("bwd" if in_backward() is not None else "fwd")
+            other = {t.device.type for t in tree_leaves((args, kwargs, out))
+                     if isinstance(t, torch.Tensor) and t.dim() > 0
+                     and t.device.type != device.type}
+            if other:
+                elsewhere.setdefault(name, set()).update(other)
+            return out
+
+    random.seed(job.seed)
+    torch.manual_seed(job.seed)
+    workload = build(job, factory, device, dtype, "eager")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with OpLog():
+            workload.step()
+        device_sync(torch, device.type)()
+    messages = list(dict.fromkeys(
+        f"{w.category.__name__}: {str(w.message).strip().splitlines()[0][:300]}"
+        for w in caught if str(w.message).strip()))
+    fallback = sorted({m.group(1) for w in caught
+                       if (m := _FALLBACK_WARNING.search(str(w.message)))})
+    return Coverage(device=device.type, calls=calls,
+                    ops={name: "+".join(p for p in _PHASES if p in phases)
+                         for name, phases in sorted(ops.items())},
+                    other_device={name: tuple(sorted(devs))
+                                  for name, devs in sorted(elsewhere.items())},
+                    fallback_ops=tuple(fallback), warnings=tuple(messages[:10]))

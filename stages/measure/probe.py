@@ -1,0 +1,286 @@
+"""What the environment is: Python, torch and its build, devices, OS, packages, backend flags
+and relevant environment variables, read in-process. Stable fields only, so that an unchanged
+environment gives byte-identical output. Every probe that fails records None: a missing tool
+or an odd platform must never stop the pipeline. Needs torch alone (another interpreter of an
+A/B run calls `capture` too).
+"""
+from __future__ import annotations
+
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import warnings
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable
+
+SECTIONS = ("python", "torch", "hardware", "os", "packages", "flags", "env_vars")
+
+ENV_VAR_NAMES = frozenset({
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "CUBLAS_WORKSPACE_CONFIG",
+    "NVIDIA_TF32_OVERRIDE", "CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING",
+    "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
+})
+ENV_VAR_PREFIXES = ("TORCHINDUCTOR_", "TORCH_", "PYTORCH_")
+# Names that identify a process or a run, or may hold a credential: never recorded.
+_VOLATILE_NAME = re.compile(r"(_PID|_PORT|_RUN_ID|_RANK|_KEY)$|TOKEN|SECRET|PASSWORD")
+
+PACKAGE_NAMES = frozenset({
+    "torch", "triton", "numpy", "scipy", "pytorch-triton", "pytorch-triton-rocm",
+    "pytorch-triton-xpu", "mkl", "intel-openmp", "onednn",
+})
+PACKAGE_PREFIXES = ("nvidia-", "intel-", "neuron", "libneuron", "torch-neuron", "torch-xla")
+
+def _probe(fn: Callable[..., Any], *args: Any) -> Any:
+    """Call a probe; any failure is recorded as None rather than stopping the stage."""
+    try:
+        return fn(*args)
+    except Exception:
+        return None
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def _cpu_model() -> str | None:
+    """/proc/cpuinfo names the model on Linux; macOS needs sysctl; else platform.processor()."""
+    cpuinfo = _read("/proc/cpuinfo") or ""
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "model name" and value.strip():
+            return " ".join(value.split())
+    if platform.system() == "Darwin":
+        brand = _probe(lambda: subprocess.run(
+            ["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True,
+            timeout=5).stdout.strip())
+        if brand:
+            return brand
+    return platform.processor() or None
+
+
+def _usable_cores() -> int | None:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def _nvidia_driver() -> str | None:
+    """The kernel module's version from /proc, else NVML, else nvidia-smi."""
+    text = _read("/proc/driver/nvidia/version")
+    found = re.search(r"Kernel Module\s+(?:for \S+\s+)?([0-9][0-9.]+)", text or "")
+    if found:
+        return found.group(1)
+    try:
+        import pynvml  # nvidia-ml-py, when installed
+        pynvml.nvmlInit()
+        try:
+            version = pynvml.nvmlSystemGetDriverVersion()
+        finally:
+            pynvml.nvmlShutdown()
+        return version.decode() if isinstance(version, bytes) else str(version)
+    except Exception:
+        pass
+    smi = _probe(lambda: subprocess.run(
+        ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+        capture_output=True, text=True, timeout=10))
+    if smi is not None and smi.returncode == 0 and smi.stdout.strip():
+        return smi.stdout.split()[0]
+    return None
+
+
+def _os_name() -> str | None:
+    text = _read("/etc/os-release") or ""
+    found = re.search(r'^PRETTY_NAME="?([^"\n]*)"?', text, re.MULTILINE)
+    if found:
+        return found.group(1)
+    if platform.system() == "Darwin":
+        return f"macOS {platform.mac_ver()[0]}"
+    return None
+
+
+def _glibc() -> str | None:
+    lib, version = platform.libc_ver()
+    return f"{lib} {version}" if lib else None
+
+
+def _python() -> dict:
+    return {
+        "version": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "compiler": _probe(platform.python_compiler),
+        "bits": _probe(lambda: platform.architecture()[0]),
+    }
+
+
+def _packages() -> dict:
+    """Versions of the packages that change kernels or timings, by normalized name."""
+    found: dict[str, str] = {}
+    for dist in _probe(lambda: list(metadata.distributions())) or []:
+        name = _probe(lambda: re.sub(r"[-_.]+", "-", dist.metadata["Name"]).lower())
+        if not name or name in found:
+            continue  # the first on sys.path is the one that imports
+        if name in PACKAGE_NAMES or name.startswith(PACKAGE_PREFIXES):
+            found[name] = _probe(lambda: dist.version)
+    return dict(sorted(found.items()))
+
+
+def _is_temp_path(value: str) -> bool:
+    roots = {tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm", "/private/var/folders"}
+    return any(value == root or value.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+def _env_vars(environ: dict[str, str] | None = None) -> dict:
+    """Relevant variables, less those that vary per process, hold a temp path or a secret."""
+    environ = os.environ if environ is None else environ
+    kept = {}
+    for name, value in environ.items():
+        if name not in ENV_VAR_NAMES and not name.startswith(ENV_VAR_PREFIXES):
+            continue
+        if _VOLATILE_NAME.search(name) or _is_temp_path(value):
+            continue
+        kept[name] = value
+    return dict(sorted(kept.items()))
+
+
+def _gpus(torch: Any) -> dict:
+    """Accelerator devices: CUDA or ROCm (both via torch.cuda), else XPU."""
+    cuda = bool(_probe(torch.cuda.is_available))
+    out: dict[str, Any] = {"cuda_available": cuda, "gpu_count": 0, "gpu_names": [],
+                           "gpu_uuids": [], "gpu_capabilities": [], "nvidia_driver": None}
+    if cuda:
+        count = _probe(torch.cuda.device_count) or 0
+        props = [_probe(torch.cuda.get_device_properties, i) for i in range(count)]
+        out["gpu_count"] = count
+        out["gpu_names"] = [_probe(torch.cuda.get_device_name, i) for i in range(count)]
+        out["gpu_uuids"] = [_probe(lambda p=p: str(p.uuid)) for p in props]
+        out["gpu_capabilities"] = [_probe(lambda p=p: f"{p.major}.{p.minor}") for p in props]
+        out["gpu_memory_bytes"] = [_probe(lambda p=p: int(p.total_memory)) for p in props]
+        if getattr(torch.version, "hip", None):
+            out["gpu_archs"] = [_probe(lambda p=p: p.gcnArchName) for p in props]
+        else:
+            out["nvidia_driver"] = _probe(_nvidia_driver)
+    xpu = bool(_probe(lambda: torch.xpu.is_available()))
+    out["xpu_available"] = xpu
+    if xpu and not cuda:
+        count = _probe(torch.xpu.device_count) or 0
+        out["gpu_count"] = count
+        out["gpu_names"] = [_probe(torch.xpu.get_device_name, i) for i in range(count)]
+    out["mps_available"] = bool(_probe(torch.backends.mps.is_available))
+    return out
+
+
+def _torch(torch: Any) -> dict:
+    version = torch.version
+    return {
+        "version": torch.__version__,
+        "git_version": getattr(version, "git_version", None),
+        "debug": getattr(version, "debug", None),
+        "cuda": getattr(version, "cuda", None),
+        "hip": getattr(version, "hip", None),
+        "cudnn": _probe(torch.backends.cudnn.version),
+        "cpu_capability": _probe(torch.backends.cpu.get_cpu_capability),
+        "mkldnn": _probe(torch.backends.mkldnn.is_available),
+        "openmp": _probe(torch.backends.openmp.is_available),
+        "num_threads": _probe(torch.get_num_threads),
+        "num_interop_threads": _probe(torch.get_num_interop_threads),
+    }
+
+
+def _flags(torch: Any) -> dict:
+    """Numerics switches that change both results and speed (TF32, determinism)."""
+    backends = torch.backends
+    flags = {
+        "cuda_matmul_allow_tf32": _probe(lambda: backends.cuda.matmul.allow_tf32),
+        "cuda_matmul_allow_fp16_reduced_precision":
+            _probe(lambda: backends.cuda.matmul.allow_fp16_reduced_precision_reduction),
+        "cuda_matmul_allow_bf16_reduced_precision":
+            _probe(lambda: backends.cuda.matmul.allow_bf16_reduced_precision_reduction),
+        "cudnn_allow_tf32": _probe(lambda: backends.cudnn.allow_tf32),
+        "cudnn_benchmark": _probe(lambda: backends.cudnn.benchmark),
+        "cudnn_deterministic": _probe(lambda: backends.cudnn.deterministic),
+        "float32_matmul_precision": _probe(torch.get_float32_matmul_precision),
+        "deterministic_algorithms": _probe(torch.are_deterministic_algorithms_enabled),
+        "deterministic_warn_only": _probe(torch.is_deterministic_algorithms_warn_only_enabled),
+    }
+    precisions = {
+        "fp32_precision": lambda: backends.fp32_precision,
+        "cuda_matmul_fp32_precision": lambda: backends.cuda.matmul.fp32_precision,
+        "cudnn_fp32_precision": lambda: backends.cudnn.fp32_precision,
+        "cudnn_conv_fp32_precision": lambda: backends.cudnn.conv.fp32_precision,
+        "cudnn_rnn_fp32_precision": lambda: backends.cudnn.rnn.fp32_precision,
+        "mkldnn_fp32_precision": lambda: backends.mkldnn.fp32_precision,
+    }
+    for name, read in precisions.items():
+        value = _probe(read)
+        if value is not None:  # older torch has no fp32_precision API: leave the key out
+            flags[name] = value
+    return flags
+
+
+def fingerprint() -> dict:
+    """What can change the environment, read without importing torch (milliseconds).
+
+    The env stage runs on every `dvc repro`; when this is unchanged it reuses the full
+    capture, so a no-op repro does not pay torch's import.
+    """
+    return {
+        "python": sys.version,
+        "executable": sys.executable,
+        "cpu_model": _probe(_cpu_model),
+        "usable_cores": _probe(_usable_cores),
+        "driver": _read("/proc/driver/nvidia/version"),
+        "installed": _probe(_installed),
+        "env_vars": _probe(_env_vars),
+        "os_release": platform.release(),
+    }
+
+
+def _installed() -> list[str]:
+    """Every installed distribution as its metadata folder name (name and version), without
+    parsing any metadata: listing folders takes milliseconds."""
+    found = set()
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        found.update(n for n in names if n.endswith((".dist-info", ".egg-info")))
+    return sorted(found)
+
+
+def capture() -> dict:
+    """The stable environment, as a nested dict with the sections in SECTIONS."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # reading legacy TF32 flags warns on new torch
+        try:
+            import torch
+        except Exception:
+            torch = None
+        gpus = _gpus(torch) if torch is not None else {}
+        hardware = {
+            "cpu_model": _probe(_cpu_model),
+            "logical_cores": os.cpu_count(),
+            "usable_cores": _probe(_usable_cores),
+            "machine": platform.machine() or None,
+            "gpu_names": None,
+            **gpus,
+        }
+        return {
+            "python": _probe(_python),
+            "torch": _probe(_torch, torch) if torch is not None else None,
+            "hardware": hardware,
+            "os": {
+                "system": platform.system() or None,
+                "release": platform.release() or None,
+                "name": _probe(_os_name),
+                "glibc": _probe(_glibc),
+            },
+            "packages": _probe(_packages),
+            "flags": _probe(_flags, torch) if torch is not None else None,
+            "env_vars": _probe(_env_vars),
+        }

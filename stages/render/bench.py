@@ -1,0 +1,102 @@
+"""reports/bench/<cell>.md: what one cell measured, and how it differs from the baseline.
+
+No verdicts here: a timing's verdict depends on every test of the run (Benjamini-Hochberg), so
+it is decided once, in compare.md, which the gate uses. Adaptive sampling's interim looks are
+shown as what they are. Pure.
+"""
+from __future__ import annotations
+
+from stages.core.config import TIMED
+from stages.core.rows import Row
+from stages.core.schema import OK, BenchRecord
+from stages.judge import stats
+from stages.judge.environment import diff as env_diff
+from stages.judge.timings import failures, process_values
+from stages.judge.verdicts import Comparison
+from stages.render.environment import cell
+from stages.render.markdown import markdown_table, pvalue, seconds, value
+from stages.render.verdicts import change, ordered
+
+
+def spread(values: list[float]) -> str:
+    """Process-to-process spread: the range of process medians around their median."""
+    if len(values) < 2:
+        return ""
+    mid = stats.median(values)
+    return f"±{(max(values) - min(values)) / 2 / mid:.1%}" if mid else ""
+
+
+def measured(record: BenchRecord) -> str:
+    rows = []
+    for workload in sorted(record.workloads):
+        for mode in record.modes:
+            steady = process_values(record, workload, mode, "steady_s")
+            failed = failures(record, workload, mode)
+            if not steady:
+                rows.append([workload, mode, "0", failed[0] if failed else "not measured",
+                             "", "", "", "", ""])
+                continue
+            middle = stats.median(steady)
+            items = process_values(record, workload, mode, "items")
+            peak = process_values(record, workload, mode, "peak_bytes")
+            rows.append([
+                workload, mode, str(len(steady)), seconds(middle), spread(steady),
+                seconds(stats.median(process_values(record, workload, mode, "first_call_s"))),
+                seconds(stats.median(process_values(record, workload, mode, "warmup_s"))),
+                f"{items[0] / middle:,.0f}" if items else "",
+                value("peak_bytes", stats.median(peak)) if peak else ""])
+    return markdown_table(rows, ["workload", "mode", "processes", "steady state (median)",
+                                 "spread", "first call", "warm-up", "items/s", "peak memory"])
+
+
+def diff(rows: list[Row]) -> str:
+    body = [[r.workload, r.mode, r.metric, value(r.metric, r.base), value(r.metric, r.now),
+             change(r), pvalue(r.change.p if r.change else None),
+             f"{r.change.n_base}/{r.change.n_now}" if r.change else "", r.note]
+            for r in ordered(rows) if r.metric in (*TIMED, "peak_bytes", "graph_breaks",
+                                                   "recompiles", "status")]
+    return markdown_table(body, ["workload", "mode", "metric", "baseline", "now",
+                                 "change [CI]", "p (this test)", "n", "note"])
+
+
+def looks(record: BenchRecord) -> str:
+    if not record.looks:
+        return ""
+    lines = ["## Adaptive sampling (interim looks of this cell)", "",
+             "Each look compared this cell alone with the baseline and gave the units below "
+             "more processes; these are interim readings, not verdicts.", ""]
+    for i, look in enumerate(record.looks, 1):
+        units = "; ".join(f"{p.workload} {p.mode} {p.metric} {p.verdict} "
+                          f"{(p.ratio - 1) * 100:+.1f} % [{(p.ci_low - 1) * 100:+.1f}, "
+                          f"{(p.ci_high - 1) * 100:+.1f}]" for p in look.pending)
+        lines.append(f"- look {i}, at {look.processes} processes per side: {units}")
+    lines.append(f"\n{record.adaptive_processes} processes added in all.")
+    return "\n".join(lines)
+
+
+def page(record: BenchRecord, result: Comparison, ab_env: str = "") -> str:
+    lines = [f"# bench: {record.cell}", ""]
+    lines += [f"> {note}" for note in result.notes] + ([""] if result.notes else [])
+    if record.status != OK:
+        return "\n".join(lines + [f"**{record.status}**: {record.reason}", ""])
+    lines += ["## Measured", "", measured(record), "",
+              "## Against the baseline", "",
+              "The verdicts (REGRESSED, EQUIVALENT, ...) are decided once over the whole run, in "
+              "[compare.md](../compare.md), with p-values adjusted over every tested metric; "
+              "the gate uses those.", "", diff(result.rows), ""]
+    for extra in (looks(record), ab_env):
+        if extra:
+            lines += [extra, ""]
+    return "\n".join(lines)
+
+
+def ab_environments(here: dict | None, candidate: dict | None) -> str:
+    """In A/B mode: how the candidate's environment differs from this one's."""
+    if not candidate:
+        return ""
+    if "error" in candidate:
+        return f"Candidate environment: {candidate['error']}"
+    changes = env_diff(here or {}, candidate)
+    lines = ["## A/B environments (baseline → candidate)", ""]
+    lines += [f"- `{k}`: `{cell(a)}` → `{cell(b)}`" for k, a, b in changes[:30]] or ["- identical"]
+    return "\n".join(lines)

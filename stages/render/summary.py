@@ -1,0 +1,101 @@
+"""reports/summary.md: the page a reviewer reads first. Pure."""
+from __future__ import annotations
+
+from stages.core.rows import BAD, CompareRecord, Row
+from stages.render.environment import cell as env_cell
+from stages.render.markdown import counts, markdown_table, value
+from stages.render.verdicts import change
+
+
+def summary(matrix: str, compare: CompareRecord, changes: list, env_note: str | None,
+            cells: list[str]) -> str:
+    rows = compare.rows
+    lines = [f"# torchgate summary: matrix `{matrix}`", ""]
+    lines += [f"> {n}" for n in compare.notes] + ([""] if compare.notes else [])
+    bad = [r for r in rows if r.verdict in BAD]
+    headline = "**No regressions.**" if not bad else f"**{len(bad)} regressed or failed.**"
+    lines += [headline + " " + ", ".join(f"{n} {v}" for v, n in counts(r.verdict for r in rows)
+                                         .items()), ""]
+    if bad:
+        lines += ["## Regressions and failures", "",
+                  markdown_table([[r.verdict, r.stage, r.cell, r.workload, r.mode, r.metric,
+                                   change(r), r.note] for r in bad],
+                                 ["verdict", "stage", "cell", "workload", "mode", "metric",
+                                  "change", "detail"]), ""]
+    lines += numerics_section(rows)
+    lines += ["## Environment", ""]
+    if env_note:
+        lines.append(f"Environment change: {env_note}.")
+    elif changes:
+        lines += [f"{len(changes)} field(s) changed against the baseline "
+                  "(see [env/env.md](env/env.md)):", ""]
+        lines += [f"- `{k}`: {env_cell(a)} → {env_cell(b)}" for k, a, b in changes[:20]]
+    else:
+        lines.append("No environment change against the baseline.")
+    lines += ["", "## Reports", "", f"- [compare.md](compare.md): every verdict "
+              f"({compare.tests} tested metrics, false discovery rate {compare.alpha})",
+              "- [env/env.md](env/env.md)"]
+    for cell in cells:
+        lines.append(f"- `{cell}`: [bench](bench/{cell}.md), [numerics](numerics/{cell}.md)")
+    lines.append("")
+    return "\n".join(lines)
+
+
+CHECKS = (("numerics", "vs float64"), ("drift", "drift vs baseline"),
+          ("determinism", "determinism"), ("compiled_vs_eager", "compiled vs eager"),
+          ("ops", "ops"), ("fallback_ops", "ops off-device"), ("graph_breaks", "graph breaks"))
+QUIET = ("EQUIVALENT", "NEW")
+
+
+def numerics_section(rows: list[Row]) -> list[str]:
+    """`## Numerics and portability`: every numerics check of every cell, workload and mode
+    at a glance, then each change against the baseline with its evidence (new graph breaks
+    with their reasons, new and removed ops, drift, nondeterminism, error growth)."""
+    rows = [r for r in rows if r.stage == "numerics"]
+    if not rows:
+        return []
+    metrics = dict(CHECKS)
+    grid: dict[tuple, dict] = {}
+    for r in rows:
+        if r.workload != "*":
+            grid.setdefault((r.cell, r.workload, r.mode), {})[r.metric] = r
+    used = [m for m, _ in CHECKS if any(m in checks for checks in grid.values())]
+    lines = ["## Numerics and portability", "",
+             "Per cell, workload and mode: error against the float64 CPU reference, how far the "
+             "outputs moved from the baseline's, the same inputs twice (in this process and a "
+             "fresh one), compiled against eager, the operators one eager step runs, and graph "
+             "breaks. Details: `reports/numerics/<cell>.md`.", ""]
+    if grid:
+        header = "| cell | workload | mode | " + " | ".join(metrics[m] for m in used) + " |"
+        lines += [header, "|" + "---|" * (3 + len(used))]
+        for (cell, workload, mode), checks in sorted(grid.items()):
+            cells = [_grid_cell(checks.get(m)) for m in used]
+            lines.append(f"| {cell} | {workload} | {mode} | " + " | ".join(cells) + " |")
+        lines.append("")
+    changes = [r for r in rows if r.verdict not in QUIET and r.note]
+    noted_new = [r for r in rows if r.verdict == "NEW" and r.metric == "determinism"
+                 and r.now == "nondeterministic"]
+    if changes or noted_new:
+        lines += ["Findings (each against the baseline, where there is one):", ""]
+        for r in sorted(changes + noted_new, key=lambda r: (r.cell, r.workload, r.mode,
+                                                         r.metric)):
+            lines.append(f"- **{r.verdict}** `{r.cell}` {r.workload} {r.mode} "
+                         f"{metrics.get(r.metric, r.metric)}: {r.note}")
+    elif all(r.verdict == "NEW" for r in rows):
+        lines.append("No baseline to compare with yet: these are this run's values.")
+    else:
+        lines.append("No numerics or portability change against the baseline.")
+    lines.append("")
+    return lines
+
+
+def _grid_cell(row: Row | None) -> str:
+    if row is None:
+        return ""
+    now = value(row.metric, row.now)
+    if row.base is not None and value(row.metric, row.base) != now and row.metric in (
+            "graph_breaks", "ops", "fallback_ops"):
+        now = f"{value(row.metric, row.base)} → {now}"
+    if row.verdict in QUIET:
+        return now
+    return f"**{row.verdict}** {now}".strip()
