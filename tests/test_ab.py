@@ -38,7 +38,7 @@ def test_ab_mode_compares_two_environments_without_a_commit(project, tmp_path):
     steady = next(r for r in rows if r["metric"] == "steady_s")
     assert steady["verdict"] in ("EQUIVALENT", "INCONCLUSIVE")  # same code, same torch
     # The arms ran in lock-step pairs and are tested pair by pair.
-    assert record["ab"]["interleaved"] and steady["test"] == "paired t"
+    assert record["ab"]["interleaved"] and steady["change"]["test"] == "paired t"
     assert [p["round"] for p in base_procs] == [p["round"] for p in cand_procs] == [0, 1]
     assert "lock-step pairs" in compare
     md = (project / "reports/bench/cpu-fp32.md").read_text()

@@ -59,7 +59,35 @@ def _raw():
     (lambda r: r["bench"].update(processes=0), "bench.processes must be > 0, got 0"),
     (lambda r: r["bench"].update(samples=-3), "bench.samples must be > 0, got -3"),
     (lambda r: r["bench"].update(sample_size=3), "unknown key bench.sample_size; valid keys"),
-    (lambda r: r["bench"].update(processes="five"), "bench.processes must be int, got 'five'"),
+    (lambda r: r["bench"].update(processes="five"),
+     "bench.processes must be an integer, got 'five'"),
+    (lambda r: r["bench"].update(processes=True), "bench.processes must be an integer, got True"),
+    (lambda r: r["gate"].update(fail_on_regression="no"),
+     "gate.fail_on_regression must be true or false, got 'no'"),
+    (lambda r: r["compare"].update(allow_hardware_change="false"),
+     "compare.allow_hardware_change must be true or false, got 'false'"),
+    (lambda r: r["matrix"].update(modes="eager"),
+     "matrix.modes must be a list of strings, got 'eager'"),
+    (lambda r: r["matrix"].update(mode=["eager"]), "unknown key matrix.mode; valid keys: modes, name"),
+    (lambda r: r["gate"].update(fail_on_regresion=True),
+     "unknown key gate.fail_on_regresion; valid keys: fail_on_regression"),
+    (lambda r: r["stats"]["delta"].update(steady=0.1),
+     "unknown key stats.delta.steady; valid keys: first_call_s, peak_bytes, steady_s, warmup_s"),
+    (lambda r: r["stats"]["delta"].update(steady_s="5%"),
+     "stats.delta.steady_s must be a number, got '5%'"),
+    (lambda r: r["baseline"].update(rev=3), "baseline.rev must be a string, got 3"),
+    (lambda r: r["candidate"].update(pyhton="/x"), "unknown key candidate.pyhton; valid keys: python"),
+    (lambda r: r["numerics"].update(timeout_s=0), "numerics.timeout_s must be > 0, got 0.0"),
+    (lambda r: r["cells"].update(devices=["cuda"]),
+     "cells.devices is ['cuda'] but the selection is ['cpu']; recompose params.yaml"),
+    (lambda r: r["device"]["cpu"].update(threads=1.5), "device.cpu.threads must be an integer"),
+    (lambda r: r["device"]["cpu"].update(name="x"), "unknown key device.cpu.name"),
+    (lambda r: r["precision"]["fp32"].update(autocast="yes"),
+     "precision.fp32.autocast must be true or false, got 'yes'"),
+    (lambda r: r["workload"]["matmul_relu"].update(_timeout_s_="long"),
+     "workload.matmul_relu._timeout_s_ must be a number > 0, got 'long'"),
+    (lambda r: r["workload"]["matmul_relu"].update(_timout_s_=5),
+     "unknown key workload.matmul_relu._timout_s_; reserved keys are _target_ and _timeout_s_"),
     (lambda r: r["device"]["cpu"].update(type="tpu"), "device.cpu.type is 'tpu'; valid choices"),
     (lambda r: r["precision"]["fp32"].update(dtype="fp8"), "precision.fp32.dtype is 'fp8'"),
     (lambda r: r["matrix"].update(modes=["eager", "jit"]), "matrix.modes[1] is 'jit'"),
@@ -71,7 +99,15 @@ def test_bad_values_are_rejected_with_the_key_and_the_fix(edit, message):
     edit(raw)
     with pytest.raises(UserError, match=None) as err:
         config.parse(raw)
-    assert message in str(err.value)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_every_section_is_typed():
+    """Each top-level section of params.yaml is a dataclass: no key is read unchecked."""
+    cfg = config.parse(_raw())
+    assert cfg.gate.fail_on_regression is False and cfg.compare.busy_share == 0.25
+    assert cfg.stats.delta.first_call_s == 0.2 and cfg.matrix.modes == ("eager", "compiled")
+    assert set(config.TOP_LEVEL) == set(_raw())
 
 
 def test_an_unknown_cell_names_the_valid_ones():
@@ -89,7 +125,7 @@ def test_a_missing_or_broken_params_file_is_one_line(tmp_path):
 
 
 def test_a_workload_key_the_function_does_not_take_is_one_line():
-    from stages.workloads import check_arguments
+    from stages.core.targets import check_arguments
     with pytest.raises(UserError, match="workload.matmul_relu has no parameter 'sise'; "
                                         "stages.workloads.matmul_relu takes: size"):
         check_arguments("matmul_relu", "stages.workloads.matmul_relu", {"sise": 64})

@@ -9,7 +9,11 @@ from pathlib import Path
 import pytest
 
 from stages import env
-from stages.core.records import dumps, load_record
+from stages.core.records import dumps, load_record, record_data
+from stages.core.schema import EnvRecord
+from stages.judge import environment
+from stages.measure import probe
+from stages.render.environment import render_md
 
 
 def _git(*args: str, cwd: Path) -> None:
@@ -43,17 +47,17 @@ SAMPLE = {
 
 
 def test_capture_is_stable_and_complete():
-    first, second = env.capture(), env.capture()
+    first, second = probe.capture(), probe.capture()
     assert dumps(first) == dumps(second)
-    assert set(first) == set(env.SECTIONS)
+    assert set(first) == set(probe.SECTIONS)
     assert first["torch"]["version"]
     assert first["python"]["implementation"]
     assert isinstance(first["hardware"]["gpu_names"], list)
-    assert set(env.hardware_key(first)) == {"cpu_model", "gpu_names", "torch_threads"}
+    assert set(environment.hardware_key(first)) == {"cpu_model", "gpu_names", "torch_threads"}
 
 
 def test_env_vars_keep_relevant_and_drop_volatile():
-    kept = env._env_vars({
+    kept = probe._env_vars({
         "OMP_NUM_THREADS": "4", "TORCHINDUCTOR_MAX_AUTOTUNE": "1", "PYTORCH_CUDA_ALLOC_CONF":
         "expandable_segments:True", "HOME": "/home/u", "TORCHINDUCTOR_CACHE_DIR": "/tmp/x1",
         "TORCH_API_TOKEN": "s3cret", "TORCHELASTIC_RUN_ID": "abc", "TORCH_MASTER_PORT": "29500",
@@ -63,7 +67,7 @@ def test_env_vars_keep_relevant_and_drop_volatile():
 
 
 def test_flatten_uses_dotted_keys_and_keeps_lists():
-    flat = env.flatten({"a": {"b": 1, "c": {"d": None}}, "e": [1, 2], "f": {}})
+    flat = environment.flatten({"a": {"b": 1, "c": {"d": None}}, "e": [1, 2], "f": {}})
     assert flat == {"a.b": 1, "a.c.d": None, "e": [1, 2]}
 
 
@@ -72,23 +76,23 @@ def test_diff_reports_changed_added_removed_sorted():
     now["torch"]["version"] = "2.14.0"
     now["packages"]["triton"] = "3.5.0"
     del now["packages"]["numpy"]
-    assert env.diff(SAMPLE, now) == [
-        ("packages.numpy", "2.4.6", env.MISSING),
-        ("packages.triton", env.MISSING, "3.5.0"),
+    assert environment.diff(SAMPLE, now) == [
+        ("packages.numpy", "2.4.6", environment.MISSING),
+        ("packages.triton", environment.MISSING, "3.5.0"),
         ("torch.version", "2.13.0", "2.14.0"),
     ]
-    assert env.diff(SAMPLE, copy.deepcopy(SAMPLE)) == []
-    assert all(before is env.MISSING for _, before, _ in env.diff(None, SAMPLE))
+    assert environment.diff(SAMPLE, copy.deepcopy(SAMPLE)) == []
+    assert all(before is environment.MISSING for _, before, _ in environment.diff(None, SAMPLE))
 
 
 def test_hardware_key():
-    assert env.hardware_key(SAMPLE) == {"cpu_model": "AMD EPYC 9654",
+    assert environment.hardware_key(SAMPLE) == {"cpu_model": "AMD EPYC 9654",
                                         "gpu_names": ["NVIDIA H100"], "torch_threads": 8}
-    assert env.hardware_key({}) == {"cpu_model": None, "gpu_names": None, "torch_threads": None}
+    assert environment.hardware_key({}) == {"cpu_model": None, "gpu_names": None, "torch_threads": None}
 
 
 def test_render_md_without_baseline():
-    md = env.render_md(None, SAMPLE, "HEAD")
+    md = render_md(None, SAMPLE, "HEAD")
     assert md.startswith("# Environment\n")
     assert "| CPU " in md and "AMD EPYC 9654" in md and "NVIDIA H100" in md
     assert "## Change against the baseline (HEAD)" in md
@@ -96,7 +100,7 @@ def test_render_md_without_baseline():
 
 
 def test_render_md_identical():
-    md = env.render_md(copy.deepcopy(SAMPLE), SAMPLE, "main")
+    md = render_md(copy.deepcopy(SAMPLE), SAMPLE, "main")
     assert "No environment change against the baseline." in md
     assert "Hardware changed" not in md
 
@@ -105,7 +109,7 @@ def test_render_md_hardware_change_comes_first():
     base = copy.deepcopy(SAMPLE)
     base["hardware"]["gpu_names"] = ["NVIDIA A100"]
     base["packages"]["numpy"] = "2.0.0"
-    md = env.render_md(base, SAMPLE, "v1")
+    md = render_md(base, SAMPLE, "v1")
     section = md.split("## Change against the baseline (v1)")[1]
     assert "Hardware changed: timings are not comparable" in section
     assert section.index("Hardware changed") < section.index("| field")
@@ -116,13 +120,13 @@ def test_render_md_hardware_change_comes_first():
 def test_render_md_escapes_pipes():
     now = copy.deepcopy(SAMPLE)
     now["hardware"]["cpu_model"] = "odd|name"
-    assert "odd\\|name" in env.render_md(None, now, "HEAD")
+    assert "odd\\|name" in render_md(None, now, "HEAD")
 
 
 def test_main_first_run_then_hardware_change(repo, capsys):
     env.main([])
-    record = load_record(repo / "reports/env/env.json", "env")
-    assert set(record["env"]) == set(env.SECTIONS)
+    record = record_data(load_record(repo / "reports/env/env.json", EnvRecord))
+    assert set(record["env"]) == set(probe.SECTIONS)
     assert "No baseline yet" in (repo / "reports/env/env.md").read_text()
 
     _commit_all(repo)
@@ -167,7 +171,7 @@ def test_corrupt_baseline_is_reported_not_raised(repo):
     md = (out / "env.md").read_text()
     assert "Baseline env.json unreadable: baseline reports/env/env.json at " in md
     assert "is not valid JSON" in md
-    assert load_record(out / "env.json", "env")["env"]["torch"]["version"]
+    assert load_record(out / "env.json", EnvRecord).env["torch"]["version"]
 
 
 def test_bad_params_is_one_line_error(repo, capsys):

@@ -1,9 +1,10 @@
 """Interleaved A/B: two worker processes take turns, sample by sample, through the launcher."""
+import dataclasses
 import itertools
 import time
 
-from stages import bench
 from stages.core import config
+from stages.measure.cells import job_for
 from stages.measure.launcher import run_interleaved
 
 SAMPLES = 4
@@ -20,9 +21,9 @@ def jobs(trace, hang_on_call=(0, 0)):
     spec = cfg.workloads["w"]
     made = []
     for tag, hang in zip("AB", hang_on_call):
-        job = bench.job_for(cfg, cfg.cells()[0], spec, "bench")
-        job["workload"]["kwargs"] = {"path": str(trace), "tag": tag, "hang_on_call": hang}
-        made.append((job, None))
+        spec = dataclasses.replace(spec, kwargs={"path": str(trace), "tag": tag,
+                                                 "hang_on_call": hang})
+        made.append((job_for(cfg, cfg.cells()[0], [spec], "bench"), None))
     return made
 
 

@@ -2,6 +2,7 @@
 across runs, determinism in one process and a fresh one, compiled vs eager, op coverage and
 graph breaks. Unit tests on constructed records first; then real worker processes (tiny
 shapes, CPU) for the behaviour that depends on them."""
+import dataclasses
 import json
 import math
 import re
@@ -9,15 +10,24 @@ import re
 import pytest
 import torch
 
-from stages.measure import accuracy
-from stages.judge import comparison
-from stages.core import config
-from stages.judge import portability as coverage
 from stages import numerics
-from stages import report
-from stages.judge import stats
-from stages.compare import row_record
+from stages.core import config
+from stages.core.baseline import ab_baseline
 from stages.core.records import dumps
+from stages.core.rows import CompareRecord
+from stages.core.schema import (FINGERPRINT_METHOD, ArmId, CompiledCheck, Coverage, Dynamo,
+                                Fingerprint, FreshProcess, ModeNumerics, ModeOutputs,
+                                NumericsAB, NumericsArm, OutputError, Tolerance, VersusEager)
+from stages.judge import portability as coverage
+from stages.judge import stats
+from stages.judge.numerics import numerics_rows
+from stages.judge.tolerance import evaluate
+from stages.judge.verdicts import finish
+from stages.measure import accuracy
+from stages.render import numerics as numerics_page
+from stages.render.summary import summary
+
+from .records import numerics as numerics_record
 
 CELL = "cpu-fp32"
 TINY = "tests.numerics_workloads.tiny"
@@ -36,24 +46,27 @@ def by_key(rows):
     return {(r.workload, r.mode, r.metric): r for r in rows}
 
 
-def summary_of(rows) -> str:
-    compare = {"rows": [row_record(r, 0.05) for r in rows], "notes": [], "tests": 0,
-               "alpha": 0.05}
-    return report.summary(make_config({"w": {"_target_": TINY}}), compare, [], None, [CELL])
+def summary_of(drafts) -> str:
+    rows = finish(drafts, alpha=0.05, power=0.8).rows
+    return summary("test", CompareRecord("HEAD", True, 0.05, 0, rows=tuple(rows)), [], None,
+                   [CELL])
+
+
+def details(record, drafts) -> str:
+    return numerics_page.page(record, finish(drafts, alpha=0.05, power=0.8))
 
 
 # ---- fingerprints: compact, safe, stable ---------------------------------------------------
 
 def test_fingerprints_keep_small_outputs_whole_and_sketch_large_ones():
     small = accuracy.fingerprint(torch.arange(10.0))
-    assert small == {"shape": [10], "values": [float(i) for i in range(10)]}
+    assert small == Fingerprint((10,), values=tuple(float(i) for i in range(10)))
     x = torch.randn(300, 200, generator=torch.Generator().manual_seed(0))
     big = accuracy.fingerprint(x)
-    assert set(big) == {"shape", "norm", "mean", "std", "sketch"}
+    assert set(json.loads(dumps(big))) == {"shape", "norm", "mean", "std", "sketch"}
     assert len(dumps(big)) < 900                          # bytes per large output, as JSON
     assert accuracy.fingerprint(x) == big                 # deterministic
-    assert accuracy.fingerprint(torch.tensor([1.0, float("nan")]))["nonfinite"] == 1
-    json.loads(dumps(big))                                # plain JSON, nothing to unpickle
+    assert accuracy.fingerprint(torch.tensor([1.0, float("nan")])).nonfinite == 1
 
 
 def test_the_projection_does_not_depend_on_torch_random_numbers():
@@ -94,99 +107,111 @@ def test_nan_in_the_same_places_twice_is_reproducible_not_nondeterministic():
 def test_a_reference_that_is_nan_is_a_clear_failure_not_a_crash():
     m = accuracy.error_metrics(torch.ones(4), torch.tensor([1.0, float("nan"), 1.0, 1.0]))
     precision = config.PrecisionSpec("fp32", "float32")
-    ev = numerics.evaluate({"status": "OK", "outputs": {"out": m}, "rerun_max_abs": 0.0,
-                            "digest": "x"}, precision, None)
-    assert ev["status"] == "NONFINITE"
-    assert ev["problems"] == ["out has 0 NaN/Inf of 4 values and its float64 reference 1: "
-                              "the workload produces them at any precision"]
+    ev = evaluate(ModeOutputs("OK", outputs={"out": m}, rerun_max_abs=0.0, digest="x"), precision)
+    assert ev.status == "NONFINITE"
+    assert ev.problems == ("out has 0 NaN/Inf of 4 values and its float64 reference 1: "
+                           "the workload produces them at any precision",)
+
+
+def test_not_measured_and_nonfinite_read_differently():
+    """An error of NaN/Inf outputs is measured and not finite; a compiled check that could
+    not run is not measured. Neither is shown as the other."""
+    nan = evaluate(ModeOutputs("OK", outputs={"out": OutputError(None, None, None, 3, 8)},
+                               rerun_max_abs=0.0, digest="x"), config.PrecisionSpec("f", "float32"))
+    assert math.isnan(nan.rel_l2["out"])
+    failed_eager = evaluate(ModeOutputs("OK", outputs={"out": OutputError(1e-7, 1e-7, 1.0, 0, 8)},
+                                        dynamo=Dynamo(), vs_eager_error="ERROR: eager broke"),
+                            config.PrecisionSpec("f", "float32"))
+    record = numerics_record({"w": {"eager": nan, "compiled": failed_eager}},
+                             tolerance=Tolerance(1e-5, 0.99, 2.0))
+    md = numerics_page.errors(record) + numerics_page.compiled(record)
+    assert re.search(r"\| eager +\| out +\| NaN/Inf +\| NaN/Inf", md)
+    assert re.search(r"\| compiled \| out +\| 1.00e-07 +\| not measured", md)
+    assert "eager failed: ERROR: eager broke" in md and "NOT MEASURED" in md
 
 
 # ---- rows on constructed records ---------------------------------------------------------------
 
-def ev(rel_l2=1e-7, **extra):
-    return {"status": "PASS", "problems": [], "rel_l2": {"out": rel_l2},
-            "max_abs": {"out": rel_l2}, "cosine": {"out": 1.0}, "rerun_max_abs": 0.0,
-            "digest": "d", **extra}
+def ev(rel_l2=1e-7, **extra) -> ModeNumerics:
+    return ModeNumerics("PASS", rel_l2={"out": rel_l2}, max_abs={"out": rel_l2},
+                        cosine={"out": 1.0}, digest="d", **{"rerun_max_abs": 0.0, **extra})
 
 
-def rec(units: dict, coverage_=None) -> dict:
-    return {"status": "OK", "tolerance": {"rel_l2": 1e-5},
-            "fingerprint_method": coverage.FINGERPRINT_METHOD,
-            "workloads": {"w": units}, "coverage": {"w": coverage_} if coverage_ else {}}
+def rec(units: dict, coverage_=None):
+    return numerics_record({"w": units}, tolerance=Tolerance(1e-5, 0.99, 2.0),
+                           fingerprint_method=FINGERPRINT_METHOD,
+                           coverage={"w": coverage_} if coverage_ else {})
 
 
 def test_an_error_that_doubles_is_flagged_while_it_still_passes():
-    rows = by_key(comparison.numerics_rows(CELL, rec({"eager": ev(2.5e-6)}),
+    rows = by_key(numerics_rows(CELL, rec({"eager": ev(2.5e-6)}),
                                            rec({"eager": ev(1e-6)})))
     row = rows[("w", "eager", "numerics")]
     assert row.verdict == stats.REGRESSED and row.now == "PASS"
     assert "2.5x the baseline's (1.00e-06 -> 2.50e-06) (still within tolerance)" in row.note
-    same = by_key(comparison.numerics_rows(CELL, rec({"eager": ev(1.9e-6)}),
+    same = by_key(numerics_rows(CELL, rec({"eager": ev(1.9e-6)}),
                                            rec({"eager": ev(1e-6)})))
     assert same[("w", "eager", "numerics")].verdict == stats.EQUIVALENT
 
 
 def test_nondeterminism_is_reported_with_its_magnitude():
-    fresh = {"equal": False, "distance": 3e-8, "worst": "out"}
+    fresh = FreshProcess(False, distance=3e-8, worst="out")
     now = rec({"eager": ev(rerun_max_abs=2e-7, fresh_process=fresh)})
-    base = rec({"eager": ev(fresh_process={"equal": True})})
-    row = by_key(comparison.numerics_rows(CELL, now, base))[("w", "eager", "determinism")]
+    base = rec({"eager": ev(fresh_process=FreshProcess(True))})
+    row = by_key(numerics_rows(CELL, now, base))[("w", "eager", "determinism")]
     assert (row.verdict, row.base, row.now) == (stats.REGRESSED, "deterministic",
                                                 "nondeterministic")
     assert "differ by max abs 2.00e-07" in row.note and "moved 3.00e-08 (rel.)" in row.note
-    again = by_key(comparison.numerics_rows(CELL, base, base))[("w", "eager", "determinism")]
+    again = by_key(numerics_rows(CELL, base, base))[("w", "eager", "determinism")]
     assert again.verdict == stats.EQUIVALENT
 
 
 def test_compiled_vs_eager_is_a_check_of_its_own():
     precision = config.PrecisionSpec("fp32", "float32", rel_l2_tol=1e-5, compiled_multiplier=2.0)
-    result = {"status": "OK", "rerun_max_abs": 0.0, "digest": "d",
-              "outputs": {"out": {"rel_l2": 5e-6, "max_abs": 1e-5, "cosine": 1.0,
-                                  "nonfinite": 0, "numel": 4096}},
-              "vs_eager": {"out": {"rel_l2": 4e-6, "max_abs": 1e-5, "eager_rel_l2": 1e-6}}}
-    compiled = numerics.evaluate(result, precision, None)
-    assert compiled["status"] == "PASS"                   # within tolerance against fp64 ...
-    assert compiled["compiled_vs_eager"]["status"] == "FAIL"   # ... but 5x eager's error
-    rows = by_key(comparison.numerics_rows(CELL, rec({"compiled": compiled}), None))
+    result = ModeOutputs("OK", rerun_max_abs=0.0, digest="d", dynamo=Dynamo(),
+                         outputs={"out": OutputError(5e-6, 1e-5, 1.0, 0, 4096)},
+                         vs_eager={"out": VersusEager(4e-6, 1e-5, 1e-6)})
+    compiled = evaluate(result, precision)
+    assert compiled.status == "PASS"                      # within tolerance against fp64 ...
+    assert compiled.compiled_vs_eager.status == "FAIL"    # ... but 5x eager's error
+    rows = by_key(numerics_rows(CELL, rec({"compiled": compiled}), None))
     row = rows[("w", "compiled", "compiled_vs_eager")]
     assert row.verdict == stats.FAILED and "> 2x eager's 1.00e-06" in row.note
 
 
 def test_op_set_changes_and_new_fallbacks_are_shown():
-    base_cov = {"device": "mps", "ops": {"aten.mm.default": "fwd", "aten.relu.default": "fwd"},
-                "other_device": {}, "fallback_ops": []}
-    now_cov = {"device": "mps", "ops": {"aten.mm.default": "fwd", "aten.gelu.default": "fwd"},
-               "other_device": {}, "fallback_ops": ["aten::gelu"]}
-    rows = by_key(comparison.numerics_rows(CELL, rec({"eager": ev()}, now_cov),
+    base_cov = Coverage(device="mps", ops={"aten.mm.default": "fwd", "aten.relu.default": "fwd"})
+    now_cov = Coverage(device="mps", ops={"aten.mm.default": "fwd", "aten.gelu.default": "fwd"},
+                       fallback_ops=("aten::gelu",))
+    rows = by_key(numerics_rows(CELL, rec({"eager": ev()}, now_cov),
                                            rec({"eager": ev()}, base_cov)))
     ops = rows[("w", "eager", "ops")]
     assert ops.verdict == stats.INCONCLUSIVE
     assert "new: `aten.gelu.default`" in ops.note and "removed: `aten.relu.default`" in ops.note
     off = rows[("w", "eager", "fallback_ops")]
     assert off.verdict == stats.REGRESSED and "`aten::gelu`" in off.note
-    same = by_key(comparison.numerics_rows(CELL, rec({"eager": ev()}, base_cov),
+    same = by_key(numerics_rows(CELL, rec({"eager": ev()}, base_cov),
                                            rec({"eager": ev()}, base_cov)))
     assert same[("w", "eager", "ops")].verdict == stats.EQUIVALENT
 
 
 def test_in_ab_mode_ops_are_compared_with_the_other_interpreters():
-    relu = {"device": "cpu", "ops": {"aten.relu.default": "fwd"}, "other_device": {}}
-    gelu = {"device": "cpu", "ops": {"aten.gelu.default": "fwd"}, "other_device": {}}
-    now = rec({"eager": ev()}, gelu)
-    now["ab"] = {"baseline": {"workloads": {"w": {"eager": ev()}}, "coverage": {"w": relu}},
-                 "candidate": {}}
-    rows = by_key(comparison.numerics_rows(CELL, now, comparison.ab_baseline(now)))
+    relu = Coverage(device="cpu", ops={"aten.relu.default": "fwd"})
+    gelu = Coverage(device="cpu", ops={"aten.gelu.default": "fwd"})
+    now = dataclasses.replace(rec({"eager": ev()}, gelu), ab=NumericsAB(
+        NumericsArm("/a/python", workloads={"w": {"eager": ev()}}, coverage={"w": relu}),
+        ArmId("/b/python")))
+    rows = by_key(numerics_rows(CELL, now, ab_baseline(now)))
     assert rows[("w", "eager", "ops")].verdict == stats.INCONCLUSIVE
 
 
 def test_a_graph_break_that_only_moved_a_line_is_not_new():
     reason = "Data-dependent branching: Detected data-dependent branching (at m.py:{})"
-    dyn = lambda n, line: {"graph_breaks": n, "recompiles": 0,  # noqa: E731
-                           "graph_break_reasons": [reason.format(line)] * n}
-    moved = comparison.numerics_rows(CELL, rec({"compiled": ev(dynamo=dyn(1, 40))}),
+    dyn = lambda n, line: Dynamo(n, (reason.format(line),) * n)  # noqa: E731
+    moved = numerics_rows(CELL, rec({"compiled": ev(dynamo=dyn(1, 40))}),
                                      rec({"compiled": ev(dynamo=dyn(1, 12))}))
     assert by_key(moved)[("w", "compiled", "graph_breaks")].verdict == stats.EQUIVALENT
-    new = comparison.numerics_rows(CELL, rec({"compiled": ev(dynamo=dyn(1, 40))}),
+    new = numerics_rows(CELL, rec({"compiled": ev(dynamo=dyn(1, 40))}),
                                    rec({"compiled": ev(dynamo=dyn(0, 0))}))
     row = by_key(new)[("w", "compiled", "graph_breaks")]
     assert row.verdict == stats.REGRESSED and "graph breaks 0 → 1; new: Data-dep" in row.note
@@ -222,9 +247,9 @@ def two_runs():
     records, logs = [], []
     for which in (0, 1):
         cfg = edited_config(which)
-        records.append(numerics.run_cell(cfg, cfg.cell("cpu", "fp32"), log=logs.append))
+        records.append(numerics.run_cell(cfg, cfg.cell("cpu", "fp32")))
     base, now = records
-    return base, now, comparison.numerics_rows(CELL, now, base, 2.0), logs
+    return base, now, numerics_rows(CELL, now, base, 2.0), logs
 
 
 @pytest.mark.slow
@@ -238,38 +263,38 @@ def test_edited_outputs_drift_beyond_tolerance_with_the_measured_distance(two_ru
     assert moved == pytest.approx(1e-3, rel=1e-3), drift.note   # scale 1.001
     for name in list(DEFAULTS) + ["growing"]:             # unedited: bitwise the same outputs
         assert rows[(name, "eager", "drift")].verdict == stats.EQUIVALENT, name
-    assert rows[("matmul_relu", "eager", "drift")].now == "0.0e+00"
+    assert rows[("matmul_relu", "eager", "drift")].now == 0.0
 
 
 @pytest.mark.slow
 def test_an_error_that_grew_is_flagged_though_it_passes(two_runs):
     base, now, rows, _ = two_runs
     row = by_key(rows)[("growing", "eager", "numerics")]
-    assert now["workloads"]["growing"]["eager"]["status"] == "PASS"
+    assert now.workloads["growing"]["eager"].status == "PASS"
     assert row.verdict == stats.REGRESSED and "still within tolerance" in row.note
 
 
 @pytest.mark.slow
 def test_nan_fails_with_a_clear_message_and_the_rest_completes(two_runs):
     base, now, rows, logs = two_runs
-    broken = now["workloads"]["broken"]["eager"]
-    assert broken["status"] == "NONFINITE"
-    assert broken["problems"] == ["out.total has 1 NaN/Inf of 1 values",
-                                  "out.y has 1 NaN/Inf of 256 values"]
+    broken = now.workloads["broken"]["eager"]
+    assert broken.status == "NONFINITE"
+    assert broken.problems == ("out.total has 1 NaN/Inf of 1 values",
+                               "out.y has 1 NaN/Inf of 256 values")
     row = by_key(rows)[("broken", "eager", "numerics")]
     assert row.verdict == stats.FAILED and row.note.startswith("was PASS, now out.total has 1")
-    assert all(now["workloads"][n]["eager"]["status"] == "PASS" for n in DEFAULTS)
+    assert all(now.workloads[n]["eager"].status == "PASS" for n in DEFAULTS)
 
 
 @pytest.mark.slow
 def test_nondeterminism_across_processes_is_measured(two_runs):
     base, now, rows, _ = two_runs
-    noisy = now["workloads"]["noisy"]["eager"]
-    assert noisy["rerun_max_abs"] > 0                     # within one process
-    assert noisy["fresh_process"]["equal"] is False       # across processes, with magnitude
-    assert noisy["fresh_process"]["distance"] > 0
+    noisy = now.workloads["noisy"]["eager"]
+    assert noisy.rerun_max_abs > 0                        # within one process
+    assert noisy.fresh_process.equal is False             # across processes, with magnitude
+    assert noisy.fresh_process.distance > 0
     for name in DEFAULTS:
-        assert now["workloads"][name]["eager"]["fresh_process"] == {"equal": True}
+        assert now.workloads[name]["eager"].fresh_process == FreshProcess(True)
     row = by_key(rows)[("noisy", "eager", "determinism")]
     assert row.now == "nondeterministic" and "a fresh process's outputs differ" in row.note
 
@@ -277,13 +302,13 @@ def test_nondeterminism_across_processes_is_measured(two_runs):
 @pytest.mark.slow
 def test_op_coverage_lists_the_ops_of_each_default_workload_and_the_diff(two_runs):
     base, now, rows, _ = two_runs
-    ops = now["coverage"]
-    assert {"aten.mm.default", "aten.relu.default"} <= set(ops["matmul_relu"]["ops"])
-    mlp = ops["mlp_train"]["ops"]                         # forward, backward and optimizer
+    ops = now.coverage
+    assert {"aten.mm.default", "aten.relu.default"} <= set(ops["matmul_relu"].ops)
+    mlp = ops["mlp_train"].ops                            # forward, backward and optimizer
     assert mlp["aten.gelu_backward.default"] == "bwd" and mlp["aten.addmm.default"] == "fwd"
     assert "aten.addcdiv_.default" in mlp
-    assert ops["transformer_block"]["ops"]
-    assert all(not c["other_device"] for c in ops.values())
+    assert ops["transformer_block"].ops
+    assert all(not c.other_device for c in ops.values())
     keyed = by_key(rows)
     for name in DEFAULTS:
         assert keyed[(name, "eager", "ops")].verdict == stats.EQUIVALENT
@@ -291,9 +316,9 @@ def test_op_coverage_lists_the_ops_of_each_default_workload_and_the_diff(two_run
     assert changed.verdict == stats.INCONCLUSIVE
     assert "new: `aten.clamp.default`" in changed.note
     assert "removed: `aten.relu.default`" in changed.note
-    md = numerics.details(now, rows)
+    md = details(now, rows)
     for name in DEFAULTS:
-        assert f"### {name}: {len(ops[name]['ops'])} ops" in md
+        assert f"### {name}: {len(ops[name].ops)} ops" in md
     assert re.search(r"\| `aten.gelu_backward.default` +\| bwd ", md)
     assert "Against the baseline (INCONCLUSIVE): new: `aten.clamp.default`" in md
     summary = summary_of(rows)
@@ -304,7 +329,7 @@ def test_op_coverage_lists_the_ops_of_each_default_workload_and_the_diff(two_run
 @pytest.mark.slow
 def test_the_numerics_markdown_and_summary_show_every_check(two_runs):
     base, now, rows, _ = two_runs
-    md = numerics.details(now, rows)
+    md = details(now, rows)
     for heading in ("## Errors against the float64 CPU reference", "## Determinism",
                     "## Drift against the baseline", "## Op coverage"):
         assert heading in md
@@ -325,18 +350,17 @@ def test_a_new_graph_break_shows_in_the_summary_with_its_reason():
     for graph_break in ("none", "both"):                  # the edit: a print and a branch
         cfg = make_config({"tiny": {"_target_": TINY, "graph_break": graph_break}},
                           modes=("compiled",))
-        records.append(numerics.run_cell(cfg, cfg.cell("cpu", "fp32"), log=lambda line: None))
+        records.append(numerics.run_cell(cfg, cfg.cell("cpu", "fp32")))
     base, now = records
-    assert base["workloads"]["tiny"]["compiled"]["dynamo"]["graph_breaks"] == 0
-    dynamo = now["workloads"]["tiny"]["compiled"]["dynamo"]
-    assert dynamo["graph_breaks"] == 2
-    rows = comparison.numerics_rows(CELL, now, base)
+    assert base.workloads["tiny"]["compiled"].dynamo.graph_breaks == 0
+    assert now.workloads["tiny"]["compiled"].dynamo.graph_breaks == 2
+    rows = numerics_rows(CELL, now, base)
     row = by_key(rows)[("tiny", "compiled", "graph_breaks")]
     assert row.verdict == stats.REGRESSED and (row.base, row.now) == (0, 2)
     summary = summary_of(rows)
     line = next(ln for ln in summary.splitlines() if "graph breaks: graph breaks 0 → 2" in ln)
     assert "builtin operator `print`" in line and "Data-dependent branching" in line
     assert "numerics_workloads.py:" in line              # where, in the user's file
-    check = now["workloads"]["tiny"]["compiled"]["compiled_vs_eager"]
-    assert check["status"] == "PASS" and math.isclose(check["rel_l2"]["out.y"], 0, abs_tol=1e-6)
+    check = now.workloads["tiny"]["compiled"].compiled_vs_eager
+    assert check.status == "PASS" and math.isclose(check.rel_l2["out.y"], 0, abs_tol=1e-6)
     assert by_key(rows)[("tiny", "compiled", "compiled_vs_eager")].verdict == stats.EQUIVALENT

@@ -1,23 +1,38 @@
-"""File formats and the baseline: atomic versioned records, one-line errors for bad files."""
+"""File formats and the baseline: atomic versioned records, one-line errors for bad files,
+and the committed history of older formats still read and compared."""
 import json
+import math
 import subprocess
+from pathlib import Path
 
 import pytest
 
-from stages.core import baseline
-from stages.core import records
+from stages.core import baseline, records
+from stages.core.config import parse
 from stages.core.errors import UserError
+from stages.core.schema import (BenchRecord, CompareRecord, EnvRecord, ModeNumerics,
+                                NumericsRecord)
+from stages.core.baseline import Pair, RunInputs, ab_baseline
+from stages.judge.run import compare_run
+
+FIXTURES = Path(__file__).parent / "fixtures" / "schema1"
+KINDS = {"bench": BenchRecord, "numerics": NumericsRecord, "env": EnvRecord,
+         "compare": CompareRecord}
 
 
-def test_records_are_sorted_versioned_and_nan_free(tmp_path):
+def test_records_are_sorted_versioned_and_keep_nonfinite_apart_from_not_measured(tmp_path):
     path = tmp_path / "r.json"
-    records.write_record(path, "bench", {"b": [1.5, float("nan")], "a": {"z": 1, "y": 2}})
+    record = NumericsRecord("c", "OK", workloads={"w": {"eager": ModeNumerics(
+        "NONFINITE", rel_l2={"a": float("nan"), "b": None, "c": 1.5})}})
+    records.write_record(path, record)
     text = path.read_text()
     data = json.loads(text)
-    assert data["schema_version"] == records.SCHEMA_VERSION and data["kind"] == "bench"
-    assert data["b"] == [1.5, None]
-    assert text.index('"a"') < text.index('"b"') and text.index('"y"') < text.index('"z"')
+    assert data["schema_version"] == records.SCHEMA["numerics"] and data["kind"] == "numerics"
+    assert data["workloads"]["w"]["eager"]["rel_l2"] == {"a": "NaN", "b": None, "c": 1.5}
+    assert text.index('"cell"') < text.index('"kind"') < text.index('"status"')
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]      # no temporary left over
+    back = records.load_record(path, NumericsRecord).workloads["w"]["eager"].rel_l2
+    assert math.isnan(back["a"]) and back["b"] is None and back["c"] == 1.5
 
 
 def test_a_failed_write_keeps_the_previous_file(tmp_path, monkeypatch):
@@ -33,36 +48,118 @@ def test_a_failed_write_keeps_the_previous_file(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("text, message", [
-    ('{"schema_version": 1, "kind": "ben', "is not valid JSON"),
-    ('{"schema_version": 2, "kind": "bench"}', "has schema_version 2, this torchgate reads 1"),
-    ('{"schema_version": 0, "kind": "bench"}', "has schema_version 0"),
+    ('{"schema_version": 2, "kind": "ben', "is not valid JSON"),
+    ('{"schema_version": 3, "kind": "bench"}', "has schema_version 3, written by a newer "
+                                               "torchgate; this one reads bench records up to 2"),
+    ('{"schema_version": 0, "kind": "bench"}', "has schema_version 0; a torchgate bench record "
+                                               "has a whole number from 1 to 2"),
     ('{"kind": "bench"}', "has schema_version None"),
     ('{"schema_version": 1, "kind": "env"}', "is not a torchgate bench record"),
     ('[1, 2]', "is not a torchgate bench record"),
+    ('{"schema_version": 2, "kind": "bench", "status": "OK"}', "cpu-fp32.json: cell is missing"),
+    ('{"schema_version": 2, "kind": "bench", "cell": "c", "status": "OK", "workloads": {"w": '
+     '{"processes": [{"status": "OK", "modes": {"eager": {"status": "OK", "steady_s": "fast"}}}]}}}',
+     "cpu-fp32.json: workloads.w.processes[0].modes.eager.steady_s must be a list of numbers, "
+     "got 'fast'"),
+    ('{"schema_version": 2, "kind": "bench", "cell": "c", "status": "OK", "modez": []}',
+     "unknown key modez; valid keys: "),
 ])
-def test_a_bad_record_is_one_line_that_says_what_to_do(tmp_path, text, message):
+def test_a_bad_record_is_one_line_that_names_the_file_and_field(tmp_path, text, message):
     path = tmp_path / "cpu-fp32.json"
     path.write_text(text)
     with pytest.raises(UserError) as err:
-        records.load_record(path, "bench")
+        records.load_record(path, BenchRecord)
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
 def test_missing_record_says_how_to_make_it(tmp_path):
     with pytest.raises(UserError, match="is missing; run `dvc repro`"):
-        records.load_record(tmp_path / "nope.json", "bench")
+        records.load_record(tmp_path / "nope.json", BenchRecord)
 
 
-def test_baseline_errors_without_git_or_with_a_bad_rev(tmp_path):
-    with pytest.raises(UserError, match="is not a git repository; run `git init`"):
-        baseline.resolve_rev("HEAD", tmp_path)
+def test_baseline_absent_at_a_commit_is_none(tmp_path):
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
-    assert baseline.resolve_rev("HEAD", tmp_path) is None          # no commit yet: first run
     (tmp_path / "f").write_text("x")
     subprocess.run(["git", "add", "f"], cwd=tmp_path, check=True)
     subprocess.run(["git", "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "m"],
                    cwd=tmp_path, check=True)
-    with pytest.raises(UserError, match="baseline.rev 'v9' is not a commit in this repository"):
-        baseline.resolve_rev("v9", tmp_path)
-    commit = baseline.resolve_rev("HEAD", tmp_path)
-    assert baseline.load_baseline(commit, "reports/bench/x.json", "bench", tmp_path) is None
+    commit = baseline.git.resolve_rev("HEAD", tmp_path)
+    assert baseline.load_baseline(commit, Path("reports/bench/x.json"), BenchRecord,
+                                  tmp_path) is None
+
+
+# ---- the committed history: records written by the first format ----------------------------
+
+FIXTURE_FILES = [("reports/bench/cpu-fp32.json", "bench"), ("reports/bench/cuda-fp32.json", "bench"),
+                 ("reports/numerics/cpu-fp32.json", "numerics"),
+                 ("reports/numerics/cuda-fp32.json", "numerics"),
+                 ("reports/env/env.json", "env"), ("reports/compare.json", "compare"),
+                 ("ab/bench-cpu-fp32.json", "bench"), ("ab/numerics-cpu-fp32.json", "numerics"),
+                 ("ab/compare.json", "compare")]
+
+
+@pytest.mark.parametrize("name, kind", FIXTURE_FILES)
+def test_schema_1_records_load_and_survive_a_round_trip(name, kind):
+    record = records.load_record(FIXTURES / name, KINDS[kind])
+    again = records.parse_record(records.dumps(records.record_data(record)), KINDS[kind], name)
+    assert records.dumps(records.record_data(again)) == records.dumps(records.record_data(record))
+
+
+def test_schema_1_numerics_say_nonfinite_where_they_wrote_null():
+    record = records.load_record(FIXTURES / "reports/numerics/cpu-fp32.json", NumericsRecord)
+    nan = record.workloads["returns_nan"]["eager"]
+    assert nan.status == "NONFINITE" and all(math.isnan(v) for v in nan.rel_l2.values())
+    ok = record.workloads["matmul_small"]["compiled"]
+    assert ok.compiled_vs_eager.status == "PASS" and ok.dynamo.graph_breaks == 0
+
+
+def test_schema_1_compare_rows_keep_their_tested_changes():
+    record = records.load_record(FIXTURES / "reports/compare.json", CompareRecord)
+    tested = [r for r in record.rows if r.change is not None]
+    assert len(tested) == record.tests == 12
+    assert all(r.change.confidence == 0.95 and r.change.test == "Welch t" for r in tested)
+    ab = records.load_record(FIXTURES / "ab/compare.json", CompareRecord)
+    assert {r.change.test for r in ab.rows if r.change is not None} == {"paired t"}
+
+
+def _fixture_config(name: str):
+    """The run's configuration; its candidate interpreter lived on the machine that ran it."""
+    import yaml
+    raw = yaml.safe_load((FIXTURES / name).read_text())
+    raw["candidate"] = {"python": None}
+    return parse(raw)
+
+
+def test_a_schema_1_baseline_compares_with_no_row_caused_by_the_format():
+    """The fixtures as the baseline, and again as this run (read, upgraded, written in the
+    current format and read back): every unit is compared, nothing is NEW or MISSING, and
+    the only FAILED rows are the workloads that failed in that run."""
+    cfg = _fixture_config("params.yaml")
+    pairs = {}
+    for stage in ("bench", "numerics"):
+        for cell in ("cpu-fp32", "cuda-fp32"):
+            old = records.load_record(FIXTURES / f"reports/{stage}/{cell}.json", KINDS[stage])
+            now = records.parse_record(records.dumps(records.record_data(old)), KINDS[stage],
+                                       "now")
+            pairs[stage, cell] = Pair(now, old)
+    env = records.load_record(FIXTURES / "reports/env/env.json", EnvRecord)
+    result = compare_run(cfg, RunInputs("HEAD", "0" * 40, pairs, env, env))
+    verdicts = {(r.stage, r.workload, r.metric): r.verdict for r in result.rows}
+    assert not [k for k, v in verdicts.items() if v in ("NEW", "MISSING")]
+    failed = {k for k, v in verdicts.items() if v == "FAILED"}
+    assert {w for _, w, _ in failed} == {"broken", "returns_nan"}
+    assert verdicts["numerics", "mlp_small", "drift"] == "EQUIVALENT"
+    assert verdicts["bench", "matmul_small", "steady_s"] == "EQUIVALENT"
+    assert result.tests == 12
+
+
+def test_a_schema_1_ab_record_carries_its_baseline_arm():
+    cfg = _fixture_config("ab/params.yaml")
+    bench = records.load_record(FIXTURES / "ab/bench-cpu-fp32.json", BenchRecord)
+    numerics = records.load_record(FIXTURES / "ab/numerics-cpu-fp32.json", NumericsRecord)
+    assert bench.ab.interleaved and len(bench.ab.baseline.workloads["matmul_small"].processes) == 3
+    result = compare_run(cfg, RunInputs("HEAD", None, {
+        ("bench", "cpu-fp32"): Pair(bench, ab_baseline(bench), True, True),
+        ("numerics", "cpu-fp32"): Pair(numerics, ab_baseline(numerics), True)}))
+    assert {r.verdict for r in result.rows} <= {"EQUIVALENT", "INCONCLUSIVE"}
+    assert all(r.change.paired for r in result.rows if r.change is not None)

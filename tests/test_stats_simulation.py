@@ -1,6 +1,6 @@
 """Statistics tested like code: error rates of the whole verdict pipeline, measured.
 
-Seeded simulations whose truth is known go through the real `comparison` functions (rows,
+Seeded simulations whose truth is known go through the real judge (rows,
 Benjamini-Hochberg over the matrix, verdicts, minimum detectable effects) and the verdicts are
 counted. A simulated matrix has CELLS cells of one workload and mode, three timed metrics each
 (60 tests), PROCESSES worker processes per side. steady_s has a per-process random effect (the
@@ -27,11 +27,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from stages.judge import comparison
+from stages.core.config import Delta
+from stages.core.schema import (BenchProcess, BenchRecord, ModeTiming, Sentinel, WorkloadRun)
 from stages.judge import stats
+from stages.judge.timings import bench_rows
+from stages.judge.verdicts import Comparison, Draft, finish
+
+from .records import with_ab
 
 ALPHA, POWER = 0.05, 0.8
-DELTAS = {"steady_s": 0.05, "first_call_s": 0.20, "warmup_s": 0.25, "peak_bytes": 0.05}
+DELTAS = Delta(steady_s=0.05, first_call_s=0.20, warmup_s=0.25, peak_bytes=0.05)
 TIMED = ("steady_s", "first_call_s", "warmup_s")
 PROCESSES, SAMPLES, CELLS = 5, 12, 20
 NULL_MATRICES = 1000
@@ -91,35 +96,33 @@ def _raw_samples(rng, medians):
 
 # ---- the pipeline under test ------------------------------------------------------------------
 
-def _record(steady, first, warm, sentinel) -> dict:
+def _record(steady, first, warm, sentinel) -> BenchRecord:
     """A bench record of one cell and side; `steady` holds per-call samples per process."""
-    processes = [{"status": "OK", "sentinel": {"python_loop_s": s},
-                  "modes": {"eager": {"status": "OK", "steady_s": st, "first_call_s": f,
-                                      "warmup_s": w, "peak_bytes": 1 << 20}}}
-                 for st, f, w, s in zip(steady, first, warm, sentinel)]
-    return {"status": "OK", "modes": ["eager"], "workloads": {"w": {"processes": processes}}}
+    processes = [BenchProcess("OK", sentinel=Sentinel(s), round=i, modes={"eager": ModeTiming(
+        "OK", steady_s=tuple(st), first_call_s=f, warmup_s=w, peak_bytes=1 << 20)})
+        for i, (st, f, w, s) in enumerate(zip(steady, first, warm, sentinel))]
+    return BenchRecord("c", "OK", modes=("eager",), workloads={"w": WorkloadRun(tuple(processes))})
 
 
-def _compare_records(steady, first, warm, sentinel) -> comparison.Comparison:
+def _compare_records(steady, first, warm, sentinel) -> Comparison:
     """One matrix through bench_rows + finish; arguments are indexed [cell][side][process]."""
-    result = comparison.Comparison()
+    drafts = []
     for cell in range(CELLS):
         base, now = (_record(steady[cell][k], first[cell][k], warm[cell][k], sentinel[cell][k])
                      for k in (0, 1))
-        result.rows.extend(comparison.bench_rows(f"c{cell}", now, base, DELTAS))
-    return comparison.finish(result, ALPHA, POWER)
+        drafts += bench_rows(f"c{cell}", now, base, DELTAS)
+    return finish(drafts, alpha=ALPHA, power=POWER)
 
 
-def _compare_summaries(steady, first, warm) -> comparison.Comparison:
+def _compare_summaries(steady, first, warm) -> Comparison:
     """One matrix from process summaries: the timed rows bench_rows would build, + finish."""
-    result = comparison.Comparison()
+    drafts = []
     for cell in range(CELLS):
         for metric, values in zip(TIMED, (steady, first, warm)):
             base, now = values[cell]
-            result.rows.append(comparison.Row(
-                "bench", f"c{cell}", "w", "eager", metric, stats.INCONCLUSIVE,
-                shift=stats.shift(base, now), delta=DELTAS[metric]))
-    return comparison.finish(result, ALPHA, POWER)
+            drafts.append(Draft("bench", f"c{cell}", "w", "eager", metric, stats.INCONCLUSIVE,
+                                shift=stats.shift(base, now), delta=getattr(DELTAS, metric)))
+    return finish(drafts, alpha=ALPHA, power=POWER)
 
 
 # ---- counting -----------------------------------------------------------------------------
@@ -171,7 +174,7 @@ def simulate(family: str, matrices: int, seed: int, *, slowdown: float = 1.0,
     return counts
 
 
-def _count(counts: Counts, result: comparison.Comparison, slowed: set[int],
+def _count(counts: Counts, result: Comparison, slowed: set[int],
            modes: np.ndarray | None) -> None:
     def split(cell: int) -> bool:
         return modes is not None and _split_by_side(modes[cell])
@@ -191,10 +194,11 @@ def _count(counts: Counts, result: comparison.Comparison, slowed: set[int],
             counts.steady_regressed += row.verdict == stats.REGRESSED
             counts.steady_regressed_split += row.verdict == stats.REGRESSED and split(cell)
             if cell == TARGET:
-                counts.target_mde.append(row.mde)
+                counts.target_mde.append(row.change.mde)
         regressed |= row.verdict == stats.REGRESSED
         improved |= row.verdict == stats.IMPROVED
-        significant |= row.p_adjusted is not None and row.p_adjusted <= ALPHA
+        significant |= row.change is not None and row.change.p_adjusted is not None \
+            and row.change.p_adjusted <= ALPHA
     counts.matrices += 1
     counts.any_regressed += regressed
     counts.any_improved += improved
@@ -321,14 +325,13 @@ def simulate_pairs(matrices: int, seed: int, *, slowdown: float = 1.0,
     counts = Counts()
     for m in range(matrices):
         cells = _pair_values(np.random.default_rng([seed, m]), slowdown, slowed)
-        result = comparison.Comparison()
+        drafts = []
         for cell in range(CELLS):
-            record = _ab_record(*cells[cell])
-            result.rows.extend(comparison.bench_rows(
-                f"c{cell}", record, comparison.ab_baseline(record), DELTAS))
-        result = comparison.finish(result, ALPHA, POWER)
+            base, now = _ab_arms(*cells[cell])
+            drafts += bench_rows(f"c{cell}", with_ab(now, base, True), base, DELTAS, paired=True)
+        result = finish(drafts, alpha=ALPHA, power=POWER)
         assert result.tests == 3 * CELLS and all(
-            r.shift.paired for r in result.rows if r.shift is not None)
+            r.change.paired for r in result.rows if r.change is not None)
         _count(counts, result, set(slowed), None)
     return counts
 
@@ -345,30 +348,23 @@ def _pair_values(rng, slowdown: float = 1.0, slowed: tuple[int, ...] = ()) -> li
     return [(steady[0, c], first[0, c], warm[0, c]) for c in range(CELLS)]
 
 
-def _ab_record(steady, first, warm) -> dict:
-    """An interleaved A/B bench record of one cell; arguments are indexed [side][process]."""
-    arms = [_record([[float(s)] for s in steady[k]], first[k].tolist(), warm[k].tolist(),
-                    [0.02] * PROCESSES)
-            for k in (0, 1)]
-    for arm in arms:
-        for round_, proc in enumerate(arm["workloads"]["w"]["processes"]):
-            proc["round"] = round_
-    return {**arms[1], "ab": {"baseline": {"workloads": arms[0]["workloads"]},
-                              "interleaved": True}}
+def _ab_arms(steady, first, warm) -> tuple[BenchRecord, BenchRecord]:
+    """The two arms of an interleaved A/B cell; arguments are indexed [side][process], a
+    process's index is its round."""
+    return tuple(_record([[float(s)] for s in steady[k]], first[k].tolist(), warm[k].tolist(),
+                         [0.02] * PROCESSES) for k in (0, 1))
 
 
 def _welch_mde_of_target(seed: int, matrices: int = 50) -> float:
     """The MDE that Welch's test, blind to the pairing, reports for TARGET's steady_s."""
     mdes = []
     for m in range(matrices):
-        record = _ab_record(*_pair_values(np.random.default_rng([seed, m]), 1)[TARGET])
-        rows = comparison.bench_rows("c", record, {**comparison.ab_baseline(record),
-                                                   "paired": False}, DELTAS)
-        result = comparison.finish(comparison.Comparison(rows=rows), ALPHA, POWER)
-        steady = next(r for r in result.rows if r.metric == "steady_s")
+        base, now = _ab_arms(*_pair_values(np.random.default_rng([seed, m]), 1)[TARGET])
+        steady = next(d for d in bench_rows("c", with_ab(now, base), base, DELTAS)
+                      if d.metric == "steady_s")
         # The same number of tests as a matrix has, for a like-for-like level.
         mdes.append(stats.minimum_detectable_effect(steady.shift, alpha=ALPHA, power=POWER,
-                                                    delta=DELTAS["steady_s"], tests=3 * CELLS))
+                                                    delta=DELTAS.steady_s, tests=3 * CELLS))
     return float(np.median(mdes))
 
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 from stages.core import config, git
 from stages.core.baseline import REPORTS
+from stages.core.targets import check_arguments
 
 
 def cell_stage(kind: str, doc: str, argv: list[str] | None):
     """(config, cell, report folder). An unknown cell, a bad baseline.rev or a workload key
     that is a typo stops the stage before it measures."""
-    from stages.workloads import check_arguments
     parser = argparse.ArgumentParser(prog=f"python -m stages.{kind}", description=doc)
     parser.add_argument("--device", required=True)
     parser.add_argument("--precision", required=True)

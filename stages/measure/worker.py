@@ -26,7 +26,7 @@ from stages.measure.device import (Unavailable, build, configure, failure, peak_
 from stages.measure.dynamo import DynamoLog, reset_dynamo
 from stages.measure.ops import op_coverage
 from stages.measure.timing import BusyMachine, make_clock, measure
-from stages.workloads import load_target
+from stages.core.targets import load_target
 
 
 class Baton:

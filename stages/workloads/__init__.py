@@ -1,6 +1,8 @@
 """Built-in workloads, and the contract a user's own workload follows.
 
-A workload is any importable callable named by `_target_` in conf/workload/<name>.yaml:
+A workload is any importable callable named by `_target_` in conf/workload/<name>.yaml; a
+module in this folder (stages/workloads/) is what the bench and numerics stages depend on, so
+`dvc repro` measures again when it changes:
 
     def my_workload(*, device, dtype, compile, seed, **kwargs) -> Workload
 
@@ -11,18 +13,11 @@ Workload whose `step()` does one unit of work and returns its outputs.
 """
 from __future__ import annotations
 
-import importlib
-import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 from torch import nn
-
-from stages.core.errors import UserError
-
-PROVIDED = ("device", "dtype", "compile", "seed")  # passed by torchgate, not by the YAML
-
 
 @dataclass
 class Workload:
@@ -31,31 +26,6 @@ class Workload:
     flops: float | None = None       # floating-point operations per step, when known
     state: Callable[[], dict] | None = None  # what training changes (parameters), for numerics
     train_steps: int = 1             # steps before numerics compares outputs and state
-
-
-def load_target(target: str):
-    module_name, _, attr = target.rpartition(".")
-    try:
-        return getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise ImportError(f"cannot import workload _target_ {target!r}: {exc}") from exc
-
-
-def check_arguments(name: str, target: str, kwargs: dict) -> None:
-    """A key in conf/workload/<name>.yaml that the function does not take is a typo: say so
-    before anything is measured. A target that does not import is left to the worker, which
-    records it as that workload's failure while the others run."""
-    try:
-        params = inspect.signature(load_target(target)).parameters
-    except (ImportError, TypeError, ValueError):
-        return
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return
-    unknown = sorted(set(kwargs) - set(params))
-    if unknown:
-        takes = [p for p in params if p not in PROVIDED]
-        raise UserError(f"workload.{name} has no parameter {unknown[0]!r}; {target} takes: "
-                        f"{', '.join(takes) or 'no parameters'}")
 
 
 def _positive(workload: str, **values: int) -> None:
