@@ -10,7 +10,8 @@ With a baseline, timings an interim look leaves undecided get more processes wit
 from __future__ import annotations
 
 from stages.core import cli
-from stages.core.baseline import load_env_pair, load_run, with_record
+from stages.core.baseline import load_env_pair, load_run
+from stages.core.inputs import with_record
 from stages.core.errors import one_line_errors
 from stages.core.records import write_record, write_text
 from stages.judge.adaptive import pending_units

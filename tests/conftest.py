@@ -12,21 +12,29 @@ def git(*args, cwd):
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True)
 
 
-@pytest.fixture
-def project(tmp_path, monkeypatch):
-    """A fresh git repository holding torchgate's pipeline files, as a user's fork would."""
+def make_project(where: Path, repository: Path) -> Path:
+    """torchgate's pipeline files in `where`, inside the git repository `repository` (the
+    same folder, or a parent: a project kept in a subdirectory of a larger repository)."""
+    where.mkdir(parents=True, exist_ok=True)
     for name in ("conf", "stages", "dvc.yaml", ".dvcignore"):
         src = ROOT / name
         if src.is_dir():
-            shutil.copytree(src, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(src, where / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
-            shutil.copy(src, tmp_path / name)
-    (tmp_path / ".dvc").mkdir()
-    shutil.copy(ROOT / ".dvc" / "config", tmp_path / ".dvc" / "config")
-    (tmp_path / ".gitignore").write_text("__pycache__/\n")
-    git("init", "-q", cwd=tmp_path)
-    git("config", "user.email", "test@torchgate.invalid", cwd=tmp_path)
-    git("config", "user.name", "torchgate test", cwd=tmp_path)
+            shutil.copy(src, where / name)
+    (where / ".dvc").mkdir()
+    shutil.copy(ROOT / ".dvc" / "config", where / ".dvc" / "config")
+    (repository / ".gitignore").write_text("__pycache__/\n")
+    git("init", "-q", cwd=repository)
+    git("config", "user.email", "test@torchgate.invalid", cwd=repository)
+    git("config", "user.name", "torchgate test", cwd=repository)
+    return where
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A fresh git repository holding torchgate's pipeline files, as a user's fork would."""
+    make_project(tmp_path, tmp_path)
     # Stage commands run `python -m stages...`: the interpreter running the tests.
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{__import__('os').environ['PATH']}")
     monkeypatch.setenv("DVC_NO_ANALYTICS", "1")

@@ -3,7 +3,7 @@ ones do not, every test then runs at alpha / max_looks, and the interim looks ar
 import random
 
 from stages.core import config
-from stages.core.baseline import Pair, RunInputs
+from stages.core.inputs import Pair, RunInputs
 from stages.judge.adaptive import pending_units
 from stages.judge.run import compare_run
 from stages.measure.cells import measure_bench

@@ -2,7 +2,7 @@
 A/B records. The statistics themselves are tested by simulation in test_stats_simulation."""
 import dataclasses
 
-from stages.core.baseline import ab_baseline
+from stages.core.inputs import ab_baseline
 from stages.core.schema import Busy, ModeNumerics
 from stages.judge import stats
 from stages.judge.run import busy_note

@@ -12,7 +12,7 @@ import torch
 
 from stages import numerics
 from stages.core import config
-from stages.core.baseline import ab_baseline
+from stages.core.inputs import ab_baseline
 from stages.core.records import dumps
 from stages.core.rows import CompareRecord
 from stages.core.schema import (FINGERPRINT_METHOD, ArmId, CompiledCheck, Coverage, Dynamo,

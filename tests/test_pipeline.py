@@ -1,14 +1,16 @@
 """End to end, as a user runs it: `dvc repro` twice in a git repository, with a workload from
 the user's own module, one that raises, and a device that is not present."""
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from stages.compose import compose
 
-from .conftest import git
+from .conftest import ROOT, git, make_project
 
 USER_MODULE = '''
 import torch
@@ -71,6 +73,15 @@ def test_dvc_repro_twice_with_a_baseline(project):
     again = dvc("repro")   # nothing changed: only the cheap env check runs
     assert "Running stage 'bench" not in again.stdout and "Running stage 'compare" not in again.stdout
 
+    # Code is a dependency: editing the statistics makes every stage that runs them stale.
+    stats_py = project / "stages/judge/stats.py"
+    original = stats_py.read_text()
+    stats_py.write_text(original + "\n# edited\n")
+    stale = json.loads(dvc("status", "--json").stdout)
+    assert {"bench@cpu-fp32", "numerics@cpu-fp32", "compare", "report"} <= set(stale)
+    stats_py.write_text(original)
+    assert "bench@cpu-fp32" not in json.loads(dvc("status", "--json").stdout)
+
     git("add", "-A", cwd=project)
     git("commit", "-qm", "baseline", cwd=project)
     dvc("repro", "-f")
@@ -110,3 +121,24 @@ def test_dvc_repro_twice_with_a_baseline(project):
     assert steady and all(r["verdict"] == "NOT COMPARABLE" for r in steady)
     assert "Some Other CPU 9000" in steady[0]["note"]
     assert any(r["stage"] == "numerics" and r["verdict"] == "EQUIVALENT" for r in rows)
+
+
+@pytest.mark.slow
+def test_a_project_in_a_subdirectory_of_its_repository_finds_its_baseline(tmp_path, monkeypatch):
+    outer = tmp_path / "monorepo"
+    project = make_project(outer / "ml" / "perf gate", outer)
+    (outer / "README.md").write_text("a larger repository\n")
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    monkeypatch.setenv("DVC_NO_ANALYTICS", "1")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.chdir(project)
+    compose(project / "params.yaml", ["matrix=smoke", "bench.processes=2", "bench.samples=3",
+                                      "bench.adaptive_budget_s=0"], conf=project / "conf")
+    dvc("repro")
+    git("add", "-A", cwd=outer)
+    git("commit", "-qm", "baseline", cwd=outer)
+    dvc("repro", "-f")
+    rows = json.loads(read("reports/compare.json"))["rows"]
+    assert rows and not [r for r in rows if r["verdict"] in ("NEW", "MISSING")], rows
+    assert "No baseline" not in read("reports/compare.md")
+    assert "No environment change against the baseline." in read("reports/env/env.md")

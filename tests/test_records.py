@@ -12,7 +12,7 @@ from stages.core.config import parse
 from stages.core.errors import UserError
 from stages.core.schema import (BenchRecord, CompareRecord, EnvRecord, ModeNumerics,
                                 NumericsRecord)
-from stages.core.baseline import Pair, RunInputs, ab_baseline
+from stages.core.inputs import Pair, RunInputs, ab_baseline
 from stages.judge.run import compare_run
 
 FIXTURES = Path(__file__).parent / "fixtures" / "schema1"

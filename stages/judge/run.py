@@ -6,7 +6,7 @@ come from core.baseline.
 """
 from __future__ import annotations
 
-from stages.core.baseline import RunInputs
+from stages.core.inputs import RunInputs
 from stages.core.config import Config
 from stages.core.schema import BenchRecord
 from stages.judge.environment import hardware_changes

@@ -1,0 +1,54 @@
+"""What a comparison reads, as plain data: per (stage, cell) this run's record and its
+baseline. core.baseline fills it from reports/ and git; the judge reads it. Pure."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from stages.core.schema import BenchRecord, EnvRecord
+
+
+def ab_baseline(record: Any) -> Any:
+    """In A/B mode a record carries its own baseline: the other interpreter's arm, measured
+    beside this one on the same machine. As a record of the same kind, or None."""
+    if record is None or record.ab is None:
+        return None
+    arm = record.ab.baseline
+    if isinstance(record, BenchRecord):
+        return dataclasses.replace(record, workloads=arm.workloads, ab=None)
+    return dataclasses.replace(record, workloads=arm.workloads, coverage=arm.coverage, ab=None)
+
+
+@dataclass
+class Pair:
+    now: Any
+    base: Any
+    ab: bool = False          # base is the other arm of this run (A/B mode)
+    paired: bool = False      # ... measured in lock-step pairs
+
+
+@dataclass
+class RunInputs:
+    """Everything a comparison reads: per (stage, cell) this run's record and the baseline's."""
+    rev: str
+    commit: str | None
+    pairs: dict[tuple[str, str], Pair] = field(default_factory=dict)
+    env_now: EnvRecord | None = None
+    env_base: EnvRecord | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def pair(now: Any, base: Any) -> Pair:
+    """This run's record and its baseline: the committed one, or the other arm it carries."""
+    if now is not None and now.ab is not None:
+        return Pair(now, ab_baseline(now), True, getattr(now.ab, "interleaved", False))
+    return Pair(now, base)
+
+
+def with_record(inputs: RunInputs, stage: str, cell: str, record: Any) -> RunInputs:
+    """The same inputs with this run's record of (stage, cell) replaced: adaptive sampling
+    looks again without reading the baseline again."""
+    old = inputs.pairs.get((stage, cell))
+    return dataclasses.replace(inputs, pairs={**inputs.pairs, (stage, cell): pair(
+        record, old.base if old is not None and not old.ab else None)})

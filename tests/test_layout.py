@@ -1,0 +1,216 @@
+"""The layout's rules, checked on the code itself: dvc.yaml's code deps cover every file each
+stage runs (so `dvc repro` can never serve results of older code), a stage imports no stage,
+the pure rooms touch no files, git or clocks, only render/ writes markdown, measure/ imports
+with torch alone, and no module grows past 400 lines."""
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "stages"
+ROOMS = ("core", "measure", "judge", "render", "workloads")
+PURE = ("judge", "render")
+MODULE = re.compile(r"^stages(\.\w+)+$")
+
+
+def module_file(name: str) -> Path | None:
+    path = ROOT.joinpath(*name.split("."))
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+@cache
+def tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
+def imported(path: Path) -> set[str]:
+    """Every stages.* module this file imports (at any depth, in functions too) or names in a
+    string (`python -m stages.measure.worker`, a workload `_target_` module)."""
+    found = set()
+    for node in ast.walk(tree(path)):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = module_name(path).split(".")
+                if path.name != "__init__.py":
+                    package = package[:-1]
+                base = ".".join(package[:len(package) - node.level + 1] + ([base] if base else []))
+            found.add(base)
+            found |= {f"{base}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and MODULE.match(node.value):
+            found.add(node.value)
+    return {n for n in found if n.split(".")[0] == "stages" and module_file(n)}
+
+
+def closure(entry: str) -> set[Path]:
+    """The files a `python -m <entry>` process may run: imports, transitively, with the
+    packages that hold them."""
+    seen: set[Path] = set()
+    todo = [entry]
+    while todo:
+        name = todo.pop()
+        parts = name.split(".")
+        for i in range(1, len(parts) + 1):
+            path = module_file(".".join(parts[:i]))
+            if path is not None and path not in seen:
+                seen.add(path)
+                todo.extend(imported(path))
+    return seen
+
+
+def workload_targets() -> set[str]:
+    """The modules that conf/workload/*.yaml name: the worker imports them by `_target_`."""
+    found = set()
+    for path in (ROOT / "conf" / "workload").glob("*.yaml"):
+        for body in (yaml.safe_load(path.read_text()) or {}).values():
+            found.add(body["_target_"].rpartition(".")[0])
+    return {m for m in found if m.startswith("stages")}
+
+
+def run_by(entry: str) -> set[Path]:
+    """closure(entry), and where it starts workers, the workload modules they import."""
+    files = closure(entry)
+    if module_file("stages.measure.worker") in files:
+        for target in workload_targets():
+            files |= closure(target)
+    return files
+
+
+def stages_of_dvc_yaml() -> dict[str, tuple[str, list[str]]]:
+    """stage -> (entry module, code deps)."""
+    found = {}
+    for name, stage in yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"].items():
+        entry = re.search(r"python -m (stages\.\w+)", stage["cmd"]).group(1)
+        found[name] = (entry, [d for d in stage.get("deps", []) if d.startswith("stages")])
+    return found
+
+
+@pytest.mark.parametrize("stage", list(stages_of_dvc_yaml()))
+def test_dvc_yaml_deps_cover_every_file_a_stage_runs(stage):
+    entry, deps = stages_of_dvc_yaml()[stage]
+    files = {p.relative_to(ROOT).as_posix() for p in run_by(entry)}
+    covered = {f for f in files if any(f == d or f.startswith(d.rstrip("/") + "/") for d in deps)}
+    assert files - covered == set(), f"dvc.yaml stage {stage!r} misses code it imports"
+    unused = [d for d in deps if not any(f == d or f.startswith(d.rstrip("/") + "/")
+                                         for f in files)]
+    assert unused == [], f"dvc.yaml stage {stage!r} depends on code it never imports"
+
+
+def test_the_worker_and_the_builtin_workloads_are_in_the_bench_closure():
+    """Spawned as `python -m stages.measure.worker`, named by a `_target_`: not imported, but
+    run all the same."""
+    files = {p.relative_to(ROOT).as_posix() for p in run_by("stages.bench")}
+    assert {"stages/measure/worker.py", "stages/workloads/__init__.py"} <= files
+
+
+def entry_modules() -> list[Path]:
+    return sorted(p for p in PACKAGE.glob("*.py") if p.name != "__init__.py")
+
+
+def room_modules(*rooms: str) -> list[Path]:
+    return sorted(p for room in rooms for p in (PACKAGE / room).rglob("*.py"))
+
+
+def test_a_stage_imports_no_stage():
+    stage_names = {module_name(p) for p in entry_modules()}
+    for path in entry_modules() + room_modules(*ROOMS):
+        others = imported(path) & (stage_names - {module_name(path)})
+        assert not others, f"{path.relative_to(ROOT)} imports the stage(s) {sorted(others)}"
+
+
+FORBIDDEN_IMPORTS = {"subprocess", "tempfile", "shutil", "socket", "stages.core.git",
+                     "stages.core.baseline", "stages.measure"}
+FORBIDDEN_CALLS = {"open", "read_text", "write_text", "read_bytes", "write_bytes",
+                   "perf_counter", "perf_counter_ns", "time", "write_record", "load_record"}
+
+
+@pytest.mark.parametrize("path", room_modules(*PURE), ids=lambda p: p.name)
+def test_the_judge_and_render_rooms_are_pure(path):
+    """Records in, rows or text out: no files, no git, no processes, no clocks."""
+    names = set()
+    for node in ast.walk(tree(path)):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            names.add(node.module or "")
+        elif isinstance(node, ast.Call):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            assert called not in FORBIDDEN_CALLS, f"{path.name} calls {called}()"
+    bad = {n for n in names if any(n == f or n.startswith(f + ".") for f in FORBIDDEN_IMPORTS)}
+    assert not bad, f"{path.name} imports {sorted(bad)}"
+
+
+MARKDOWN = re.compile(r"^#{1,3} |\|---|^\| ", re.M)
+
+
+def test_only_render_writes_markdown():
+    for path in entry_modules() + room_modules("core", "measure", "judge", "workloads"):
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree(path))
+                      if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and n.body
+                      and isinstance(n.body[0], ast.Expr)}
+        for node in ast.walk(tree(path)):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                    and id(node) not in docstrings:
+                assert not MARKDOWN.search(node.value), (
+                    f"{path.relative_to(ROOT)}:{node.lineno} writes markdown; render/ does")
+        assert "tabulate" not in imported_names(path), path
+
+
+def imported_names(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(tree(path)):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            found.add(node.module or "")
+    return found
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")),
+                         ids=lambda p: p.relative_to(PACKAGE).as_posix())
+def test_no_module_grows_past_400_lines(path):
+    assert len(path.read_text(encoding="utf-8").splitlines()) <= 400
+
+
+BLOCKER = """
+import importlib.abc, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {"scipy", "yaml", "tabulate", "dvc", "hydra", "omegaconf"}:
+            raise ImportError(f"{name} is not installed in a torch-only interpreter")
+sys.meta_path.insert(0, Block())
+import pkgutil, stages.measure, stages.workloads
+for m in pkgutil.iter_modules(stages.measure.__path__):
+    __import__(f"stages.measure.{m.name}")
+from stages.measure.probe import capture
+assert capture()["torch"]["version"]
+print("ok")
+"""
+
+
+def test_the_measure_room_needs_nothing_but_torch():
+    """The other interpreter of an A/B run has torch alone: everything it runs must import
+    without scipy, yaml, tabulate, dvc or hydra."""
+    run = subprocess.run([sys.executable, "-c", BLOCKER], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:]
