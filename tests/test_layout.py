@@ -146,17 +146,13 @@ FORBIDDEN_CALLS = {"open", "read_text", "write_text", "read_bytes", "write_bytes
 @pytest.mark.parametrize("path", room_modules(*PURE), ids=lambda p: p.name)
 def test_the_judge_and_render_rooms_are_pure(path):
     """Records in, rows or text out: no files, no git, no processes, no clocks."""
-    names = set()
     for node in ast.walk(tree(path)):
-        if isinstance(node, ast.Import):
-            names |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            names.add(node.module or "")
-        elif isinstance(node, ast.Call):
+        if isinstance(node, ast.Call):
             func = node.func
             called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
             assert called not in FORBIDDEN_CALLS, f"{path.name} calls {called}()"
-    bad = {n for n in names if any(n == f or n.startswith(f + ".") for f in FORBIDDEN_IMPORTS)}
+    bad = {n for n in imported_names(path)
+           if any(n == f or n.startswith(f + ".") for f in FORBIDDEN_IMPORTS)}
     assert not bad, f"{path.name} imports {sorted(bad)}"
 
 

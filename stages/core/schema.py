@@ -90,7 +90,9 @@ class Sentinel:
 
 
 @dataclass(frozen=True)
-class BenchProcess:
+class Process:
+    """How a worker process ended (OK, SKIPPED or one of FAILURES, with the error), where it
+    ran and how long it took."""
     status: str
     error: str | None = None
     traceback: str | None = None
@@ -99,6 +101,10 @@ class BenchProcess:
     pid: int | None = None
     wall_s: float | None = None
     round: int | None = None              # A/B: the lock-step pair it belongs to
+
+
+@dataclass(frozen=True)
+class BenchProcess(Process):
     sentinel: Sentinel | None = None
     modes: dict[str, ModeTiming] = field(default_factory=dict)
 
@@ -188,20 +194,13 @@ class Coverage:
 class FreshOutputs:
     status: str
     error: str | None = None
+    traceback: str | None = None
     digest: str | None = None
     fingerprint: dict[str, Fingerprint] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
-class NumericsProcess:
-    status: str
-    error: str | None = None
-    traceback: str | None = None
-    stderr_tail: str | None = None
-    torch: str | None = None
-    pid: int | None = None
-    wall_s: float | None = None
-    round: int | None = None
+class NumericsProcess(Process):
     modes: dict[str, ModeOutputs] = field(default_factory=dict)
     coverage: Coverage | None = None
     fresh: dict[str, FreshOutputs] = field(default_factory=dict)   # the fresh-process check
