@@ -154,4 +154,8 @@ def page(record: NumericsRecord, result: Comparison) -> str:
     rows = result.rows
     parts = [errors(record), compiled(record), determinism(record), drift(record, rows),
              ops(record, rows), graph_breaks(record)]
-    return verdict_page(result, f"numerics: {record.cell}", "\n\n".join(p for p in parts if p))
+    return verdict_page(result, f"numerics: {record.cell}", "\n\n".join(p for p in parts if p),
+                        footer=f"Baseline: `reports/` at git `{result.baseline}`. Numerics "
+                        "verdicts follow fixed rules (tolerances, error growth, exact op sets "
+                        "and graph-break counts), with no test across the run: they are the "
+                        "same here as in [compare.md](../compare.md).")

@@ -64,11 +64,11 @@ def method(result: Comparison) -> str:
             f"compares medians against δ; graph breaks and recompiles compare exactly.")
 
 
-def page(result: Comparison, title: str, extra: str = "") -> str:
+def page(result: Comparison, title: str, extra: str = "", footer: str | None = None) -> str:
     lines = [f"# {title}", ""]
     lines += [f"> {note}" for note in result.notes] + ([""] if result.notes else [])
     lines += [f"**{tally(r.verdict for r in result.rows)}**", "", table(result.rows), ""]
     if extra:
         lines += [extra, ""]
-    lines += [method(result), ""]
+    lines += [method(result) if footer is None else footer, ""]
     return "\n".join(lines)
