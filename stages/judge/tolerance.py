@@ -107,7 +107,8 @@ def numerics_record(cfg: Config, cell: Cell, results: dict[str, dict[str, list]]
     for name, check in fresh.items():
         eager = evaluated[arm].get(name, {}).get("eager")
         if eager is not None and eager.digest:
-            evaluated[arm][name]["eager"] = replace_fresh(eager, compare_fresh(eager, check))
+            evaluated[arm][name]["eager"] = dataclasses.replace(
+                eager, fresh_process=compare_fresh(eager, check))
 
     def coverage(a: str) -> dict:
         return {name: procs[0].coverage for name, procs in results[a].items()
@@ -123,6 +124,3 @@ def numerics_record(cfg: Config, cell: Cell, results: dict[str, dict[str, list]]
                           tolerance=Tolerance(p.rel_l2_tol, p.cosine_min, p.compiled_multiplier),
                           wall_s=wall_s, ab=ab)
 
-
-def replace_fresh(ev: ModeNumerics, fresh: FreshProcess) -> ModeNumerics:
-    return dataclasses.replace(ev, fresh_process=fresh)

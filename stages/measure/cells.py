@@ -16,6 +16,7 @@ import time
 from typing import Callable
 
 from stages.core.config import Cell, Config, WorkloadSpec
+from stages.core.errors import UserError
 from stages.core.schema import (OK, ArmId, BenchAB, BenchArm, BenchProcess, BenchRecord, Job, Look,
                                 FreshOutputs, NumericsProcess, Pending, Timing, WorkloadRun)
 from stages.core.typed import from_data
@@ -47,7 +48,6 @@ def measured_arm(cfg: Config) -> str:
 def parsed(kind: str, raw: dict, where: str):
     """A worker's result as its process record; a result that does not parse is the
     process's failure, not the stage's."""
-    from stages.core.errors import UserError
     try:
         return from_data(PROCESS[kind], raw, where)
     except UserError as exc:
