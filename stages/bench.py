@@ -4,11 +4,13 @@
 
 Every sample of every worker process goes to reports/bench/<cell>.json; reports/bench/<cell>.md
 shows what was measured and how it differs from the baseline (the verdicts are compare's).
-With a baseline, timings an interim look leaves undecided get more processes within
-`bench.adaptive_budget_s` (measure.cells, judge.adaptive).
+The arms measured (this run alone, or beside the baseline measured again, or beside a
+candidate) are arms.plan's choice. With a baseline, timings an interim look leaves undecided
+get more processes within `bench.adaptive_budget_s` (measure.cells, judge.adaptive).
 """
 from __future__ import annotations
 
+from stages.arms.plan import plan
 from stages.core import cli
 from stages.core.baseline import load_env_pair, load_run
 from stages.core.inputs import with_record
@@ -21,16 +23,23 @@ from stages.render import bench as page
 from stages.render.progress import bench_line
 
 
+def say(line: str) -> None:
+    print(f"torchgate bench: {line}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     with one_line_errors("bench"):
         cfg, cell, out = cli.cell_stage("bench", __doc__, argv)
+        arms = plan(cfg, log=say)
+        say(arms.note)
         inputs = load_run(cfg.baseline.rev, [cell.name], ("bench",), current=False)
 
         def judged(record):
             return compare_run(cfg, with_record(inputs, "bench", cell.name, record))
         record = measure_bench(
             cfg, cell, log=lambda *line: print(bench_line(*line), flush=True),
-            pending=lambda rec: pending_units(judged(rec), cfg.bench.max_processes))
+            pending=lambda rec: pending_units(judged(rec), cfg.bench.max_processes),
+            arms=arms.arms, note=arms.note, rebuilt=arms.rebuilt)
         write_record(out / f"{cell.name}.json", record)
         here = load_env_pair(cfg.baseline.rev)[0]
         write_text(out / f"{cell.name}.md", page.page(record, judged(record), page.ab_environments(

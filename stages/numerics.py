@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 
+from stages.arms.plan import Plan, plan
 from stages.core import cli
 from stages.core.config import Cell, Config
 from stages.core.baseline import load_run
@@ -20,23 +21,26 @@ from stages.core.records import write_record, write_text
 from stages.core.schema import NumericsRecord
 from stages.judge.run import compare_run
 from stages.judge.tolerance import numerics_record
-from stages.measure.cells import measure_numerics, measured_arm
+from stages.measure.cells import NOW, measure_numerics
 from stages.measure.launcher import run_worker
 from stages.render import numerics as page
 from stages.render.progress import numerics_line
 
 
-def run_cell(cfg: Config, cell: Cell, run=run_worker) -> NumericsRecord:
+def run_cell(cfg: Config, cell: Cell, run=run_worker, arms: Plan | None = None
+             ) -> NumericsRecord:
     started = time.perf_counter()
-    measured, fresh = measure_numerics(cfg, cell, run=run)
-    return numerics_record(cfg, cell, measured.results, fresh, measured.torch,
-                           measured_arm(cfg), measured.skipped, time.perf_counter() - started)
+    arms = arms or Plan(NOW, "")
+    measured, fresh = measure_numerics(cfg, cell, run=run, arms=arms.arms)
+    return numerics_record(cfg, cell, measured, fresh, arms.rebuilt,
+                           time.perf_counter() - started)
 
 
 def main(argv: list[str] | None = None) -> None:
     with one_line_errors("numerics"):
         cfg, cell, out = cli.cell_stage("numerics", __doc__, argv)
-        record = run_cell(cfg, cell)
+        record = run_cell(cfg, cell, arms=plan(
+            cfg, log=lambda line: print(f"torchgate numerics: {line}", flush=True)))
         for name, modes in record.workloads.items():
             for mode, ev in modes.items():
                 print(numerics_line(cell.name, name, mode, ev))

@@ -44,8 +44,9 @@ def record(n=5, seed=0, **kw) -> BenchRecord:
 
 def with_ab(now: BenchRecord, base: BenchRecord, interleaved=False) -> BenchRecord:
     """`now` as the candidate arm of an A/B run whose baseline arm is `base`."""
-    return dataclasses.replace(now, ab=BenchAB(BenchArm("/a/python", "2.13", base.workloads),
-                                               ArmId("/b/python", "2.14"), interleaved))
+    return dataclasses.replace(now, ab=BenchAB(
+        BenchArm("/a/python", "2.13", workloads=base.workloads), ArmId("/b/python", "2.14"),
+        interleaved))
 
 
 def numerics(units: dict[str, dict[str, ModeNumerics]], **extra) -> NumericsRecord:

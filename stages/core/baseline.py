@@ -12,7 +12,7 @@ from typing import Any
 
 from stages.core import git
 from stages.core.errors import UserError
-from stages.core.inputs import RunInputs, pair
+from stages.core.inputs import RunInputs, needs_recorded, pair
 from stages.core.records import load_record, parse_record
 from stages.core.schema import BenchRecord, EnvRecord, NumericsRecord
 
@@ -59,7 +59,7 @@ def load_run(rev: str, cells: list[str], stages: tuple[str, ...] = ("bench", "nu
             now = given.get((stage, cell)) or (load_current(path, KINDS[stage]) if current
                                                else None)
             base = None
-            if now is None or now.ab is None:
+            if needs_recorded(now):
                 base = _baseline_or_note(commit, path, KINDS[stage], found.notes, root)
             found.pairs[stage, cell] = pair(now, base)
     return found

@@ -8,6 +8,7 @@ reads the specs below with torch alone.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,14 +101,36 @@ class Cells:
     precisions: tuple[str, ...] = ()
 
 
+MEASURE = ("auto", "recorded", "rebuild")
+INSTALLERS = ("auto", "uv", "pip")
+
+
 @dataclass(frozen=True)
 class Baseline:
     rev: str = "HEAD"
+    # auto: measure the baseline again beside this run, in lock-step, when its packages or
+    # workload code differ from this run's and it can be rebuilt; else its recorded numbers.
+    measure: str = "auto"
 
 
 @dataclass(frozen=True)
 class Candidate:
-    python: str | None = None   # A/B mode: the other environment's interpreter
+    """A what-if arm, measured beside this environment instead of the baseline."""
+    python: str | None = None   # another environment's interpreter
+    pip: tuple[str, ...] = ()   # requirement overrides on top of this environment
+    rev: str | None = None      # another revision's workload code
+
+    @property
+    def wanted(self) -> bool:
+        return bool(self.python or self.pip or self.rev)
+
+
+@dataclass(frozen=True)
+class Arms:
+    """Where rebuilt arms (venvs, checkouts of other revisions) are cached, and how venvs
+    are built."""
+    cache_dir: str | None = None    # default $TORCHGATE_CACHE, else ~/.cache/torchgate
+    installer: str = "auto"         # auto: uv when it is on PATH, else pip
 
 
 @dataclass(frozen=True)
@@ -144,6 +167,7 @@ class Config:
     candidate: Candidate = field(default_factory=Candidate)
     compare: CompareSettings = field(default_factory=CompareSettings)
     gate: Gate = field(default_factory=Gate)
+    arms: Arms = field(default_factory=Arms)
 
     @property
     def modes(self) -> tuple[str, ...]:
@@ -163,7 +187,7 @@ class Config:
 
 SECTIONS = {"bench": BenchSettings, "numerics": NumericsSettings, "stats": StatsSettings,
             "baseline": Baseline, "candidate": Candidate, "compare": CompareSettings,
-            "gate": Gate, "matrix": Matrix, "cells": Cells}
+            "gate": Gate, "matrix": Matrix, "cells": Cells, "arms": Arms}
 GROUPS = ("device", "precision", "workload")
 TOP_LEVEL = tuple(sorted((*SECTIONS, *GROUPS)))
 RESERVED = ("_target_", "_timeout_s_")
@@ -234,6 +258,13 @@ def _workload(name: str, body: Any) -> WorkloadSpec:
                         None if timeout is None else float(timeout))
 
 
+def parse_workloads(section: dict) -> dict[str, WorkloadSpec]:
+    """The `workload` section: name -> spec."""
+    if not isinstance(section, dict):
+        raise UserError(f"workload must be a mapping of workloads, got {section!r}")
+    return {str(n): _workload(str(n), b) for n, b in section.items()}
+
+
 def _check_bench(bench: BenchSettings) -> None:
     for key in ("processes", "samples", "sample_target_s", "timeout_s", "max_processes",
                 "max_looks"):
@@ -253,13 +284,20 @@ def _check_stats(stats: StatsSettings) -> None:
 
 
 def _check_candidate(candidate: Candidate) -> Candidate:
+    if candidate.python is not None and candidate.pip:
+        raise UserError("set candidate.python or candidate.pip, not both: candidate.pip builds "
+                        "the candidate's environment from this one")
+    for i, requirement in enumerate(candidate.pip):
+        if not requirement.strip() or requirement.lstrip().startswith("-"):
+            raise UserError(f"candidate.pip[{i}] is {requirement!r}; give a requirement such as "
+                            "torch==2.14.1")
     if candidate.python is None:
         return candidate
     path = Path(candidate.python).expanduser()
     if not (path.is_file() and os.access(path, os.X_OK)):
         raise UserError(f"candidate.python {candidate.python!r} is not an executable file; point "
                         "it at the other environment's interpreter, e.g. /path/to/venv/bin/python")
-    return Candidate(str(path))
+    return dataclasses.replace(candidate, python=str(path))
 
 
 def parse(raw: Any) -> Config:
@@ -279,7 +317,7 @@ def parse(raw: Any) -> Config:
         _choice(mode, MODES, f"matrix.modes[{i}]")
     devices = {str(n): _device(str(n), b) for n, b in _group(raw, "device").items()}
     precisions = {str(n): _precision(str(n), b) for n, b in _group(raw, "precision").items()}
-    workloads = {str(n): _workload(str(n), b) for n, b in _group(raw, "workload").items()}
+    workloads = parse_workloads(_group(raw, "workload"))
     cells = sections.pop("cells")
     for key, chosen in (("devices", devices), ("precisions", precisions)):
         listed = getattr(cells, key)
@@ -293,6 +331,8 @@ def parse(raw: Any) -> Config:
         raise UserError("compare.busy_share must be in (0, 1], got "
                         f"{sections['compare'].busy_share}")
     _at_least(sections["numerics"].timeout_s, "numerics.timeout_s")
+    _choice(sections["baseline"].measure, MEASURE, "baseline.measure")
+    _choice(sections["arms"].installer, INSTALLERS, "arms.installer")
     sections["candidate"] = _check_candidate(sections["candidate"])
     return Config(devices, precisions, workloads, matrix, **sections)
 

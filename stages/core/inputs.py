@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from stages.core.schema import BenchRecord, EnvRecord
+from stages.core.schema import BenchRecord, EnvRecord, NumericsRecord
 
 
 def ab_baseline(record: Any) -> Any:
@@ -26,6 +26,7 @@ class Pair:
     base: Any
     ab: bool = False          # base is the other arm of this run (A/B mode)
     paired: bool = False      # ... measured in lock-step pairs
+    rebuilt: Any = None       # numerics: the baseline measured again, beside the recorded one
 
 
 @dataclass
@@ -40,10 +41,19 @@ class RunInputs:
 
 
 def pair(now: Any, base: Any) -> Pair:
-    """This run's record and its baseline: the committed one, or the other arm it carries."""
+    """This run's record and its baseline: the committed one, or the other arm it carries.
+    Numerics of a rebuilt baseline compare with both: the recorded outputs stay the
+    reference, the rebuilt arm's are measured the same day."""
     if now is not None and now.ab is not None:
+        if now.ab.rebuilt and isinstance(now, NumericsRecord):
+            return Pair(now, base, rebuilt=ab_baseline(now))
         return Pair(now, ab_baseline(now), True, getattr(now.ab, "interleaved", False))
     return Pair(now, base)
+
+
+def needs_recorded(now: Any) -> bool:
+    """Whether a record is compared with the committed baseline (else only with its arm)."""
+    return now is None or now.ab is None or (now.ab.rebuilt and isinstance(now, NumericsRecord))
 
 
 def with_record(inputs: RunInputs, stage: str, cell: str, record: Any) -> RunInputs:

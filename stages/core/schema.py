@@ -35,6 +35,17 @@ class Timing:
 
 
 @dataclass(frozen=True)
+class Arm:
+    """One side of a comparison measured in this run: an interpreter and a revision of the
+    workload code. The measuring harness (stages/ outside workloads/) is always this one."""
+    name: str                          # "baseline", "candidate" or "now"
+    python: str | None = None          # None: this interpreter
+    code: str | None = None            # the project folder at `rev`; None: this working tree
+    rev: str | None = None
+    workloads: dict[str, WorkloadSpec] | None = None   # that revision's; None: this config's
+
+
+@dataclass(frozen=True)
 class Job:
     kind: str                          # "bench", "numerics" or "fresh" (determinism check)
     seed: int
@@ -44,6 +55,7 @@ class Job:
     modes: tuple[str, ...]
     timing: Timing
     baton: tuple[int, ...] | None = None  # the two pipe ends of a lock-step pair
+    code: str | None = None            # import workloads from this folder (another revision)
 
     @property
     def workload(self) -> WorkloadSpec:
@@ -219,21 +231,22 @@ class WorkloadRun:
 class ArmId:
     python: str
     torch: str | None = None
+    rev: str | None = None             # the workload code's commit; None: the working tree
 
 
 @dataclass(frozen=True)
-class BenchArm:
-    python: str
-    torch: str | None = None
+class BenchArm(ArmId):
     workloads: dict[str, WorkloadRun] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class BenchAB:
-    """A/B mode: the baseline arm measured beside this record's (the candidate's)."""
+    """The baseline arm measured beside this record's arm: a candidate's (what-if) or, with
+    `rebuilt`, this run's against the baseline rebuilt from its revision and environment."""
     baseline: BenchArm
     candidate: ArmId
     interleaved: bool = False          # rounds are lock-step pairs
+    rebuilt: bool = False
 
 
 @dataclass(frozen=True)
@@ -271,6 +284,7 @@ class BenchRecord:
     looks: tuple[Look, ...] = ()
     env_candidate: dict[str, Any] | None = None
     ab: BenchAB | None = None
+    arms_note: str | None = None       # how timings are compared, and why (one line)
     wall_s: float | None = None
 
 
@@ -323,9 +337,7 @@ class Tolerance:
 
 
 @dataclass(frozen=True)
-class NumericsArm:
-    python: str
-    torch: str | None = None
+class NumericsArm(ArmId):
     workloads: dict[str, dict[str, ModeNumerics]] = field(default_factory=dict)
     coverage: dict[str, Coverage] = field(default_factory=dict)
 
@@ -334,6 +346,7 @@ class NumericsArm:
 class NumericsAB:
     baseline: NumericsArm
     candidate: ArmId
+    rebuilt: bool = False
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,8 @@ come from core.baseline.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from stages.core.inputs import RunInputs
 from stages.core.config import Config
 from stages.core.schema import BenchRecord
@@ -44,9 +46,15 @@ def _ab_note(stage: str, cell: str, record) -> str:
            "tested pair by pair (paired t-test on log ratios)."
            if getattr(ab, "interleaved", False) else
            "worker processes alternating on this machine.")
+    base = (f"`{ab.baseline.python}` (torch {ab.baseline.torch}"
+            + (f", workloads at {ab.baseline.rev[:10]}" if ab.baseline.rev else "") + ")")
+    if ab.rebuilt:
+        return (f"{stage} {cell}: this run (torch {ab.candidate.torch}, this working tree) "
+                f"against the baseline measured again beside it, {base}, {how}")
     return (f"A/B: {stage} {cell} compares the candidate `{ab.candidate.python}` (torch "
-            f"{ab.candidate.torch}) with the baseline `{ab.baseline.python}` (torch "
-            f"{ab.baseline.torch}), {how}")
+            f"{ab.candidate.torch}" + (f", workloads at {ab.candidate.rev[:10]}"
+                                       if ab.candidate.rev else "")
+            + f") with the baseline {base}, {how}")
 
 
 def compare_run(cfg: Config, inputs: RunInputs) -> Comparison:
@@ -61,6 +69,8 @@ def compare_run(cfg: Config, inputs: RunInputs) -> Comparison:
             if inputs.commit is not None and base is None:
                 missing.append(f"reports/{stage}/{cell}.json")
         if stage == "bench":
+            if now is not None and now.arms_note:
+                notes.insert(0, now.arms_note)
             looks = max(looks, now.looks_planned if now is not None else 1)
             for label, record in ((f"this run's {cell}", now), (f"the baseline's {cell}", base)):
                 notes.append(busy_note(label, record, cfg.compare.busy_share))
@@ -69,6 +79,9 @@ def compare_run(cfg: Config, inputs: RunInputs) -> Comparison:
                                  paired=pair.paired)
         else:
             drafts += numerics_rows(cell, now, base, cfg.stats.error_growth)
+            if pair.rebuilt is not None:
+                drafts += [dataclasses.replace(d, stage="numerics vs rebuilt") for d in
+                           numerics_rows(cell, now, pair.rebuilt, cfg.stats.error_growth)]
     if inputs.commit is None and from_git:
         notes.insert(0, "No baseline yet: this repository has no commit. Commit `reports/` to "
                         "make this run the baseline.")
@@ -76,4 +89,5 @@ def compare_run(cfg: Config, inputs: RunInputs) -> Comparison:
         notes.append(f"No baseline at {inputs.rev} for {', '.join(missing)}: compared as NEW. "
                      "Commit `reports/` to make this run the baseline.")
     return finish(drafts, alpha=cfg.stats.alpha, power=cfg.stats.power, looks=looks,
-                  notes=notes, baseline=inputs.rev, has_baseline=inputs.commit is not None)
+                  notes=list(dict.fromkeys(notes)), baseline=inputs.rev,
+                  has_baseline=inputs.commit is not None)

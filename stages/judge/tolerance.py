@@ -4,10 +4,9 @@ processes. The numerics record keeps these judgments with the magnitudes behind 
 from __future__ import annotations
 
 import dataclasses
-import sys
 
 from stages.core.config import Cell, Config, PrecisionSpec
-from stages.core.schema import (FINGERPRINT_METHOD, OK, ArmId, CompiledCheck, FreshOutputs,
+from stages.core.schema import (FINGERPRINT_METHOD, OK, CompiledCheck, FreshOutputs,
                                 FreshProcess, ModeNumerics, ModeOutputs, NumericsAB, NumericsArm,
                                 NumericsProcess, NumericsRecord, Tolerance)
 from stages.judge import portability
@@ -95,32 +94,33 @@ def evaluate_modes(procs: list[NumericsProcess], precision: PrecisionSpec,
     return {mode: evaluate(r, precision) for mode, r in proc.modes.items()}
 
 
-def numerics_record(cfg: Config, cell: Cell, results: dict[str, dict[str, list]],
-                    fresh: dict[str, FreshOutputs], torch: dict, arm: str,
-                    skipped: str | None = None, wall_s: float | None = None) -> NumericsRecord:
-    """The record of one cell: every arm's modes evaluated, the fresh-process check folded
-    into the measured arm's eager results, op coverage, the tolerances used."""
-    if skipped:
-        return NumericsRecord(cell.name, "SKIPPED", reason=skipped, wall_s=wall_s)
+def numerics_record(cfg: Config, cell: Cell, run, fresh: dict[str, FreshOutputs],
+                    rebuilt: bool = False, wall_s: float | None = None) -> NumericsRecord:
+    """The record of one cell from its CellRun: every arm's modes evaluated, the
+    fresh-process check folded into the reported arm's eager results, op coverage, the
+    tolerances used; with two arms, the first as `ab.baseline`."""
+    if run.skipped:
+        return NumericsRecord(cell.name, "SKIPPED", reason=run.skipped, wall_s=wall_s)
     evaluated = {a: {name: evaluate_modes(procs, cell.precision, cfg.modes)
-                     for name, procs in per_arm.items()} for a, per_arm in results.items()}
+                     for name, procs in per_arm.items()} for a, per_arm in run.results.items()}
     for name, check in fresh.items():
-        eager = evaluated[arm].get(name, {}).get("eager")
+        eager = evaluated[run.now].get(name, {}).get("eager")
         if eager is not None and eager.digest:
-            evaluated[arm][name]["eager"] = dataclasses.replace(
+            evaluated[run.now][name]["eager"] = dataclasses.replace(
                 eager, fresh_process=compare_fresh(eager, check))
 
     def coverage(a: str) -> dict:
-        return {name: procs[0].coverage for name, procs in results[a].items()
+        return {name: procs[0].coverage for name, procs in run.results[a].items()
                 if procs and procs[0].coverage is not None}
     ab = None
-    if cfg.candidate.python:
-        ab = NumericsAB(NumericsArm(sys.executable, torch["baseline"], evaluated["baseline"],
-                                    coverage("baseline")),
-                        ArmId(cfg.candidate.python, torch["candidate"]))
+    if len(run.arms) > 1:
+        first = run.arms[0]
+        ab = NumericsAB(NumericsArm(**vars(run.arm_id(first)),
+                                    workloads={n: m for n, m in evaluated[first.name].items() if m},
+                                    coverage=coverage(first.name)),
+                        run.arm_id(run.arms[-1]), rebuilt)
     p = cell.precision
-    return NumericsRecord(cell.name, OK, workloads=evaluated[arm], coverage=coverage(arm),
+    return NumericsRecord(cell.name, OK, workloads=evaluated[run.now], coverage=coverage(run.now),
                           fingerprint_method=FINGERPRINT_METHOD,
                           tolerance=Tolerance(p.rel_l2_tol, p.cosine_min, p.compiled_multiplier),
                           wall_s=wall_s, ab=ab)
-

@@ -1,10 +1,11 @@
 """The worker processes of one cell (device x precision), arm by arm, as they are measured.
 
 K processes per workload, workloads shuffled within each round so that a slow moment of the
-machine hits every workload alike. In A/B mode (`candidate.python`) each round runs one process
-per interpreter, in lock-step when a pair runner is given (launcher.run_interleaved); who goes
-first alternates. With a `pending` judgment, adaptive sampling adds rounds to undecided units.
-Results are parsed into the schema's process records here, once.
+machine hits every workload alike. With two arms (a candidate, or the baseline measured again:
+arms.plan decides) each round runs one process per arm, in lock-step when a pair runner is
+given (launcher.run_interleaved); who goes first alternates. With a `pending` judgment,
+adaptive sampling adds rounds to undecided units. Results are parsed into the schema's
+process records here, once.
 """
 from __future__ import annotations
 
@@ -17,32 +18,28 @@ from typing import Callable
 
 from stages.core.config import Cell, Config, WorkloadSpec
 from stages.core.errors import UserError
-from stages.core.schema import (OK, ArmId, BenchAB, BenchArm, BenchProcess, BenchRecord, Job, Look,
-                                FreshOutputs, NumericsProcess, Pending, Timing, WorkloadRun)
+from stages.core.schema import (OK, Arm, ArmId, BenchAB, BenchArm, BenchProcess, BenchRecord,
+                                FreshOutputs, Job, Look, NumericsProcess, Pending, Timing,
+                                WorkloadRun)
 from stages.core.typed import from_data
 from stages.measure.launcher import ROOT, run_interleaved, run_worker
 
 PROCESS = {"bench": BenchProcess, "numerics": NumericsProcess, "fresh": NumericsProcess}
+NOW = (Arm("now"),)
 
 
 def job_for(cfg: Config, cell: Cell, workloads: list[WorkloadSpec], kind: str,
-            modes: list[str] | None = None) -> Job:
+            modes: list[str] | None = None, arm: Arm = NOW[0]) -> Job:
     b = cfg.bench
     return Job(kind, b.seed, cell.device, cell.precision, tuple(workloads),
                tuple(modes or cfg.modes),
-               Timing(b.samples, b.sample_target_s, b.warmup_s, b.min_warmup_calls))
+               Timing(b.samples, b.sample_target_s, b.warmup_s, b.min_warmup_calls),
+               code=arm.code)
 
 
-def arms(cfg: Config) -> list[tuple[str, str | None]]:
-    """(arm, interpreter): one arm normally; baseline and candidate in A/B mode."""
-    if cfg.candidate.python:
-        return [("baseline", None), ("candidate", cfg.candidate.python)]
-    return [("now", None)]
-
-
-def measured_arm(cfg: Config) -> str:
-    """The arm whose results are "now": the candidate in A/B mode."""
-    return arms(cfg)[-1][0]
+def spec_for(arm: Arm, cfg: Config, name: str) -> WorkloadSpec | None:
+    """The workload as the arm runs it: its revision's config; None when it has none."""
+    return cfg.workloads[name] if arm.workloads is None else arm.workloads.get(name)
 
 
 def parsed(kind: str, raw: dict, where: str):
@@ -59,16 +56,21 @@ class CellRun:
 
     def __init__(self, cfg: Config, cell: Cell, kind: str, run: Callable = run_worker,
                  log: Callable = lambda *line: None, fresh_compile_cache: bool = True,
-                 run_pair: Callable | None = None):
+                 run_pair: Callable | None = None, arms: tuple[Arm, ...] = NOW):
         self.cfg, self.cell, self.kind, self.run, self.log = cfg, cell, kind, run, log
         self.fresh = fresh_compile_cache
-        self.run_pair = run_pair    # A/B: both arms' processes at once, taking turns
-        self.arms = arms(cfg)
+        self.run_pair = run_pair    # two arms: both arms' processes at once, taking turns
+        self.arms = arms
         self.results: dict[str, dict[str, list]] = {
-            arm: {name: [] for name in cfg.workloads} for arm, _ in self.arms}
+            arm.name: {name: [] for name in cfg.workloads} for arm in arms}
         self.skipped: str | None = None
         self.failed: set[tuple[str, str]] = set()
-        self.torch: dict[str, str | None] = {arm: None for arm, _ in self.arms}
+        self.torch: dict[str, str | None] = {arm.name: None for arm in arms}
+
+    @property
+    def now(self) -> str:
+        """The arm reported as this run's: the last."""
+        return self.arms[-1].name
 
     def process(self, name: str, round_: int, modes: list[str] | None = None) -> None:
         """One worker process per arm, alternating the arms' order from round to round.
@@ -76,33 +78,35 @@ class CellRun:
         A mode that failed is not tried again in later rounds, and a workload whose every
         mode failed is not started again: a hang would otherwise cost its time limit K times.
         """
-        spec = self.cfg.workloads[name]
         modes = [m for m in (modes or self.cfg.modes) if (name, m) not in self.failed]
         if not modes:
             return
         order = self.arms if round_ % 2 == 0 else self.arms[::-1]
-        job = job_for(self.cfg, self.cell, [spec], self.kind, modes)
+        order = [a for a in order if spec_for(a, self.cfg, name) is not None]
+        jobs = [(job_for(self.cfg, self.cell, [spec_for(a, self.cfg, name)], self.kind, modes,
+                         a), a.python) for a in order]
+        spec = self.cfg.workloads[name]
         timeout_s = spec.timeout_s or (self.cfg.bench.timeout_s if self.kind == "bench"
                                        else self.cfg.numerics.timeout_s)
-        if self.run_pair and len(order) == 2:
-            ran = self.run_pair([(job, python) for _, python in order], timeout_s=timeout_s,
-                                fresh_compile_cache=self.fresh)
+        if self.run_pair and len(jobs) == 2:
+            ran = self.run_pair(jobs, timeout_s=timeout_s, fresh_compile_cache=self.fresh)
         else:   # one by one; the iterator stops early when the device is missing
             ran = (self.run(job, timeout_s=timeout_s, python=python,
-                            fresh_compile_cache=self.fresh) for _, python in order)
-        for (arm, _), raw in zip(order, ran):
+                            fresh_compile_cache=self.fresh) for job, python in jobs)
+        for arm, raw in zip(order, ran):
             if raw.get("status") == "SKIPPED":
                 self.skipped = str(raw.get("error"))
                 return
             result = parsed(self.kind, {**raw, "round": round_},
                             f"{self.cell.name} {name} process {round_ + 1}")
-            self.torch[arm] = self.torch[arm] or result.torch
-            self.results[arm][name].append(result)
+            self.torch[arm.name] = self.torch[arm.name] or result.torch
+            self.results[arm.name][name].append(result)
             for mode in modes:
                 if result.status != OK or result.modes.get(mode) is None \
                         or result.modes[mode].status != OK:
                     self.failed.add((name, mode))
-            self.log(self.cell.name, name, arm, round_, result)
+            self.log(self.cell.name, name, "now" if len(self.arms) == 1 else arm.name,
+                     round_, result)
 
     def rounds(self, count: int, start: int = 0) -> None:
         rng = random.Random(self.cfg.bench.seed + start)
@@ -114,28 +118,33 @@ class CellRun:
                 if self.skipped:
                     return
 
+    def arm_id(self, arm: Arm) -> ArmId:
+        return ArmId(arm.python or sys.executable, self.torch[arm.name], arm.rev)
 
-def bench_record(run: CellRun, **extra) -> BenchRecord:
+
+def bench_record(run: CellRun, note: str | None = None, rebuilt: bool = False,
+                 **extra) -> BenchRecord:
     cell, cfg = run.cell, run.cfg
-    base = dict(cell=cell.name, device=cell.device, precision=cell.precision, modes=cfg.modes)
+    base = dict(cell=cell.name, device=cell.device, precision=cell.precision, modes=cfg.modes,
+                arms_note=note)
     if run.skipped:
         return BenchRecord(status="SKIPPED", reason=run.skipped, **base)
-    now = measured_arm(cfg)
     ab = None
-    if cfg.candidate.python:
-        ab = BenchAB(
-            BenchArm(sys.executable, run.torch["baseline"],
-                     {name: WorkloadRun(tuple(procs))
-                      for name, procs in run.results["baseline"].items()}),
-            ArmId(cfg.candidate.python, run.torch["candidate"]),
-            interleaved=run.run_pair is not None)
+    if len(run.arms) > 1:
+        first = run.arms[0]
+        ab = BenchAB(BenchArm(**vars(run.arm_id(first)),
+                              workloads={name: WorkloadRun(tuple(procs))
+                                         for name, procs in run.results[first.name].items()}),
+                     run.arm_id(run.arms[-1]), interleaved=run.run_pair is not None,
+                     rebuilt=rebuilt)
     return BenchRecord(
         status=OK, settings=cfg.bench, ab=ab, **base,
-        workloads={name: WorkloadRun(tuple(procs), cfg.workloads[name])
-                   for name, procs in run.results[now].items()}, **extra)
+        workloads={name: WorkloadRun(tuple(procs), spec_for(run.arms[-1], cfg, name))
+                   for name, procs in run.results[run.now].items()}, **extra)
 
 
-def extend(run: CellRun, pending: Callable[[BenchRecord], list[Pending]]) -> list[Look]:
+def extend(run: CellRun, pending: Callable[[BenchRecord], list[Pending]],
+           record: Callable[..., BenchRecord]) -> list[Look]:
     """Adaptive sampling: more rounds for the units `pending` names until decided, out of
     budget or out of looks. Rounds go to the pending workloads in turn, so that the budget is
     shared rather than spent on the first. Returns the looks that added processes."""
@@ -143,7 +152,7 @@ def extend(run: CellRun, pending: Callable[[BenchRecord], list[Pending]]) -> lis
     deadline = time.perf_counter() + bench.adaptive_budget_s
     looks, round_ = [], bench.processes
     for _ in range(bench.max_looks - 1):
-        units = pending(bench_record(run, looks_planned=bench.max_looks))
+        units = pending(record(looks_planned=bench.max_looks))
         if not units:
             break
         looks.append(Look(min(len(arm[u.workload]) for arm in run.results.values()
@@ -167,41 +176,47 @@ def extend(run: CellRun, pending: Callable[[BenchRecord], list[Pending]]) -> lis
 
 def measure_bench(cfg: Config, cell: Cell, *, run=run_worker, log=lambda *line: None,
                   pending: Callable[[BenchRecord], list[Pending]] | None = None,
-                  run_pair=run_interleaved) -> BenchRecord:
+                  run_pair=run_interleaved, arms: tuple[Arm, ...] = NOW,
+                  note: str | None = None, rebuilt: bool = False) -> BenchRecord:
     """Every process of one bench cell; with `pending`, adaptive sampling."""
     started = time.perf_counter()
-    cell_run = CellRun(cfg, cell, "bench", run, log, run_pair=run_pair)
+    cell_run = CellRun(cfg, cell, "bench", run, log, run_pair=run_pair, arms=arms)
     cell_run.rounds(cfg.bench.processes)
+
+    def record(**extra) -> BenchRecord:
+        return bench_record(cell_run, note, rebuilt, **extra)
     extra: dict = {}
     if not cell_run.skipped and pending is not None and cfg.bench.adaptive_budget_s > 0:
         extra["looks_planned"] = cfg.bench.max_looks
-        before = sum(map(len, cell_run.results[measured_arm(cfg)].values()))
-        extra["looks"] = tuple(extend(cell_run, pending))
-        extra["adaptive_processes"] = sum(map(len, cell_run.results[measured_arm(cfg)].values())
+        before = sum(map(len, cell_run.results[cell_run.now].values()))
+        extra["looks"] = tuple(extend(cell_run, pending, record))
+        extra["adaptive_processes"] = sum(map(len, cell_run.results[cell_run.now].values())
                                           ) - before
-    if cfg.candidate.python and not cell_run.skipped:
-        extra["env_candidate"] = capture_env(cfg.candidate.python)
-    return bench_record(cell_run, wall_s=time.perf_counter() - started, **extra)
+    python = arms[-1].python if len(arms) > 1 else None
+    if not rebuilt and python and not cell_run.skipped:
+        extra["env_candidate"] = capture_env(python)
+    return record(wall_s=time.perf_counter() - started, **extra)
 
 
-def measure_numerics(cfg: Config, cell: Cell, *, run=run_worker,
-                     log=lambda *line: None) -> tuple[CellRun, dict[str, FreshOutputs]]:
+def measure_numerics(cfg: Config, cell: Cell, *, run=run_worker, log=lambda *line: None,
+                     arms: tuple[Arm, ...] = NOW
+                     ) -> tuple[CellRun, dict[str, FreshOutputs]]:
     """One numerics process per workload and arm, then one more for the cell: the eager
-    outputs of the workloads that ran cleanly, computed first thing in a fresh process
-    (determinism across processes)."""
-    cell_run = CellRun(cfg, cell, "numerics", run, log, fresh_compile_cache=False)
+    outputs of the workloads that ran cleanly in the reported arm, computed first thing in a
+    fresh process (determinism across processes)."""
+    cell_run = CellRun(cfg, cell, "numerics", run, log, fresh_compile_cache=False, arms=arms)
     cell_run.rounds(1)
     if cell_run.skipped:
         return cell_run, {}
-    now = cell_run.results[measured_arm(cfg)]
+    now = cell_run.results[cell_run.now]
     ran = [name for name, procs in now.items() if procs and procs[0].status == OK
            and procs[0].modes.get("eager") is not None and procs[0].modes["eager"].status == OK]
     if not ran:  # only what ran cleanly: a crash or a hang is reported once, not twice
         return cell_run, {}
     walls = sum(p.wall_s or 0.0 for name in ran for p in now[name])
-    job = job_for(cfg, cell, [cfg.workloads[n] for n in ran], "fresh", ["eager"])
-    raw = run(job, timeout_s=30 + 2 * walls, python=cfg.candidate.python,
-              fresh_compile_cache=False)
+    arm = arms[-1]
+    job = job_for(cfg, cell, [spec_for(arm, cfg, n) for n in ran], "fresh", ["eager"], arm)
+    raw = run(job, timeout_s=30 + 2 * walls, python=arm.python, fresh_compile_cache=False)
     result = parsed("fresh", raw, f"{cell.name} fresh process")
     if result.status != OK:
         failed = FreshOutputs(result.status, error=result.error or "")

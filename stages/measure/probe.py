@@ -17,7 +17,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
-SECTIONS = ("python", "torch", "hardware", "os", "packages", "flags", "env_vars")
+SECTIONS = ("python", "torch", "hardware", "os", "packages", "distributions", "flags",
+            "env_vars")
 
 ENV_VAR_NAMES = frozenset({
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "CUBLAS_WORKSPACE_CONFIG",
@@ -117,16 +118,28 @@ def _python() -> dict:
     }
 
 
-def _packages() -> dict:
-    """Versions of the packages that change kernels or timings, by normalized name."""
+def distributions() -> dict[str, str]:
+    """Every installed distribution that an index can serve again, as normalized name ->
+    version (with its local label: torch 2.13.0+cpu). The first on sys.path wins: it is the
+    one that imports. Installed from a path or in editable mode (PEP 610 direct_url.json):
+    left out, no index has it."""
     found: dict[str, str] = {}
+    skipped: set[str] = set()
     for dist in _probe(lambda: list(metadata.distributions())) or []:
         name = _probe(lambda: re.sub(r"[-_.]+", "-", dist.metadata["Name"]).lower())
-        if not name or name in found:
-            continue  # the first on sys.path is the one that imports
-        if name in PACKAGE_NAMES or name.startswith(PACKAGE_PREFIXES):
-            found[name] = _probe(lambda: dist.version)
+        if not name or name in found or name in skipped:
+            continue
+        if _probe(lambda: dist.read_text("direct_url.json")):
+            skipped.add(name)
+            continue
+        found[name] = _probe(lambda: dist.version)
     return dict(sorted(found.items()))
+
+
+def _packages(installed: dict[str, str]) -> dict:
+    """Versions of the packages that change kernels or timings."""
+    return {name: version for name, version in installed.items()
+            if name in PACKAGE_NAMES or name.startswith(PACKAGE_PREFIXES)}
 
 
 def _is_temp_path(value: str) -> bool:
@@ -262,6 +275,7 @@ def capture() -> dict:
         except Exception:
             torch = None
         gpus = _gpus(torch) if torch is not None else {}
+        installed = _probe(distributions) or {}
         hardware = {
             "cpu_model": _probe(_cpu_model),
             "logical_cores": os.cpu_count(),
@@ -280,7 +294,8 @@ def capture() -> dict:
                 "name": _probe(_os_name),
                 "glibc": _probe(_glibc),
             },
-            "packages": _probe(_packages),
+            "packages": _probe(_packages, installed),
+            "distributions": installed,
             "flags": _probe(_flags, torch) if torch is not None else None,
             "env_vars": _probe(_env_vars),
         }

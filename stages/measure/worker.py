@@ -17,16 +17,17 @@ import time
 import torch
 
 from stages.core.records import dumps, write_text
+from stages.core.targets import load_target
 from stages.core.schema import (FreshOutputs, Job, ModeOutputs, ModeTiming, VersusEager)
 from stages.core.typed import from_data
 from stages.measure.accuracy import (digest, error_metrics, fingerprint, flatten,
                                      max_abs_difference, nonfinite_count)
+from stages.measure.code import use_code
 from stages.measure.device import (Unavailable, build, configure, failure, peak_memory_bytes,
                                    peak_memory_reset, resolve_device, sentinel)
 from stages.measure.dynamo import DynamoLog, reset_dynamo
 from stages.measure.ops import op_coverage
 from stages.measure.timing import BusyMachine, make_clock, measure
-from stages.core.targets import load_target
 
 
 class Baton:
@@ -200,6 +201,8 @@ def main(argv: list[str]) -> int:
     job_path, result_path = argv
     with open(job_path, encoding="utf-8") as fh:
         job = from_data(Job, json.load(fh), "job")
+    if job.code:
+        use_code(job.code)
     random.seed(job.seed)
     torch.manual_seed(job.seed)
     configure(job)

@@ -1,0 +1,62 @@
+"""The project folder at another revision: what the other arm's workloads are. Exported once
+per commit (`git archive`), read-only, and reused; the measuring harness is never taken from
+it (measure.worker imports only the workloads from it)."""
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import stat
+import subprocess
+import tarfile
+from pathlib import Path
+
+from stages.arms.cache import building, ready
+from stages.core.errors import UserError
+
+
+def _git(*args: str, root: Path, text: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=text)
+
+
+def export(commit: str, cache: Path, root: Path = Path(".")) -> Path:
+    """The project folder (`root`, which may be a subdirectory of the repository) as it was
+    committed at `commit`, under `cache`/code/<commit>."""
+    prefix = _git("rev-parse", "--show-prefix", root=root).stdout.strip()
+    key = commit + (f"-{hashlib.sha256(prefix.encode()).hexdigest()[:8]}" if prefix else "")
+    target = cache / "code" / key
+    if ready(target):
+        return target / prefix.rstrip("/") if prefix else target
+    archive = _git("archive", "--format=tar", commit, "--", prefix or ".", root=Path(root),
+                   text=False)
+    if archive.returncode != 0:
+        tail = (archive.stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1]
+        raise UserError(f"cannot export the project at {commit[:10]}: {tail}")
+    with building(target) as tmp:
+        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+            # "data": no links out of the folder, no device files (Python >= 3.10.12)
+            tar.extractall(tmp, **({"filter": "data"} if hasattr(tarfile, "data_filter")
+                                   else {}))
+        _read_only(tmp)
+    return target / prefix.rstrip("/") if prefix else target
+
+
+def _read_only(folder: Path) -> None:
+    """A checkout is a record of a revision: edits to it would silently change an arm."""
+    for dirpath, _, files in os.walk(folder):
+        for name in files:
+            path = Path(dirpath) / name
+            path.chmod(path.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+
+
+def differs(commit: str, paths: list[str], root: Path = Path(".")) -> bool:
+    """Whether any of `paths` (relative to the project folder) differs between `commit` and
+    the working tree, uncommitted and untracked files included."""
+    if not paths:
+        return False
+    changed = _git("diff", "--quiet", commit, "--", *paths, root=root)
+    if changed.returncode not in (0, 1):
+        raise UserError(f"git diff against {commit[:10]} failed: "
+                        f"{(changed.stderr.strip().splitlines() or ['?'])[-1]}")
+    untracked = _git("ls-files", "--others", "--exclude-standard", "--", *paths, root=root)
+    return changed.returncode == 1 or bool(untracked.stdout.strip())

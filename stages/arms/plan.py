@@ -1,0 +1,180 @@
+"""Which arms a run measures, and why.
+
+One arm (this interpreter, this working tree) is compared with the baseline's recorded numbers.
+Two arms are measured side by side, in lock-step pairs, when
+
+- a candidate is asked for (`candidate.python`, `candidate.pip`, `candidate.rev`): the
+  candidate against this environment and working tree;
+- or the baseline can be measured again (`baseline.measure`: auto, rebuild): when this run's
+  packages or workload code differ from the baseline's, the baseline arm is rebuilt from its
+  revision (its workload modules and workload configuration) and its recorded package set,
+  and measured beside this run. Two runs measured apart in time on a machine that drifts can
+  rarely tell 10 % from noise; side by side they can.
+
+What comes from the other revision: `stages/workloads/`, the project's other modules that a
+workload `_target_` names, and the `workload` section of its params.yaml. Everything else (the
+harness that measures, the devices, precisions, modes and bench settings) is this run's, so
+that both arms are measured the same way.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import yaml
+
+from stages.arms import checkout, venv
+from stages.arms.cache import cache_root
+from stages.core import git
+from stages.core.baseline import load_baseline, load_current
+from stages.core.config import Config, WorkloadSpec, parse_workloads
+from stages.core.errors import UserError
+from stages.core.schema import Arm, EnvRecord
+
+NOW = Arm("now")
+
+
+@dataclass(frozen=True)
+class Plan:
+    arms: tuple[Arm, ...]      # in the order of a round; the last is the one reported as "now"
+    note: str                  # how timings are compared, and why: one line for the reports
+    rebuilt: bool = False      # the first arm is the baseline, measured again
+
+    @property
+    def side_by_side(self) -> bool:
+        return len(self.arms) > 1
+
+
+def workload_paths(workloads: dict[str, WorkloadSpec], root: Path = Path(".")) -> list[str]:
+    """The files that define the workloads: stages/workloads/ and the project's modules that
+    a `_target_` names (an installed package is not the project's)."""
+    paths = {"stages/workloads"}
+    for spec in workloads.values():
+        module = spec.target.rpartition(".")[0]
+        for candidate in (module.replace(".", "/") + ".py", module.replace(".", "/")):
+            if (root / candidate).exists() and not candidate.startswith("stages/"):
+                paths.add(candidate)
+    return sorted(paths)
+
+
+def plan(cfg: Config, log: Callable[[str], None] = lambda line: None,
+         root: Path = Path(".")) -> Plan:
+    if cfg.candidate.wanted:
+        return _candidate(cfg, log, root)
+    if cfg.baseline.measure == "recorded":
+        return Plan((NOW,), "Timings compare with the baseline's recorded numbers "
+                            "(baseline.measure=recorded).")
+    try:
+        return _rebuilt_baseline(cfg, log, root)
+    except UserError as exc:
+        if cfg.baseline.measure == "rebuild":
+            raise
+        return Plan((NOW,), f"Timings compare with the baseline's recorded numbers: the "
+                            f"baseline could not be measured again ({exc}).")
+
+
+def _candidate(cfg: Config, log, root: Path) -> Plan:
+    cache = cache_root(cfg)
+    python = cfg.candidate.python
+    if cfg.candidate.pip:
+        here = load_current(root / "reports" / "env" / "env.json", EnvRecord)
+        if here is None or not here.env.get("distributions"):
+            raise UserError("candidate.pip builds on this environment's package set, recorded by "
+                            "the env stage; run `python -m stages.env` (or dvc repro) first")
+        spec = venv.spec_from(here.env["distributions"], here.env["python"]["version"],
+                              overrides=cfg.candidate.pip, installer=cfg.arms.installer)
+        python = venv.materialise(spec, cache, log)
+    code, rev, workloads = None, None, None
+    if cfg.candidate.rev:
+        rev = git.resolve_rev(cfg.candidate.rev, root)
+        if rev is None:
+            raise UserError("candidate.rev needs a commit; this repository has none yet")
+        code, workloads = _checkout(cfg, rev, cache, log, root)
+    what = ", ".join(filter(None, [f"`{python}`" if cfg.candidate.python else "",
+                                   f"{' '.join(cfg.candidate.pip)} on this environment"
+                                   if cfg.candidate.pip else "",
+                                   f"the workloads at {rev[:10]}" if rev else ""]))
+    return Plan((Arm("baseline"), Arm("candidate", python, code, rev, workloads)),
+                f"Timings compare the candidate ({what}) with this environment and working tree, "
+                "measured side by side in lock-step pairs.")
+
+
+def _rebuilt_baseline(cfg: Config, log, root: Path) -> Plan:
+    commit = git.resolve_rev(cfg.baseline.rev, root)
+    if commit is None:
+        return Plan((NOW,), "No baseline yet: this run's numbers are recorded for the next.")
+    env_path = Path("reports") / "env" / "env.json"
+    base_env = load_baseline(commit, env_path, EnvRecord, root)
+    here = load_current(root / env_path, EnvRecord)
+    if base_env is None or here is None:
+        raise UserError(f"no recorded environment at {cfg.baseline.rev}")
+    base_packages = base_env.env.get("distributions")
+    if not base_packages:
+        raise UserError("the baseline's env.json does not list its installed packages (it was "
+                        "recorded by an older torchgate)")
+    now_packages = here.env.get("distributions") or {}
+    packages_differ = _without_harness(base_packages) != _without_harness(now_packages)
+    base_workloads = _workloads_at(commit, root)
+    code_differs = (checkout.differs(commit, workload_paths(cfg.workloads, root), root)
+                    or _specs(base_workloads, cfg) != _specs(cfg.workloads, cfg))
+    if not (packages_differ or code_differs) and cfg.baseline.measure == "auto":
+        return Plan((NOW,), f"Timings compare with the baseline's recorded numbers: its "
+                            f"packages and workload code are this run's ({commit[:10]}).")
+    cache = cache_root(cfg)
+    python = None
+    if packages_differ:
+        spec = venv.spec_from(base_packages, base_env.env["python"]["version"],
+                              torch=base_packages.get("torch"), installer=cfg.arms.installer)
+        python = venv.materialise(spec, cache, log)
+    code = None
+    if code_differs:
+        code, _ = _checkout(cfg, commit, cache, log, root)
+    changed = " and ".join(filter(None, ["packages" if packages_differ else "",
+                                         "workload code" if code_differs else ""]))
+    torch = base_packages.get("torch")
+    return Plan((Arm("baseline", python, code, commit, base_workloads), NOW),
+                f"Timings compare with the baseline measured again beside this run, in "
+                f"lock-step pairs: its {changed} differ from this run's; the baseline arm runs "
+                f"torch {torch} and the workloads at {commit[:10]}.", rebuilt=True)
+
+
+def _checkout(cfg: Config, commit: str, cache: Path, log, root: Path):
+    code = checkout.export(commit, cache, root)
+    if not (code / "stages" / "workloads" / "__init__.py").is_file():
+        raise UserError(f"the revision {commit[:10]} keeps its workloads outside "
+                        "stages/workloads/ (an older layout) and cannot be measured by this "
+                        "harness")
+    log(f"the workloads at {commit[:10]} are in {code}")
+    return str(code), _workloads_at(commit, root)
+
+
+def _workloads_at(commit: str, root: Path) -> dict[str, WorkloadSpec]:
+    """The `workload` section of params.yaml as committed at `commit`."""
+    text = git.read_file(commit, "params.yaml", root)
+    if text is None:
+        raise UserError(f"params.yaml is not committed at {commit[:10]}")
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise UserError(f"params.yaml at {commit[:10]} is not valid YAML "
+                        f"({str(exc).splitlines()[0]})") from None
+    return parse_workloads(raw.get("workload") or {})
+
+
+def _specs(workloads: dict[str, WorkloadSpec], cfg: Config) -> dict:
+    """What runs for this run's selection: target and arguments per selected workload."""
+    return {name: (w.target, w.kwargs, w.timeout_s) for name, w in workloads.items()
+            if name in cfg.workloads}
+
+
+def _without_harness(packages: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in packages.items() if k not in venv.NOT_PINNED}
+
+
+def job_workloads(arm: Arm, cfg: Config) -> dict[str, WorkloadSpec]:
+    """The workloads an arm runs: its revision's configs, for the names this run selects."""
+    if arm.workloads is None:
+        return cfg.workloads
+    return {name: arm.workloads[name] for name in cfg.workloads if name in arm.workloads}
+

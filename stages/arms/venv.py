@@ -1,0 +1,153 @@
+"""Python environments rebuilt from a recorded package set: the baseline's, or this one's with
+a candidate's overrides. Built once per spec (cached by its hash), atomically, with uv when it
+is on PATH (much faster) or venv + pip, and checked: the torch that got installed must be the
+recorded build, local label included (2.13.0+cpu is not 2.13.0+cu130)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+from stages.arms.cache import building, ready
+from stages.core.errors import UserError
+
+NOT_PINNED = ("pip", "setuptools", "wheel", "torchgate")   # the venv's own, or this harness
+
+
+@dataclass(frozen=True)
+class VenvSpec:
+    python: str                        # version to build with, e.g. 3.11.7 (major.minor used)
+    pins: tuple[str, ...] = ()         # name==version: the exact set, installed without deps
+    overrides: tuple[str, ...] = ()    # requirements installed after, with their dependencies
+    torch: str | None = None           # the torch version that must come out, if known
+    installer: str = "pip"
+
+    @property
+    def key(self) -> str:
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def spec_from(distributions: dict[str, str], python: str, *, overrides=(), torch=None,
+              installer: str = "auto") -> VenvSpec:
+    pins = tuple(f"{name}=={version}" for name, version in sorted(distributions.items())
+                 if name not in NOT_PINNED and version)
+    return VenvSpec(python, pins, tuple(overrides), torch, choose_installer(installer))
+
+
+def choose_installer(wanted: str) -> str:
+    if wanted == "auto":
+        return "uv" if shutil.which("uv") else "pip"
+    if wanted == "uv" and not shutil.which("uv"):
+        raise UserError("arms.installer is uv but uv is not on PATH; install it (pip install uv) "
+                        "or set arms.installer=pip")
+    return wanted
+
+
+def interpreter(version: str) -> str:
+    """A base interpreter of the recorded major.minor version: this one's, else pythonX.Y
+    on PATH."""
+    major_minor = ".".join(version.split(".")[:2])
+    if f"{sys.version_info.major}.{sys.version_info.minor}" == major_minor:
+        return getattr(sys, "_base_executable", None) or sys.executable
+    found = shutil.which(f"python{major_minor}")
+    if found is None:
+        raise UserError(f"Python {major_minor} (the recorded environment's) is not installed "
+                        f"here; install python{major_minor} or compare with the recorded numbers "
+                        "(baseline.measure=recorded)")
+    return found
+
+
+def materialise(spec: VenvSpec, cache: Path, log: Callable[[str], None] = lambda line: None
+                ) -> str:
+    """The python of a venv built to `spec`, built now unless the cache holds it."""
+    target = cache / "venvs" / spec.key
+    python = target / "bin" / "python"
+    if ready(target):
+        log(f"reusing the venv {target}")
+        return str(python)
+    base = interpreter(spec.python)
+    started = time.perf_counter()
+    log(f"building a venv with {len(spec.pins)} pinned packages"
+        + (f" and {', '.join(spec.overrides)}" if spec.overrides else "")
+        + f" ({spec.installer}) in {target}")
+    with building(target) as tmp:
+        _create(spec.installer, base, tmp)
+        if spec.pins:
+            _install(spec.installer, tmp, ["--no-deps", *spec.pins])
+        if spec.overrides:
+            _install(spec.installer, tmp, list(spec.overrides))
+        got = installed_torch(str(tmp / "bin" / "python"))
+        if spec.torch and got != spec.torch:
+            raise UserError(f"the rebuilt environment got torch {got}, not the recorded "
+                            f"{spec.torch}; make that build installable (e.g. pip's index-url or "
+                            "find-links for it) or set baseline.measure=recorded")
+        (tmp / "torchgate-spec.json").write_text(json.dumps(asdict(spec), indent=1))
+    log(f"built the venv in {time.perf_counter() - started:.1f} s (torch {got})")
+    return str(python)
+
+
+def installed_torch(python: str) -> str | None:
+    found = subprocess.run([python, "-c", "import importlib.metadata as m; "
+                                          "print(m.version('torch'))"],
+                           capture_output=True, text=True)
+    return found.stdout.strip() if found.returncode == 0 else None
+
+
+def _run(args: list[str], what: str) -> None:
+    done = subprocess.run(args, capture_output=True, text=True, env=_quiet_env())
+    if done.returncode != 0:
+        raise UserError(f"{what} failed: {_reason(done.stderr or done.stdout)}")
+
+
+def _create(installer: str, base: str, folder: Path) -> None:
+    if installer == "uv":
+        _run(["uv", "venv", "--quiet", "--python", base, str(folder)], "uv venv")
+    else:
+        _run([base, "-m", "venv", str(folder)], "python -m venv")
+
+
+def _install(installer: str, folder: Path, args: list[str]) -> None:
+    python = str(folder / "bin" / "python")
+    if installer == "uv":
+        _run(["uv", "pip", "install", "--quiet", "--python", python, *uv_index_args(), *args],
+             "uv pip install")
+    else:
+        _run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *args],
+             "pip install")
+
+
+def uv_index_args() -> list[str]:
+    """pip's index settings (pip.conf, PIP_* variables) as uv arguments: uv reads neither, and
+    a torch build such as +cpu comes from an index or folder of its own."""
+    listed = subprocess.run([sys.executable, "-m", "pip", "config", "list"],
+                            capture_output=True, text=True).stdout
+    flags = {"index-url": "--index-url", "extra-index-url": "--extra-index-url",
+             "find-links": "--find-links", "constraint": "--constraint"}
+    args = []
+    for line in listed.splitlines():
+        key, _, value = line.partition("=")
+        option = flags.get(key.split(".")[-1])
+        if option:
+            for item in value.strip().strip("'\"").split():
+                args += [option, item]
+    return args + ["--index-strategy", "unsafe-best-match"] if args else args
+
+
+def _quiet_env() -> dict:
+    return {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
+
+
+def _reason(output: str) -> str:
+    """The line of an installer's output that says what went wrong, shortened."""
+    lines = [ln.strip() for ln in output.strip().splitlines() if ln.strip()]
+    for line in lines:
+        if line.startswith(("ERROR:", "error:", "×", "╰─▶")):
+            return line.lstrip("×╰─▶ ").strip()[:300]
+    return (lines[-1] if lines else "no output")[:300]
