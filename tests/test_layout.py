@@ -16,7 +16,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "stages"
-ROOMS = ("core", "measure", "judge", "render", "workloads")
+ROOMS = ("core", "arms", "measure", "judge", "render", "workloads")
 PURE = ("judge", "render")
 MODULE = re.compile(r"^stages(\.\w+)+$")
 

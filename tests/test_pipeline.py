@@ -142,3 +142,59 @@ def test_a_project_in_a_subdirectory_of_its_repository_finds_its_baseline(tmp_pa
     assert rows and not [r for r in rows if r["verdict"] in ("NEW", "MISSING")], rows
     assert "No baseline" not in read("reports/compare.md")
     assert "No environment change against the baseline." in read("reports/env/env.md")
+
+
+CHAIN = '''
+import torch
+from stages.workloads import Workload
+
+
+def chain(*, device, dtype, compile, seed, width=64):
+    layers = {layers}
+    gen = torch.Generator().manual_seed(seed)
+    ws = [torch.randn(width, width, generator=gen) / width ** 0.5 for _ in range(layers)]
+    x = torch.randn(32, width, generator=gen)
+
+    def step():
+        y = x
+        for w in ws:
+            y = torch.tanh(y @ w)
+        return y
+    return Workload(step=step, items=layers)
+'''
+
+
+@pytest.mark.slow
+def test_a_pull_request_is_measured_beside_its_baseline_in_lock_step(project):
+    """A user's workload module doing twice the work on a branch: `dvc repro` measures the
+    baseline's code again, beside this run's, and tests them pair by pair."""
+    module = project / "stages/workloads/chain.py"
+    module.write_text(CHAIN.format(layers=8))
+    (project / "conf/workload/chain.yaml").write_text(
+        "chain:\n  _target_: stages.workloads.chain.chain\n")
+    compose(project / "params.yaml", ["matrix=smoke", "workload=[chain,matmul_relu]",
+                                      "bench.processes=4", "bench.samples=4",
+                                      "bench.adaptive_budget_s=0",
+                                      f"arms.cache_dir={project / 'cache'}"],
+            conf=project / "conf")
+    (project / ".gitignore").write_text("__pycache__/\ncache/\n")
+    dvc("repro")
+    git("add", "-A", cwd=project)
+    git("commit", "-qm", "baseline", cwd=project)
+    module.write_text(CHAIN.format(layers=16))
+    run = dvc("repro")
+    assert "the baseline measured again beside this run" in run.stdout
+    record = json.loads(read("reports/bench/cpu-fp32.json"))
+    assert record["ab"]["rebuilt"] and record["ab"]["interleaved"]
+    base = record["ab"]["baseline"]["workloads"]["chain"]["processes"]
+    assert {p["modes"]["eager"]["items"] for p in base} == {8}       # the baseline's code
+    assert {p["modes"]["eager"]["items"]
+            for p in record["workloads"]["chain"]["processes"]} == {16}
+    rows = {(r["stage"], r["workload"], r["metric"]): r
+            for r in json.loads(read("reports/compare.json"))["rows"]}
+    steady = rows["bench", "chain", "steady_s"]
+    assert steady["verdict"] == "REGRESSED" and steady["change"]["test"] == "paired t"
+    assert 1.5 < steady["change"]["ratio"] < 2.6
+    assert rows["bench", "matmul_relu", "steady_s"]["verdict"] != "REGRESSED"
+    assert rows["numerics vs rebuilt", "chain", "drift"]["verdict"] == "REGRESSED"
+    assert "measured again" in read("reports/summary.md")

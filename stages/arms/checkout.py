@@ -26,9 +26,9 @@ def export(commit: str, cache: Path, root: Path = Path(".")) -> Path:
     key = commit + (f"-{hashlib.sha256(prefix.encode()).hexdigest()[:8]}" if prefix else "")
     target = cache / "code" / key
     if ready(target):
-        return target / prefix.rstrip("/") if prefix else target
-    archive = _git("archive", "--format=tar", commit, "--", prefix or ".", root=Path(root),
-                   text=False)
+        return target
+    # From the project folder, `.` is that folder, and the paths come relative to it.
+    archive = _git("archive", "--format=tar", commit, "--", ".", root=Path(root), text=False)
     if archive.returncode != 0:
         tail = (archive.stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1]
         raise UserError(f"cannot export the project at {commit[:10]}: {tail}")
@@ -38,7 +38,7 @@ def export(commit: str, cache: Path, root: Path = Path(".")) -> Path:
             tar.extractall(tmp, **({"filter": "data"} if hasattr(tarfile, "data_filter")
                                    else {}))
         _read_only(tmp)
-    return target / prefix.rstrip("/") if prefix else target
+    return target
 
 
 def _read_only(folder: Path) -> None:

@@ -130,12 +130,12 @@ def _rebuilt_baseline(cfg: Config, log, root: Path) -> Plan:
     code = None
     if code_differs:
         code, _ = _checkout(cfg, commit, cache, log, root)
-    changed = " and ".join(filter(None, ["packages" if packages_differ else "",
-                                         "workload code" if code_differs else ""]))
+    changed = ("packages and workload code differ" if packages_differ and code_differs else
+               "packages differ" if packages_differ else "workload code differs")
     torch = base_packages.get("torch")
     return Plan((Arm("baseline", python, code, commit, base_workloads), NOW),
                 f"Timings compare with the baseline measured again beside this run, in "
-                f"lock-step pairs: its {changed} differ from this run's; the baseline arm runs "
+                f"lock-step pairs: its {changed} from this run's; the baseline arm runs "
                 f"torch {torch} and the workloads at {commit[:10]}.", rebuilt=True)
 
 

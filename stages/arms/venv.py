@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -34,19 +35,36 @@ class VenvSpec:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
 
 
+def requirement_name(requirement: str) -> str:
+    """The normalized project name of a requirement: "Torch>=2.14" -> "torch"."""
+    found = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+    return re.sub(r"[-_.]+", "-", found.group(1)).lower() if found else requirement
+
+
 def spec_from(distributions: dict[str, str], python: str, *, overrides=(), torch=None,
               installer: str = "auto") -> VenvSpec:
+    """The recorded set pinned exactly, less what the overrides replace."""
+    replaced = {requirement_name(r) for r in overrides}
     pins = tuple(f"{name}=={version}" for name, version in sorted(distributions.items())
-                 if name not in NOT_PINNED and version)
+                 if name not in NOT_PINNED and name not in replaced and version)
     return VenvSpec(python, pins, tuple(overrides), torch, choose_installer(installer))
+
+
+def uv_binary() -> str | None:
+    """uv from its Python package (a dependency of torchgate), else from PATH."""
+    try:
+        from uv import find_uv_bin
+        return find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        return shutil.which("uv")
 
 
 def choose_installer(wanted: str) -> str:
     if wanted == "auto":
-        return "uv" if shutil.which("uv") else "pip"
-    if wanted == "uv" and not shutil.which("uv"):
-        raise UserError("arms.installer is uv but uv is not on PATH; install it (pip install uv) "
-                        "or set arms.installer=pip")
+        return "uv" if uv_binary() else "pip"
+    if wanted == "uv" and not uv_binary():
+        raise UserError("arms.installer is uv but uv is not installed; pip install uv, or set "
+                        "arms.installer=pip")
     return wanted
 
 
@@ -108,7 +126,7 @@ def _run(args: list[str], what: str) -> None:
 
 def _create(installer: str, base: str, folder: Path) -> None:
     if installer == "uv":
-        _run(["uv", "venv", "--quiet", "--python", base, str(folder)], "uv venv")
+        _run([uv_binary(), "venv", "--quiet", "--python", base, str(folder)], "uv venv")
     else:
         _run([base, "-m", "venv", str(folder)], "python -m venv")
 
@@ -116,8 +134,8 @@ def _create(installer: str, base: str, folder: Path) -> None:
 def _install(installer: str, folder: Path, args: list[str]) -> None:
     python = str(folder / "bin" / "python")
     if installer == "uv":
-        _run(["uv", "pip", "install", "--quiet", "--python", python, *uv_index_args(), *args],
-             "uv pip install")
+        _run([uv_binary(), "pip", "install", "--quiet", "--python", python, *uv_index_args(),
+              *args], "uv pip install")
     else:
         _run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *args],
              "pip install")

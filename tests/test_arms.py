@@ -1,0 +1,181 @@
+"""Arms: which arms a run measures and why, checkouts of other revisions, rebuilt venvs, and a
+worker running another revision's workloads with this harness."""
+import json
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from stages.arms import checkout, venv
+from stages.arms.plan import plan, workload_paths
+from stages.core import config
+from stages.core.errors import UserError
+from stages.core.records import write_record
+from stages.core.schema import Arm, EnvRecord
+from stages.measure.cells import job_for
+from stages.measure.launcher import run_worker
+
+from .conftest import git, make_project
+
+WORKLOAD = '''
+import torch
+from stages.workloads import Workload
+
+
+def tagged(*, device, dtype, compile, seed, size=8):
+    x = torch.ones(size)
+    return Workload(step=lambda: x * 2, items={items})
+'''
+
+
+def raw(**extra):
+    return {"device": {"cpu": {"type": "cpu"}}, "precision": {"fp32": {"dtype": "float32"}},
+            "workload": {"t": {"_target_": "stages.workloads.tagged.tagged"}},
+            "matrix": {"modes": ["eager"]}, "arms": {"cache_dir": extra.pop("cache")}, **extra}
+
+
+def commit_all(root: Path, message: str) -> None:
+    git("add", "-A", cwd=root)
+    git("commit", "-qm", message, cwd=root)
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    """A project whose workload module `tagged` reports items=1, committed with its env."""
+    root = make_project(tmp_path / "repo", tmp_path / "repo")
+    (root / "stages" / "workloads" / "tagged.py").write_text(WORKLOAD.format(items=1))
+    (root / "params.yaml").write_text(json.dumps(raw(cache=str(tmp_path / "cache"))))
+    env = {"python": {"version": "3.11.7"}, "distributions": {"torch": "2.13.0+cpu"}}
+    write_record(root / "reports" / "env" / "env.json", EnvRecord(env))
+    commit_all(root, "baseline")
+    monkeypatch.chdir(root)
+    return root
+
+
+def cfg_of(repo: Path, **extra):
+    data = json.loads((repo / "params.yaml").read_text())
+    data["baseline"] = {**data.get("baseline", {}), **extra}
+    return config.parse(data)
+
+
+def test_same_code_and_packages_compare_with_the_recorded_numbers(repo):
+    found = plan(cfg_of(repo))
+    assert [a.name for a in found.arms] == ["now"] and not found.rebuilt
+    assert "recorded numbers: its packages and workload code are this run's" in found.note
+    assert "(baseline.measure=recorded)" in plan(cfg_of(repo, measure="recorded")).note
+
+
+def test_edited_workload_code_measures_the_baseline_again_beside_this_run(repo):
+    (repo / "stages" / "workloads" / "tagged.py").write_text(WORKLOAD.format(items=2))
+    found = plan(cfg_of(repo))
+    base, now = found.arms
+    assert found.rebuilt and (base.name, now.name) == ("baseline", "now")
+    assert base.python is None                       # same packages: this interpreter
+    assert "workload code differs" in found.note
+    exported = Path(base.code) / "stages" / "workloads" / "tagged.py"
+    assert "items=1" in exported.read_text() and not exported.stat().st_mode & 0o222
+    assert base.workloads["t"].target == "stages.workloads.tagged.tagged"
+    again = plan(cfg_of(repo))                       # the checkout is reused
+    assert again.arms[0].code == base.code
+
+
+def test_the_other_arm_runs_its_revisions_workload_with_this_harness(repo):
+    """The worker imports `stages` from this harness and the workload from the checkout."""
+    (repo / "stages" / "workloads" / "tagged.py").write_text(WORKLOAD.format(items=2))
+    cfg = cfg_of(repo)
+    base, now = plan(cfg).arms
+    cell = cfg.cells()[0]
+    results = {}
+    for arm in (base, now):
+        job = job_for(cfg, cell, [cfg.workloads["t"]], "bench", arm=arm)
+        results[arm.name] = run_worker(job, timeout_s=120)
+    assert results["baseline"]["modes"]["eager"]["items"] == 1, results["baseline"]
+    assert results["now"]["modes"]["eager"]["items"] == 2
+
+
+def test_a_baseline_that_cannot_be_rebuilt_says_why(repo):
+    write_record(repo / "reports" / "env" / "env.json",
+                 EnvRecord({"python": {"version": "3.11.7"}}))
+    commit_all(repo, "an env.json without its package list")
+    (repo / "stages" / "workloads" / "tagged.py").write_text(WORKLOAD.format(items=2))
+    found = plan(cfg_of(repo))
+    assert found.arms == (Arm("now"),)
+    assert "could not be measured again (the baseline's env.json does not list its installed " \
+           "packages" in found.note
+    with pytest.raises(UserError, match="does not list its installed packages"):
+        plan(cfg_of(repo, measure="rebuild"))
+
+
+def test_workload_paths_are_the_workloads_room_and_the_projects_own_modules(repo):
+    (repo / "mine.py").write_text("")
+    specs = config.parse_workloads({"a": {"_target_": "mine.fn"},
+                                    "b": {"_target_": "numpy.linalg.norm"}})
+    assert workload_paths(specs, repo) == ["mine.py", "stages/workloads"]
+    assert not checkout.differs(git("rev-parse", "HEAD", cwd=repo).stdout.strip(),
+                                ["stages/workloads"], repo)
+    (repo / "stages" / "workloads" / "new.py").write_text("")    # untracked counts
+    assert checkout.differs("HEAD", ["stages/workloads"], repo)
+
+
+def test_a_project_in_a_subdirectory_is_exported_alone(tmp_path):
+    outer = tmp_path / "mono"
+    (outer / "proj" / "stages").mkdir(parents=True)
+    (outer / "proj" / "stages" / "x.py").write_text("x = 1\n")
+    (outer / "other.txt").write_text("not the project\n")
+    git("init", "-q", cwd=outer)
+    git("-c", "user.email=t@t", "-c", "user.name=t", "add", "-A", cwd=outer)
+    git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "m", cwd=outer)
+    commit = git("rev-parse", "HEAD", cwd=outer).stdout.strip()
+    code = checkout.export(commit, tmp_path / "cache", outer / "proj")
+    assert (code / "stages" / "x.py").read_text() == "x = 1\n"
+    assert not (code / "other.txt").exists()
+
+
+# ---- venvs ------------------------------------------------------------------------------------
+
+def test_a_spec_pins_the_recorded_set_but_what_overrides_replace():
+    spec = venv.spec_from({"torch": "2.13.0+cpu", "numpy": "2.4.6", "pip": "23.2",
+                           "torchgate": "0.1.0", "typing-extensions": "4"}, "3.11.7",
+                          overrides=["Torch>=2.14"], installer="pip")
+    assert spec.pins == ("numpy==2.4.6", "typing-extensions==4")
+    assert venv.requirement_name("typing.extensions[x]>=4") == "typing-extensions"
+    assert spec.key != venv.spec_from({}, "3.11.7", installer="pip").key
+
+
+def test_a_python_that_is_not_installed_is_one_line():
+    with pytest.raises(UserError, match=r"Python 2\.6 \(the recorded environment's\) is not "
+                                        r"installed here; install python2\.6"):
+        venv.interpreter("2.6.9")
+
+
+def small_spec(installer: str, version: str | None = None, **extra) -> venv.VenvSpec:
+    tabulate = version or metadata.version("tabulate")
+    python = ".".join(map(str, sys.version_info[:3]))
+    return venv.VenvSpec(python, (f"tabulate=={tabulate}",), installer=installer, **extra)
+
+
+@pytest.mark.parametrize("installer", ["uv", "pip"])
+def test_a_venv_is_built_once_checked_and_reused(tmp_path, installer):
+    lines = []
+    python = venv.materialise(small_spec(installer), tmp_path, lines.append)
+    assert Path(python).exists() and "building a venv with 1 pinned packages" in lines[0]
+    assert venv.materialise(small_spec(installer), tmp_path, lines.append) == python
+    assert lines[-1].startswith("reusing the venv")
+    assert [p.name for p in (tmp_path / "venvs").iterdir()] == [Path(python).parents[1].name]
+
+
+def test_a_failed_build_is_one_line_and_leaves_nothing(tmp_path):
+    with pytest.raises(UserError) as err:
+        venv.materialise(small_spec("uv", version="0.0.0.999"), tmp_path)
+    assert "uv pip install failed:" in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(UserError, match="got torch None, not the recorded 9.9.9"):
+        venv.materialise(small_spec("uv", torch="9.9.9"), tmp_path)
+    assert list((tmp_path / "venvs").iterdir()) == []
+
+
+def test_pips_index_settings_reach_uv(monkeypatch):
+    monkeypatch.setenv("PIP_FIND_LINKS", "/wheels/torch-cpu")
+    args = venv.uv_index_args()
+    assert "--find-links" in args and "/wheels/torch-cpu" in args
+    assert args[-2:] == ["--index-strategy", "unsafe-best-match"]
