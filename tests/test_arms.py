@@ -179,3 +179,34 @@ def test_pips_index_settings_reach_uv(monkeypatch):
     args = venv.uv_index_args()
     assert "--find-links" in args and "/wheels/torch-cpu" in args
     assert args[-2:] == ["--index-strategy", "unsafe-best-match"]
+
+
+def test_a_full_disk_during_a_build_is_one_line_and_leaves_nothing(tmp_path):
+    from stages.arms.cache import building
+    with pytest.raises(UserError, match="no space left on the device while building .*; free "
+                                        "space or set arms.cache_dir to another disk"):
+        with building(tmp_path / "venvs" / "x") as tmp:
+            (tmp / "half-written").write_text("x")
+            raise OSError(28, "No space left on device")
+    assert list((tmp_path / "venvs").iterdir()) == []
+
+
+def test_a_candidate_revision_that_does_not_exist_is_one_line(repo):
+    data = json.loads((repo / "params.yaml").read_text())
+    data["candidate"] = {"rev": "no-such-branch"}
+    with pytest.raises(UserError, match="candidate.rev 'no-such-branch' is not a commit in this "
+                                        "repository; set candidate.rev to a branch, tag or commit"):
+        plan(config.parse(data))
+
+
+def test_a_requirement_no_index_serves_is_one_line(repo, tmp_path):
+    data = json.loads((repo / "params.yaml").read_text())
+    data["candidate"] = {"pip": ["torch==0.0.1"]}
+    here = {"python": {"version": ".".join(map(str, sys.version_info[:3]))},
+            "distributions": {"tabulate": metadata.version("tabulate")}}
+    write_record(repo / "reports" / "env" / "env.json", EnvRecord(here))
+    with pytest.raises(UserError) as err:
+        plan(config.parse(data))
+    message = str(err.value)
+    assert message.startswith("uv pip install failed: ") and "torch" in message, message
+    assert "\n" not in message

@@ -87,7 +87,7 @@ def _candidate(cfg: Config, log, root: Path) -> Plan:
         python = venv.materialise(spec, cache, log)
     code, rev, workloads = None, None, None
     if cfg.candidate.rev:
-        rev = git.resolve_rev(cfg.candidate.rev, root)
+        rev = git.resolve_rev(cfg.candidate.rev, root, "candidate.rev")
         if rev is None:
             raise UserError("candidate.rev needs a commit; this repository has none yet")
         code, workloads = _checkout(cfg, rev, cache, log, root)
@@ -133,10 +133,13 @@ def _rebuilt_baseline(cfg: Config, log, root: Path) -> Plan:
     changed = ("packages and workload code differ" if packages_differ and code_differs else
                "packages differ" if packages_differ else "workload code differs")
     torch = base_packages.get("torch")
-    return Plan((Arm("baseline", python, code, commit, base_workloads), NOW),
+    baseline = (Arm("baseline", python, code, commit, base_workloads) if code_differs
+                else Arm("baseline", python))           # the same workloads: this tree's
+    return Plan((baseline, NOW),
                 f"Timings compare with the baseline measured again beside this run, in "
                 f"lock-step pairs: its {changed} from this run's; the baseline arm runs "
-                f"torch {torch} and the workloads at {commit[:10]}.", rebuilt=True)
+                f"torch {torch}" + (f" and the workloads at {commit[:10]}" if code_differs
+                                    else "") + ".", rebuilt=True)
 
 
 def _checkout(cfg: Config, commit: str, cache: Path, log, root: Path):

@@ -29,6 +29,10 @@ class VenvSpec:
     overrides: tuple[str, ...] = ()    # requirements installed after, with their dependencies
     torch: str | None = None           # the torch version that must come out, if known
     installer: str = "pip"
+    # uv hardlinks files from its cache by default; a shared library already in the page cache
+    # then maps more resident pages on import (measured: torch 2.13 imported at 278 MiB RSS
+    # against 218 MiB copied), which would read as a memory change between the arms.
+    link_mode: str = "copy"
 
     @property
     def key(self) -> str:
@@ -134,8 +138,8 @@ def _create(installer: str, base: str, folder: Path) -> None:
 def _install(installer: str, folder: Path, args: list[str]) -> None:
     python = str(folder / "bin" / "python")
     if installer == "uv":
-        _run([uv_binary(), "pip", "install", "--quiet", "--python", python, *uv_index_args(),
-              *args], "uv pip install")
+        _run([uv_binary(), "pip", "install", "--quiet", "--link-mode", "copy", "--python", python,
+              *uv_index_args(), *args], "uv pip install")
     else:
         _run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *args],
              "pip install")
@@ -163,9 +167,15 @@ def _quiet_env() -> dict:
 
 
 def _reason(output: str) -> str:
-    """The line of an installer's output that says what went wrong, shortened."""
+    """What went wrong, from an installer's output, in one line: its first error and the
+    cause it gives (uv: "cause: ...", "╰─▶ ..."), shortened."""
     lines = [ln.strip() for ln in output.strip().splitlines() if ln.strip()]
-    for line in lines:
-        if line.startswith(("ERROR:", "error:", "×", "╰─▶")):
-            return line.lstrip("×╰─▶ ").strip()[:300]
+    for i, line in enumerate(lines):
+        if line.lower().startswith(("error:", "×")):
+            found = re.sub(r"^(error:|×)\s*", "", line, flags=re.I).rstrip(":")
+            cause = next((c for c in lines[i + 1:i + 3]
+                          if c.lower().startswith(("cause:", "╰─▶"))), None)
+            if cause:
+                found += ": " + re.sub(r"^(cause:|╰─▶)\s*", "", cause, flags=re.I)
+            return found[:300]
     return (lines[-1] if lines else "no output")[:300]

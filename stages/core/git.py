@@ -39,7 +39,7 @@ def _original_project(root: Path) -> Path | None:
     return None
 
 
-def resolve_rev(rev: str, root: Path = Path(".")) -> str | None:
+def resolve_rev(rev: str, root: Path = Path("."), setting: str = "baseline.rev") -> str | None:
     """The full hash of the commit `rev` (branch, tag, commit, HEAD~1...) names.
 
     None when the repository has no commits yet (first run: there is no baseline).
@@ -61,15 +61,15 @@ def resolve_rev(rev: str, root: Path = Path(".")) -> str | None:
     original = _original_project(root)
     commit = _commit(rev, original) if original is not None else None
     if commit is None:
-        raise UserError(f"baseline.rev {rev!r} is not a commit in this repository; "
-                        "set baseline.rev to a branch, tag or commit (default HEAD)")
+        raise UserError(f"{setting} {rev!r} is not a commit in this repository; "
+                        f"set {setting} to a branch, tag or commit")
     # The executor received only the experiment's history: an ancestor of the experiment's
     # commit is there, a commit on another line of history is not (and cannot be read).
     if _git("cat-file", "-e", f"{commit}^{{commit}}", root=root).returncode == 0:
         return commit
-    raise UserError(f"baseline.rev {rev!r} (commit {commit[:10]}) is not in the history of "
+    raise UserError(f"{setting} {rev!r} (commit {commit[:10]}) is not in the history of "
                     "this queued or temporary DVC experiment, which holds only its own commits; "
-                    "set baseline.rev to an ancestor of the experiment's commit, "
+                    f"set {setting} to an ancestor of the experiment's commit, "
                     "or run the experiment in the workspace (dvc exp run without --temp/--queue)")
 
 

@@ -96,7 +96,13 @@ def ab_environments(here: dict | None, candidate: dict | None) -> str:
         return ""
     if "error" in candidate:
         return f"Candidate environment: {candidate['error']}"
-    changes = env_diff(here or {}, candidate)
+    changes = sorted(env_diff(here or {}, candidate),   # what explains timings first
+                     key=lambda c: (not c[0].startswith(FIRST), c[0]))
     lines = ["## A/B environments (baseline → candidate)", ""]
     lines += [f"- `{k}`: `{cell(a)}` → `{cell(b)}`" for k, a, b in changes[:30]] or ["- identical"]
+    if len(changes) > 30:
+        lines.append(f"- and {len(changes) - 30} more")
     return "\n".join(lines)
+
+
+FIRST = ("torch.", "python.", "packages.", "hardware.", "flags.")
