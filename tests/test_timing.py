@@ -86,3 +86,18 @@ def test_busy_machine_sees_other_programs_but_not_this_one():
     assert alone["other_cpu"] < loaded["other_cpu"] - 0.3   # its own work is not "other"
     assert 0 <= alone["steal"] <= 1
     assert BusyMachine().summary() is None
+
+
+def test_cpu_peak_memory_is_the_workers_own_not_its_parents():
+    """A child of a fat parent: getrusage would report the parent's resident size."""
+    import subprocess
+    import sys
+    fat = bytearray(2 ** 30)
+    fat[::4096] = b"\x01" * len(fat[::4096])
+    code = ("import torch; from stages.measure.device import peak_memory_bytes, "
+            "peak_memory_reset; d = torch.device('cpu'); peak_memory_reset(d); "
+            "print(peak_memory_bytes(d))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert int(out) < 2 ** 30, int(out) >> 20
+    del fat

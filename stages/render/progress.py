@@ -15,7 +15,8 @@ def bench_line(cell: str, workload: str, arm: str, round_: int, result: BenchPro
             f"{mode} {stats.median(m.steady_s) * 1e3:.3f} ms (first call "
             f"{m.first_call_s:.2f} s)" if m.steady_s else f"{mode} OK"
             for mode, m in result.modes.items())
-    return f"torchgate bench: {cell} {workload}{label} process {round_ + 1}: {what}"
+    wall = f" [{result.wall_s:.1f} s]" if result.wall_s is not None else ""
+    return f"torchgate bench: {cell} {workload}{label} process {round_ + 1}: {what}{wall}"
 
 
 def numerics_line(cell: str, workload: str, mode: str, ev: ModeNumerics) -> str:
