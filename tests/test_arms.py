@@ -210,3 +210,12 @@ def test_a_requirement_no_index_serves_is_one_line(repo, tmp_path):
     message = str(err.value)
     assert message.startswith("uv pip install failed: ") and "torch" in message, message
     assert "\n" not in message
+
+
+def test_a_rebuilt_environment_must_hold_the_recorded_versions(tmp_path, monkeypatch):
+    real = venv.installed
+    monkeypatch.setattr(venv, "installed", lambda python: {**real(python), "tabulate": "0.1"})
+    with pytest.raises(UserError, match=r"the rebuilt environment differs from the recorded one "
+                                        r"in 1 package\(s\), e.g. tabulate==.* \(got 0.1\)"):
+        venv.materialise(small_spec("uv"), tmp_path)
+    assert list((tmp_path / "venvs").iterdir()) == []

@@ -19,7 +19,9 @@ from typing import Callable
 from stages.arms.cache import building, ready
 from stages.core.errors import UserError
 
-NOT_PINNED = ("pip", "setuptools", "wheel", "torchgate")   # the venv's own, or this harness
+# The installer itself, and this harness (it runs from the working tree). setuptools stays
+# pinned: torch.compile's C++ builder imports it, and a venv made by uv has none of its own.
+NOT_PINNED = ("pip", "torchgate")
 
 
 @dataclass(frozen=True)
@@ -105,21 +107,30 @@ def materialise(spec: VenvSpec, cache: Path, log: Callable[[str], None] = lambda
             _install(spec.installer, tmp, ["--no-deps", *spec.pins])
         if spec.overrides:
             _install(spec.installer, tmp, list(spec.overrides))
-        got = installed_torch(str(tmp / "bin" / "python"))
-        if spec.torch and got != spec.torch:
-            raise UserError(f"the rebuilt environment got torch {got}, not the recorded "
-                            f"{spec.torch}; make that build installable (e.g. pip's index-url or "
-                            "find-links for it) or set baseline.measure=recorded")
+        got = installed(str(tmp / "bin" / "python"))
+        if spec.torch and got.get("torch") != spec.torch:
+            raise UserError(f"the rebuilt environment got torch {got.get('torch')}, not the "
+                            f"recorded {spec.torch}; make that build installable (e.g. pip's "
+                            "index-url or find-links for it) or set baseline.measure=recorded")
+        if not spec.overrides:   # with overrides, their dependencies may move other pins
+            differs = [p for p in spec.pins if got.get(requirement_name(p)) != p.split("==")[1]]
+            if differs:
+                raise UserError(f"the rebuilt environment differs from the recorded one in "
+                                f"{len(differs)} package(s), e.g. {differs[0]} (got "
+                                f"{got.get(requirement_name(differs[0]))})")
         (tmp / "torchgate-spec.json").write_text(json.dumps(asdict(spec), indent=1))
-    log(f"built the venv in {time.perf_counter() - started:.1f} s (torch {got})")
+    log(f"built the venv in {time.perf_counter() - started:.1f} s (torch {got.get('torch')})")
     return str(python)
 
 
-def installed_torch(python: str) -> str | None:
-    found = subprocess.run([python, "-c", "import importlib.metadata as m; "
-                                          "print(m.version('torch'))"],
-                           capture_output=True, text=True)
-    return found.stdout.strip() if found.returncode == 0 else None
+LIST = ("import importlib.metadata as m, json, re; print(json.dumps({re.sub(r'[-_.]+', '-', "
+        "d.metadata['Name']).lower(): d.version for d in m.distributions()}))")
+
+
+def installed(python: str) -> dict[str, str]:
+    """Normalized name -> version of every distribution the interpreter sees."""
+    found = subprocess.run([python, "-c", LIST], capture_output=True, text=True)
+    return json.loads(found.stdout) if found.returncode == 0 else {}
 
 
 def _run(args: list[str], what: str) -> None:
