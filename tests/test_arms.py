@@ -107,6 +107,20 @@ def test_a_baseline_that_cannot_be_rebuilt_says_why(repo):
         plan(cfg_of(repo, measure="rebuild"))
 
 
+def test_a_baseline_revision_without_an_environment_is_the_first_run(repo):
+    (repo / "reports" / "env" / "env.json").unlink()
+    commit_all(repo, "no env.json yet")
+    found = plan(cfg_of(repo))
+    assert found.arms == (Arm("now"),) and "No baseline at HEAD yet" in found.note
+
+
+def test_a_run_whose_environment_is_not_recorded_says_what_to_run(repo):
+    (repo / "reports" / "env" / "env.json").unlink()
+    assert "not recorded by the env stage" in plan(cfg_of(repo)).note
+    with pytest.raises(UserError, match=r"run `python -m stages.env` \(or dvc repro\) first"):
+        plan(cfg_of(repo, measure="rebuild"))
+
+
 def test_workload_paths_are_the_workloads_room_and_the_projects_own_modules(repo):
     (repo / "mine.py").write_text("")
     specs = config.parse_workloads({"a": {"_target_": "mine.fn"},

@@ -106,9 +106,13 @@ def _rebuilt_baseline(cfg: Config, log, root: Path) -> Plan:
         return Plan((NOW,), "No baseline yet: this run's numbers are recorded for the next.")
     env_path = Path("reports") / "env" / "env.json"
     base_env = load_baseline(commit, env_path, EnvRecord, root)
+    if base_env is None:
+        return Plan((NOW,), f"No baseline at {cfg.baseline.rev} yet: this run's numbers are "
+                            "recorded for the next.")
     here = load_current(root / env_path, EnvRecord)
-    if base_env is None or here is None:
-        raise UserError(f"no recorded environment at {cfg.baseline.rev}")
+    if here is None:
+        raise UserError("this run's environment is not recorded by the env stage; run "
+                        "`python -m stages.env` (or dvc repro) first")
     base_packages = base_env.env.get("distributions")
     if not base_packages:
         raise UserError("the baseline's env.json does not list its installed packages (it was "
