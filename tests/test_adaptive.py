@@ -1,5 +1,5 @@
 """Adaptive sampling with a simulated worker: INCONCLUSIVE cells get more processes, decided
-ones do not, every test then runs at alpha / max_looks, and the interim looks are recorded."""
+ones do not, the interim looks are recorded, and the error budget follows them."""
 import random
 
 from stages.core import config
@@ -11,7 +11,8 @@ from stages.measure.cells import measure_bench
 RAW = {"device": {"cpu": {"type": "cpu"}}, "precision": {"fp32": {"dtype": "float32"}},
        "workload": {"quiet": {"_target_": "x.quiet"}, "noisy": {"_target_": "x.noisy"}},
        "matrix": {"modes": ["eager"]},
-       "bench": {"processes": 4, "adaptive_budget_s": 600, "max_processes": 12, "max_looks": 2}}
+       "bench": {"processes": 4, "adaptive_budget_s": 600, "max_processes": 12, "max_looks": 2},
+       "stats": {"run_spread": 0.0}}    # two runs of one simulated machine: no run-level offset
 
 
 def fake_worker(spread: dict, rng: random.Random):
@@ -44,4 +45,10 @@ def test_inconclusive_units_get_more_processes_and_alpha_is_split():
     assert now.looks_planned == 2 and now.adaptive_processes == counts["noisy"] - 4
     [look] = now.looks                               # the interim look, as it was
     assert look.processes == 4 and {p.workload for p in look.pending} == {"noisy"}
-    assert judged(now).looks == 2                    # tested at alpha / 2
+    result = judged(now)
+    assert result.looks == 2
+    levels = {r.workload: 1 - r.change.confidence for r in result.rows
+              if r.metric == "steady_s"}
+    # Equivalence at alpha/looks: the (1 - 2·alpha/2) interval; the noisy unit had fresh
+    # processes after its interim look, the quiet one was decided there.
+    assert abs(levels["quiet"] - 2 * 0.05 / 2) < 1e-12

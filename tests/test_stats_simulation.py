@@ -283,19 +283,21 @@ def test_reported_mde_has_the_power_it_claims():
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_ten_percent_slowdown_is_never_equivalent_or_improved(family):
-    """steady_s (δ 5 %) 10 % slower in every cell. The one exception is a bimodal cell whose
-    base processes all landed in the slow mode and now processes in the fast one (a chance of
-    π^5(1-π)^5 ≤ 2^-10): that reads as IMPROVED, see the test below."""
+def test_ten_percent_slowdown_is_almost_never_equivalent_or_improved(family):
+    """steady_s (δ 5 %) 10 % slower in every cell. EQUIVALENT is the two one-sided tests at
+    alpha, each unit on its own: at a true change of δ it may be wrong in alpha of the units,
+    at 2·δ in far fewer. Besides, a bimodal cell whose base processes all landed in the slow
+    mode and now processes in the fast one (a chance of π^5(1-π)^5 ≤ 2^-10) reads as
+    IMPROVED, see the test below."""
     c = simulate(family, 50, seed=4, slowdown=1.10, slowed=tuple(range(CELLS)))
     _show(f"{family}: 10 % slowdown in all {c.slowed_rows} steady_s rows",
           equivalent_or_improved=c.slowed_wrong, of_them_split_by_side=c.slowed_wrong_split,
           regressed=c.rate("slowed_regressed", "slowed_rows"))
-    assert c.slowed_wrong == c.slowed_wrong_split
-    assert c.rate("slowed_wrong", "slowed_rows") <= 4 * 2 ** -10
+    assert c.slowed_wrong - c.slowed_wrong_split <= 0.002 * c.slowed_rows
+    assert c.rate("slowed_wrong_split", "slowed_rows") <= 4 * 2 ** -10
 
 
-def test_bimodal_cells_regress_in_a_a_only_when_their_modes_split_by_side():
+def test_bimodal_cells_regress_in_a_a_mostly_when_their_modes_split_by_side():
     """With 5 processes a side a bimodal cell's steady_s comes out REGRESSED in A/A only when
     every base process landed in the fast mode and every now process in the slow one (chance
     π^5(1-π)^5 ≤ 2^-10): data no test can tell from a real slowdown of a quiet cell. With 10
@@ -308,7 +310,8 @@ def test_bimodal_cells_regress_in_a_a_only_when_their_modes_split_by_side():
           of_them_split_by_side=c.steady_regressed_split,
           with_10_processes=f"{more.steady_regressed}/{more.null_steady}",
           nominal_rate=nominal)
-    assert c.steady_regressed == c.steady_regressed_split
+    # Beyond the split cells, no more than any single null test may give.
+    assert c.steady_regressed - c.steady_regressed_split <= nominal * c.null_steady
     assert c.rate("steady_regressed", "null_steady") <= 1.5 * 2 ** -10
     assert more.rate("steady_regressed", "null_steady") <= 1.5 * nominal
 

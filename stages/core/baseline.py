@@ -43,10 +43,12 @@ def _baseline_or_note(commit, path: Path, cls, notes: list[str], root: Path) -> 
 
 def load_run(rev: str, cells: list[str], stages: tuple[str, ...] = ("bench", "numerics"),
              given: dict | None = None, reports: Path = REPORTS, root: Path = Path("."),
-             current: bool = True) -> RunInputs:
+             current: bool = True, history_runs: int = 0) -> RunInputs:
     """Read the named cells of the named stages; `given` maps (stage, cell) to a record not
     yet on disk (a stage renders its own diff before writing); current=False reads only the
-    baseline (a stage about to measure: the file on disk is the previous run's)."""
+    baseline (a stage about to measure: the file on disk is the previous run's);
+    history_runs: how many committed bench runs per cell to read for the run-to-run
+    variance."""
     given = given or {}
     commit = git.resolve_rev(rev, root)
     found = RunInputs(rev, commit)
@@ -62,6 +64,28 @@ def load_run(rev: str, cells: list[str], stages: tuple[str, ...] = ("bench", "nu
             if needs_recorded(now):
                 base = _baseline_or_note(commit, path, KINDS[stage], found.notes, root)
             found.pairs[stage, cell] = pair(now, base)
+    if "bench" in stages and any(not p.ab for (s, _), p in found.pairs.items() if s == "bench"):
+        found.history = load_history(commit, cells, history_runs, root, reports)
+    return found
+
+
+def load_history(commit: str | None, cells: list[str], runs: int, root: Path = Path("."),
+                 reports: Path = REPORTS) -> dict[str, list[tuple[BenchRecord, EnvRecord]]]:
+    """Per cell, the bench records committed up to `commit` (the baseline first) with the
+    environment committed beside each: the baseline history the run-to-run variance is
+    estimated from. Unreadable or older runs are skipped: history is evidence, not input."""
+    found: dict[str, list[tuple[BenchRecord, EnvRecord]]] = {}
+    env_path = reports / "env" / "env.json"
+    for cell in cells:
+        path = reports / "bench" / f"{cell}.json"
+        for past in git.commits_touching(commit, path.as_posix(), runs, root):
+            try:
+                bench = load_baseline(past, path, BenchRecord, root)
+                env = load_baseline(past, env_path, EnvRecord, root)
+            except UserError:
+                continue
+            if bench is not None and env is not None:
+                found.setdefault(cell, []).append((bench, env))
     return found
 
 

@@ -86,6 +86,11 @@ class StatsSettings:
     power: float = 0.8
     delta: Delta = field(default_factory=Delta)
     error_growth: float = 2.0           # numerics: flag an error that grew by this factor
+    # Against a recorded baseline, two runs differ by more than their processes' spread: the
+    # SD of a run's offset (relative), estimated from the committed history when it holds
+    # enough runs of the same hardware and packages, else this prior.
+    run_spread: float = 0.03
+    history_runs: int = 20              # committed bench runs per cell read for that estimate
 
 
 @dataclass(frozen=True)
@@ -281,6 +286,8 @@ def _check_stats(stats: StatsSettings) -> None:
     for key, value in vars(stats.delta).items():
         _at_least(value, f"stats.delta.{key}", inclusive=True)
     _at_least(stats.error_growth, "stats.error_growth", 1, inclusive=True)
+    _at_least(stats.run_spread, "stats.run_spread", inclusive=True)
+    _at_least(stats.history_runs, "stats.history_runs", inclusive=True)
 
 
 def _check_candidate(candidate: Candidate) -> Candidate:

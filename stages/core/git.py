@@ -84,3 +84,14 @@ def read_file(commit: str | None, path: str, root: Path = Path(".")) -> str | No
     # `cat-file blob` rather than `show`: no textconv, and a directory is an error, not a listing.
     shown = _git("cat-file", "blob", f"{commit}:./{Path(path).as_posix()}", root=root)
     return shown.stdout if shown.returncode == 0 else None
+
+
+def commits_touching(commit: str | None, path: str, limit: int,
+                     root: Path = Path(".")) -> list[str]:
+    """The newest `limit` commits up to `commit` that changed `path` (relative to `root`),
+    newest first: the committed runs of one report file."""
+    if commit is None or limit <= 0:
+        return []
+    found = _git("log", "--format=%H", f"-n{limit}", commit, "--", Path(path).as_posix(),
+                 root=root)
+    return found.stdout.split() if found.returncode == 0 else []

@@ -38,6 +38,8 @@ class RunInputs:
     env_now: EnvRecord | None = None
     env_base: EnvRecord | None = None
     notes: list[str] = field(default_factory=list)
+    # per cell, committed bench runs with their environments, the baseline's first
+    history: dict[str, list[tuple[BenchRecord, EnvRecord]]] = field(default_factory=dict)
 
 
 def pair(now: Any, base: Any) -> Pair:

@@ -33,6 +33,9 @@ class Change:
     p_adjusted: float | None = None
     mde: float | None = None
     needed: int | None = None          # processes per side (pairs in A/B) that would decide
+    df: float | None = None            # of the t-test (Satterthwaite)
+    run_spread: float | None = None    # a recorded baseline's run-to-run SD (relative) in se
+    run_source: str | None = None      # where that came from: "history of N runs" or "prior"
 
     @property
     def paired(self) -> bool:

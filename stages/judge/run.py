@@ -12,8 +12,9 @@ from stages.core.inputs import RunInputs
 from stages.core.config import Config
 from stages.core.schema import BenchRecord
 from stages.judge.environment import hardware_changes
+from stages.judge.history import prior, spreads_of_run
 from stages.judge.numerics import numerics_rows
-from stages.judge.timings import bench_rows, busy_shares
+from stages.judge.timings import bench_rows, busy_shares, fresh_since_last_look
 from stages.judge.verdicts import Comparison, finish
 
 
@@ -57,9 +58,40 @@ def _ab_note(stage: str, cell: str, record) -> str:
             + f") with the baseline {base}, {how}")
 
 
+def _run_level(rows, cfg: Config, spreads: dict, cell: str, now, ab: bool) -> list[str]:
+    """Give every timing row the run-to-run variance of its unit when it faces a recorded
+    baseline, and mark the rows adaptive sampling had already looked at; the sources used."""
+    used = []
+    for row in rows:
+        if row.shift is None:
+            continue
+        row.confirmed = fresh_since_last_look(now, row.workload, row.mode, row.metric)
+        if not ab:
+            row.run = spreads.get((cell, row.workload, row.mode, row.metric)) or prior(
+                cfg.stats.run_spread)
+            used.append(row.run.source)
+    return used
+
+
+def run_level_note(sources: list[str], run_spread: float) -> str | None:
+    if not sources:
+        return None
+    counts = {s: sources.count(s) for s in sorted(set(sources))}
+    parts = [f"{n} from the {s}" if s != "prior" else
+             f"{n} from the prior stats.run_spread = {run_spread:.1%}" for s, n in counts.items()]
+    return ("Against the recorded baseline, every timing's standard error includes the "
+            "run-to-run variance of two runs measured apart (" + "; ".join(parts) + " timings). "
+            "Measured in lock-step beside this run, the baseline would need none.")
+
+
 def compare_run(cfg: Config, inputs: RunInputs) -> Comparison:
     hardware = None if cfg.compare.allow_hardware_change else hardware_change(inputs)
     notes, drafts, looks, from_git, missing = list(inputs.notes), [], 1, 0, []
+    sources: list[str] = []
+    spreads = spreads_of_run({cell: (inputs.history.get(cell, []), pair.base)
+                              for (stage, cell), pair in inputs.pairs.items()
+                              if stage == "bench" and not pair.ab and pair.base is not None},
+                             inputs.env_base, cfg.stats.run_spread)
     for (stage, cell), pair in inputs.pairs.items():
         now, base = pair.now, pair.base
         if pair.ab:
@@ -74,9 +106,11 @@ def compare_run(cfg: Config, inputs: RunInputs) -> Comparison:
             looks = max(looks, now.looks_planned if now is not None else 1)
             for label, record in ((f"this run's {cell}", now), (f"the baseline's {cell}", base)):
                 notes.append(busy_note(label, record, cfg.compare.busy_share))
-            drafts += bench_rows(cell, now, base, cfg.stats.delta,
-                                 None if pair.ab else hardware, cfg.compare.busy_share,
-                                 paired=pair.paired)
+            rows = bench_rows(cell, now, base, cfg.stats.delta,
+                              None if pair.ab else hardware, cfg.compare.busy_share,
+                              paired=pair.paired)
+            sources.extend(_run_level(rows, cfg, spreads, cell, now, pair.ab))
+            drafts += rows
         else:
             drafts += numerics_rows(cell, now, base, cfg.stats.error_growth)
             if pair.rebuilt is not None:
@@ -88,6 +122,7 @@ def compare_run(cfg: Config, inputs: RunInputs) -> Comparison:
     if missing:
         notes.append(f"No baseline at {inputs.rev} for {', '.join(missing)}: compared as NEW. "
                      "Commit `reports/` to make this run the baseline.")
+    notes.append(run_level_note(sources, cfg.stats.run_spread))
     return finish(drafts, alpha=cfg.stats.alpha, power=cfg.stats.power, looks=looks,
                   notes=list(dict.fromkeys(notes)), baseline=inputs.rev,
                   has_baseline=inputs.commit is not None)

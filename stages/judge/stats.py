@@ -32,6 +32,20 @@ from stages.core.schema import (EQUIVALENT, FAILED, IMPROVED, INCONCLUSIVE,  # n
 
 
 @dataclass(frozen=True)
+class Part:
+    """One source of a change's variance, on the log scale.
+
+    side "base", "now" or "pair": a variance per process (per lock-step pair), divided by that
+    side's number of processes; its estimate has n - 1 degrees of freedom plus `df`, the prior
+    degrees of freedom variance moderation lends it. side "run": the variance of one run's
+    offset (day, host, thermal state), which more processes do not shrink; `df` is then the
+    estimate's own degrees of freedom (inf: a configured prior, taken as known)."""
+    side: str
+    variance: float
+    df: float = 0.0
+
+
+@dataclass(frozen=True)
 class Shift:
     """The change of a metric between two sets of process summaries, on the log scale."""
     n_base: int
@@ -42,6 +56,7 @@ class Shift:
     spread: float         # pooled SD of log process summaries: process-to-process spread
     p_value: float        # two-sided, H0: no change
     paired: bool = False  # n_base = n_now pairs; spread is the SD of a pair's log ratio / √2
+    parts: tuple[Part, ...] = ()   # what se is made of; () = equal variances from `spread`
 
     @property
     def ratio(self) -> float:
@@ -54,6 +69,18 @@ class Shift:
         q = _t_quantile(self.df, 1 - alpha / 2)
         return math.exp(self.log_ratio - q * self.se), math.exp(self.log_ratio + q * self.se)
 
+    @property
+    def variance_parts(self) -> tuple[Part, ...]:
+        if self.parts:
+            return self.parts
+        if self.paired:
+            return (Part("pair", 2 * self.spread ** 2),)
+        return Part("base", self.spread ** 2), Part("now", self.spread ** 2)
+
+    @property
+    def run_part(self) -> Part | None:
+        return next((p for p in self.parts if p.side == "run"), None)
+
 
 def shift(base: Sequence[float], now: Sequence[float]) -> Shift | None:
     """Welch's t-test on log values; None when either side has fewer than two processes or a
@@ -65,15 +92,9 @@ def shift(base: Sequence[float], now: Sequence[float]) -> Shift | None:
     y = [math.log(v) for v in now]
     n1, n2 = len(x), len(y)
     (m1, ss1), (m2, ss2) = _mean_and_squares(x), _mean_and_squares(y)
-    v1, v2 = ss1 / (n1 - 1), ss2 / (n2 - 1)
-    d = m2 - m1
-    se = math.sqrt(v1 / n1 + v2 / n2)
     spread = math.sqrt((ss1 + ss2) / (n1 + n2 - 2))
-    if se == 0:
-        return Shift(n1, n2, d, 0.0, float(n1 + n2 - 2), 0.0, 1.0 if d == 0 else 0.0)
-    df = (v1 / n1 + v2 / n2) ** 2 / ((v1 / n1) ** 2 / (n1 - 1) + (v2 / n2) ** 2 / (n2 - 1))
-    p = 2 * special.stdtr(df, -abs(d) / se)
-    return Shift(n1, n2, d, se, df, spread, float(p))
+    return with_parts(n1, n2, m2 - m1, spread, (Part("base", ss1 / (n1 - 1)),
+                                                Part("now", ss2 / (n2 - 1))))
 
 
 def paired_shift(base: Sequence[float], now: Sequence[float]) -> Shift | None:
@@ -90,11 +111,40 @@ def paired_shift(base: Sequence[float], now: Sequence[float]) -> Shift | None:
     n = len(d)
     mean, squares = _mean_and_squares(d)
     sd = math.sqrt(squares / (n - 1))
-    se = sd / math.sqrt(n)
+    return with_parts(n, n, mean, sd / math.sqrt(2), (Part("pair", sd * sd),), paired=True)
+
+
+def with_parts(n_base: int, n_now: int, log_ratio: float, spread: float,
+               parts: tuple[Part, ...], paired: bool = False) -> Shift:
+    """The t-test of `log_ratio` whose variance is the sum of `parts`, with Satterthwaite's
+    degrees of freedom (Welch's when the parts are the two sides' sample variances)."""
+    se2, df = _se2_and_df(_terms(parts, n_base, n_now))
+    se = math.sqrt(se2)
     if se == 0:
-        return Shift(n, n, mean, 0.0, float(n - 1), 0.0, 1.0 if mean == 0 else 0.0, True)
-    p = 2 * special.stdtr(n - 1, -abs(mean) / se)
-    return Shift(n, n, mean, se, float(n - 1), sd / math.sqrt(2), float(p), True)
+        return Shift(n_base, n_now, log_ratio, 0.0, df, spread,
+                     1.0 if log_ratio == 0 else 0.0, paired, parts)
+    p = 2 * special.stdtr(df, -abs(log_ratio) / se)
+    return Shift(n_base, n_now, log_ratio, se, df, spread, float(p), paired, parts)
+
+
+def _terms(parts: Sequence[Part], n_base: int, n_now: int) -> list[tuple[float, float]]:
+    """(contribution to se², its degrees of freedom) of each part at these numbers."""
+    terms = []
+    for part in parts:
+        if part.side == "run":
+            terms.append((part.variance, part.df))
+        else:
+            n = n_now if part.side == "now" else n_base
+            terms.append((part.variance / n, n - 1 + part.df))
+    return terms
+
+
+def _se2_and_df(terms: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    se2 = sum(t for t, _ in terms)
+    denominator = sum(t * t / df for t, df in terms if t > 0 and math.isfinite(df))
+    if se2 == 0:
+        return 0.0, float(sum(df for _, df in terms if math.isfinite(df)) or math.inf)
+    return se2, (se2 * se2 / denominator if denominator > 0 else math.inf)
 
 
 def _mean_and_squares(values: Sequence[float]) -> tuple[float, float]:
@@ -125,52 +175,64 @@ def bh_adjust(pvalues: Sequence[float]) -> list[float]:
     return adjusted
 
 
-def verdict(s: Shift, p_adjusted: float, *, alpha: float, delta: float) -> str:
-    """REGRESSED/IMPROVED: significant after adjustment and beyond ±δ; EQUIVALENT: the
-    (1 - alpha) interval lies inside ±δ; INCONCLUSIVE otherwise."""
+def verdict(s: Shift, p_adjusted: float, *, alpha: float, delta: float,
+            equivalence_alpha: float | None = None) -> str:
+    """REGRESSED/IMPROVED: significant at alpha after adjustment and beyond ±δ; EQUIVALENT:
+    both one-sided tests of the equivalence (TOST) at equivalence_alpha (default alpha)
+    reject, i.e. the (1 - 2·equivalence_alpha) interval lies inside ±δ; INCONCLUSIVE
+    otherwise."""
     limit = math.log1p(delta)
     if p_adjusted <= alpha and s.log_ratio > limit:
         return REGRESSED
     if p_adjusted <= alpha and s.log_ratio < -limit:
         return IMPROVED
-    low, high = s.interval(alpha)
+    low, high = s.interval(2 * (alpha if equivalence_alpha is None else equivalence_alpha))
     if math.log(low) >= -limit and math.log(high) <= limit:
         return EQUIVALENT
     return INCONCLUSIVE
 
 
+def decided_interval(s: Shift, verdict_: str, alpha: float) -> tuple[float, float, float]:
+    """(low, high, confidence) of the interval a verdict was decided on: the two-sided test's
+    (1 - alpha) interval for a significant change, the equivalence test's (1 - 2·alpha) one
+    otherwise, so that an interval shown inside ±δ is always EQUIVALENT."""
+    level = alpha if verdict_ in (REGRESSED, IMPROVED) else 2 * alpha
+    return (*s.interval(level), 1 - level)
+
+
 def minimum_detectable_effect(s: Shift, *, alpha: float, power: float, delta: float,
                               tests: int) -> float:
     """The slowdown that would be REGRESSED with probability `power`, relative (0.05 = 5 %),
-    at this cell's process-to-process spread and numbers of processes.
+    at this unit's variances and numbers of processes.
 
     The level is alpha/tests: what Benjamini-Hochberg asks of the smallest p-value when one
     metric among `tests` truly moved. Both conditions of a regression must hold: significance
-    and an estimate beyond δ. The power is that of the Welch test as run (see "the power of
-    the Welch test as run" below): the textbook (q_alpha + q_power)·se assumes a fixed
-    threshold and, at 5 processes a side and 60 tests, delivers 62 % power instead of 80 %.
-    The spread is first made median-unbiased (_planning_spread), so that the reported MDE is
-    too small in half of the runs rather than in most.
+    and an estimate beyond δ. The power is that of the t-test as run (see "the power of the
+    t-test as run" below): the textbook (q_alpha + q_power)·se assumes a fixed threshold and,
+    at 5 processes a side and 60 tests, delivers 62 % power instead of 80 %. The variances
+    are first made median-unbiased (_planned), so that the reported MDE is too small in half
+    of the runs rather than in most.
     """
     if s.se == 0:
         return delta
     limit = math.log1p(delta)
-    se = _planning_spread(s) * math.sqrt(1 / s.n_base + 1 / s.n_now)
-    shift = _regression_shift(s.n_base, s.n_now, alpha / max(tests, 1), power, limit / se,
-                              s.paired)
+    terms = _terms(_planned(s), s.n_base, s.n_now)
+    se = math.sqrt(_se2_and_df(terms)[0])
+    shift = _regression_shift(_law(terms), alpha / max(tests, 1), power, limit / se)
     return math.expm1(shift * se)
 
 
 def processes_needed(s: Shift, *, alpha: float, power: float, delta: float,
                      tests: int, most: int = 100_000) -> int | None:
     """Processes per side that would decide an INCONCLUSIVE with probability `power`, if the
-    observed change were the truth and the spread its median-unbiased value, rounded up to a
-    readable number (_LADDER); None when no number up to `most` would (a change on the edge
-    of ±δ, or no spread to plan with).
+    observed change were the truth and the variances their median-unbiased values, rounded
+    up to a readable number (_LADDER); None when no number up to `most` would (a change on
+    the edge of ±δ, no spread to plan with, or a run-level variance that more processes
+    cannot shrink).
 
     A change beyond δ is decided by a regression (or improvement) verdict, one within δ by
-    equivalence (the (1 - alpha) interval fits inside ±δ); both with the Welch test's own
-    power at n processes a side, which matters at small n.
+    equivalence (the (1 - 2·alpha) interval fits inside ±δ); both with the t-test's own power
+    at n processes a side, which matters at small n.
     """
     if s.spread == 0:
         return None
@@ -178,24 +240,28 @@ def processes_needed(s: Shift, *, alpha: float, power: float, delta: float,
     effect = abs(s.log_ratio)
     if abs(effect - limit) <= 1e-12:
         return None
-    spread = _planning_spread(s)
+    parts = _planned(s)
     z_power = float(special.ndtri(power))
+    process_var = sum(p.variance for p in parts if p.side != "run") / 2   # spread²
     if effect > limit:
         level = alpha / max(tests, 1)
         z = float(special.ndtri(1 - level / 2)) + z_power
-        guess = max((z * spread / effect) ** 2, (z_power * spread / (effect - limit)) ** 2)
+        guess = max(z * z * process_var / effect ** 2,
+                    z_power ** 2 * process_var / (effect - limit) ** 2)
 
         def power_at(n: int) -> float:
-            se = spread * math.sqrt(2 / n)
-            return _regression_power(_critical_ratios(n, n, level, s.paired), effect / se,
+            terms = _terms(parts, n, n)
+            se = math.sqrt(_se2_and_df(terms)[0])
+            return _regression_power(_critical_ratios(*_law(terms), level), effect / se,
                                      limit / se)
     else:
-        z = float(special.ndtri(1 - alpha / 2)) + z_power
-        guess = (z * spread / (limit - effect)) ** 2
+        z = float(special.ndtri(1 - alpha)) + z_power
+        guess = z * z * process_var / (limit - effect) ** 2
 
         def power_at(n: int) -> float:
-            return _equivalence_power(effect, spread * math.sqrt(2 / n), n, alpha=alpha,
-                                      limit=limit, paired=s.paired)
+            terms = _terms(parts, n, n)
+            se = math.sqrt(_se2_and_df(terms)[0])
+            return _equivalence_power(effect, se, _law(terms), alpha=alpha, limit=limit)
     ladder = _LADDER[:bisect.bisect_right(_LADDER, most)]
     # The normal approximation (n = 2·guess) is a little low; search upward from it.
     found = _first(ladder, lambda n: power_at(n) >= power,
@@ -227,10 +293,25 @@ _LADDER = tuple(sorted({*range(2, 21), *(round(m * 10 ** k) for k in range(1, 6)
                                        (1, 1.2, 1.5, 2, 2.5, 3, 3.5, 4, 4.5, 5, 6, 7, 8, 9))}))
 
 
-def _planning_spread(s: Shift) -> float:
-    """The pooled spread made median-unbiased: with ν degrees of freedom its square is
-    σ²·χ²_ν/ν, whose median is below σ² (by 8 % at 5 + 5 processes)."""
-    return s.spread / _median_chi_ratio(s.n_base - 1 if s.paired else s.n_base + s.n_now - 2)
+def _planned(s: Shift) -> tuple[Part, ...]:
+    """The variance parts planning assumes: the two sides' process variances pooled (the
+    same code on the same machine: one true variance), then made median-unbiased. An
+    estimate with ν degrees of freedom is σ²·χ²_ν/ν, whose median is below σ² (by 8 % at
+    5 + 5 processes); the process parts are unbiased together, a run part on its own."""
+    parts = s.variance_parts
+    dfs = [_terms([p], s.n_base, s.n_now)[0][1] for p in parts]
+    sides = [(p, df) for p, df in zip(parts, dfs) if p.side in ("base", "now")]
+    if len(sides) == 2 and sum(df for _, df in sides) > 0:
+        pooled = sum(p.variance * df for p, df in sides) / sum(df for _, df in sides)
+        parts = tuple(Part(p.side, pooled, p.df) if p.side in ("base", "now") else p
+                      for p in parts)
+    process_df = sum(df for p, df in zip(parts, dfs) if p.side != "run")
+    planned = []
+    for p in parts:
+        df = p.df if p.side == "run" else process_df
+        scale = _median_chi_ratio(round(df)) ** 2 if math.isfinite(df) and df >= 1 else 1.0
+        planned.append(Part(p.side, p.variance / scale, p.df))
+    return tuple(planned)
 
 
 @functools.lru_cache(maxsize=256)
@@ -238,37 +319,48 @@ def _median_chi_ratio(df: int) -> float:
     return math.sqrt(float(special.chdtri(df, 0.5)) / df)
 
 
-# ---- the power of the Welch test as run -----------------------------------------------------
+# ---- the power of the t-test as run ---------------------------------------------------------
 #
-# With a true spread σ on both sides and a true log ratio θ, the estimate is
-# d = θ + se·Z (se = σ·sqrt(1/n1 + 1/n2), Z standard normal) and the test rejects when
-# d > q(df^)·se^, where the estimated se^ and the Welch df^ vary from run to run, independently
-# of Z. In units of se the threshold is a random ratio R = q(df^)·se^/se whose law depends only
-# on (n1, n2, level): it is tabulated once, on a grid of quantiles of the two sample variances.
-# A regression also needs d > log1p(δ), so P(REGRESSED) = P(Z > max(R, log1p(δ)/se) - θ/se).
-# The paired test is the same with R = q(n-1)·sqrt(χ²_{n-1}/(n-1)), n pairs.
+# With true variance parts whose shares of se² are π_i and a true log ratio θ, the estimate is
+# d = θ + se·Z (Z standard normal) and the test rejects when d > q(df^)·se^, where each part's
+# estimate is π_i·X_i·se² with X_i ~ χ²_ν/ν (ν its degrees of freedom; 1 for a known prior),
+# independent of Z, and df^ is Satterthwaite's. In units of se the threshold is a random ratio
+# R = q(df^)·sqrt(Σ π_i X_i) whose law depends only on the shares, the ν and the level: it is
+# tabulated on a grid of quantiles of the X_i. A regression also needs d > log1p(δ), so
+# P(REGRESSED) = P(Z > max(R, log1p(δ)/se) - θ/se). Welch's test is two parts (1/n1 : 1/n2 at
+# equal variances), the paired test one, a recorded baseline's run-level variance one more.
+# The df^ must vary as in the test: at the levels a run's many tests need, q(4) is 1.7 q(8),
+# and a single "effective" ν would promise 80 % power where the test has 68 %.
 
-_GRID = 16
+_GRID = {1: 256, 2: 16, 3: 12}     # quantiles per estimated part, by the number of parts
 
 
-@functools.lru_cache(maxsize=1024)
-def _critical_ratios(n1: int, n2: int, two_sided_level: float,
-                     paired: bool = False) -> np.ndarray:
-    """Equally weighted values of R = q(df^)·se^/se, sorted (equal true variances)."""
-    if paired:
-        u = (np.arange(_GRID ** 2) + 0.5) / _GRID ** 2
-        ratios = (special.stdtrit(n1 - 1, 1 - two_sided_level / 2)
-                  * np.sqrt(special.chdtri(n1 - 1, u) / (n1 - 1)))
-        ratios = np.sort(ratios)
-        ratios.flags.writeable = False
-        return ratios
-    u = (np.arange(_GRID) + 0.5) / _GRID
-    v1 = special.chdtri(n1 - 1, u) / (n1 - 1)       # sample variance / σ², at its quantiles
-    v2 = special.chdtri(n2 - 1, u) / (n2 - 1)
-    w1, w2 = np.meshgrid(v1 / n1, v2 / n2)
-    se2 = w1 + w2
-    df = se2 ** 2 / (w1 ** 2 / (n1 - 1) + w2 ** 2 / (n2 - 1))
-    ratios = special.stdtrit(df, 1 - two_sided_level / 2) * np.sqrt(se2 / (1 / n1 + 1 / n2))
+def _law(terms: Sequence[tuple[float, float]]) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """(shares of se², degrees of freedom) of the terms, rounded so that the tables cache."""
+    se2 = sum(t for t, _ in terms)
+    kept = [(t / se2, df) for t, df in terms if t > 0] if se2 > 0 else [(1.0, math.inf)]
+    return (tuple(round(share, 2) for share, _ in kept),
+            tuple(df if not math.isfinite(df) or df < 2 else
+                  math.inf if df > 1000 else round(df * 2) / 2 for _, df in kept))
+
+
+@functools.lru_cache(maxsize=4096)
+def _critical_ratios(shares: tuple[float, ...], dfs: tuple[float, ...],
+                     two_sided_level: float) -> np.ndarray:
+    """Equally weighted values of R = q(df^)·sqrt(Σ π_i X_i), sorted."""
+    random_parts = [i for i, df in enumerate(dfs) if math.isfinite(df)]
+    if not random_parts:
+        return np.array([float(special.ndtri(1 - two_sided_level / 2)) * math.sqrt(sum(shares))])
+    size = _GRID.get(len(random_parts), 8)
+    u = (np.arange(size) + 0.5) / size
+    grids = np.meshgrid(*[special.chdtri(dfs[i], u) / dfs[i] for i in random_parts],
+                        indexing="ij")
+    estimate = sum(shares[i] for i, df in enumerate(dfs) if not math.isfinite(df)) \
+        + sum(shares[i] * g for i, g in zip(random_parts, grids))
+    denominator = sum((shares[i] * g) ** 2 / dfs[i] for i, g in zip(random_parts, grids))
+    with np.errstate(divide="ignore"):      # parts whose share rounds to 0 add nothing
+        df = np.where(np.asarray(denominator) > 0, estimate ** 2 / denominator, np.inf)
+    ratios = special.stdtrit(df, 1 - two_sided_level / 2) * np.sqrt(estimate)
     ratios = np.sort(ratios.ravel())
     ratios.flags.writeable = False
     return ratios
@@ -279,32 +371,21 @@ def _regression_power(ratios: np.ndarray, shift: float, floor: float) -> float:
     return float(special.ndtr(shift - np.maximum(ratios, floor)).sum()) / ratios.size
 
 
-def _regression_shift(n1: int, n2: int, level: float, power: float, floor: float,
-                      paired: bool = False) -> float:
+def _regression_shift(law: tuple, level: float, power: float, floor: float) -> float:
     """The true shift, in standard errors, that is REGRESSED with probability `power`."""
-    floors, shifts = _shift_table(n1, n2, level, power, paired)
-    if floor >= floors[-1]:        # δ alone decides: the threshold never exceeds the floor
-        return floor + float(special.ndtri(power))
-    return float(np.interp(floor, floors, shifts))    # constant below floors[0]
-
-
-@functools.lru_cache(maxsize=256)
-def _shift_table(n1: int, n2: int, level: float, power: float, paired: bool):
-    """_regression_shift on a grid of floors spanning the law of R (smooth in the floor)."""
-    ratios = _critical_ratios(n1, n2, level, paired)
-    floors = np.linspace(ratios[0], ratios[-1], 65)
+    ratios = _critical_ratios(*law, level)
     z = float(special.ndtri(power))
-    shifts = np.array([optimize.brentq(
-        lambda c, f=f: _regression_power(ratios, c, f) - power,
-        max(f, ratios[0]) + z - 1, ratios[-1] + z + 1, xtol=1e-7) for f in floors])
-    return floors, shifts
+    if floor >= ratios[-1]:        # δ alone decides: the threshold never exceeds the floor
+        return floor + z
+    return optimize.brentq(lambda c: _regression_power(ratios, c, floor) - power,
+                           max(floor, ratios[0]) + z - 1, ratios[-1] + z + 1, xtol=1e-7)
 
 
-def _equivalence_power(effect: float, se: float, n: int, *, alpha: float,
-                       limit: float, paired: bool = False) -> float:
-    """Chance that the (1 - alpha) interval of a true log ratio `effect` lies inside ±limit,
-    with n processes a side: |effect + se·Z| + R·se <= limit, R at level alpha."""
-    ratios = _critical_ratios(n, n, alpha, paired)
+def _equivalence_power(effect: float, se: float, law: tuple, *, alpha: float,
+                       limit: float) -> float:
+    """Chance that the (1 - 2·alpha) interval of a true log ratio `effect` lies inside ±limit:
+    |effect + se·Z| + R·se <= limit, R at two-sided level 2·alpha."""
+    ratios = _critical_ratios(*law, 2 * alpha)
     inside = (special.ndtr((limit - effect) / se - ratios)
               - special.ndtr(ratios - (limit + effect) / se))
     return float(np.maximum(inside, 0.0).sum()) / ratios.size

@@ -85,6 +85,19 @@ def units(record: BenchRecord) -> set[tuple[str, str]]:
     return {(w, m) for w in record.workloads for m in record.modes}
 
 
+def fresh_since_last_look(record: BenchRecord | None, workload: str, mode: str,
+                          metric: str) -> bool:
+    """Whether this unit's processes include some that no interim look of adaptive sampling
+    has seen: then its final test is its first on that data. True without adaptive looks."""
+    if record is None or record.looks_planned <= 1:
+        return True
+    seen = [look.processes for look in record.looks for p in look.pending
+            if (p.workload, p.mode, p.metric) == (workload, mode, metric)]
+    if not seen:
+        return False                    # decided at an interim look, and no more processes
+    return len(process_values(record, workload, mode, metric)) > seen[-1]
+
+
 def sentinel_values(record: BenchRecord) -> list[float]:
     return [p.sentinel.python_loop_s for run in record.workloads.values()
             for p in run.processes if p.status == OK and p.sentinel is not None]

@@ -3,10 +3,13 @@ row adjusted together (Benjamini-Hochberg over the run) and decided. Pure: recor
 out."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from typing import Callable
 
 from stages.core.schema import Change, Row
 from stages.judge import stats
+from stages.judge.moderation import Prior, RunSpread, squeeze
 
 
 @dataclass
@@ -23,6 +26,8 @@ class Draft:
     shift: stats.Shift | None = None
     delta: float | None = None
     note: str = ""
+    run: RunSpread | None = None   # a recorded baseline's run-to-run variance
+    confirmed: bool = True         # fresh processes since adaptive sampling's last look at it
 
 
 @dataclass
@@ -34,39 +39,85 @@ class Comparison:
     alpha: float = 0.05
     power: float = 0.8
     tests: int = 0
-    looks: int = 1          # adaptive sampling: looks per cell planned, alpha is split over them
+    looks: int = 1          # adaptive sampling: looks per cell planned
+    priors: dict[str, Prior] = field(default_factory=dict)   # variance moderation, per metric
 
 
 def finish(drafts: list[Draft], *, alpha: float, power: float, looks: int = 1,
            notes: list[str] | None = None, baseline: str = "HEAD",
-           has_baseline: bool = False) -> Comparison:
-    """Adjust every tested row together, then decide. With adaptive sampling a cell may be
-    looked at up to `looks` times; testing every look at alpha/looks keeps the error rate at
-    alpha (Bonferroni over looks: any look could have stopped on a false alarm)."""
+           has_baseline: bool = False,
+           plan: Callable[[Draft], bool] = lambda draft: True) -> Comparison:
+    """Moderate the tested rows' variances together, adjust their p-values together
+    (Benjamini-Hochberg over the run: the one family the gate uses), then decide.
+
+    The error budget with adaptive sampling (up to `looks` looks per cell): an interim
+    REGRESSED is always confirmed on a fresh batch, so a regression decided on data no look
+    has seen is tested at the full alpha; one decided on data an interim look already saw
+    (no fresh batch: out of budget or processes) at alpha/looks, and its note says so.
+    Stopping early is only ever for an equivalence, so EQUIVALENT is decided at alpha/looks,
+    on the two one-sided tests' (1 - 2·alpha/looks) interval. `plan`: which rows get the
+    planning figures (MDE, processes needed), which do not change a verdict."""
     tested = [d for d in drafts if d.shift is not None and d.verdict == stats.INCONCLUSIVE]
-    level = alpha / looks
+    priors = _moderate(tested)
     adjusted = dict(zip(map(id, tested), stats.bh_adjust([d.shift.p_value for d in tested])))
     rows = []
     for d in drafts:
         change = None
         if d.shift is not None:
+            significance = alpha if d.confirmed else alpha / looks
+            equivalence = alpha / looks
             p_adj = adjusted.get(id(d))
             verdict, mde, needed = d.verdict, None, None
             if p_adj is not None:
-                verdict = stats.verdict(d.shift, p_adj, alpha=level, delta=d.delta)
-                mde = stats.minimum_detectable_effect(d.shift, alpha=level, power=power,
+                verdict = stats.verdict(d.shift, p_adj, alpha=significance, delta=d.delta,
+                                        equivalence_alpha=equivalence)
+                if verdict in (stats.REGRESSED, stats.IMPROVED) and not d.confirmed:
+                    d.note = "; ".join(filter(None, [
+                        f"tested at α/{looks}: no fresh processes since an interim look", d.note]))
+            if p_adj is not None and plan(d):
+                mde = stats.minimum_detectable_effect(d.shift, alpha=significance, power=power,
                                                       delta=d.delta, tests=len(tested))
                 if verdict == stats.INCONCLUSIVE:
-                    needed = stats.processes_needed(d.shift, alpha=level, power=power,
+                    needed = stats.processes_needed(d.shift, alpha=equivalence, power=power,
                                                     delta=d.delta, tests=len(tested))
             d.verdict = verdict
-            low, high = d.shift.interval(level)
+            significant = verdict in (stats.REGRESSED, stats.IMPROVED)
+            low, high, confidence = stats.decided_interval(
+                d.shift, verdict, significance if significant else equivalence)
             change = Change(ratio=d.shift.ratio, ci_low=low, ci_high=high,
-                            confidence=1 - level, p=d.shift.p_value, n_base=d.shift.n_base,
+                            confidence=confidence, p=d.shift.p_value, n_base=d.shift.n_base,
                             n_now=d.shift.n_now, spread=d.shift.spread,
                             test="paired t" if d.shift.paired else "Welch t",
-                            p_adjusted=p_adj, mde=mde, needed=needed)
+                            p_adjusted=p_adj, mde=mde, needed=needed,
+                            df=d.shift.df if math.isfinite(d.shift.df) else None,
+                            run_spread=math.expm1(d.run.spread) if d.run else None,
+                            run_source=d.run.source if d.run else None)
         rows.append(Row(d.stage, d.cell, d.workload, d.mode, d.metric, d.verdict, d.base, d.now,
                         d.delta, change, d.note))
     return Comparison(rows, [n for n in (notes or []) if n], baseline, has_baseline, alpha,
-                      power, len(tested), looks)
+                      power, len(tested), looks, priors)
+
+
+def _moderate(tested: list[Draft]) -> dict[str, Prior]:
+    """Replace each tested shift by one whose process variances are moderated across the
+    run's units of the same metric and test (and side), plus its run-level variance."""
+    priors = {}
+    groups: dict[tuple, list[Draft]] = {}
+    for d in tested:
+        groups.setdefault((d.metric, d.shift.paired), []).append(d)
+    parts = {id(d): list(d.shift.variance_parts) for d in tested}
+    for (metric, paired), members in groups.items():
+        for side in ("pair",) if paired else ("base", "now"):
+            index = [(d, i) for d in members for i, p in enumerate(parts[id(d)])
+                     if p.side == side]
+            dfs = [(d.shift.n_now if side == "now" else d.shift.n_base) - 1 for d, _ in index]
+            moderated, prior = squeeze([parts[id(d)][i].variance for d, i in index], dfs)
+            for (d, i), m in zip(index, moderated):
+                parts[id(d)][i] = stats.Part(side, m.variance, m.prior_df)
+            if prior is not None and side in ("now", "pair"):
+                priors[metric] = prior
+    for d in tested:
+        extra = [stats.Part("run", 2 * d.run.variance, d.run.df)] if d.run is not None else []
+        d.shift = stats.with_parts(d.shift.n_base, d.shift.n_now, d.shift.log_ratio,
+                                   d.shift.spread, tuple(parts[id(d)] + extra), d.shift.paired)
+    return priors

@@ -1,6 +1,8 @@
 """The verdict table of a comparison, and reports/compare.md. Pure."""
 from __future__ import annotations
 
+import math
+
 from stages.core.rows import Row
 from stages.judge.verdicts import Comparison
 from stages.render.markdown import (ORDER, markdown_table, mde, percent, pvalue, ratio_change,
@@ -48,20 +50,36 @@ def table(rows: list[Row]) -> str:
 
 
 def method(result: Comparison) -> str:
-    level = result.alpha / result.looks
-    test = ("a paired t-test on the log ratio of each lock-step A/B pair"
-            if any(r.change is not None and r.change.paired for r in result.rows)
-            else "Welch's t-test on log values")
-    looks = (f", each test at α/{result.looks} = {level:g} (adaptive sampling looks up to "
-             f"{result.looks} times)" if result.looks > 1 else "")
+    paired = any(r.change is not None and r.change.paired for r in result.rows)
+    welch = any(r.change is not None and not r.change.paired for r in result.rows)
+    tests = [t for t, used in (("a paired t-test on the log ratio of each lock-step A/B pair",
+                                paired), ("Welch's t-test on log values", welch)) if used]
+    test = " and ".join(tests) or "Welch's t-test on log values"
+    a, k = result.alpha, result.looks
+    budget = (f"REGRESSED/IMPROVED at α = {a:g} when decided on processes no interim look had "
+              f"seen (adaptive sampling looks up to {k} times and always confirms an interim "
+              f"regression on a fresh batch), else at α/{k}; EQUIVALENT at α/{k} = {a / k:g}, "
+              f"from its {100 * (1 - 2 * a / k):g} % interval" if k > 1 else
+              f"REGRESSED/IMPROVED at α = {a:g}; EQUIVALENT from the {100 * (1 - 2 * a):g} % "
+              "interval")
+    moderated = "; ".join(f"{metric}: prior SD {100 * math.sqrt(p.variance):.2g} % with "
+                          f"{_df(p.df)} degrees of freedom over {p.units} units"
+                          for metric, p in sorted(result.priors.items()))
     return (f"Baseline: `reports/` at git `{result.baseline}`. Timings compare one summary per "
-            f"worker process ({test}; change with its {100 * (1 - level):g} % confidence "
-            f"interval, the one the verdict is decided on); p-values are Benjamini-Hochberg "
+            f"worker process ({test}). Each unit's process variance is moderated across the "
+            f"run's units of the same metric (empirical Bayes; an outlying unit keeps its own)"
+            + (f" — {moderated}" if moderated else "") + ". p-values are Benjamini-Hochberg "
             f"adjusted over the {result.tests} tested metrics of the run (false discovery rate "
-            f"{result.alpha}{looks}). REGRESSED/IMPROVED: significant and beyond the metric's "
-            f"minimum effect δ; EQUIVALENT: the interval lies within ±δ; INCONCLUSIVE: neither. "
-            f"MDE: the slowdown that would be caught with {result.power:.0%} power. Memory "
-            f"compares medians against δ; graph breaks and recompiles compare exactly.")
+            f"{a:g}). {budget}. REGRESSED/IMPROVED: significant and beyond the metric's minimum "
+            f"effect δ; EQUIVALENT: the interval lies within ±δ (two one-sided tests); "
+            f"INCONCLUSIVE: neither. The interval shown is the one decided on: the test's "
+            f"{100 * (1 - a):g} % for a significant change, the equivalence's otherwise. MDE: the "
+            f"slowdown that would be caught with {result.power:.0%} power. Memory compares "
+            f"medians against δ; graph breaks and recompiles compare exactly.")
+
+
+def _df(df: float) -> str:
+    return "∞" if math.isinf(df) else f"{df:.1f}"
 
 
 def page(result: Comparison, title: str, extra: str = "", footer: str | None = None) -> str:
