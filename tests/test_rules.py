@@ -1,20 +1,25 @@
 """The rules of other tools (TorchBench, asv, pyperf) as the self-check applies them: each
-decides like its source, on simulated samples whose truth is known."""
+decides like its source, on simulated samples whose truth is known, and the self-check
+reports their measured error rates beside torchgate's."""
 from __future__ import annotations
 
+import dataclasses
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.stats
 
 from stages.core.config import BenchSettings, Config, Matrix
-from stages.judge import rules, stats
+from stages.judge import rules, selfcheck, stats
 from stages.judge.rules import RULES, asv, pyperf, torchbench, unit_samples
-from stages.judge.selfcheck import verdicts
+from stages.judge.selfcheck import check, verdicts
+from stages.render.selfcheck import report
 
 from .records import bench, process
 
+ROOT = Path(__file__).resolve().parent.parent
 PROCESSES, SAMPLES = 4, 12
 CFG = Config({}, {}, {}, Matrix(("eager",), "test"), bench=BenchSettings(processes=PROCESSES))
 
@@ -130,3 +135,57 @@ def test_pooled_rules_call_process_offsets_a_slowdown_far_more_often_than_torchg
     assert shared["asv compare"] >= max(0.05, 4 * shared["torchgate"])
     assert shared["TorchBench"] >= max(0.1, 8 * shared["torchgate"])
     assert shared["pyperf compare_to"] >= 0.2
+
+
+# ---- the self-check's table ---------------------------------------------------------------
+
+def _records(seed: int, cells=("cpu-fp32", "cpu-bf16"), workloads=("a", "b", "c"),
+             process_cv=0.03):
+    rng, prng = np.random.default_rng(seed), random.Random(seed)
+    return {c: dataclasses.replace(bench({w: [
+        process(steady=1e-3 * o, rng=prng)
+        for o in np.exp(process_cv * rng.standard_normal(2 * PROCESSES))] for w in workloads}),
+        cell=c) for c in cells}
+
+
+def test_selfcheck_judges_the_same_splits_with_every_rule_and_tables_them():
+    result = check(_records(5), CFG, splits=40, slowdown=0.3)
+    assert [r.rule.name for r in result.rules] == ["TorchBench", "asv compare",
+                                                   "pyperf compare_to"]
+    assert result.steady_false_rate <= result.false_rate
+    assert result.detect_rate == 1.0
+    for r in result.rules:
+        assert 0 <= r.false_alarm <= 1 and r.detection == 1.0      # +30 %: every rule sees it
+    pyperf_rates = result.rules[2]
+    assert pyperf_rates.false_alarm > result.steady_false_rate
+    text = report(CFG, result, 0.3, 40, None, 1.0)
+    assert "| torchgate | " in text and f"| {result.steady_false_rate:.1%} | 100.0% |" in text
+    for r in result.rules:
+        assert (f"| {r.rule.name} | {r.rule.description} | {r.false_alarm:.1%} | 100.0% |"
+                in text)
+
+
+def test_the_rules_leave_torchgate_figures_as_they_were(monkeypatch):
+    # The rules draw no random numbers: the splits, and so torchgate's figures, are those the
+    # same seed gives without them.
+    records = _records(6)
+    with_rules = check(records, CFG, splits=20, slowdown=0.1, seed=9)
+    monkeypatch.setattr(selfcheck, "RULES", ())
+    alone = check(records, CFG, splits=20, slowdown=0.1, seed=9)
+    assert alone.rules == ()
+    assert (with_rules.false_rate, with_rules.detect_rate, with_rules.mdes,
+            with_rules.steady_false_rate) == (alone.false_rate, alone.detect_rate, alone.mdes,
+                                              alone.steady_false_rate)
+
+
+def test_the_selfcheck_command_writes_the_table(tmp_path, monkeypatch, capsys):
+    import stages.selfcheck as command
+    records = _records(8, cells=("any",))
+    monkeypatch.setattr(command, "measure_bench", lambda cfg, cell, log: dataclasses.replace(
+        records["any"], cell=cell.name))
+    out = tmp_path / "selfcheck.md"
+    command.main(["--params", str(ROOT / "params.yaml"), "--splits", "5", "--repeat", "1",
+                  "--out", str(out)])
+    text = out.read_text()
+    assert "| torchgate |" in text and "**Repeated runs**: " in text
+    assert all(f"| {r.name} | {r.description} |" in text for r in RULES)
