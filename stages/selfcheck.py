@@ -6,9 +6,11 @@ Measures every cell with twice `bench.processes` worker processes, then, many ti
 splits each unit's processes at random into two halves of `bench.processes` and runs the real
 comparison on them: an A/A comparison of identical code on this machine. The share of splits
 with any REGRESSED verdict is the false-alarm rate; the same splits with every sample of one
-random unit slowed by `--slowdown` give the detection rate. With `--repeat N` it also
-measures the matrix N more times in sequence and compares each run with the first, which
-adds the drift of the machine between runs (what a committed baseline faces).
+random unit slowed by `--slowdown` give the detection rate. The rules of other tools
+(TorchBench, asv, pyperf) judge the same splits and slowdowns, for a table beside
+torchgate's rates. With `--repeat N` it also measures the matrix N more times in sequence
+and compares each run with the first, which adds the drift of the machine between runs
+(what a committed baseline faces).
 Writes reports/selfcheck.md.
 """
 from __future__ import annotations
@@ -50,7 +52,7 @@ def main(argv: list[str] | None = None) -> None:
             once.bench, processes=2 * cfg.bench.processes))
         records = {cell.name: measure_bench(doubled, cell, log=_log) for cell in cfg.cells()}
         records = {c: r for c, r in records.items() if r.status == "OK"}
-        false_rate, detect_rate, mdes = check(records, cfg, args.splits, args.slowdown)
+        checked = check(records, cfg, args.splits, args.slowdown)
         repeats = None
         if args.repeat:
             first = {c: split(r, random.Random(1), cfg.bench.processes)[0]
@@ -62,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
                 repeats.append(sum(r.verdict == stats.REGRESSED for r in result.rows))
                 print(f"torchgate selfcheck: repeat {i + 1}/{args.repeat}: {repeats[-1]} "
                       "REGRESSED")
-        text = report(cfg, false_rate, detect_rate, mdes, args.slowdown, args.splits, repeats,
+        text = report(cfg, checked, args.slowdown, args.splits, repeats,
                       time.perf_counter() - started)
         write_text(args.out, text)
         print(text)

@@ -1,5 +1,6 @@
 """The self-check's arithmetic: A/A splits of one run's processes, injected slowdowns, and the
-false-alarm and detection rates the real comparison gives on them. Pure."""
+false-alarm and detection rates the real comparison gives on them, and the rules of other
+tools (`rules`) on the very same splits. Pure."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,6 +10,7 @@ import statistics
 from stages.core.config import Config
 from stages.core.schema import BenchRecord
 from stages.judge import stats
+from stages.judge.rules import RULES, Rule, unit_samples
 from stages.judge.timings import bench_rows, process_values, units
 from stages.judge.verdicts import Comparison, finish
 
@@ -50,15 +52,48 @@ def steady_units(record: BenchRecord) -> list[tuple[str, str]]:
             if len(process_values(record, w, m, "steady_s")) >= 4]
 
 
-def check(records: dict, cfg: Config, splits: int, slowdown: float, seed: int = 0):
-    """(false-alarm rate, detection rate, median MDE per unit) over `splits` A/A splits."""
+@dataclasses.dataclass(frozen=True)
+class RuleRates:
+    rule: Rule
+    false_alarm: float              # share of splits with any unit of the run called slower
+    detection: float | None         # share of injected slowdowns it called slower
+
+
+@dataclasses.dataclass(frozen=True)
+class SelfCheck:
+    false_rate: float               # torchgate: splits with any REGRESSED verdict, any metric
+    detect_rate: float | None
+    mdes: dict
+    steady_false_rate: float        # torchgate's steady-state verdicts only, as the rules see
+    rules: tuple[RuleRates, ...]
+
+
+def _samples(pairs: dict, cell: str, workload: str, mode: str):
+    return tuple(unit_samples(r, workload, mode) for r in pairs[cell])
+
+
+def _rule_alarms(pairs: dict) -> list[bool]:
+    """Per rule: whether it called any unit of this simulated run slower."""
+    sides = [_samples(pairs, cell, w, m) for cell in sorted(pairs)
+             for w, m in sorted(units(pairs[cell][1]))]
+    sides = [(b, n) for b, n in sides if b and n]
+    return [any(rule.regressed(b, n) for b, n in sides) for rule in RULES]
+
+
+def check(records: dict, cfg: Config, splits: int, slowdown: float, seed: int = 0) -> SelfCheck:
+    """torchgate's false-alarm and detection rates and median MDE per unit over `splits` A/A
+    splits, and each rule's of `rules.RULES` on the same splits and slowdowns."""
     rng = random.Random(seed)
     size = cfg.bench.processes
-    false_runs, detected, trials, mdes = 0, 0, 0, {}
+    false_runs, steady_false, detected, trials, mdes = 0, 0, 0, 0, {}
+    rule_false, rule_hits = [0] * len(RULES), [0] * len(RULES)
     for _ in range(splits):
         pairs = {cell: split(rec, rng, size) for cell, rec in records.items()}
         null = verdicts(pairs, cfg)
         false_runs += any(r.verdict == stats.REGRESSED for r in null.rows)
+        steady_false += any(r.verdict == stats.REGRESSED and r.metric == "steady_s"
+                            for r in null.rows)
+        rule_false = [n + hit for n, hit in zip(rule_false, _rule_alarms(pairs))]
         for r in null.rows:
             if r.metric == "steady_s" and r.change is not None and r.change.mde is not None:
                 mdes.setdefault((r.cell, r.workload, r.mode), []).append(r.change.mde)
@@ -73,5 +108,10 @@ def check(records: dict, cfg: Config, splits: int, slowdown: float, seed: int = 
         trials += 1
         detected += any(r.verdict == stats.REGRESSED and (r.cell, r.workload, r.mode, r.metric)
                         == (cell, workload, mode, "steady_s") for r in hit.rows)
-    return false_runs / splits, (detected / trials if trials else None), {
-        k: statistics.median(v) for k, v in mdes.items()}
+        slowed = _samples(pairs, cell, workload, mode)
+        rule_hits = [n + rule.regressed(*slowed) for n, rule in zip(rule_hits, RULES)]
+    rates = tuple(RuleRates(rule, n / splits, hits / trials if trials else None)
+                  for rule, n, hits in zip(RULES, rule_false, rule_hits))
+    return SelfCheck(false_runs / splits, detected / trials if trials else None,
+                     {k: statistics.median(v) for k, v in mdes.items()},
+                     steady_false / splits, rates)
