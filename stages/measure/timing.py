@@ -12,6 +12,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
+from stages.measure.proc import (CGROUP, PROC, allowed_cpus, cpu_quota, cpu_times,
+                                 run_queue_ns, tree_cpu_s)
+
 
 class Clock(Protocol):
     def start(self) -> None: ...
@@ -68,47 +71,80 @@ def make_clock(torch_module, device_type: str) -> Clock:
 
 
 class BusyMachine:
-    """How much CPU other programs used while this process's samples ran: the machine-wide
-    busy time from /proc/stat minus this process's own CPU time, and the hypervisor's steal,
-    each as a fraction of all CPUs over the sampled time. Linux only (elsewhere: None).
+    """What else took the CPU while this process was timed: other programs' busy time on the
+    CPUs it may run on (/proc/stat per CPU, minus the CPU time of this process and its
+    descendants), hypervisor steal, and how long its threads waited on a run queue. Linux
+    only; a reading the system cannot give is None.
 
     Code-independent like the sentinel, but it sees what the sentinel cannot: on a 2-core
-    machine one busy neighbour can stall every parallel region of a 2-thread workload."""
+    machine one busy neighbour can stall every parallel region of a 2-thread workload.
 
-    def __init__(self):
-        self.wall = self.busy = self.steal = self.own = 0.0
-        self._at: tuple | None = None
+    Capacity: the CPUs this process may run on (its affinity mask), and of them only its
+    cgroup's quota (docker --cpus): other programs' time counts only where it ate into that
+    quota, i.e. beyond the CPUs the quota leaves to others. So a container limited to 2 CPUs
+    on a busy 64-CPU host is not read as busy, and one pinned to 2 CPUs sees those 2."""
 
-    @staticmethod
-    def _read() -> tuple[float, float, float, float] | None:
-        try:
-            with open("/proc/stat", encoding="ascii") as fh:
-                ticks = [int(x) for x in fh.readline().split()[1:9]]
-        except (OSError, ValueError):
-            return None
-        user, nice, system, _idle, _iowait, irq, softirq, steal = (ticks + [0] * 8)[:8]
-        hz = os.sysconf("SC_CLK_TCK")
-        return (time.perf_counter(), (user + nice + system + irq + softirq) / hz, steal / hz,
-                time.process_time())
+    def __init__(self, proc: str = PROC, cgroup: str = CGROUP,
+                 wall: Callable[[], float] = time.perf_counter):
+        self._proc, self._wall = proc, wall
+        self._cpus = allowed_cpus(proc)
+        self.cpus = len(self._cpus) if self._cpus else (os.cpu_count() or 1)
+        quota = cpu_quota(proc, cgroup)
+        self.limit = min(self.cpus, quota) if quota else float(self.cpus)
+        self.wall = 0.0
+        self.totals: dict[str, float | None] = {"busy": 0.0, "steal": 0.0, "own": 0.0,
+                                                "queue": 0.0}
+        self._at: dict | None = None
+
+    def _read(self) -> dict:
+        times = cpu_times(self._cpus, self._proc)
+        return {"wall": self._wall(), "times": times,
+                "tree": tree_cpu_s(self._proc), "self": time.process_time(),
+                "queue": run_queue_ns(self._proc)}
 
     def start(self) -> None:
         self._at = self._read()
 
     def stop(self) -> None:
-        now = self._read()
-        if self._at is None or now is None:
+        if self._at is None:
             return
-        wall, busy, steal, own = (b - a for a, b in zip(self._at, now))
-        self.wall, self.busy, self.steal, self.own = (
-            self.wall + wall, self.busy + busy, self.steal + steal, self.own + own)
+        a, b = self._at, self._read()
+        self._at = None
+        self.wall += b["wall"] - a["wall"]
+        parts = {"busy": None, "steal": None, "own": None, "queue": None}
+        if a["times"] and b["times"]:
+            parts["busy"], parts["steal"] = (y - x for x, y in zip(a["times"], b["times"]))
+        if a["tree"] is not None and b["tree"] is not None:
+            parts["own"] = max(sum(b["tree"].values()) - sum(a["tree"].values()), 0.0)
+        else:                           # no /proc/<pid>/stat: this process alone
+            parts["own"] = b["self"] - a["self"]
+        if a["queue"] is not None and b["queue"] is not None:
+            # Threads that exited in between take their delay with them (a small undercount).
+            parts["queue"] = sum(ns - a["queue"].get(tid, 0)
+                                 for tid, ns in b["queue"].items()) * 1e-9
+        for key, value in parts.items():
+            total = self.totals[key]
+            self.totals[key] = None if total is None or value is None else total + value
 
     def summary(self) -> dict | None:
-        """{"other_cpu": fraction, "steal": fraction}, or None when nothing was read."""
-        if self.wall <= 0:
+        """Shares of the CPU time this process could use while it was timed: "other_cpu",
+        "steal", "run_queue" (its threads' waiting time per second, summed over threads) and
+        "cpus" (the capacity the shares are of); None when nothing was read."""
+        t = self.totals
+        if self.wall <= 0 or t["busy"] is None:
             return None
-        capacity = self.wall * (os.cpu_count() or 1)
-        return {"other_cpu": min(max((self.busy - self.own) / capacity, 0.0), 1.0),
-                "steal": min(max(self.steal / capacity, 0.0), 1.0)}
+        others = max(t["busy"] - t["own"], 0.0) - (self.cpus - self.limit) * self.wall
+        return {"other_cpu": _share(others, self.limit * self.wall),
+                "steal": _share(t["steal"], self.cpus * self.wall),
+                "run_queue": None if t["queue"] is None else max(t["queue"], 0.0) / self.wall,
+                "cpus": self.limit}
+
+
+def _share(part: float, whole: float) -> float:
+    return min(max(part / whole, 0.0), 1.0)
+
+
+PHASES = ("first_call_s", "warmup_s", "steady_s")   # the timed phases, as metrics
 
 
 class _NoProbe:
@@ -129,24 +165,30 @@ class Phases:
 def measure(step: Callable[[], Any], clock: Clock, *, samples: int, sample_target_s: float,
             warmup_s: float, min_warmup_calls: int,
             after_first: Callable[[], None] = lambda: None,
-            turn: Callable[[], None] = lambda: None, busy=_NoProbe()) -> Phases:
+            turn: Callable[[], None] = lambda: None, busy: dict | None = None) -> Phases:
     """Time the first call, warm up, then take `samples` batched steady-state samples.
 
     `turn()` waits for this process's turn before the first call and before every sample:
     the two arms of an interleaved A/B pair alternate there, so each sample of one arm sits
-    next to a sample of the other and both see the machine at the same speed. `busy` (a
-    BusyMachine) reads the machine's load around each sample, outside the timed region."""
+    next to a sample of the other and both see the machine at the same speed. `busy` maps
+    "first_call_s", "warmup_s" and "steady_s" to a BusyMachine each, which reads what else
+    took the CPU during that phase (every sample of it), outside the waits for a turn."""
+    probe = {phase: (busy or {}).get(phase) or _NoProbe() for phase in PHASES}
     turn()
+    probe["first_call_s"].start()
     clock.start()
     first_output = step()
     first_call_s = clock.stop()
+    probe["first_call_s"].stop()
     after_first()
 
+    probe["warmup_s"].start()
     warm_times: list[float] = []
     while sum(warm_times) < warmup_s or len(warm_times) < min_warmup_calls:
         clock.start()
         step()
         warm_times.append(clock.stop())
+    probe["warmup_s"].stop()
     # Calibrate from the later warm-up calls (the earliest may still be settling).
     recent = warm_times[len(warm_times) // 2:] or [first_call_s]
     per_call = max(statistics.median(recent), 1e-9)
@@ -155,10 +197,10 @@ def measure(step: Callable[[], Any], clock: Clock, *, samples: int, sample_targe
     steady = []
     for _ in range(samples):
         turn()
-        busy.start()
+        probe["steady_s"].start()
         clock.start()
         for _ in range(calls):
             step()
         steady.append(clock.stop() / calls)
-        busy.stop()
+        probe["steady_s"].stop()
     return Phases(first_call_s, sum(warm_times), len(warm_times), calls, steady, first_output)
