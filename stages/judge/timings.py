@@ -10,7 +10,7 @@ import math
 from typing import Iterator
 
 from stages.core.config import TIMED, Delta
-from stages.core.schema import OK, BenchProcess, BenchRecord, ModeTiming
+from stages.core.schema import OK, BenchProcess, BenchRecord, Busy, ModeTiming
 from stages.judge import portability, stats
 from stages.judge.verdicts import Draft
 
@@ -38,10 +38,10 @@ def _summaries(record: BenchRecord, workload: str, mode: str,
 
 def process_values(record: BenchRecord, workload: str, mode: str, metric: str,
                    busy_share: float | None = None) -> list[float]:
-    """One number per successful process. With busy_share: only processes whose samples ran
-    while other programs used at most that share of the CPU."""
+    """One number per successful process. With busy_share: only processes whose phase of
+    this metric ran while other programs and steal took at most that share of the CPU."""
     return [v for _, m, v in _summaries(record, workload, mode, metric)
-            if not busy(m, busy_share)]
+            if not busy(m, busy_share, metric)]
 
 
 def paired_values(base: BenchRecord, now: BenchRecord, workload: str, mode: str, metric: str,
@@ -49,23 +49,39 @@ def paired_values(base: BenchRecord, now: BenchRecord, workload: str, mode: str,
     """Interleaved A/B: the two arms' values in the rounds where both processes succeeded
     (and neither ran on a busy machine), round by round."""
     b, n = ({proc.round: v for proc, m, v in _summaries(r, workload, mode, metric)
-             if proc.round is not None and not busy(m, busy_share)} for r in (base, now))
+             if proc.round is not None and not busy(m, busy_share, metric)} for r in (base, now))
     rounds = sorted(b.keys() & n.keys())
     return [b[r] for r in rounds], [n[r] for r in rounds]
 
 
-def busy(mode: ModeTiming, share: float | None) -> bool:
-    """Other programs used more than `share` of the CPU while this mode's samples ran."""
-    return share is not None and mode.busy_machine is not None \
-        and mode.busy_machine.other_cpu > share
+def reading(mode: ModeTiming, metric: str) -> Busy | None:
+    """What else took the CPU during the phase a metric times. A record that read the
+    steady-state samples only (schema 2) is judged by that reading in every phase."""
+    phase = {"first_call_s": mode.busy_first_call, "warmup_s": mode.busy_warmup}.get(metric)
+    return phase or mode.busy_machine
+
+
+def taken(b: Busy) -> float:
+    """The CPU share this process could not have: other programs' and the hypervisor's
+    (steal takes time from the worker's own CPUs as surely as a neighbour does)."""
+    return b.other_cpu + b.steal
+
+
+def busy(mode: ModeTiming, share: float | None, metric: str = "steady_s") -> bool:
+    """Other programs and steal took more than `share` of the CPU while this phase ran."""
+    b = reading(mode, metric)
+    return share is not None and b is not None and taken(b) > share
 
 
 def busy_shares(record: BenchRecord | None) -> list[float]:
-    """Other programs' CPU share during each measured mode of every process."""
-    return [m.busy_machine.other_cpu
+    """The most CPU that others and steal took in any timed phase, per measured mode of
+    every process."""
+    return [max(taken(b) for b in readings)
             for run in (record.workloads.values() if record else ())
             for p in run.processes if p.status == OK
-            for m in p.modes.values() if m.busy_machine is not None]
+            for m in p.modes.values()
+            if (readings := [b for b in (m.busy_machine, m.busy_first_call, m.busy_warmup)
+                             if b is not None])]
 
 
 def failures(record: BenchRecord, workload: str, mode: str) -> list[str]:
@@ -173,8 +189,8 @@ def _timing_row(key: dict, metric: str, now: BenchRecord, base: BenchRecord, del
     row = Draft(**key, metric=metric, verdict=stats.INCONCLUSIVE, base=_middle(b),
                 now=_middle(n), shift=shift, delta=delta)
     if left_out:
-        row.note = (f"{left_out} process(es) left out: other programs used more than "
-                    f"{busy_share:.0%} of the CPU while they ran")
+        row.note = (f"{left_out} process(es) left out: other programs and hypervisor steal "
+                    f"took more than {busy_share:.0%} of the CPU while they ran")
     if shift is None:
         row.note = "fewer than 2 processes on a side: no test" + (
             f" ({row.note})" if left_out else "")
