@@ -101,9 +101,11 @@ class ModeTiming:
 
 @dataclass(frozen=True)
 class Sentinel:
-    """Machine speed, independent of the code under test."""
+    """Machine speed, independent of the code under test; `method` says how it was taken
+    (None: one burst at the start, the copy by torch, as schema 2 did)."""
     python_loop_s: float
     copy_32mib_s: float | None = None
+    method: str | None = None
 
 
 @dataclass(frozen=True)

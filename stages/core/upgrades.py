@@ -21,7 +21,9 @@ def _bench_2(data: dict) -> dict:
     as its own, takes the CPUs it may use (affinity, cgroup quota) as capacity and adds the
     run-queue delay. A schema-2 reading covered the steady samples only, against every CPU of
     the host: it stays the steady-state reading, and the judge falls back to it for the phases
-    that have none, as schema 2 was judged."""
+    that have none, as schema 2 was judged. Schema 3 also takes the sentinel in bursts and
+    says so (`method`); a schema-2 sentinel has none, and the judge compares sentinels taken
+    the same way only."""
     return {**data, "schema_version": 3}
 
 

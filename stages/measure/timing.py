@@ -144,6 +144,41 @@ def _share(part: float, whole: float) -> float:
     return min(max(part / whole, 0.0), 1.0)
 
 
+class SentinelProbe:
+    """Machine speed, independent of the code under test: a pure-Python loop and a 32 MiB
+    memory copy (the standard library's memmove, so that no torch upgrade moves it), timed in
+    short bursts spread over the process's life (before its first mode and after each); the
+    process's reading is its fastest repetition of each.
+
+    Why bursts: on a shared 2-core VM the fastest of one burst's loops varied 6 % from process
+    to process, the fastest over three bursts seconds apart 2 %; a machine's slow moments pass,
+    its speed does not. The copy stays noisier (8-10 %): memory bandwidth is shared with
+    other tenants of the host."""
+
+    METHOD = "bursts-v2"          # a reading taken another way is not compared with this one
+    LOOP_N, LOOP_REPS, COPY_BYTES, COPY_REPS = 20_000, 20, 32 << 20, 6
+
+    def __init__(self):
+        self.loop: list[float] = []
+        self.copy: list[float] = []
+
+    def burst(self) -> None:
+        for _ in range(self.LOOP_REPS):
+            t0 = time.perf_counter()
+            sum(i * i for i in range(self.LOOP_N))
+            self.loop.append(time.perf_counter() - t0)
+        src, dst = bytearray(b"\x01") * self.COPY_BYTES, bytearray(self.COPY_BYTES)
+        for _ in range(self.COPY_REPS):
+            t0 = time.perf_counter()
+            dst[:] = src
+            self.copy.append(time.perf_counter() - t0)
+        del src, dst              # freed before the next mode: its peak memory is its own
+
+    def reading(self) -> dict:
+        return {"python_loop_s": min(self.loop), "copy_32mib_s": min(self.copy),
+                "method": self.METHOD}
+
+
 PHASES = ("first_call_s", "warmup_s", "steady_s")   # the timed phases, as metrics
 
 

@@ -24,10 +24,10 @@ from stages.measure.accuracy import (digest, error_metrics, fingerprint, flatten
                                      max_abs_difference, nonfinite_count)
 from stages.measure.code import use_code
 from stages.measure.device import (Unavailable, build, configure, failure, peak_memory_bytes,
-                                   peak_memory_reset, resolve_device, sentinel)
+                                   peak_memory_reset, resolve_device)
 from stages.measure.dynamo import DynamoLog, reset_dynamo
 from stages.measure.ops import op_coverage
-from stages.measure.timing import PHASES, BusyMachine, make_clock, measure
+from stages.measure.timing import PHASES, BusyMachine, SentinelProbe, make_clock, measure
 
 
 class Baton:
@@ -87,12 +87,16 @@ def run_bench(job: Job) -> dict:
     factory = load_target(job.workload.target)
     turn = Baton(job.baton)
     turn()
-    out = {"sentinel": sentinel(), "modes": {}}
+    machine = SentinelProbe()
+    machine.burst()
+    out: dict = {"modes": {}}
     for mode in job.modes:
         try:
             out["modes"][mode] = bench_mode(job, factory, device, mode, turn)
         except Exception as exc:  # one mode failing must not hide the others
             out["modes"][mode] = failure(exc)
+        machine.burst()           # still this process's turn: between modes, outside timings
+    out["sentinel"] = machine.reading()
     return out
 
 
