@@ -11,7 +11,7 @@ import dataclasses
 from stages.core.inputs import RunInputs
 from stages.core.config import Config
 from stages.core.schema import BenchRecord
-from stages.judge.environment import hardware_changes
+from stages.judge.environment import hardware_changes, python_change
 from stages.judge.numerics import numerics_rows
 from stages.judge.timings import bench_rows, busy_shares
 from stages.judge.verdicts import Comparison, finish
@@ -76,7 +76,9 @@ def compare_run(cfg: Config, inputs: RunInputs) -> Comparison:
                 notes.append(busy_note(label, record, cfg.compare.busy_share))
             drafts += bench_rows(cell, now, base, cfg.stats.delta,
                                  None if pair.ab else hardware, cfg.compare.busy_share,
-                                 paired=pair.paired)
+                                 paired=pair.paired, alpha=cfg.stats.alpha,
+                                 python=python_change(inputs.env_base and inputs.env_base.env,
+                                                      inputs.env_now and inputs.env_now.env))
         else:
             drafts += numerics_rows(cell, now, base, cfg.stats.error_growth)
             if pair.rebuilt is not None:
