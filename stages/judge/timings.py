@@ -123,7 +123,7 @@ def machine_unchanged(base: BenchRecord | None, now: BenchRecord, *, alpha: floa
     Fails closed on the loop: its interval must lie within ±delta/2, so a sentinel that
     cannot be shown steady (too few readings, too wide) voids the timings as surely as one
     that moved. The 32 MiB copy can only veto: memory bandwidth on a shared host wanders with
-    the neighbours (8-10 % from process to process on a 2-core VM, against 2 % for the loop),
+    the neighbours (8-10 % from process to process on a 2-core VM, against 2-4 % for the loop),
     too much to be shown within ±delta/2 at any affordable number of processes, so it voids
     the timings when its interval lies wholly beyond ±delta/2. With another Python
     (`python`, in words) the loop times the interpreter, not the machine: the copy alone

@@ -151,9 +151,9 @@ class SentinelProbe:
     process's reading is its fastest repetition of each.
 
     Why bursts: on a shared 2-core VM the fastest of one burst's loops varied 6 % from process
-    to process, the fastest over three bursts seconds apart 2 %; a machine's slow moments pass,
-    its speed does not. The copy stays noisier (8-10 %): memory bandwidth is shared with
-    other tenants of the host."""
+    to process, the fastest over three bursts 2-4 %; a machine's slow moments pass, its speed
+    does not. The copy stays noisier (8-10 %): memory bandwidth is shared with the host's other
+    tenants."""
 
     METHOD = "bursts-v2"          # a reading taken another way is not compared with this one
     LOOP_N, LOOP_REPS, COPY_BYTES, COPY_REPS = 20_000, 20, 32 << 20, 6
