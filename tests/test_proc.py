@@ -143,3 +143,14 @@ def test_the_probe_is_none_where_nothing_can_be_read(tmp_path):
     probe.stop()
     assert probe.summary() is None
     assert BusyMachine().summary() is None
+
+
+def test_a_phase_too_short_for_clock_ticks_is_not_read(tmp_path):
+    """5 ms on 2 CPUs is one tick of capacity: a single tick of rounding reads as 100 %."""
+    fake_machine(tmp_path / "p", 0, 0, 0, 0)
+    clock = iter([0.0, 0.005])
+    probe = BusyMachine(str(tmp_path / "p"), str(tmp_path / "cg"), wall=lambda: next(clock))
+    probe.start()
+    fake_machine(tmp_path / "p", 1, 0, 0, 0)
+    probe.stop()
+    assert probe.wall == 0.005 and probe.summary() is None

@@ -22,7 +22,8 @@ def _text(path: Path) -> str | None:
         return None
 
 
-def _hz() -> int:
+def hz() -> int:
+    """Clock ticks per second: the unit of /proc's CPU times."""
     try:
         return os.sysconf("SC_CLK_TCK")
     except (AttributeError, OSError, ValueError):
@@ -57,7 +58,7 @@ def cpu_times(cpus: set[int] | None = None, proc: str = PROC) -> tuple[float, fl
         busy, steal = total
     else:
         return None
-    return busy / _hz(), steal / _hz()
+    return busy / hz(), steal / hz()
 
 
 def _cpu_list(text: str) -> set[int]:
@@ -149,7 +150,7 @@ def _stat(path: Path) -> tuple[int, float] | None:
         return None
     fields = text.rsplit(")", 1)[1].split()   # the name in parentheses may hold anything
     try:
-        return int(fields[1]), sum(int(x) for x in fields[11:15]) / _hz()
+        return int(fields[1]), sum(int(x) for x in fields[11:15]) / hz()
     except (IndexError, ValueError):
         return None
 

@@ -6,13 +6,14 @@ of clock reads, which on a GPU cuts process-to-process spread several-fold (DESI
 """
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from stages.measure.proc import (CGROUP, PROC, allowed_cpus, cpu_quota, cpu_times,
+from stages.measure.proc import (CGROUP, PROC, allowed_cpus, cpu_quota, cpu_times, hz,
                                  run_queue_ns, tree_cpu_s)
 
 
@@ -91,7 +92,7 @@ class BusyMachine:
         self.cpus = len(self._cpus) if self._cpus else (os.cpu_count() or 1)
         quota = cpu_quota(proc, cgroup)
         self.limit = min(self.cpus, quota) if quota else float(self.cpus)
-        self.wall = 0.0
+        self.wall, self.intervals = 0.0, 0
         self.totals: dict[str, float | None] = {"busy": 0.0, "steal": 0.0, "own": 0.0,
                                                 "queue": 0.0}
         self._at: dict | None = None
@@ -111,6 +112,7 @@ class BusyMachine:
         a, b = self._at, self._read()
         self._at = None
         self.wall += b["wall"] - a["wall"]
+        self.intervals += 1
         parts = {"busy": None, "steal": None, "own": None, "queue": None}
         if a["times"] and b["times"]:
             parts["busy"], parts["steal"] = (y - x for x, y in zip(a["times"], b["times"]))
@@ -129,15 +131,26 @@ class BusyMachine:
     def summary(self) -> dict | None:
         """Shares of the CPU time this process could use while it was timed: "other_cpu",
         "steal", "run_queue" (its threads' waiting time per second, summed over threads) and
-        "cpus" (the capacity the shares are of); None when nothing was read."""
+        "cpus" (the capacity the shares are of); None when nothing was read, or too little
+        time for /proc's clock ticks to tell (then the judge goes by the steady samples')."""
         t = self.totals
-        if self.wall <= 0 or t["busy"] is None:
+        if self.wall <= 0 or t["busy"] is None or self._rounding() > MAX_ROUNDING:
             return None
         others = max(t["busy"] - t["own"], 0.0) - (self.cpus - self.limit) * self.wall
         return {"other_cpu": _share(others, self.limit * self.wall),
                 "steal": _share(t["steal"], self.cpus * self.wall),
                 "run_queue": None if t["queue"] is None else max(t["queue"], 0.0) / self.wall,
                 "cpus": self.limit}
+
+    def _rounding(self) -> float:
+        """The SD of other_cpu that /proc's whole clock ticks alone cause: over every interval
+        each CPU's busy time and this process's CPU time is a difference of two rounded
+        counts (SD 0.41 tick). An eager first call of a few milliseconds cannot be read."""
+        reads = self.intervals * (self.cpus + 1)
+        return 0.41 * math.sqrt(reads) / (hz() * self.limit * self.wall)
+
+
+MAX_ROUNDING = 0.1         # coarser than this, a reading is no reading (None)
 
 
 def _share(part: float, whole: float) -> float:
