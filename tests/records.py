@@ -18,8 +18,9 @@ def mode(steady=(1e-3,), first=0.5, warm=0.1, peak=1000, busy=None, **extra) -> 
 
 
 def process(steady=1e-3, sentinel=0.02, status="OK", error=None, breaks=None, rng=None,
-            round_=None, peak=1000, **extra) -> BenchProcess:
-    """A process whose 8 samples lie within ±1 % of `steady`."""
+            round_=None, peak=1000, copy=0.004, **extra) -> BenchProcess:
+    """A process whose 8 samples, and its sentinel's loop and copy, lie within ±1 % of
+    `steady`, `sentinel` and `copy`."""
     rng = rng or random.Random(0)
     if status != "OK":
         return BenchProcess(status, error=error, round=round_)
@@ -27,7 +28,8 @@ def process(steady=1e-3, sentinel=0.02, status="OK", error=None, breaks=None, rn
     m = mode([steady * rng.uniform(0.99, 1.01) for _ in range(8)],
              first=0.5 * rng.uniform(0.98, 1.02), warm=0.1 * rng.uniform(0.98, 1.02),
              peak=peak, **counts, **extra)
-    return BenchProcess("OK", sentinel=Sentinel(sentinel * rng.uniform(0.99, 1.01)),
+    return BenchProcess("OK", sentinel=Sentinel(sentinel * rng.uniform(0.99, 1.01),
+                                                copy * rng.uniform(0.99, 1.01)),
                         modes={"eager": m}, round=round_)
 
 

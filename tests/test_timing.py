@@ -1,13 +1,17 @@
 """The measurement phases, driven by a simulated clock: exact and fast; and the probe of
 what else the machine was doing."""
+import contextlib
 import os
+import shlex
+import signal
 import subprocess
 import sys
 import time
 
 import pytest
 
-from stages.measure.timing import BusyMachine, measure
+from stages.measure.proc import tree_cpu_s
+from stages.measure.timing import BusyMachine, SentinelProbe, measure
 
 
 class FakeClock:
@@ -56,36 +60,72 @@ def test_a_slow_step_gets_one_call_per_sample():
     assert phases.steady_s == [0.5, 0.5]
 
 
+SPIN = [sys.executable, "-c", "while True: pass"]
+
+
+def spinners(n: int, detached: bool) -> list[int]:
+    """`n` busy processes: children of this one, or orphans (another program's)."""
+    if not detached:
+        return [subprocess.Popen(SPIN).pid for _ in range(n)]
+    line = shlex.join(SPIN) + " >/dev/null 2>&1 & echo $!"
+    return [int(subprocess.run(["sh", "-c", line], capture_output=True, text=True,
+                               check=True).stdout) for _ in range(n)]
+
+
+def stop(pids: list[int]) -> None:
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+
+
 def test_busy_machine_sees_other_programs_but_not_this_one():
     if not os.path.exists("/proc/stat"):
-        pytest.skip("reads Linux /proc/stat")
-    ncpu = os.cpu_count() or 1
+        pytest.skip("reads Linux /proc")
+    ncpu = BusyMachine().cpus
 
-    def probe_while(busy_self: bool) -> dict:
-        probe = BusyMachine()
+    def probe_while(*busy_self: bool) -> list[dict]:
+        """One probe per entry, taking turns in 0.1 s windows, spinning or sleeping."""
+        probes = [BusyMachine() for _ in busy_self]
         for _ in range(5):
-            probe.start()
-            end = time.perf_counter() + 0.1
-            while busy_self and time.perf_counter() < end:
-                pass
-            time.sleep(max(0.0, end - time.perf_counter()))
-            probe.stop()
-        return probe.summary()
+            for probe, spin in zip(probes, busy_self):
+                probe.start()
+                end = time.perf_counter() + 0.1
+                while spin and time.perf_counter() < end:
+                    pass
+                time.sleep(max(0.0, end - time.perf_counter()))
+                probe.stop()
+        return [probe.summary() for probe in probes]
 
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
-                for _ in range(ncpu)]
+    others = spinners(ncpu, detached=True)
     try:
         time.sleep(0.3)
-        loaded = probe_while(busy_self=False)
+        loaded, = probe_while(False)
     finally:
-        for p in spinners:
-            p.kill()
-            p.wait()
+        stop(others)
     assert loaded["other_cpu"] > 0.6            # every CPU was taken by someone else
-    alone = probe_while(busy_self=True)
-    assert alone["other_cpu"] < loaded["other_cpu"] - 0.3   # its own work is not "other"
-    assert 0 <= alone["steal"] <= 1
+    # Its own work is not "other": spinning reads no more than sleeping beside it (counted as
+    # other, one busy thread would add 1/ncpu).
+    alone, idle = probe_while(True, False)
+    assert alone["other_cpu"] < idle["other_cpu"] + 0.5 / ncpu
+    assert 0 <= alone["steal"] <= 1 and alone["run_queue"] >= 0 and alone["cpus"] <= ncpu
     assert BusyMachine().summary() is None
+
+
+def test_children_count_as_the_process_itself_and_orphans_do_not():
+    """torch.compile's compile workers are children of the worker: their CPU time is its own.
+    A process that is not its descendant is another program."""
+    if not os.path.exists("/proc/self/stat"):
+        pytest.skip("reads Linux /proc")
+    child, orphan = spinners(1, detached=False), spinners(1, detached=True)
+    try:
+        before = tree_cpu_s()
+        time.sleep(0.5)
+        after = tree_cpu_s()
+    finally:
+        stop(child + orphan)
+    assert os.getpid() in after and child[0] in after and orphan[0] not in after
+    assert after[child[0]] - before.get(child[0], 0.0) > 0.05
 
 
 def test_cpu_peak_memory_is_the_workers_own_not_its_parents():
@@ -101,3 +141,14 @@ def test_cpu_peak_memory_is_the_workers_own_not_its_parents():
                          check=True).stdout
     assert int(out) < 2 ** 30, int(out) >> 20
     del fat
+
+
+def test_the_sentinel_is_the_fastest_of_every_burst():
+    probe = SentinelProbe()
+    probe.burst()
+    probe.burst()
+    reading = probe.reading()
+    assert len(probe.loop) == 2 * probe.LOOP_REPS and len(probe.copy) == 2 * probe.COPY_REPS
+    assert reading == {"python_loop_s": min(probe.loop), "copy_32mib_s": min(probe.copy),
+                       "method": SentinelProbe.METHOD}
+    assert 0 < reading["python_loop_s"] < 1 and 0 < reading["copy_32mib_s"] < 1

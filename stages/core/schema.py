@@ -67,9 +67,12 @@ class Job:
 
 @dataclass(frozen=True)
 class Busy:
-    """Other programs' share of the machine's CPU while samples ran, and hypervisor steal."""
-    other_cpu: float
-    steal: float
+    """What else took the CPU while one phase of a mode was timed, as shares of the CPU time
+    the worker could use (`cpus`: the CPUs it may run on, or its cgroup's quota if lower)."""
+    other_cpu: float                   # other programs, the worker's own descendants not counted
+    steal: float                       # the hypervisor's steal on those CPUs
+    run_queue: float | None = None     # the worker's threads waiting for a CPU, s per s of wall
+    cpus: float | None = None
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,9 @@ class ModeTiming:
     peak_bytes: int | None = None
     items: int | None = None
     flops: float | None = None
-    busy_machine: Busy | None = None
+    busy_machine: Busy | None = None       # over the steady-state samples
+    busy_first_call: Busy | None = None
+    busy_warmup: Busy | None = None
     graph_breaks: int | None = None       # compiled modes only
     graph_break_reasons: tuple[str, ...] = ()
     recompiles: int | None = None
@@ -96,9 +101,11 @@ class ModeTiming:
 
 @dataclass(frozen=True)
 class Sentinel:
-    """Machine speed, independent of the code under test."""
+    """Machine speed, independent of the code under test; `method` says how it was taken
+    (None: one burst at the start, the copy by torch, as schema 2 did)."""
     python_loop_s: float
     copy_32mib_s: float | None = None
+    method: str | None = None
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,18 @@ def _bench_1(data: dict) -> dict:
     return {**data, "schema_version": 2}
 
 
+def _bench_2(data: dict) -> dict:
+    """Schema 3 reads what else took the CPU over every timed phase (`busy_first_call`,
+    `busy_warmup` beside the steady samples' `busy_machine`), counts the worker's descendants
+    as its own, takes the CPUs it may use (affinity, cgroup quota) as capacity and adds the
+    run-queue delay. A schema-2 reading covered the steady samples only, against every CPU of
+    the host: it stays the steady-state reading, and the judge falls back to it for the phases
+    that have none, as schema 2 was judged. Schema 3 also takes the sentinel in bursts and
+    says so (`method`); a schema-2 sentinel has none, and the judge compares sentinels taken
+    the same way only."""
+    return {**data, "schema_version": 3}
+
+
 def _numerics_1(data: dict) -> dict:
     """In schema 1 an error of a NONFINITE mode was null; schema 2 says NaN (measured, not
     finite), keeping null for "not measured" (an empty output, a check that did not run)."""
@@ -55,4 +67,5 @@ def _compare_1(data: dict) -> dict:
     return {**data, "schema_version": 2, "rows": rows}
 
 
-UPGRADES = {("bench", 1): _bench_1, ("numerics", 1): _numerics_1, ("compare", 1): _compare_1}
+UPGRADES = {("bench", 1): _bench_1, ("bench", 2): _bench_2,
+            ("numerics", 1): _numerics_1, ("compare", 1): _compare_1}

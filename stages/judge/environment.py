@@ -65,3 +65,15 @@ def hardware_changes(base: dict, now: dict) -> list[tuple[str, Any, Any]]:
     """(name, baseline's, now) for every hardware field that differs."""
     old, new = hardware_key(base), hardware_key(now)
     return [(name, old[name], new[name]) for name in old if old[name] != new[name]]
+
+
+def python_change(base: dict | None, now: dict | None) -> str | None:
+    """"CPython 3.11.7 -> 3.12.1" when the interpreter differs between two environments; None
+    when it does not, or when either side does not say."""
+    versions = [(get(env, "python.implementation"), get(env, "python.version"))
+                for env in (base, now)]
+    if any(v is None for _, v in versions) or versions[0] == versions[1]:
+        return None
+    (old_impl, old), (new_impl, new) = versions
+    return (f"{old_impl or 'Python'} {old} -> {new}" if old_impl == new_impl else
+            f"{old_impl} {old} -> {new_impl} {new}")

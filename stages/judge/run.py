@@ -11,7 +11,7 @@ import dataclasses
 from stages.core.inputs import RunInputs
 from stages.core.config import Config
 from stages.core.schema import BenchRecord
-from stages.judge.environment import hardware_changes
+from stages.judge.environment import hardware_changes, python_change
 from stages.judge.history import prior, spreads_of_run
 from stages.judge.numerics import numerics_rows
 from stages.judge.timings import bench_rows, busy_shares, fresh_since_last_look
@@ -108,7 +108,9 @@ def compare_run(cfg: Config, inputs: RunInputs) -> Comparison:
                 notes.append(busy_note(label, record, cfg.compare.busy_share))
             rows = bench_rows(cell, now, base, cfg.stats.delta,
                               None if pair.ab else hardware, cfg.compare.busy_share,
-                              paired=pair.paired)
+                              paired=pair.paired, alpha=cfg.stats.alpha,
+                              python=python_change(inputs.env_base and inputs.env_base.env,
+                                                   inputs.env_now and inputs.env_now.env))
             sources.extend(_run_level(rows, cfg, spreads, cell, now, pair.ab))
             drafts += rows
         else:

@@ -10,12 +10,11 @@ import math
 from typing import Iterator
 
 from stages.core.config import TIMED, Delta
-from stages.core.schema import OK, BenchProcess, BenchRecord, ModeTiming
+from stages.core.schema import OK, BenchProcess, BenchRecord, Busy, ModeTiming
 from stages.judge import portability, stats
 from stages.judge.verdicts import Draft
 
 COUNTED = ("graph_breaks", "recompiles")           # exact: more is worse
-SENTINEL_DELTA = 0.10                              # machine-speed change that voids timings
 
 
 # ---- reducing a bench record to process-level summaries ----------------------------------
@@ -38,10 +37,10 @@ def _summaries(record: BenchRecord, workload: str, mode: str,
 
 def process_values(record: BenchRecord, workload: str, mode: str, metric: str,
                    busy_share: float | None = None) -> list[float]:
-    """One number per successful process. With busy_share: only processes whose samples ran
-    while other programs used at most that share of the CPU."""
+    """One number per successful process. With busy_share: only processes whose phase of
+    this metric ran while other programs and steal took at most that share of the CPU."""
     return [v for _, m, v in _summaries(record, workload, mode, metric)
-            if not busy(m, busy_share)]
+            if not busy(m, busy_share, metric)]
 
 
 def paired_values(base: BenchRecord, now: BenchRecord, workload: str, mode: str, metric: str,
@@ -49,23 +48,39 @@ def paired_values(base: BenchRecord, now: BenchRecord, workload: str, mode: str,
     """Interleaved A/B: the two arms' values in the rounds where both processes succeeded
     (and neither ran on a busy machine), round by round."""
     b, n = ({proc.round: v for proc, m, v in _summaries(r, workload, mode, metric)
-             if proc.round is not None and not busy(m, busy_share)} for r in (base, now))
+             if proc.round is not None and not busy(m, busy_share, metric)} for r in (base, now))
     rounds = sorted(b.keys() & n.keys())
     return [b[r] for r in rounds], [n[r] for r in rounds]
 
 
-def busy(mode: ModeTiming, share: float | None) -> bool:
-    """Other programs used more than `share` of the CPU while this mode's samples ran."""
-    return share is not None and mode.busy_machine is not None \
-        and mode.busy_machine.other_cpu > share
+def reading(mode: ModeTiming, metric: str) -> Busy | None:
+    """What else took the CPU during the phase a metric times. A record that read the
+    steady-state samples only (schema 2) is judged by that reading in every phase."""
+    phase = {"first_call_s": mode.busy_first_call, "warmup_s": mode.busy_warmup}.get(metric)
+    return phase or mode.busy_machine
+
+
+def taken(b: Busy) -> float:
+    """The CPU share this process could not have: other programs' and the hypervisor's
+    (steal takes time from the worker's own CPUs as surely as a neighbour does)."""
+    return b.other_cpu + b.steal
+
+
+def busy(mode: ModeTiming, share: float | None, metric: str = "steady_s") -> bool:
+    """Other programs and steal took more than `share` of the CPU while this phase ran."""
+    b = reading(mode, metric)
+    return share is not None and b is not None and taken(b) > share
 
 
 def busy_shares(record: BenchRecord | None) -> list[float]:
-    """Other programs' CPU share during each measured mode of every process."""
-    return [m.busy_machine.other_cpu
+    """The most CPU that others and steal took in any timed phase, per measured mode of
+    every process."""
+    return [max(taken(b) for b in readings)
             for run in (record.workloads.values() if record else ())
             for p in run.processes if p.status == OK
-            for m in p.modes.values() if m.busy_machine is not None]
+            for m in p.modes.values()
+            if (readings := [b for b in (m.busy_machine, m.busy_first_call, m.busy_warmup)
+                             if b is not None])]
 
 
 def failures(record: BenchRecord, workload: str, mode: str) -> list[str]:
@@ -98,29 +113,78 @@ def fresh_since_last_look(record: BenchRecord | None, workload: str, mode: str,
     return len(process_values(record, workload, mode, metric)) > seen[-1]
 
 
-def sentinel_values(record: BenchRecord) -> list[float]:
-    return [p.sentinel.python_loop_s for run in record.workloads.values()
-            for p in run.processes if p.status == OK and p.sentinel is not None]
+SENTINELS = (("python_loop_s", "Python loop"), ("copy_32mib_s", "32 MiB copy"))
 
 
-def machine_moved(base: BenchRecord | None, now: BenchRecord) -> str | None:
-    """A reason when the machine-speed sentinel moved: then timings cannot blame the code."""
+def sentinel_values(record: BenchRecord, field: str = "python_loop_s") -> list[float]:
+    return [v for run in record.workloads.values() for p in run.processes
+            if p.status == OK and p.sentinel is not None
+            and (v := getattr(p.sentinel, field)) is not None]
+
+
+def sentinel_methods(record: BenchRecord) -> set[str | None]:
+    return {p.sentinel.method for run in record.workloads.values() for p in run.processes
+            if p.status == OK and p.sentinel is not None}
+
+
+def machine_unchanged(base: BenchRecord | None, now: BenchRecord, *, alpha: float,
+                      delta: float, python: str | None = None) -> str | None:
+    """None when the sentinel shows the machine as fast as the baseline's; otherwise why the
+    cell's timings cannot blame the code. Each sentinel's ratio now/base is judged by its
+    (1 - 2 alpha) interval against ±delta/2 (two one-sided tests at alpha).
+
+    Fails closed on the loop: its interval must lie within ±delta/2, so a sentinel that
+    cannot be shown steady (too few readings, too wide) voids the timings as surely as one
+    that moved. The 32 MiB copy can only veto: memory bandwidth on a shared host wanders with
+    the neighbours (8-10 % from process to process on a 2-core VM, against 2-4 % for the loop),
+    too much to be shown within ±delta/2 at any affordable number of processes, so it voids
+    the timings when its interval lies wholly beyond ±delta/2. With another Python
+    (`python`, in words) the loop times the interpreter, not the machine: the copy alone
+    decides, and then it too must be shown steady."""
     if base is None:
         return None
-    s = stats.shift(sentinel_values(base), sentinel_values(now))
-    if s and s.p_value < 0.01 and abs(s.log_ratio) > math.log1p(SENTINEL_DELTA):
-        return (f"machine speed changed: the sentinel (a fixed Python loop) runs "
-                f"{s.ratio:.2f}x the baseline's time")
-    return None
+    if sentinel_methods(base) != sentinel_methods(now):
+        return ("machine speed not shown steady: the baseline's sentinel was taken another "
+                "way (by an older torchgate); measure the baseline again beside this run "
+                "(`baseline.measure=rebuild`)")
+    limit, level = math.log1p(delta / 2), 1 - 2 * alpha
+    decides = "copy_32mib_s" if python else "python_loop_s"
+    problems, unsteady = [], False
+    for field, label in SENTINELS[1:] if python else SENTINELS:
+        s = stats.shift(sentinel_values(base, field), sentinel_values(now, field))
+        if s is None:
+            if field == decides:
+                problems.append(f"the sentinel's {label} has fewer than 2 readings on a side")
+                unsteady = True
+            continue
+        low, high = (math.log(x) for x in s.interval(2 * alpha))
+        moved = low > limit or high < -limit
+        if moved or (field == decides and not -limit <= low <= high <= limit):
+            unsteady |= not moved
+            problems.append(
+                f"the sentinel's {label} runs {s.ratio:.2f}x the baseline's time "
+                f"({level:.0%} interval {math.exp(low):.3f}-{math.exp(high):.3f}, " + (
+                    f"beyond ±{delta / 2:.1%})" if moved else
+                    f"not within ±{delta / 2:.1%}; {s.spread:.1%} spread between processes)"))
+    if not problems:
+        return None
+    head = "machine speed not shown steady" if unsteady else "machine speed changed"
+    tail = (f" ({python}: the loop times the interpreter, so the copy alone decides)"
+            if python else "")
+    return f"{head}: " + "; ".join(problems) + tail
 
 
 # ---- rows --------------------------------------------------------------------------------
 
 def bench_rows(cell: str, now: BenchRecord | None, base: BenchRecord | None, delta: Delta,
                not_comparable: str | None = None, busy_share: float = 0.25, *,
-               paired: bool = False) -> list[Draft]:
+               paired: bool = False, alpha: float = 0.05,
+               python: str | None = None) -> list[Draft]:
     """`paired`: base is the other arm of an interleaved A/B run, measured in lock-step
-    pairs with this one (the sentinel then compares interpreters, not moments)."""
+    pairs with this one. A base that is another arm of this run was measured at the same
+    moment, so the sentinel (which would compare interpreters, not moments) is not used;
+    against a recorded baseline it must show the machine unchanged (`machine_unchanged`,
+    at `alpha`, with `python` saying how the interpreter changed, if it did)."""
     if now is None:
         return [Draft("bench", cell, "*", "*", "cell", stats.MISSING,
                       note="measured in the baseline, not in this run")] if base else []
@@ -128,7 +192,8 @@ def bench_rows(cell: str, now: BenchRecord | None, base: BenchRecord | None, del
         return [Draft("bench", cell, "*", "*", "cell", stats.SKIPPED, note=now.reason or "")]
     usable = base if base is not None and base.status == OK else None
     same_run = usable is not None and now.ab is not None
-    reason = not_comparable or (None if same_run else machine_moved(usable, now))
+    reason = not_comparable or (None if same_run else machine_unchanged(
+        usable, now, alpha=alpha, delta=delta.steady_s, python=python))
     rows = []
     for workload, mode in sorted(units(now) | (units(usable) if usable else set())):
         rows.extend(_unit_rows(cell, workload, mode, now, usable, delta, reason, busy_share,
@@ -186,8 +251,8 @@ def _timing_row(key: dict, metric: str, now: BenchRecord, base: BenchRecord, del
     row = Draft(**key, metric=metric, verdict=stats.INCONCLUSIVE, base=_middle(b),
                 now=_middle(n), shift=shift, delta=delta)
     if left_out:
-        row.note = (f"{left_out} process(es) left out: other programs used more than "
-                    f"{busy_share:.0%} of the CPU while they ran")
+        row.note = (f"{left_out} process(es) left out: other programs and hypervisor steal "
+                    f"took more than {busy_share:.0%} of the CPU while they ran")
     if shift is None:
         row.note = "fewer than 2 processes on a side: no test" + (
             f" ({row.note})" if left_out else "")

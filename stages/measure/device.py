@@ -1,17 +1,16 @@
 """The device side of a worker: which device, how a workload is built and compiled there, its
-peak memory, the machine-speed sentinel, and how a workload's exception becomes a status."""
+peak memory, and how a workload's exception becomes a status."""
 from __future__ import annotations
 
 import resource
 import sys
-import time
 import traceback
 from functools import partial
 
 import torch
 
 from stages.core.config import DeviceSpec
-from stages.core.schema import Job, Sentinel
+from stages.core.schema import Job
 
 
 class Unavailable(Exception):
@@ -114,20 +113,3 @@ def resident_peak_bytes() -> int:
         pass
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(peak) if sys.platform == "darwin" else int(peak) * 1024   # bytes on macOS
-
-
-def sentinel() -> Sentinel:
-    """Machine speed, independent of the code under test: a Python loop and a memory copy."""
-    loop = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        sum(i * i for i in range(200_000))
-        loop.append(time.perf_counter() - t0)
-    src = torch.ones(8 * 1024 * 1024)  # 32 MiB, on the CPU: host memory bandwidth
-    dst = torch.empty_like(src)
-    copy = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        dst.copy_(src)
-        copy.append(time.perf_counter() - t0)
-    return Sentinel(python_loop_s=min(loop), copy_32mib_s=min(copy))

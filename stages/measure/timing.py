@@ -6,11 +6,15 @@ of clock reads, which on a GPU cuts process-to-process spread several-fold (DESI
 """
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
+
+from stages.measure.proc import (CGROUP, PROC, allowed_cpus, cpu_quota, cpu_times, hz,
+                                 run_queue_ns, tree_cpu_s)
 
 
 class Clock(Protocol):
@@ -68,47 +72,127 @@ def make_clock(torch_module, device_type: str) -> Clock:
 
 
 class BusyMachine:
-    """How much CPU other programs used while this process's samples ran: the machine-wide
-    busy time from /proc/stat minus this process's own CPU time, and the hypervisor's steal,
-    each as a fraction of all CPUs over the sampled time. Linux only (elsewhere: None).
+    """What else took the CPU while this process was timed: other programs' busy time on the
+    CPUs it may run on (/proc/stat per CPU, minus the CPU time of this process and its
+    descendants), hypervisor steal, and how long its threads waited on a run queue. Linux
+    only; a reading the system cannot give is None.
 
     Code-independent like the sentinel, but it sees what the sentinel cannot: on a 2-core
-    machine one busy neighbour can stall every parallel region of a 2-thread workload."""
+    machine one busy neighbour can stall every parallel region of a 2-thread workload.
 
-    def __init__(self):
-        self.wall = self.busy = self.steal = self.own = 0.0
-        self._at: tuple | None = None
+    Capacity: the CPUs this process may run on (its affinity mask), and of them only its
+    cgroup's quota (docker --cpus): other programs' time counts only where it ate into that
+    quota, i.e. beyond the CPUs the quota leaves to others. So a container limited to 2 CPUs
+    on a busy 64-CPU host is not read as busy, and one pinned to 2 CPUs sees those 2."""
 
-    @staticmethod
-    def _read() -> tuple[float, float, float, float] | None:
-        try:
-            with open("/proc/stat", encoding="ascii") as fh:
-                ticks = [int(x) for x in fh.readline().split()[1:9]]
-        except (OSError, ValueError):
-            return None
-        user, nice, system, _idle, _iowait, irq, softirq, steal = (ticks + [0] * 8)[:8]
-        hz = os.sysconf("SC_CLK_TCK")
-        return (time.perf_counter(), (user + nice + system + irq + softirq) / hz, steal / hz,
-                time.process_time())
+    def __init__(self, proc: str = PROC, cgroup: str = CGROUP,
+                 wall: Callable[[], float] = time.perf_counter):
+        self._proc, self._wall = proc, wall
+        self._cpus = allowed_cpus(proc)
+        self.cpus = len(self._cpus) if self._cpus else (os.cpu_count() or 1)
+        quota = cpu_quota(proc, cgroup)
+        self.limit = min(self.cpus, quota) if quota else float(self.cpus)
+        self.wall, self.intervals = 0.0, 0
+        self.totals: dict[str, float | None] = {"busy": 0.0, "steal": 0.0, "own": 0.0,
+                                                "queue": 0.0}
+        self._at: dict | None = None
+
+    def _read(self) -> dict:
+        times = cpu_times(self._cpus, self._proc)
+        return {"wall": self._wall(), "times": times,
+                "tree": tree_cpu_s(self._proc), "self": time.process_time(),
+                "queue": run_queue_ns(self._proc)}
 
     def start(self) -> None:
         self._at = self._read()
 
     def stop(self) -> None:
-        now = self._read()
-        if self._at is None or now is None:
+        if self._at is None:
             return
-        wall, busy, steal, own = (b - a for a, b in zip(self._at, now))
-        self.wall, self.busy, self.steal, self.own = (
-            self.wall + wall, self.busy + busy, self.steal + steal, self.own + own)
+        a, b = self._at, self._read()
+        self._at = None
+        self.wall += b["wall"] - a["wall"]
+        self.intervals += 1
+        parts = {"busy": None, "steal": None, "own": None, "queue": None}
+        if a["times"] and b["times"]:
+            parts["busy"], parts["steal"] = (y - x for x, y in zip(a["times"], b["times"]))
+        if a["tree"] is not None and b["tree"] is not None:
+            parts["own"] = max(sum(b["tree"].values()) - sum(a["tree"].values()), 0.0)
+        else:                           # no /proc/<pid>/stat: this process alone
+            parts["own"] = b["self"] - a["self"]
+        if a["queue"] is not None and b["queue"] is not None:
+            # Threads that exited in between take their delay with them (a small undercount).
+            parts["queue"] = sum(ns - a["queue"].get(tid, 0)
+                                 for tid, ns in b["queue"].items()) * 1e-9
+        for key, value in parts.items():
+            total = self.totals[key]
+            self.totals[key] = None if total is None or value is None else total + value
 
     def summary(self) -> dict | None:
-        """{"other_cpu": fraction, "steal": fraction}, or None when nothing was read."""
-        if self.wall <= 0:
+        """Shares of the CPU time this process could use while it was timed: "other_cpu",
+        "steal", "run_queue" (its threads' waiting time per second, summed over threads) and
+        "cpus" (the capacity the shares are of); None when nothing was read, or too little
+        time for /proc's clock ticks to tell (then the judge goes by the steady samples')."""
+        t = self.totals
+        if self.wall <= 0 or t["busy"] is None or self._rounding() > MAX_ROUNDING:
             return None
-        capacity = self.wall * (os.cpu_count() or 1)
-        return {"other_cpu": min(max((self.busy - self.own) / capacity, 0.0), 1.0),
-                "steal": min(max(self.steal / capacity, 0.0), 1.0)}
+        others = max(t["busy"] - t["own"], 0.0) - (self.cpus - self.limit) * self.wall
+        return {"other_cpu": _share(others, self.limit * self.wall),
+                "steal": _share(t["steal"], self.cpus * self.wall),
+                "run_queue": None if t["queue"] is None else max(t["queue"], 0.0) / self.wall,
+                "cpus": self.limit}
+
+    def _rounding(self) -> float:
+        """The SD of other_cpu that /proc's whole clock ticks alone cause: over every interval
+        each CPU's busy time and this process's CPU time is a difference of two rounded
+        counts (SD 0.41 tick). An eager first call of a few milliseconds cannot be read."""
+        reads = self.intervals * (self.cpus + 1)
+        return 0.41 * math.sqrt(reads) / (hz() * self.limit * self.wall)
+
+
+MAX_ROUNDING = 0.1         # coarser than this, a reading is no reading (None)
+
+
+def _share(part: float, whole: float) -> float:
+    return min(max(part / whole, 0.0), 1.0)
+
+
+class SentinelProbe:
+    """Machine speed, independent of the code under test: a pure-Python loop and a 32 MiB
+    memory copy (the standard library's memmove, so that no torch upgrade moves it), timed in
+    short bursts spread over the process's life (before its first mode and after each); the
+    process's reading is its fastest repetition of each.
+
+    Why bursts: on a shared 2-core VM the fastest of one burst's loops varied 6 % from process
+    to process, the fastest over three bursts 2-4 %; a machine's slow moments pass, its speed
+    does not. The copy stays noisier (8-10 %): memory bandwidth is shared with the host's other
+    tenants."""
+
+    METHOD = "bursts-v2"          # a reading taken another way is not compared with this one
+    LOOP_N, LOOP_REPS, COPY_BYTES, COPY_REPS = 20_000, 20, 32 << 20, 6
+
+    def __init__(self):
+        self.loop: list[float] = []
+        self.copy: list[float] = []
+
+    def burst(self) -> None:
+        for _ in range(self.LOOP_REPS):
+            t0 = time.perf_counter()
+            sum(i * i for i in range(self.LOOP_N))
+            self.loop.append(time.perf_counter() - t0)
+        src, dst = bytearray(b"\x01") * self.COPY_BYTES, bytearray(self.COPY_BYTES)
+        for _ in range(self.COPY_REPS):
+            t0 = time.perf_counter()
+            dst[:] = src
+            self.copy.append(time.perf_counter() - t0)
+        del src, dst              # freed before the next mode: its peak memory is its own
+
+    def reading(self) -> dict:
+        return {"python_loop_s": min(self.loop), "copy_32mib_s": min(self.copy),
+                "method": self.METHOD}
+
+
+PHASES = ("first_call_s", "warmup_s", "steady_s")   # the timed phases, as metrics
 
 
 class _NoProbe:
@@ -129,24 +213,30 @@ class Phases:
 def measure(step: Callable[[], Any], clock: Clock, *, samples: int, sample_target_s: float,
             warmup_s: float, min_warmup_calls: int,
             after_first: Callable[[], None] = lambda: None,
-            turn: Callable[[], None] = lambda: None, busy=_NoProbe()) -> Phases:
+            turn: Callable[[], None] = lambda: None, busy: dict | None = None) -> Phases:
     """Time the first call, warm up, then take `samples` batched steady-state samples.
 
     `turn()` waits for this process's turn before the first call and before every sample:
     the two arms of an interleaved A/B pair alternate there, so each sample of one arm sits
-    next to a sample of the other and both see the machine at the same speed. `busy` (a
-    BusyMachine) reads the machine's load around each sample, outside the timed region."""
+    next to a sample of the other and both see the machine at the same speed. `busy` maps
+    "first_call_s", "warmup_s" and "steady_s" to a BusyMachine each, which reads what else
+    took the CPU during that phase (every sample of it), outside the waits for a turn."""
+    probe = {phase: (busy or {}).get(phase) or _NoProbe() for phase in PHASES}
     turn()
+    probe["first_call_s"].start()
     clock.start()
     first_output = step()
     first_call_s = clock.stop()
+    probe["first_call_s"].stop()
     after_first()
 
+    probe["warmup_s"].start()
     warm_times: list[float] = []
     while sum(warm_times) < warmup_s or len(warm_times) < min_warmup_calls:
         clock.start()
         step()
         warm_times.append(clock.stop())
+    probe["warmup_s"].stop()
     # Calibrate from the later warm-up calls (the earliest may still be settling).
     recent = warm_times[len(warm_times) // 2:] or [first_call_s]
     per_call = max(statistics.median(recent), 1e-9)
@@ -155,10 +245,10 @@ def measure(step: Callable[[], Any], clock: Clock, *, samples: int, sample_targe
     steady = []
     for _ in range(samples):
         turn()
-        busy.start()
+        probe["steady_s"].start()
         clock.start()
         for _ in range(calls):
             step()
         steady.append(clock.stop() / calls)
-        busy.stop()
+        probe["steady_s"].stop()
     return Phases(first_call_s, sum(warm_times), len(warm_times), calls, steady, first_output)

@@ -24,10 +24,10 @@ from stages.measure.accuracy import (digest, error_metrics, fingerprint, flatten
                                      max_abs_difference, nonfinite_count)
 from stages.measure.code import use_code
 from stages.measure.device import (Unavailable, build, configure, failure, peak_memory_bytes,
-                                   peak_memory_reset, resolve_device, sentinel)
+                                   peak_memory_reset, resolve_device)
 from stages.measure.dynamo import DynamoLog, reset_dynamo
 from stages.measure.ops import op_coverage
-from stages.measure.timing import BusyMachine, make_clock, measure
+from stages.measure.timing import PHASES, BusyMachine, SentinelProbe, make_clock, measure
 
 
 class Baton:
@@ -57,7 +57,7 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
     peak_memory_reset(device)
     workload = build(job, factory, device, dtype, mode)
     clock = make_clock(torch, device.type)
-    busy = BusyMachine()
+    busy = {phase: BusyMachine() for phase in PHASES}
     # Graph breaks and recompiles with their reasons; logging fires only while compiling.
     with (DynamoLog() if compiled else contextlib.nullcontext()) as dynamo:
         phases = measure(workload.step, clock, samples=job.timing.samples,
@@ -74,7 +74,8 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
         "OK", first_call_s=phases.first_call_s, warmup_s=phases.warmup_s,
         warmup_calls=phases.warmup_calls, calls_per_sample=phases.calls_per_sample,
         steady_s=tuple(phases.steady_s), peak_bytes=peak_memory_bytes(device),
-        items=workload.items, flops=workload.flops, busy_machine=busy.summary(),
+        items=workload.items, flops=workload.flops, busy_machine=busy["steady_s"].summary(),
+        busy_first_call=busy["first_call_s"].summary(), busy_warmup=busy["warmup_s"].summary(),
         **({} if counts is None else {
             "graph_breaks": counts.graph_breaks, "graph_break_reasons": counts.graph_break_reasons,
             "recompiles": counts.recompiles, "recompile_reasons": counts.recompile_reasons,
@@ -86,12 +87,16 @@ def run_bench(job: Job) -> dict:
     factory = load_target(job.workload.target)
     turn = Baton(job.baton)
     turn()
-    out = {"sentinel": sentinel(), "modes": {}}
+    machine = SentinelProbe()
+    machine.burst()
+    out: dict = {"modes": {}}
     for mode in job.modes:
         try:
             out["modes"][mode] = bench_mode(job, factory, device, mode, turn)
         except Exception as exc:  # one mode failing must not hide the others
             out["modes"][mode] = failure(exc)
+        machine.burst()           # still this process's turn: between modes, outside timings
+    out["sentinel"] = machine.reading()
     return out
 
 
