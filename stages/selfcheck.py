@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> None:
             repeats = []
             for i in range(args.repeat):
                 again = {cell.name: measure_bench(once, cell, log=_log) for cell in cfg.cells()}
-                result = verdicts({c: (first[c], again[c]) for c in first}, cfg)
+                result = verdicts({c: (first[c], again[c]) for c in first}, cfg, apart=True)
                 repeats.append(sum(r.verdict == stats.REGRESSED for r in result.rows))
                 print(f"torchgate selfcheck: repeat {i + 1}/{args.repeat}: {repeats[-1]} "
                       "REGRESSED")

@@ -11,6 +11,7 @@ from stages.core.config import Config
 from stages.core.schema import BenchRecord
 from stages.judge import stats
 from stages.judge.rules import RULES, Rule, unit_samples
+from stages.judge.history import prior
 from stages.judge.timings import bench_rows, process_values, units
 from stages.judge.verdicts import Comparison, finish
 
@@ -39,11 +40,17 @@ def slow_down(record: BenchRecord, workload: str, mode: str, factor: float) -> B
         **record.workloads, workload: dataclasses.replace(run, processes=tuple(procs))})
 
 
-def verdicts(pairs: dict, cfg: Config) -> Comparison:
-    """The real comparison over every cell of one simulated run: {cell: (base, now)}."""
+def verdicts(pairs: dict, cfg: Config, *, apart: bool = False) -> Comparison:
+    """The real comparison over every cell of one simulated run: {cell: (base, now)}. Halves
+    of one run were measured at the same moment: no sentinel, no run-to-run variance. Runs
+    measured `apart` (--repeat) face both, as a recorded baseline does (with the prior)."""
     drafts = []
     for cell, (base, now) in pairs.items():
-        drafts += bench_rows(cell, now, base, cfg.stats.delta)
+        rows = bench_rows(cell, now, base, cfg.stats.delta, alpha=cfg.stats.alpha,
+                          same_run=not apart)
+        for row in rows if apart else ():
+            row.run = prior(cfg.stats.run_spread) if row.shift is not None else None
+        drafts += rows
     return finish(drafts, alpha=cfg.stats.alpha, power=cfg.stats.power)
 
 

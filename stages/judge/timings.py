@@ -179,10 +179,11 @@ def machine_unchanged(base: BenchRecord | None, now: BenchRecord, *, alpha: floa
 def bench_rows(cell: str, now: BenchRecord | None, base: BenchRecord | None, delta: Delta,
                not_comparable: str | None = None, busy_share: float = 0.25, *,
                paired: bool = False, alpha: float = 0.05,
-               python: str | None = None) -> list[Draft]:
+               python: str | None = None, same_run: bool = False) -> list[Draft]:
     """`paired`: base is the other arm of an interleaved A/B run, measured in lock-step
-    pairs with this one. A base that is another arm of this run was measured at the same
-    moment, so the sentinel (which would compare interpreters, not moments) is not used;
+    pairs with this one. A base that is another arm of this run (or, `same_run`, part of
+    this run's processes) was measured at the same moment, so the sentinel (which would
+    compare interpreters, not moments) is not used;
     against a recorded baseline it must show the machine unchanged (`machine_unchanged`,
     at `alpha`, with `python` saying how the interpreter changed, if it did)."""
     if now is None:
@@ -191,7 +192,7 @@ def bench_rows(cell: str, now: BenchRecord | None, base: BenchRecord | None, del
     if now.status == stats.SKIPPED:
         return [Draft("bench", cell, "*", "*", "cell", stats.SKIPPED, note=now.reason or "")]
     usable = base if base is not None and base.status == OK else None
-    same_run = usable is not None and now.ab is not None
+    same_run = same_run or (usable is not None and now.ab is not None)
     reason = not_comparable or (None if same_run else machine_unchanged(
         usable, now, alpha=alpha, delta=delta.steady_s, python=python))
     rows = []
