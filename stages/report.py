@@ -1,5 +1,5 @@
-"""Stage `report`: reports/summary.md, the page a reviewer reads first, and reports/metrics.json,
-a small flat file for `dvc metrics diff`.
+"""Stage `report`: reports/summary.md, the page a reviewer reads first (with what the gate stage
+will decide), and reports/metrics.json, a small flat file for `dvc metrics diff`.
 
     python -m stages.report
 """
@@ -34,7 +34,8 @@ def main(argv: list[str] | None = None) -> None:
             why = "no baseline environment"
         changes = diff(base.env, now.env) if now is not None and base is not None else []
         write_text(args.reports / "summary.md", summary(cfg.matrix.name, compare, changes, why,
-                                                        [c.name for c in cfg.cells()]))
+                                                        [c.name for c in cfg.cells()],
+                                                        cfg.gate.fail_on))
         print(f"torchgate report: wrote {args.reports / 'summary.md'} and metrics.json")
 
 

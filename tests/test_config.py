@@ -62,15 +62,20 @@ def _raw():
     (lambda r: r["bench"].update(processes="five"),
      "bench.processes must be an integer, got 'five'"),
     (lambda r: r["bench"].update(processes=True), "bench.processes must be an integer, got True"),
-    (lambda r: r["gate"].update(fail_on_regression="no"),
-     "gate.fail_on_regression must be true or false, got 'no'"),
+    (lambda r: r["gate"].update(fail_on=["REGRESSED", "REGRESSION"]),
+     "gate.fail_on[1] is 'REGRESSION'; valid choices: REGRESSED, FAILED, INCONCLUSIVE, "
+     "NOT COMPARABLE, IMPROVED, EQUIVALENT, NEW, MISSING, SKIPPED, NOTHING_COMPARABLE"),
+    (lambda r: r["gate"].update(fail_on="REGRESSED"),
+     "gate.fail_on must be a list of strings, got 'REGRESSED'"),
+    (lambda r: r["gate"].update(fail_on_regression=False),
+     "gate.fail_on_regression was replaced by gate.fail_on, the list of verdicts that fail the "
+     "run, e.g. gate.fail_on=[REGRESSED,FAILED,NOTHING_COMPARABLE] ([] turns the gate off)"),
     (lambda r: r["compare"].update(allow_hardware_change="false"),
      "compare.allow_hardware_change must be true or false, got 'false'"),
     (lambda r: r["matrix"].update(modes="eager"),
      "matrix.modes must be a list of strings, got 'eager'"),
     (lambda r: r["matrix"].update(mode=["eager"]), "unknown key matrix.mode; valid keys: modes, name"),
-    (lambda r: r["gate"].update(fail_on_regresion=True),
-     "unknown key gate.fail_on_regresion; valid keys: fail_on_regression"),
+    (lambda r: r["gate"].update(fail_onn=[]), "unknown key gate.fail_onn; valid keys: fail_on"),
     (lambda r: r["stats"]["delta"].update(steady=0.1),
      "unknown key stats.delta.steady; valid keys: first_call_s, peak_bytes, steady_s, warmup_s"),
     (lambda r: r["stats"]["delta"].update(steady_s="5%"),
@@ -114,9 +119,18 @@ def test_bad_values_are_rejected_with_the_key_and_the_fix(edit, message):
 def test_every_section_is_typed():
     """Each top-level section of params.yaml is a dataclass: no key is read unchecked."""
     cfg = config.parse(_raw())
-    assert cfg.gate.fail_on_regression is False and cfg.compare.busy_share == 0.25
+    assert cfg.gate.fail_on == ("REGRESSED", "FAILED", "NOTHING_COMPARABLE")
+    assert cfg.compare.busy_share == 0.25
     assert cfg.stats.delta.first_call_s == 0.2 and cfg.matrix.modes == ("eager", "compiled")
     assert set(config.TOP_LEVEL) == set(_raw())
+
+
+def test_an_empty_gate_fail_on_turns_the_gate_off_and_any_verdict_may_fail_it():
+    raw = _raw()
+    raw["gate"]["fail_on"] = []
+    assert config.parse(raw).gate.fail_on == ()
+    raw["gate"]["fail_on"] = ["NOT COMPARABLE", "INCONCLUSIVE"]
+    assert config.parse(raw).gate.fail_on == ("NOT COMPARABLE", "INCONCLUSIVE")
 
 
 def test_an_unknown_cell_names_the_valid_ones():

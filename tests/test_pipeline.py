@@ -47,10 +47,12 @@ def test_dvc_repro_twice_with_a_baseline(project):
         "mine:\n  _target_: my_workloads.scaled_matmul\n  size: 32\n")
     (project / "conf/workload/broken.yaml").write_text(
         "broken:\n  _target_: my_workloads.broken\n")
+    # gate.fail_on=[]: a workload broken on purpose must not stop `dvc repro` at the gate (the
+    # gate itself is tested in test_gate.py).
     compose(project / "params.yaml", ["matrix=smoke", "device=[cpu,cuda]",
                                       "workload=[matmul_relu,mine,broken]",
                                       "bench.processes=2", "bench.samples=3",
-                                      "bench.adaptive_budget_s=0"],
+                                      "bench.adaptive_budget_s=0", "gate.fail_on=[]"],
             conf=project / "conf")
 
     first = dvc("repro")
@@ -133,7 +135,8 @@ def test_a_project_in_a_subdirectory_of_its_repository_finds_its_baseline(tmp_pa
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     monkeypatch.chdir(project)
     compose(project / "params.yaml", ["matrix=smoke", "bench.processes=2", "bench.samples=3",
-                                      "bench.adaptive_budget_s=0"], conf=project / "conf")
+                                      "bench.adaptive_budget_s=0", "gate.fail_on=[]"],
+            conf=project / "conf")
     dvc("repro")
     git("add", "-A", cwd=outer)
     git("commit", "-qm", "baseline", cwd=outer)
@@ -174,7 +177,7 @@ def test_a_pull_request_is_measured_beside_its_baseline_in_lock_step(project):
         "chain:\n  _target_: stages.workloads.chain.chain\n")
     compose(project / "params.yaml", ["matrix=smoke", "workload=[chain,matmul_relu]",
                                       "bench.processes=4", "bench.samples=4",
-                                      "bench.adaptive_budget_s=0",
+                                      "bench.adaptive_budget_s=0", "gate.fail_on=[]",
                                       f"arms.cache_dir={project / 'cache'}"],
             conf=project / "conf")
     (project / ".gitignore").write_text("__pycache__/\ncache/\n")

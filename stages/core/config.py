@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.core.errors import UserError
+from stages.core.rows import FAILED, REGRESSED, VERDICTS
 from stages.core.typed import from_data
 
 MODES = ("eager", "compiled", "reduce-overhead", "max-autotune")
@@ -144,9 +145,16 @@ class CompareSettings:
     busy_share: float = 0.25              # leave out processes sampled on a busier machine
 
 
+# The gate's own token: the run has a baseline and timings, and not one timing could be tested
+# against it (every one NOT COMPARABLE, MISSING, SKIPPED, FAILED or untested).
+NOTHING_COMPARABLE = "NOTHING_COMPARABLE"
+GATE_CHOICES = (*VERDICTS, NOTHING_COMPARABLE)
+
+
 @dataclass(frozen=True)
 class Gate:
-    fail_on_regression: bool = False
+    """What fails the run (the `gate` stage, after the reports are written); [] turns it off."""
+    fail_on: tuple[str, ...] = (REGRESSED, FAILED, NOTHING_COMPARABLE)
 
 
 @dataclass(frozen=True)
@@ -307,6 +315,14 @@ def _check_candidate(candidate: Candidate) -> Candidate:
     return dataclasses.replace(candidate, python=str(path))
 
 
+def _check_gate(raw_gate: Any) -> None:
+    """Before typing: the replaced key gets its own message, not "unknown key"."""
+    if isinstance(raw_gate, dict) and "fail_on_regression" in raw_gate:
+        raise UserError("gate.fail_on_regression was replaced by gate.fail_on, the list of "
+                        "verdicts that fail the run, e.g. "
+                        f"gate.fail_on=[{','.join(Gate().fail_on)}] ([] turns the gate off)")
+
+
 def parse(raw: Any) -> Config:
     if not isinstance(raw, dict):
         raise UserError("params.yaml must be a mapping; recompose it with `dvc exp run`")
@@ -314,6 +330,7 @@ def parse(raw: Any) -> Config:
     if unknown:
         raise UserError(f"unknown top-level key {unknown[0]!r} in params.yaml; valid keys: "
                         f"{', '.join(TOP_LEVEL)}")
+    _check_gate(raw.get("gate"))
     sections = {key: from_data(cls, {} if raw.get(key) is None else raw[key], key)
                 for key, cls in SECTIONS.items() if key != "matrix"}
     matrix = raw.get("matrix") or {}
@@ -340,6 +357,8 @@ def parse(raw: Any) -> Config:
     _at_least(sections["numerics"].timeout_s, "numerics.timeout_s")
     _choice(sections["baseline"].measure, MEASURE, "baseline.measure")
     _choice(sections["arms"].installer, INSTALLERS, "arms.installer")
+    for i, value in enumerate(sections["gate"].fail_on):
+        _choice(value, GATE_CHOICES, f"gate.fail_on[{i}]")
     sections["candidate"] = _check_candidate(sections["candidate"])
     return Config(devices, precisions, workloads, matrix, **sections)
 

@@ -1,27 +1,33 @@
 """reports/summary.md: the page a reviewer reads first. Pure."""
 from __future__ import annotations
 
-from stages.core.rows import BAD, CompareRecord, Row
+from stages.core.rows import (BAD, EQUIVALENT, IMPROVED, INCONCLUSIVE, REGRESSED,
+                              CompareRecord, Row)
+from stages.judge.gate import NO_TIMING, gate_checked, gate_failures, nothing_comparable
 from stages.render.environment import cell as env_cell
 from stages.render.markdown import counts, markdown_table, value
-from stages.render.verdicts import change
+from stages.render.verdicts import change, evidence
+
+COMPARED = (REGRESSED, IMPROVED, EQUIVALENT, INCONCLUSIVE)   # verdicts of a comparison made
 
 
 def summary(matrix: str, compare: CompareRecord, changes: list, env_note: str | None,
-            cells: list[str]) -> str:
+            cells: list[str], fail_on: tuple[str, ...] = ()) -> str:
+    """`fail_on`: gate.fail_on, to say what the gate stage decides on the same record."""
     rows = compare.rows
     lines = [f"# torchgate summary: matrix `{matrix}`", ""]
     lines += [f"> {n}" for n in compare.notes] + ([""] if compare.notes else [])
     bad = [r for r in rows if r.verdict in BAD]
-    headline = "**No regressions.**" if not bad else f"**{len(bad)} regressed or failed.**"
-    lines += [headline + " " + ", ".join(f"{n} {v}" for v, n in counts(r.verdict for r in rows)
-                                         .items()), ""]
+    lines += [headline(compare, bad) + " " + ", ".join(
+        f"{n} {v}" for v, n in counts(r.verdict for r in rows).items()), ""]
+    lines += [gate_line(compare, fail_on), ""]
     if bad:
         lines += ["## Regressions and failures", "",
                   markdown_table([[r.verdict, r.stage, r.cell, r.workload, r.mode, r.metric,
                                    change(r), r.note] for r in bad],
                                  ["verdict", "stage", "cell", "workload", "mode", "metric",
                                   "change", "detail"]), ""]
+    lines += slowdowns_section(rows)
     lines += numerics_section(rows)
     lines += ["## Environment", ""]
     if env_note:
@@ -39,6 +45,47 @@ def summary(matrix: str, compare: CompareRecord, changes: list, env_note: str | 
         lines.append(f"- `{cell}`: [bench](bench/{cell}.md), [numerics](numerics/{cell}.md)")
     lines.append("")
     return "\n".join(lines)
+
+
+def headline(compare: CompareRecord, bad: list[Row]) -> str:
+    """Never "No regressions" unless something was compared."""
+    why = nothing_comparable(compare)
+    said = [f"**Nothing could be compared:** {why}; {NO_TIMING}."] if why else []
+    if bad:
+        said.append(f"**{len(bad)} regressed or failed.**")
+    elif not why:
+        said.append("**No regressions.**" if any(r.verdict in COMPARED for r in compare.rows)
+                    else "**Nothing compared yet:** no baseline for this run.")
+    return " ".join(said)
+
+
+def gate_line(compare: CompareRecord, fail_on: tuple[str, ...]) -> str:
+    """What the gate stage decides on this record (it runs after this page is written)."""
+    if not fail_on:
+        return "Gate: off (`gate.fail_on` is empty)."
+    on = ", ".join(f"`{v}`" for v in fail_on)
+    failures = gate_failures(compare, fail_on)
+    if failures:
+        return f"Gate (fails on {on}): **failed**: {'; '.join(failures)}."
+    return f"Gate (fails on {on}): passed: {gate_checked(compare, fail_on)}."
+
+
+def slowdowns_section(rows: list[Row]) -> list[str]:
+    """`## Possible slowdowns`: undecided timings whose interval reaches beyond +δ, the
+    largest estimate first; more processes would decide them."""
+    found = sorted((r for r in rows if r.verdict == INCONCLUSIVE and r.change is not None
+                    and r.delta is not None and r.change.ci_high > 1 + r.delta),
+                   key=lambda r: -r.change.ratio)
+    if not found:
+        return []
+    return ["## Possible slowdowns", "",
+            "Undecided timings whose interval reaches beyond the metric's δ: not shown to be "
+            "slower, not shown to be unchanged. More worker processes (`bench.processes`) "
+            "would decide them.", "",
+            markdown_table([[r.cell, r.workload, r.mode, r.metric, change(r),
+                             f"{r.delta * 100:g} %", evidence(r)] for r in found],
+                           ["cell", "workload", "mode", "metric", "change [CI]", "δ",
+                            "evidence"]), ""]
 
 
 CHECKS = (("numerics", "vs float64"), ("drift", "drift vs baseline"),

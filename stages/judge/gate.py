@@ -1,0 +1,79 @@
+"""The gate: whether a run fails, decided from its compare record and `gate.fail_on`.
+
+One decision for the gate stage (its exit status) and the summary (which says the same), so
+the report can show the gate's result without depending on the gate stage. Pure.
+"""
+from __future__ import annotations
+
+from stages.core.config import NOTHING_COMPARABLE, TIMED
+from stages.core.rows import FAILED, NEW, NOT_COMPARABLE, SKIPPED, VERDICTS, CompareRecord, Row
+
+# A bench row that stands for every timing of its unit: failed, skipped or missing.
+UNIT_METRICS = ("status", "cell")
+NO_TIMING = "no timing was tested against the baseline"
+
+
+def timing_rows(record: CompareRecord) -> list[Row]:
+    """The bench rows that are, or stand for, timings (memory and counts are exact rules)."""
+    return [r for r in record.rows if r.stage == "bench" and r.metric in (*TIMED, *UNIT_METRICS)]
+
+
+def tested(row: Row) -> bool:
+    """A timing tested against the baseline (whatever the test decided)."""
+    return row.change is not None and row.verdict != NOT_COMPARABLE
+
+
+def _first_seen(row: Row) -> bool:
+    """Nothing in the baseline to test it against: new, or failed with no baseline value."""
+    return row.verdict == NEW or (row.verdict == FAILED and row.base is None)
+
+
+def nothing_comparable(record: CompareRecord) -> str | None:
+    """Why not one timing of the run could be tested against its baseline; None when one was,
+    when there is no baseline, or on a first run (every timing new; skipped cells aside)."""
+    timings = timing_rows(record)
+    if not record.has_baseline or not timings or any(tested(r) for r in timings):
+        return None
+    if any(map(_first_seen, timings)) and all(_first_seen(r) or r.verdict == SKIPPED
+                                              for r in timings):
+        return None
+    # The rows' own notes say why (another CPU, the machine's speed); NOT COMPARABLE first.
+    ordered = sorted(timings, key=lambda r: r.verdict != NOT_COMPARABLE)
+    notes = list(dict.fromkeys(r.note for r in ordered if r.note))
+    if not notes:
+        return _tally(timings)
+    more = f" (and {len(notes) - 2} more)" if len(notes) > 2 else ""
+    return "; ".join(notes[:2]) + more
+
+
+def gate_failures(record: CompareRecord, fail_on: tuple[str, ...]) -> list[str]:
+    """Why the run fails, one reason a line (the verdicts counted together); [] passes."""
+    failures = []
+    counted = _tally([r for r in record.rows if r.verdict in fail_on])
+    if counted:
+        failures.append(counted)
+    why = nothing_comparable(record) if NOTHING_COMPARABLE in fail_on else None
+    if why:
+        failures.append(f"Nothing could be compared: {why}; {NO_TIMING}")
+    return failures
+
+
+def gate_checked(record: CompareRecord, fail_on: tuple[str, ...]) -> str:
+    """What a passing gate checked, in one line."""
+    if not fail_on:
+        return "gate.fail_on is empty: nothing checked"
+    said = []
+    verdicts = [v for v in VERDICTS if v in fail_on]
+    if verdicts:
+        said.append(f"no {' or '.join(verdicts)} among {len(record.rows)} verdicts")
+    if NOTHING_COMPARABLE in fail_on:
+        count = sum(map(tested, timing_rows(record)))
+        said.append(f"{count} timing(s) tested against the baseline" if count else
+                    "no baseline to test timings against yet")
+    return "; ".join(said)
+
+
+def _tally(rows: list[Row]) -> str:
+    """Counts by verdict, most serious first: 2 REGRESSED, 1 FAILED."""
+    found = [(sum(r.verdict == v for r in rows), v) for v in VERDICTS]
+    return ", ".join(f"{n} {v}" for n, v in found if n)

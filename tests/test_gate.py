@@ -1,0 +1,227 @@
+"""The gate: its decision on compare records built by the real rules, the summary that says the
+same, the gate stage's exit status and messages, and, end to end, a red gate that leaves this
+run's summary behind."""
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from stages.compose import compose
+from stages.core.config import NOTHING_COMPARABLE, Gate
+from stages.core.records import write_record
+from stages.core.rows import Change, CompareRecord, Row
+from stages.core.schema import BenchRecord
+from stages.judge.gate import gate_failures, nothing_comparable
+from stages.judge.timings import bench_rows
+from stages.judge.verdicts import finish
+from stages.render.summary import summary
+
+from .conftest import ROOT, git
+from .records import DELTA, process, record
+
+DEFAULT = Gate().fail_on
+HARDWARE = "hardware changed (cpu_model: Old CPU -> New CPU)"
+
+
+def compared(*cells, has_baseline=True) -> CompareRecord:
+    """The compare record of a run: each cell is (now, base, not_comparable)."""
+    drafts = [d for i, (now, base, why) in enumerate(cells)
+              for d in bench_rows(f"cell{i}", now, base, DELTA, why)]
+    result = finish(drafts, alpha=0.05, power=0.8, has_baseline=has_baseline)
+    return CompareRecord("HEAD", has_baseline, 0.05, result.tests, rows=tuple(result.rows))
+
+
+def skipped() -> BenchRecord:
+    return BenchRecord("cuda-fp32", "SKIPPED", reason="cuda is not available here")
+
+
+def test_the_default_fails_on_regressed_and_failed_and_counts_them_in_one_line():
+    slower = compared((record(seed=1, steady=1.2e-3), record(seed=2), None),
+                      (record(status="CRASHED", error="worker killed by signal SIGSEGV: x"),
+                       record(), None))
+    assert gate_failures(slower, DEFAULT) == ["1 REGRESSED, 1 FAILED"]
+    assert gate_failures(slower, ("FAILED",)) == ["1 FAILED"]
+    assert gate_failures(slower, ()) == []
+
+
+def test_every_timing_not_comparable_is_nothing_comparable_with_the_reason():
+    moved = compared((record(seed=1), record(seed=2), HARDWARE))
+    assert {r.verdict for r in moved.rows if r.metric == "steady_s"} == {"NOT COMPARABLE"}
+    assert nothing_comparable(moved) == HARDWARE
+    failures = gate_failures(moved, DEFAULT)
+    assert len(failures) == 1 and failures[0].startswith(f"Nothing could be compared: {HARDWARE}")
+    assert gate_failures(moved, ("REGRESSED", "FAILED")) == []      # the old gate passed this
+    # One cell compared is enough: the other's reason is in its rows, not a failure.
+    one = compared((record(seed=1), record(seed=2), HARDWARE), (record(seed=3), record(seed=4),
+                                                                None))
+    assert nothing_comparable(one) is None and gate_failures(one, DEFAULT) == []
+
+
+def test_a_first_run_passes_and_a_wholly_skipped_matrix_with_a_baseline_does_not():
+    first = compared((record(seed=1), None, None), (skipped(), None, None))
+    assert {r.verdict for r in first.rows} == {"NEW", "SKIPPED"}
+    assert gate_failures(first, DEFAULT) == []
+    assert gate_failures(compared((record(seed=1), None, None), has_baseline=False), DEFAULT) == []
+    nothing_ran = compared((skipped(), record(seed=2), None))
+    assert nothing_comparable(nothing_ran) == "cuda is not available here"
+    gone = compared((None, record(seed=2), None))
+    assert gate_failures(gone, DEFAULT) == [
+        "Nothing could be compared: measured in the baseline, not in this run; no timing was "
+        "tested against the baseline"]
+
+
+def test_a_timing_tested_is_compared_whatever_its_verdict():
+    noisy = compared((record(seed=1, n=2), record(seed=2, n=2, steady=1.04e-3), None))
+    steady = next(r for r in noisy.rows if r.metric == "steady_s")
+    assert steady.change is not None and nothing_comparable(noisy) is None
+
+
+def timing(verdict: str, ratio: float, low: float, high: float, workload="w") -> Row:
+    change = Change(ratio, low, high, 0.95, 0.2, 4, 4, 0.03, "Welch t", 0.4, 0.08, 9)
+    return Row("bench", "cpu-fp32", workload, "eager", "steady_s", verdict, 1e-3, ratio * 1e-3,
+               0.05, change)
+
+
+def test_the_summary_lists_possible_slowdowns_largest_estimate_first():
+    rows = (timing("INCONCLUSIVE", 1.03, 0.99, 1.07, "small"),
+            timing("INCONCLUSIVE", 1.105, 1.054, 1.158, "large"),
+            timing("INCONCLUSIVE", 1.02, 0.99, 1.04, "within"),      # cannot reach +δ
+            timing("EQUIVALENT", 1.0, 0.98, 1.02, "same"))
+    page = summary("test", CompareRecord("HEAD", True, 0.05, 4, rows=rows), [], None, [],
+                   DEFAULT)
+    section = page.split("## Possible slowdowns")[1].split("##")[0]
+    assert "+10.5 % [+5.4, +15.8]" in section and "+3.0 % [-1.0, +7.0]" in section
+    assert section.index("large") < section.index("small")
+    assert "within" not in section and "same" not in section
+    assert "**No regressions.**" in page
+    assert "Gate (fails on `REGRESSED`, `FAILED`, `NOTHING_COMPARABLE`): passed" in page
+
+
+def test_the_summary_never_says_no_regressions_when_nothing_was_compared():
+    moved = compared((record(seed=1), record(seed=2), HARDWARE))
+    page = summary("test", moved, [], None, [], DEFAULT)
+    assert f"**Nothing could be compared:** {HARDWARE}" in page
+    assert "No regressions" not in page and "**failed**: Nothing could be compared" in page
+    first = summary("test", compared((record(seed=1), None, None)), [], None, [], DEFAULT)
+    assert "No regressions" not in first and "**Nothing compared yet:**" in first
+    assert "Gate: off" in summary("test", moved, [], None, [], ())
+
+
+# ---- the gate stage ----------------------------------------------------------------------
+
+def gate_stage(tmp_path, fail_on, rows, *extra_gate):
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw["gate"] = {"fail_on": fail_on, **dict(extra_gate)}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    write_record(tmp_path / "reports/compare.json", CompareRecord("HEAD", True, 0.05, 1,
+                                                                  rows=tuple(rows)))
+    return subprocess.run([sys.executable, "-m", "stages.gate", "--params",
+                           str(tmp_path / "params.yaml"), "--reports", str(tmp_path / "reports")],
+                          capture_output=True, text=True, cwd=ROOT)
+
+
+def test_the_gate_stage_exits_1_with_one_line_per_reason_and_0_when_off(tmp_path):
+    rows = [timing("REGRESSED", 1.2, 1.1, 1.3), timing("REGRESSED", 1.3, 1.2, 1.4, "x")]
+    red = gate_stage(tmp_path, list(DEFAULT), rows)
+    assert red.returncode == 1, red.stderr
+    assert red.stderr.strip().splitlines() == [
+        f"torchgate gate: failed: 2 REGRESSED (see {tmp_path}/reports/summary.md)"]
+    off = gate_stage(tmp_path, [], rows)
+    assert off.returncode == 0 and "torchgate gate: passed: gate.fail_on is empty" in off.stdout
+    green = gate_stage(tmp_path, ["FAILED", NOTHING_COMPARABLE], rows)
+    assert green.returncode == 0, green.stderr
+    assert "no FAILED among 2 verdicts; 2 timing(s) tested against the baseline" in green.stdout
+
+
+@pytest.mark.parametrize("fail_on, extra, message", [
+    (["REGRESSED", "REGRESSION"], (), "gate.fail_on[1] is 'REGRESSION'; valid choices: "
+                                     "REGRESSED, FAILED, INCONCLUSIVE, NOT COMPARABLE, "
+                                     "IMPROVED, EQUIVALENT, NEW, MISSING, SKIPPED, "
+                                     "NOTHING_COMPARABLE"),
+    ("REGRESSED", (), "gate.fail_on must be a list of strings, got 'REGRESSED'"),
+    ([], (("fail_on_regression", True),), "gate.fail_on_regression was replaced by "
+                                          "gate.fail_on"),
+])
+def test_a_bad_fail_on_is_one_line(tmp_path, fail_on, extra, message):
+    run = gate_stage(tmp_path, fail_on, [], *extra)
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and len(lines) == 1, run.stderr
+    assert lines[0].startswith(f"torchgate gate: error: {message}"), lines[0]
+
+
+# ---- end to end ----------------------------------------------------------------------------
+
+MODULE = '''
+import torch
+from stages.workloads import Workload
+
+
+def scaled(*, device, dtype, compile, seed, scale=1.0):
+    a = torch.randn(16, 16, generator=torch.Generator().manual_seed(seed)).to(device, dtype)
+    fn = compile(lambda x: (x @ x) * scale)
+    return Workload(step=lambda: fn(a), items=16)
+'''
+
+
+def dvc(*args):
+    return subprocess.run([sys.executable, "-m", "dvc", *args], capture_output=True, text=True)
+
+
+def stage(name):
+    return subprocess.run([sys.executable, "-m", f"stages.{name}"], capture_output=True,
+                          text=True)
+
+
+def select(project, scale):
+    (project / "conf/workload/scaled.yaml").write_text(
+        f"scaled:\n  _target_: my_workloads.scaled\n  scale: {scale}\n")
+    compose(project / "params.yaml", ["matrix=smoke", "workload=[scaled]", "bench.processes=2",
+                                      "bench.samples=3", "bench.adaptive_budget_s=0",
+                                      "baseline.measure=recorded"], conf=project / "conf")
+
+
+@pytest.mark.slow
+def test_a_red_gate_leaves_this_runs_summary_and_nothing_comparable_fails(project):
+    (project / "my_workloads.py").write_text(MODULE)
+    select(project, 1.0)
+    first = dvc("repro")                                   # no baseline yet: passes
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "torchgate gate: passed" in first.stdout
+    git("add", "-A", cwd=project)
+    git("commit", "-qm", "baseline", cwd=project)
+
+    select(project, 2.0)                                   # the outputs move: drift REGRESSED
+    red = dvc("repro", "gate")                             # the gate and what it depends on
+    assert red.returncode != 0
+    assert re.search(r"torchgate gate: failed: (\d+ REGRESSED)", red.stderr), red.stderr
+    order = [m.group(1) for m in re.finditer(r"Running stage '([\w@-]+)'", red.stdout)]
+    assert order[-2:] == ["report", "gate"], order
+    page = (project / "reports/summary.md").read_text()    # this run's, not the baseline's
+    assert "**REGRESSED** `cpu-fp32` scaled eager drift vs baseline" in page
+    assert re.search(r"\): \*\*failed\*\*: \d+ REGRESSED", page), page
+    again = dvc("repro")                                   # stays red until something changes
+    assert again.returncode != 0 and "Running stage 'gate'" in again.stdout
+    assert "Running stage 'report'" not in again.stdout
+
+    # Accept that run, then pretend its baseline came from another CPU.
+    git("add", "-A", cwd=project)
+    git("commit", "-qm", "scale 2", cwd=project)
+    env_path = project / "reports/env/env.json"
+    real = env_path.read_text()
+    edited = json.loads(real)
+    edited["env"]["hardware"]["cpu_model"] = "Some Other CPU 9000"
+    env_path.write_text(json.dumps(edited))
+    git("commit", "-qam", "baseline from another machine", cwd=project)
+    env_path.write_text(real)
+    for name in ("compare", "report"):
+        assert stage(name).returncode == 0
+    gate = stage("gate")
+    assert gate.returncode == 1
+    assert "torchgate gate: failed: Nothing could be compared: hardware changed" in gate.stderr
+    assert "Some Other CPU 9000" in gate.stderr
+    headline = next(line for line in (project / "reports/summary.md").read_text().splitlines()
+                    if line.startswith("**"))
+    assert headline.startswith("**Nothing could be compared:** hardware changed"), headline
