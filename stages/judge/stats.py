@@ -1,19 +1,23 @@
 """Statistics of a comparison: pure functions from process-level summaries to verdicts.
 
 The worker process is the unit of replication: a test on pooled iterations calls two runs of
-identical code "different" most of the time (DESIGN.md §3). Each metric is reduced to one number
-per process, compared on the log scale (so changes are ratios) with Welch's t-test, and a
-change is a regression only when it is significant after Benjamini-Hochberg adjustment over the
+identical code "different" most of the time. Each metric is reduced to one number per
+process, compared on the log scale (so changes are ratios) with Welch's t-test, and a change
+is a regression only when it is significant after Benjamini-Hochberg adjustment over the
 whole run AND larger than the metric's minimum effect δ.
 
 In interleaved A/B runs the two arms' processes run in lock-step pairs, taking turns sample
 by sample, so the machine's speed at the moment is common to both: there each pair gives one
 log ratio and the test is a paired t-test on them (`paired_shift`).
 
-The planning figures printed beside a verdict (minimum detectable effect, processes needed)
-are computed for the Welch test as it is run, including the run-to-run wobble of its estimated
-variance and degrees of freedom: at 5 processes a side the textbook formula's "80 % power" is
-62 %. tests/test_stats_simulation.py measures the resulting error rates.
+A test's variance is a sum of `Part`s: the sides' process variances (moderated across the
+run's units in judge.moderation) and, against a recorded baseline, the variance of a run's
+offset, which no number of processes shrinks (`with_parts`, Satterthwaite's degrees of
+freedom). The planning figures printed beside a verdict (minimum detectable effect, processes
+needed) are computed for the test as it is run, including the run-to-run wobble of its
+estimated variances and degrees of freedom: at 5 processes a side the textbook formula's
+"80 % power" is 62 %. tests/test_stats_simulation.py and tests/test_stats_run_level.py
+measure the resulting error rates.
 """
 from __future__ import annotations
 
