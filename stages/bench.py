@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> None:
         record = measure_bench(
             cfg, cell, log=lambda *line: print(bench_line(*line), flush=True),
             pending=lambda rec: pending_units(judged(rec), cfg.bench.max_processes),
-            arms=arms.arms, note=arms.note, rebuilt=arms.rebuilt)
+            arms=arms.arms, note=arms.note, rebuilt=arms.rebuilt, unchanged=arms.unchanged)
         write_record(out / f"{cell.name}.json", record)
         here = load_env_pair(cfg.baseline.rev)[0]
         write_text(out / f"{cell.name}.md", page.page(record, judged(record), page.ab_environments(

@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> None:
         result = compare_run(cfg, inputs)
         write_record(args.reports / "compare.json", CompareRecord(
             result.baseline, result.has_baseline, result.alpha, result.tests, result.looks,
-            result.power, tuple(result.notes), tuple(result.rows)))
+            result.power, tuple(result.notes), tuple(result.rows), result.unchanged))
         write_text(args.reports / "compare.md", page(result, f"compare: matrix "
                                                               f"{cfg.matrix.name}"))
         print(f"torchgate compare: {tally(r.verdict for r in result.rows)}")

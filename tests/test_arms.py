@@ -61,7 +61,7 @@ def cfg_of(repo: Path, **extra):
 
 def test_same_code_and_packages_compare_with_the_recorded_numbers(repo):
     found = plan(cfg_of(repo))
-    assert [a.name for a in found.arms] == ["now"] and not found.rebuilt
+    assert [a.name for a in found.arms] == ["now"] and not found.rebuilt and found.unchanged
     assert "recorded numbers: its packages and workload code are this run's" in found.note
     assert "(baseline.measure=recorded)" in plan(cfg_of(repo, measure="recorded")).note
 

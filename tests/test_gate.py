@@ -1,6 +1,7 @@
 """The gate: its decision on compare records built by the real rules, the summary that says the
 same, the gate stage's exit status and messages, and, end to end, a red gate that leaves this
 run's summary behind."""
+import dataclasses
 import json
 import re
 import subprocess
@@ -58,6 +59,18 @@ def test_every_timing_not_comparable_is_nothing_comparable_with_the_reason():
     one = compared((record(seed=1), record(seed=2), HARDWARE), (record(seed=3), record(seed=4),
                                                                 None))
     assert nothing_comparable(one) is None and gate_failures(one, DEFAULT) == []
+
+
+def test_a_run_that_changed_nothing_has_nothing_to_gate():
+    """Packages and workload code the baseline's (a docs-only pull request, a rerun): on a
+    noisy machine its timings may all be NOT COMPARABLE, and that is no reason to fail."""
+    moved = dataclasses.replace(compared((record(seed=1), record(seed=2), HARDWARE)),
+                                unchanged=True)
+    assert nothing_comparable(moved) is None and gate_failures(moved, DEFAULT) == []
+    page = summary("cpu", moved, [], None, ["cell0"], DEFAULT)
+    assert f"**Timings not compared:** {HARDWARE}" in page
+    assert "packages and workload code are the baseline's" in page
+    assert "No regressions" not in page and "Gate (fails on" in page and "passed" in page
 
 
 def test_a_first_run_passes_and_a_wholly_skipped_matrix_with_a_baseline_does_not():

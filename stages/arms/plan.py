@@ -40,6 +40,7 @@ class Plan:
     arms: tuple[Arm, ...]      # in the order of a round; the last is the one reported as "now"
     note: str                  # how timings are compared, and why: one line for the reports
     rebuilt: bool = False      # the first arm is the baseline, measured again
+    unchanged: bool = False    # this run's packages and workload code are the baseline's
 
     @property
     def side_by_side(self) -> bool:
@@ -124,7 +125,8 @@ def _rebuilt_baseline(cfg: Config, log, root: Path) -> Plan:
                     or _specs(base_workloads, cfg) != _specs(cfg.workloads, cfg))
     if not (packages_differ or code_differs) and cfg.baseline.measure == "auto":
         return Plan((NOW,), f"Timings compare with the baseline's recorded numbers: its "
-                            f"packages and workload code are this run's ({commit[:10]}).")
+                            f"packages and workload code are this run's ({commit[:10]}).",
+                    unchanged=True)
     cache = cache_root(cfg)
     python = None
     if packages_differ:

@@ -68,3 +68,4 @@ class CompareRecord:
     power: float = 0.8
     notes: tuple[str, ...] = ()
     rows: tuple[Row, ...] = ()
+    unchanged: bool = False   # this run's packages and workload code were the baseline's

@@ -292,6 +292,7 @@ class BenchRecord:
     env_candidate: dict[str, Any] | None = None
     ab: BenchAB | None = None
     arms_note: str | None = None       # how timings are compared, and why (one line)
+    unchanged: bool = False            # packages and workload code were the baseline's
     wall_s: float | None = None
 
 

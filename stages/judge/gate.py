@@ -28,9 +28,20 @@ def _first_seen(row: Row) -> bool:
     return row.verdict == NEW or (row.verdict == FAILED and row.base is None)
 
 
+UNCHANGED = ("this run's packages and workload code are the baseline's, so no change of "
+             "them can have moved a timing")
+
+
 def nothing_comparable(record: CompareRecord) -> str | None:
-    """Why not one timing of the run could be tested against its baseline; None when one was,
-    when there is no baseline, or on a first run (every timing new; skipped cells aside)."""
+    """Why not one timing of a run that changed something could be tested against its
+    baseline. None when one was, when there is no baseline, on a first run (every timing new;
+    skipped cells aside), and when the run changed neither packages nor workload code: on a
+    noisy machine its timings may not be comparable, but there is nothing for them to gate."""
+    return None if record.unchanged else untested(record)
+
+
+def untested(record: CompareRecord) -> str | None:
+    """Why not one timing of the run could be tested against its baseline, if none was."""
     timings = timing_rows(record)
     if not record.has_baseline or not timings or any(tested(r) for r in timings):
         return None
@@ -69,6 +80,7 @@ def gate_checked(record: CompareRecord, fail_on: tuple[str, ...]) -> str:
     if NOTHING_COMPARABLE in fail_on:
         count = sum(map(tested, timing_rows(record)))
         said.append(f"{count} timing(s) tested against the baseline" if count else
+                    UNCHANGED if record.unchanged and untested(record) else
                     "no baseline to test timings against yet")
     return "; ".join(said)
 

@@ -125,6 +125,10 @@ def compare_run(cfg: Config, inputs: RunInputs) -> Comparison:
         notes.append(f"No baseline at {inputs.rev} for {', '.join(missing)}: compared as NEW. "
                      "Commit `reports/` to make this run the baseline.")
     notes.append(run_level_note(sources, cfg.stats.run_spread))
-    return finish(drafts, alpha=cfg.stats.alpha, power=cfg.stats.power, looks=looks,
-                  notes=list(dict.fromkeys(notes)), baseline=inputs.rev,
-                  has_baseline=inputs.commit is not None)
+    benches = [p.now for (stage, _), p in inputs.pairs.items()
+               if stage == "bench" and p.now is not None and p.now.status == "OK"]
+    result = finish(drafts, alpha=cfg.stats.alpha, power=cfg.stats.power, looks=looks,
+                    notes=list(dict.fromkeys(notes)), baseline=inputs.rev,
+                    has_baseline=inputs.commit is not None)
+    result.unchanged = bool(benches) and all(b.unchanged for b in benches)
+    return result

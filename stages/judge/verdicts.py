@@ -41,6 +41,7 @@ class Comparison:
     tests: int = 0
     looks: int = 1          # adaptive sampling: looks per cell planned
     priors: dict[str, Prior] = field(default_factory=dict)   # variance moderation, per metric
+    unchanged: bool = False   # this run's packages and workload code were the baseline's
 
 
 def finish(drafts: list[Draft], *, alpha: float, power: float, looks: int = 1,

@@ -177,14 +177,15 @@ def extend(run: CellRun, pending: Callable[[BenchRecord], list[Pending]],
 def measure_bench(cfg: Config, cell: Cell, *, run=run_worker, log=lambda *line: None,
                   pending: Callable[[BenchRecord], list[Pending]] | None = None,
                   run_pair=run_interleaved, arms: tuple[Arm, ...] = NOW,
-                  note: str | None = None, rebuilt: bool = False) -> BenchRecord:
+                  note: str | None = None, rebuilt: bool = False,
+                  unchanged: bool = False) -> BenchRecord:
     """Every process of one bench cell; with `pending`, adaptive sampling."""
     started = time.perf_counter()
     cell_run = CellRun(cfg, cell, "bench", run, log, run_pair=run_pair, arms=arms)
     cell_run.rounds(cfg.bench.processes)
 
     def record(**extra) -> BenchRecord:
-        return bench_record(cell_run, note, rebuilt, **extra)
+        return bench_record(cell_run, note, rebuilt, unchanged=unchanged, **extra)
     extra: dict = {}
     if not cell_run.skipped and pending is not None and cfg.bench.adaptive_budget_s > 0:
         extra["looks_planned"] = cfg.bench.max_looks

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from stages.core.rows import (BAD, EQUIVALENT, IMPROVED, INCONCLUSIVE, REGRESSED,
                               CompareRecord, Row)
-from stages.judge.gate import NO_TIMING, gate_checked, gate_failures, nothing_comparable
+from stages.judge.gate import (NO_TIMING, UNCHANGED, gate_checked, gate_failures,
+                               nothing_comparable, untested)
 from stages.render.environment import cell as env_cell
 from stages.render.markdown import counts, markdown_table, value
 from stages.render.verdicts import change, evidence
@@ -51,6 +52,9 @@ def headline(compare: CompareRecord, bad: list[Row]) -> str:
     """Never "No regressions" unless something was compared."""
     why = nothing_comparable(compare)
     said = [f"**Nothing could be compared:** {why}; {NO_TIMING}."] if why else []
+    if compare.unchanged and untested(compare):
+        said.append(f"**Timings not compared:** {untested(compare)}; {UNCHANGED}.")
+        why = "unchanged"
     if bad:
         said.append(f"**{len(bad)} regressed or failed.**")
     elif not why:
