@@ -240,6 +240,5 @@ def change_points(values, *, window: int = WINDOW, max_pvalue: float = MAX_PVALU
     found = _merge(x, weak, max_pvalue, min_change, min_points)
     if not found:
         return []
-    points = _refine(x, found, min_points)
-    rho = _rho(x, points)
-    return [_shift(x, points, i, rho) for i in range(len(points))]
+    # Placed anew, each point is tested again (its neighbours' segments moved too).
+    return _merge(x, _refine(x, found, min_points), max_pvalue, min_change, min_points)
