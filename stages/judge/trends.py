@@ -62,13 +62,14 @@ def hardware(env: EnvRecord | None) -> tuple[tuple[str, str], ...]:
     return tuple((k, "" if v is None else str(v)) for k, v in key.items())
 
 
-def _changes(before: tuple[str | None, str | None, Any], after: tuple) -> tuple[str, ...]:
+def _changes(before: tuple[str | None, str | None, Any], after: tuple,
+             workload: str) -> tuple[str, ...]:
     found = []
     for what, old, new in zip(("torch", "driver"), before[:2], after[:2]):
         if old != new:
             found.append(f"{what} {old or '(none)'} → {new or '(none)'}")
     if before[2] != after[2]:
-        found.append("workload settings")
+        found.append(f"{workload}'s settings")
     return tuple(found)
 
 
@@ -108,7 +109,7 @@ def _era_series(cell: str, era: int, runs: list[tuple[int, Run]],
                         continue
                     key = (name, mode, metric)
                     now = (torch, driver, result.spec)
-                    changes = _changes(last[key], now) if key in last else ()
+                    changes = _changes(last[key], now, name) if key in last else ()
                     last[key] = now
                     units.setdefault(key, []).append(Point(
                         index, run.commit, run.date, stats.median(values), len(values),

@@ -4,7 +4,7 @@ from __future__ import annotations
 from stages.core.config import HistorySettings
 from stages.judge.changepoints import Shift
 from stages.judge.trends import KEY_METRICS, Point, Series
-from stages.render.markdown import markdown_table, percent, seconds
+from stages.render.markdown import markdown_table, percent, pvalue, seconds
 
 TITLES = {"steady_s": "Steady state (per call)",
           "first_call_s": "First call (the compile in compiled modes)",
@@ -51,9 +51,10 @@ def shifts_table(found: list[Series]) -> str:
             p = s.started(shift)
             rows.append([s.cell, s.workload, s.mode, TITLES[s.metric].split(" (")[0],
                          run_name(p), day(p), direction(shift), _levels(s, shift),
-                         "; ".join(p.changes) or "no recorded change"])
+                         pvalue(shift.pvalue), "; ".join(p.changes) or "no recorded change"])
     return markdown_table(rows, ["cell", "workload", "mode", "timing", "began at", "date",
-                                 "change", "level before → after", "environment at that run"])
+                                 "change", "level before → after", "p",
+                                 "environment at that run"])
 
 
 def _unit(s: Series) -> str:
