@@ -211,7 +211,7 @@ def test_a_red_gate_leaves_this_runs_summary_and_nothing_comparable_fails(projec
     assert red.returncode != 0
     assert re.search(r"torchgate gate: failed: (\d+ REGRESSED)", red.stderr), red.stderr
     order = [m.group(1) for m in re.finditer(r"Running stage '([\w@-]+)'", red.stdout)]
-    assert order[-2:] == ["report", "gate"], order
+    assert order[-3:] == ["report", "history", "gate"], order     # the gate last
     page = (project / "reports/summary.md").read_text()    # this run's, not the baseline's
     assert "**REGRESSED** `cpu-fp32` scaled eager drift vs baseline" in page
     assert re.search(r"\): \*\*failed\*\*: \d+ REGRESSED", page), page

@@ -89,6 +89,43 @@ def load_history(commit: str | None, cells: list[str], runs: int, root: Path = P
     return found
 
 
+def load_timeline(commit: str | None, cells: list[str], runs: int, root: Path = Path("."),
+                  reports: Path = REPORTS) -> dict[str, list[tuple]]:
+    """Per cell, (commit, date, bench record, environment or None) of the newest `runs`
+    commits up to `commit` that changed its bench report, oldest first, and last the
+    workspace's record (commit and date None) when it is not the one committed there."""
+    found: dict[str, list[tuple]] = {}
+    envs: dict[str, EnvRecord | None] = {}
+    env_path = reports / "env" / "env.json"
+
+    def env_at(past: str) -> EnvRecord | None:
+        if past not in envs:
+            try:
+                envs[past] = load_baseline(past, env_path, EnvRecord, root)
+            except UserError:
+                envs[past] = None
+        return envs[past]
+
+    for cell in cells:
+        path = reports / "bench" / f"{cell}.json"
+        for past, date in reversed(git.log_touching(commit, path.as_posix(), runs, root)):
+            try:
+                bench = load_baseline(past, path, BenchRecord, root)
+            except UserError:
+                continue   # history is evidence, not input
+            if bench is not None:
+                found.setdefault(cell, []).append((past, date, bench, env_at(past)))
+        if path.exists() and path.read_text(encoding="utf-8") != git.read_file(
+                commit, path.as_posix(), root):
+            try:
+                now = (None, None, load_record(path, BenchRecord),
+                       load_current(env_path, EnvRecord))
+            except UserError:
+                continue
+            found.setdefault(cell, []).append(now)
+    return found
+
+
 def load_env_pair(rev: str, reports: Path = REPORTS,
                   root: Path = Path(".")) -> tuple[EnvRecord | None, EnvRecord | None, str | None]:
     """(this run's environment, the baseline's, why the baseline's could not be read)."""

@@ -95,6 +95,16 @@ class StatsSettings:
 
 
 @dataclass(frozen=True)
+class HistorySettings:
+    """The `history` stage: the committed runs as series, and where a lasting shift began."""
+    runs: int = 50              # committed bench runs per cell, newest first
+    shown: int = 10             # points per table in history.md (the newest)
+    max_pvalue: float = 0.001   # a change point's t-test, after Bonferroni over its splits
+    min_change: float = 0.0     # a smaller shift (relative) is not reported
+    min_points: int = 3         # runs on each side of a lasting shift
+
+
+@dataclass(frozen=True)
 class Matrix:
     modes: tuple[str, ...]
     name: str = "custom"
@@ -181,6 +191,7 @@ class Config:
     compare: CompareSettings = field(default_factory=CompareSettings)
     gate: Gate = field(default_factory=Gate)
     arms: Arms = field(default_factory=Arms)
+    history: HistorySettings = field(default_factory=HistorySettings)
 
     @property
     def modes(self) -> tuple[str, ...]:
@@ -200,7 +211,8 @@ class Config:
 
 SECTIONS = {"bench": BenchSettings, "numerics": NumericsSettings, "stats": StatsSettings,
             "baseline": Baseline, "candidate": Candidate, "compare": CompareSettings,
-            "gate": Gate, "matrix": Matrix, "cells": Cells, "arms": Arms}
+            "gate": Gate, "matrix": Matrix, "cells": Cells, "arms": Arms,
+            "history": HistorySettings}
 GROUPS = ("device", "precision", "workload")
 TOP_LEVEL = tuple(sorted((*SECTIONS, *GROUPS)))
 RESERVED = ("_target_", "_timeout_s_")
@@ -298,6 +310,15 @@ def _check_stats(stats: StatsSettings) -> None:
     _at_least(stats.history_runs, "stats.history_runs", inclusive=True)
 
 
+def _check_history(history: HistorySettings) -> None:
+    _at_least(history.runs, "history.runs", inclusive=True)
+    _at_least(history.shown, "history.shown")
+    _at_least(history.min_points, "history.min_points")
+    _at_least(history.min_change, "history.min_change", inclusive=True)
+    if not 0 < history.max_pvalue < 1:
+        raise UserError(f"history.max_pvalue must be in (0, 1), got {history.max_pvalue}")
+
+
 def _check_candidate(candidate: Candidate) -> Candidate:
     if candidate.python is not None and candidate.pip:
         raise UserError("set candidate.python or candidate.pip, not both: candidate.pip builds "
@@ -351,6 +372,7 @@ def parse(raw: Any) -> Config:
                             "(cells is derived, do not edit it)")
     _check_bench(sections["bench"])
     _check_stats(sections["stats"])
+    _check_history(sections["history"])
     if not 0 < sections["compare"].busy_share <= 1:
         raise UserError("compare.busy_share must be in (0, 1], got "
                         f"{sections['compare'].busy_share}")

@@ -95,3 +95,15 @@ def commits_touching(commit: str | None, path: str, limit: int,
     found = _git("log", "--format=%H", f"-n{limit}", commit, "--", Path(path).as_posix(),
                  root=root)
     return found.stdout.split() if found.returncode == 0 else []
+
+
+def log_touching(commit: str | None, path: str, limit: int,
+                 root: Path = Path(".")) -> list[tuple[str, str]]:
+    """commits_touching with each commit's date (committer's, ISO 8601), newest first."""
+    if commit is None or limit <= 0:
+        return []
+    found = _git("log", "--format=%H %cI", f"-n{limit}", commit, "--",
+                 Path(path).as_posix(), root=root)
+    if found.returncode != 0:
+        return []
+    return [tuple(line.split(" ", 1)) for line in found.stdout.splitlines() if " " in line]

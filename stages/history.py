@@ -1,0 +1,40 @@
+"""Stage `history`: reports/history.md, the committed runs of each cell as series (one per
+workload, mode and timing, one hardware per series) and the commit where each lasting shift
+began, with the environment change at each step.
+
+    python -m stages.history
+
+It reads git, not only files, so DVC runs it every time (`always_changed`): committing a run
+changes its input without changing a file. The page is rewritten only when it changed.
+"""
+from __future__ import annotations
+
+from stages.core import cli, config, git
+from stages.core.baseline import load_timeline
+from stages.core.errors import one_line_errors
+from stages.core.records import write_text
+from stages.judge.trends import Run, series
+from stages.render.history import history
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = cli.run_stage("history", __doc__, argv)
+    with one_line_errors("history"):
+        cfg = config.load(args.params)
+        cells = [c.name for c in cfg.cells()]
+        head = git.resolve_rev("HEAD")
+        runs = {cell: [Run(*found) for found in timeline]
+                for cell, timeline in load_timeline(head, cells, cfg.history.runs,
+                                                    reports=args.reports).items()}
+        found = series(runs, cfg.history)
+        text = history(found, cells, cfg.history)
+        path = args.reports / "history.md"
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            write_text(path, text)
+        shifts = sum(len(s.shifts) for s in found)
+        print(f"torchgate history: wrote {path}: {len(found)} series, "
+              f"{shifts} lasting shift(s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""reports/history.md: the baseline history, its trends and where each lasting shift began. Pure."""
+from __future__ import annotations
+
+from stages.core.config import HistorySettings
+from stages.judge.changepoints import Shift
+from stages.judge.trends import KEY_METRICS, Point, Series
+from stages.render.markdown import markdown_table, percent, pvalue, seconds
+
+TITLES = {"steady_s": "Steady state (per call)",
+          "first_call_s": "First call (the compile in compiled modes)",
+          "warmup_s": "Warm-up"}
+BARS = "▁▂▃▄▅▆▇█"
+
+
+def run_name(point: Point) -> str:
+    return "workspace" if point.commit is None else f"`{point.commit[:10]}`"
+
+
+def day(point: Point) -> str:
+    return (point.date or "")[:10] or "not committed"
+
+
+def direction(shift: Shift) -> str:
+    """Every timing here is higher-is-worse."""
+    return f"▲ {percent(shift.ratio - 1)} slower" if shift.ratio > 1 else \
+        f"▼ {percent(shift.ratio - 1)} faster"
+
+
+def sparkline(values: list[float]) -> str:
+    low, high = min(values), max(values)
+    if high <= low:
+        return BARS[0] * len(values)
+    return "".join(BARS[min(len(BARS) - 1, int((v - low) / (high - low) * len(BARS)))]
+                   for v in values)
+
+
+def _levels(series: Series, shift: Shift) -> str:
+    points = list(series.points)
+    i = series.shifts.index(shift)
+    start = series.shifts[i - 1].index if i else 0
+    stop = series.shifts[i + 1].index if i + 1 < len(series.shifts) else len(points)
+    before = sorted(p.value for p in points[start:shift.index])
+    after = sorted(p.value for p in points[shift.index:stop])
+    return f"{seconds(before[len(before) // 2])} → {seconds(after[len(after) // 2])}"
+
+
+def shifts_table(found: list[Series]) -> str:
+    rows = []
+    for s in found:
+        for shift in s.shifts:
+            p = s.started(shift)
+            rows.append([s.cell, s.workload, s.mode, TITLES[s.metric].split(" (")[0],
+                         run_name(p), day(p), direction(shift), _levels(s, shift),
+                         pvalue(shift.pvalue), "; ".join(p.changes) or "no recorded change"])
+    return markdown_table(rows, ["cell", "workload", "mode", "timing", "began at", "date",
+                                 "change", "level before → after", "p",
+                                 "environment at that run"])
+
+
+def _unit(s: Series) -> str:
+    return f"{s.workload} · {s.mode}"
+
+
+def metric_section(metric: str, found: list[Series], shown: int, level: str) -> list[str]:
+    found = [s for s in found if s.metric == metric]
+    if not found:
+        return []
+    lines = [f"{level} {TITLES[metric]}", ""]
+    for s in found:
+        values = [p.value for p in s.points]
+        lines.append(f"- {_unit(s)}: `{sparkline(values)}` {seconds(min(values))} to "
+                     f"{seconds(max(values))} over {len(values)} run(s)")
+    runs: dict[int, Point] = {}
+    cells: dict[tuple[int, int], str] = {}
+    for col, s in enumerate(found):
+        starts = {shift.index: shift for shift in s.shifts}
+        for i, p in enumerate(s.points):
+            runs.setdefault(p.run, p)
+            text = seconds(p.value)
+            if i in starts:
+                text = f"**{text}** {direction(starts[i])}"
+            cells[p.run, col] = text
+    order = sorted(runs)
+    hidden = len(order) - shown
+    rows = []
+    for index in order[-shown:]:
+        p = runs[index]
+        changes = sorted({c for s in found for q in s.points if q.run == index
+                          for c in q.changes})
+        torch = p.torch or ""
+        if any(c.startswith("torch ") for c in changes):
+            torch = f"**{torch}**"    # a torch upgrade, marked
+        rows.append([run_name(p), day(p), torch, *[cells.get((index, col), "")
+                                                   for col in range(len(found))],
+                     "; ".join(changes)])
+    lines += ["", markdown_table(rows, ["run", "date", "torch", *map(_unit, found),
+                                        "environment change"])]
+    if hidden > 0:
+        lines += ["", f"{hidden} older run(s) not shown (`history.shown` = {shown})."]
+    return lines + [""]
+
+
+def _hardware(s: Series) -> str:
+    return ", ".join(f"{k} {v or '(none)'}" for k, v in s.hardware)
+
+
+def history(found: list[Series], cells: list[str], settings: HistorySettings) -> str:
+    lines = ["# Baseline history", "",
+             f"Each cell's committed runs (`git log reports/bench/<cell>.json`, the newest "
+             f"`history.runs` = {settings.runs}), oldest first, and this workspace's run when "
+             "it is not committed yet. One point per run: the median over its worker "
+             "processes of their medians. A change of hardware starts a new series. A lasting "
+             "shift is where a series' level changed and stayed changed for at least "
+             f"{settings.min_points} runs: Apache Otava's method (E-divisive means, then a "
+             f"t-test at p ≤ {settings.max_pvalue:g}, Bonferroni over the splits it was chosen "
+             "from, allowing for serially correlated runs); a single slow run is a spike, not "
+             "a shift.", ""]
+    shifted = [s for s in found if s.shifts]
+    lines += ["## Lasting shifts", ""]
+    if shifted:
+        lines += [shifts_table(shifted), ""]
+    elif found:
+        lines += [f"No lasting shift in {len(found)} series.", ""]
+    else:
+        lines += ["No committed run to show yet: commit `reports/` after a run (the "
+                  "baseline history is `git log reports/`).", ""]
+    for cell in cells:
+        mine = [s for s in found if s.cell == cell]
+        if not mine:
+            continue
+        lines += [f"## {cell}", ""]
+        eras = sorted({s.era for s in mine})
+        for era in eras:
+            in_era = [s for s in mine if s.era == era]
+            if len(eras) > 1:
+                lines += [f"### Hardware {era + 1} of {len(eras)}", ""]
+            lines += [f"Hardware: {_hardware(in_era[0])}.", ""]
+            level = "####" if len(eras) > 1 else "###"
+            for metric in KEY_METRICS:
+                lines += metric_section(metric, in_era, settings.shown, level)
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,168 @@
+"""The history stage: change points on synthetic series with known steps, and end to end on a
+git repository of committed bench reports."""
+import dataclasses
+import json
+import random
+import re
+
+import numpy as np
+import pytest
+
+from stages import history as history_stage
+from stages.core import config
+from stages.core.errors import UserError
+from stages.core.records import write_record
+from stages.core.schema import EnvRecord
+from stages.judge.changepoints import change_points
+from stages.judge.trends import Run, series
+
+from .conftest import git
+from .records import bench, process
+
+STEPS = {60: 1.05, 120: 1.10, 160: 0.92}
+SPIKES = {35: 1.30, 140: 1.25}
+
+
+def ar1(rng: np.random.Generator, n: int, sd: float = 0.02, rho: float = 0.3) -> np.ndarray:
+    """Stationary AR(1) noise of relative SD `sd`, as a factor around 1."""
+    x = np.empty(n)
+    x[0] = rng.normal(0, sd)
+    for i in range(1, n):
+        x[i] = rho * x[i - 1] + rng.normal(0, sd * np.sqrt(1 - rho ** 2))
+    return np.exp(x)
+
+
+def stepped(seed: int) -> np.ndarray:
+    level = np.ones(200)
+    for at, factor in STEPS.items():
+        level[at:] *= factor
+    y = 1e-3 * level * ar1(np.random.default_rng(seed), 200)
+    for at, factor in SPIKES.items():
+        y[at] *= factor
+    return y
+
+
+def test_three_steps_are_found_where_they_began_and_the_spikes_are_not():
+    found = change_points(stepped(seed=0))
+    assert [s.index for s in found] == pytest.approx(list(STEPS), abs=2), found
+    for shift, factor in zip(found, STEPS.values()):
+        assert (shift.ratio > 1) == (factor > 1)
+        assert shift.ratio == pytest.approx(factor, rel=0.03)
+        assert shift.pvalue <= 0.001
+    assert not {s.index for s in found} & {i + d for i in SPIKES for d in (0, 1)}
+
+
+def test_series_without_a_step_have_no_change_point_at_all():
+    """50 series of AR(1) noise, each with a spike of +30 %: a spike is not a shift."""
+    named = {}
+    for seed in range(50):
+        rng = np.random.default_rng(1000 + seed)
+        y = ar1(rng, 200)
+        y[rng.integers(10, 190)] *= 1.3
+        found = change_points(y)
+        if found:
+            named[seed] = found
+    assert named == {}
+
+
+def test_a_single_slow_run_at_the_end_is_not_a_shift_yet():
+    rng = np.random.default_rng(7)
+    y = ar1(rng, 30)
+    y[-1] *= 1.5
+    assert change_points(y) == []
+    y[-3:] *= 1.5       # three runs alike: a level
+    assert [s.index for s in change_points(y)] == [27]
+
+
+# ---- end to end: a git repository of committed report files ------------------------------
+
+RAW = {"device": {"cpu": {"type": "cpu"}}, "precision": {"fp32": {"dtype": "float32"}},
+       "workload": {"w": {"_target_": "x.w"}}, "matrix": {"modes": ["eager"]}}
+ENV = {"hardware": {"cpu_model": "cpu"}, "torch": {"version": "2.13.0", "num_threads": 2}}
+
+
+def _write_run(root, seed, steady, env=ENV):
+    rng = random.Random(seed)
+    rec = bench({"w": [process(steady=steady, rng=rng) for _ in range(4)]})
+    write_record(root / "reports" / "bench" / "cpu-fp32.json",
+                 dataclasses.replace(rec, cell="cpu-fp32"))
+    write_record(root / "reports" / "env" / "env.json", EnvRecord(env))
+
+
+def _commit(root, message):
+    git("add", "-A", cwd=root)
+    git("commit", "-qm", message, cwd=root)
+    return git("rev-parse", "HEAD", cwd=root).stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    git("init", "-q", cwd=tmp_path)
+    git("config", "user.email", "t@t.invalid", cwd=tmp_path)
+    git("config", "user.name", "t", cwd=tmp_path)
+    (tmp_path / "params.yaml").write_text(json.dumps(RAW))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _shift_rows(page: str) -> list[str]:
+    table = page.split("## Lasting shifts")[1].split("\n## ")[0]
+    return [line for line in table.splitlines() if line.startswith("| cpu-fp32")]
+
+
+def test_forty_committed_runs_with_a_step_at_commit_25_name_that_commit(repo):
+    """Commit 25 is a torch upgrade that makes the steady state 10 % slower; each run also
+    has its own offset (2 % SD), as runs measured apart do."""
+    offsets = np.random.default_rng(3).normal(0, 0.02, 40)
+    commits = []
+    for i in range(1, 41):
+        upgraded = i >= 25
+        env = {**ENV, "torch": {"version": "2.14.1" if upgraded else "2.13.0",
+                                "num_threads": 2}}
+        _write_run(repo, i, 1e-3 * (1.10 if upgraded else 1.0) * np.exp(offsets[i - 1]), env)
+        commits.append(_commit(repo, f"run {i}"))
+    history_stage.main([])
+    page = (repo / "reports" / "history.md").read_text()
+    rows = _shift_rows(page)
+    assert len(rows) == 1, page
+    assert commits[24][:10] in rows[0] and "steady state" in rows[0].lower()
+    assert "▲ +1" in rows[0] and "slower" in rows[0]
+    assert "torch 2.13.0 → 2.14.1" in rows[0]
+    named = set(re.findall(r"`([0-9a-f]{10})`", "\n".join(rows)))
+    assert named == {commits[24][:10]}
+    assert "30 older run(s) not shown" in page     # the tables show the newest 10
+
+
+def test_two_committed_runs_and_one_in_the_workspace_are_three_points(repo):
+    for i in (1, 2):
+        _write_run(repo, i, 1e-3)
+        _commit(repo, f"run {i}")
+    _write_run(repo, 3, 1.02e-3)          # measured, not committed yet
+    history_stage.main([])
+    page = (repo / "reports" / "history.md").read_text()
+    steady = page.split("### Steady state")[1].split("###")[0]
+    rows = [line for line in steady.splitlines() if re.match(r"\| (`|workspace)", line)]
+    assert len(rows) == 3 and rows[-1].startswith("| workspace")
+    assert "over 3 run(s)" in steady
+    first_call = page.split("### First call")[1]
+    assert len([line for line in first_call.splitlines()
+                if re.match(r"\| (`|workspace)", line)]) == 3
+    before = (repo / "reports" / "history.md").stat().st_mtime_ns
+    history_stage.main([])                # nothing changed: the page is not rewritten
+    assert (repo / "reports" / "history.md").stat().st_mtime_ns == before
+
+
+def test_a_change_of_hardware_starts_a_new_series():
+    def run(i, cpu):
+        rec = bench({"w": [process(steady=1e-3, rng=random.Random(i)) for _ in range(3)]})
+        env = EnvRecord({**ENV, "hardware": {"cpu_model": cpu}})
+        return Run(f"{i:040x}", "2026-01-01", dataclasses.replace(rec, cell="c"), env)
+    runs = [run(i, "old cpu") for i in range(4)] + [run(i, "new cpu") for i in range(4, 6)]
+    steady = [s for s in series({"c": runs}, config.HistorySettings()) if s.metric == "steady_s"]
+    assert [(s.era, len(s.points)) for s in steady] == [(0, 4), (1, 2)]
+    assert dict(steady[1].hardware)["cpu_model"] == "new cpu"
+
+
+def test_a_bad_history_setting_is_one_line():
+    with pytest.raises(UserError, match=r"history.max_pvalue must be in \(0, 1\), got 2"):
+        config.parse({**RAW, "history": {"max_pvalue": 2}})
