@@ -24,14 +24,14 @@ from stages.judge.tolerance import numerics_record
 from stages.measure.cells import NOW, measure_numerics
 from stages.measure.launcher import run_worker
 from stages.render import numerics as page
-from stages.render.progress import numerics_line
+from stages.render.progress import numerics_line, numerics_process_line
 
 
-def run_cell(cfg: Config, cell: Cell, run=run_worker, arms: Plan | None = None
-             ) -> NumericsRecord:
+def run_cell(cfg: Config, cell: Cell, run=run_worker, arms: Plan | None = None,
+             log=lambda *line: None) -> NumericsRecord:
     started = time.perf_counter()
     arms = arms or Plan(NOW, "")
-    measured, fresh = measure_numerics(cfg, cell, run=run, arms=arms.arms)
+    measured, fresh = measure_numerics(cfg, cell, run=run, arms=arms.arms, log=log)
     return numerics_record(cfg, cell, measured, fresh, arms.rebuilt,
                            time.perf_counter() - started)
 
@@ -40,7 +40,8 @@ def main(argv: list[str] | None = None) -> None:
     with one_line_errors("numerics"):
         cfg, cell, out = cli.cell_stage("numerics", __doc__, argv)
         record = run_cell(cfg, cell, arms=plan(
-            cfg, log=lambda line: print(f"torchgate numerics: {line}", flush=True)))
+            cfg, log=lambda line: print(f"torchgate numerics: {line}", flush=True)),
+            log=lambda *line: print(numerics_process_line(*line), flush=True))
         for name, modes in record.workloads.items():
             for mode, ev in modes.items():
                 print(numerics_line(cell.name, name, mode, ev))

@@ -23,9 +23,11 @@ from stages.core.schema import (OK, Arm, ArmId, BenchAB, BenchArm, BenchProcess,
                                 WorkloadRun)
 from stages.core.typed import from_data
 from stages.measure.launcher import ROOT, run_interleaved, run_worker
+from stages.measure.progress import Progress
 
 PROCESS = {"bench": BenchProcess, "numerics": NumericsProcess, "fresh": NumericsProcess}
 NOW = (Arm("now"),)
+FRESH = "fresh process"     # the unit that reruns a cell's workloads for determinism
 
 
 def job_for(cfg: Config, cell: Cell, workloads: list[WorkloadSpec], kind: str,
@@ -56,8 +58,10 @@ class CellRun:
 
     def __init__(self, cfg: Config, cell: Cell, kind: str, run: Callable = run_worker,
                  log: Callable = lambda *line: None, fresh_compile_cache: bool = True,
-                 run_pair: Callable | None = None, arms: tuple[Arm, ...] = NOW):
+                 run_pair: Callable | None = None, arms: tuple[Arm, ...] = NOW,
+                 progress: Progress | None = None):
         self.cfg, self.cell, self.kind, self.run, self.log = cfg, cell, kind, run, log
+        self.progress = progress or Progress()     # `log` gets a Tick after each process
         self.fresh = fresh_compile_cache
         self.run_pair = run_pair    # two arms: both arms' processes at once, taking turns
         self.arms = arms
@@ -72,6 +76,10 @@ class CellRun:
         """The arm reported as this run's: the last."""
         return self.arms[-1].name
 
+    def arms_of(self, name: str) -> int:
+        """How many worker processes a round of this workload starts: one per arm that has it."""
+        return sum(spec_for(a, self.cfg, name) is not None for a in self.arms)
+
     def process(self, name: str, round_: int, modes: list[str] | None = None) -> None:
         """One worker process per arm, alternating the arms' order from round to round.
 
@@ -80,6 +88,7 @@ class CellRun:
         """
         modes = [m for m in (modes or self.cfg.modes) if (name, m) not in self.failed]
         if not modes:
+            self.progress.plan(-self.arms_of(name))
             return
         order = self.arms if round_ % 2 == 0 else self.arms[::-1]
         order = [a for a in order if spec_for(a, self.cfg, name) is not None]
@@ -106,10 +115,11 @@ class CellRun:
                         or result.modes[mode].status != OK:
                     self.failed.add((name, mode))
             self.log(self.cell.name, name, "now" if len(self.arms) == 1 else arm.name,
-                     round_, result)
+                     round_, result, self.progress.tick())
 
     def rounds(self, count: int, start: int = 0) -> None:
         rng = random.Random(self.cfg.bench.seed + start)
+        self.progress.plan(count * sum(map(self.arms_of, self.cfg.workloads)))
         for round_ in range(start, start + count):
             order = list(self.cfg.workloads)
             rng.shuffle(order)
@@ -143,6 +153,11 @@ def bench_record(run: CellRun, note: str | None = None, rebuilt: bool = False,
                    for name, procs in run.results[run.now].items()}, **extra)
 
 
+def have_of(run: CellRun, name: str) -> int:
+    """Processes of a workload so far, in the arm that has fewest."""
+    return min(len(arm[name]) for arm in run.results.values())
+
+
 def extend(run: CellRun, pending: Callable[[BenchRecord], list[Pending]],
            record: Callable[..., BenchRecord]) -> list[Look]:
     """Adaptive sampling: more rounds for the units `pending` names until decided, out of
@@ -160,14 +175,21 @@ def extend(run: CellRun, pending: Callable[[BenchRecord], list[Pending]],
         modes: dict[str, set[str]] = {}
         for u in units:
             modes.setdefault(u.workload, set()).add(u.mode)
+        # The most this look may add; processes the budget leaves out come off the count.
+        room = {name: max(0, min(bench.processes, bench.max_processes - have_of(run, name)))
+                for name in modes}
+        run.progress.plan(sum(run.arms_of(name) * n for name, n in room.items()))
         for extra in range(bench.processes):
             for name in sorted(modes):
                 walls = [p.wall_s or 0.0 for arm in run.results.values() for p in arm[name]]
                 # Interleaved arms share their wall time; otherwise they run one after another.
                 cost = (1 if run.run_pair else len(run.arms)) * (
                     sum(walls) / len(walls) if walls else 0.0)
-                have = min(len(arm[name]) for arm in run.results.values())
-                if have >= bench.max_processes or time.perf_counter() + cost > deadline:
+                have = have_of(run, name)
+                if have >= bench.max_processes:
+                    continue
+                if time.perf_counter() + cost > deadline:
+                    run.progress.plan(-run.arms_of(name))      # out of budget: not started
                     continue
                 run.process(name, round_ + extra, sorted(modes[name]))
         round_ += bench.processes
@@ -178,10 +200,12 @@ def measure_bench(cfg: Config, cell: Cell, *, run=run_worker, log=lambda *line: 
                   pending: Callable[[BenchRecord], list[Pending]] | None = None,
                   run_pair=run_interleaved, arms: tuple[Arm, ...] = NOW,
                   note: str | None = None, rebuilt: bool = False,
-                  unchanged: bool = False) -> BenchRecord:
+                  unchanged: bool = False,
+                  progress: Progress | None = None) -> BenchRecord:
     """Every process of one bench cell; with `pending`, adaptive sampling."""
     started = time.perf_counter()
-    cell_run = CellRun(cfg, cell, "bench", run, log, run_pair=run_pair, arms=arms)
+    cell_run = CellRun(cfg, cell, "bench", run, log, run_pair=run_pair, arms=arms,
+                       progress=progress)
     cell_run.rounds(cfg.bench.processes)
 
     def record(**extra) -> BenchRecord:
@@ -200,12 +224,14 @@ def measure_bench(cfg: Config, cell: Cell, *, run=run_worker, log=lambda *line: 
 
 
 def measure_numerics(cfg: Config, cell: Cell, *, run=run_worker, log=lambda *line: None,
-                     arms: tuple[Arm, ...] = NOW
+                     arms: tuple[Arm, ...] = NOW, progress: Progress | None = None
                      ) -> tuple[CellRun, dict[str, FreshOutputs]]:
     """One numerics process per workload and arm, then one more for the cell: the eager
     outputs of the workloads that ran cleanly in the reported arm, computed first thing in a
     fresh process (determinism across processes)."""
-    cell_run = CellRun(cfg, cell, "numerics", run, log, fresh_compile_cache=False, arms=arms)
+    cell_run = CellRun(cfg, cell, "numerics", run, log, fresh_compile_cache=False, arms=arms,
+                       progress=progress)
+    cell_run.progress.plan(1)                   # the fresh process
     cell_run.rounds(1)
     if cell_run.skipped:
         return cell_run, {}
@@ -213,12 +239,15 @@ def measure_numerics(cfg: Config, cell: Cell, *, run=run_worker, log=lambda *lin
     ran = [name for name, procs in now.items() if procs and procs[0].status == OK
            and procs[0].modes.get("eager") is not None and procs[0].modes["eager"].status == OK]
     if not ran:  # only what ran cleanly: a crash or a hang is reported once, not twice
+        cell_run.progress.plan(-1)
         return cell_run, {}
     walls = sum(p.wall_s or 0.0 for name in ran for p in now[name])
     arm = arms[-1]
     job = job_for(cfg, cell, [spec_for(arm, cfg, n) for n in ran], "fresh", ["eager"], arm)
     raw = run(job, timeout_s=30 + 2 * walls, python=arm.python, fresh_compile_cache=False)
     result = parsed("fresh", raw, f"{cell.name} fresh process")
+    log(cell.name, FRESH, "now" if len(arms) == 1 else arm.name, 0, result,
+        cell_run.progress.tick())
     if result.status != OK:
         failed = FreshOutputs(result.status, error=result.error or "")
         return cell_run, {name: failed for name in ran}

@@ -1,11 +1,32 @@
-"""One line per worker process while a stage runs, so that a long run shows where it is."""
+"""One line per worker process while a stage runs, so that a long run shows where it is: how
+many of the planned processes are done, the time so far and an estimate of what is left. Plain
+lines, no terminal control codes: a CI log and `dvc queue logs` read as a terminal does."""
 from __future__ import annotations
 
-from stages.core.schema import OK, BenchProcess, ModeNumerics
+from stages.core.schema import OK, BenchProcess, ModeNumerics, NumericsProcess
 from stages.judge import stats
 
+Tick = tuple[int, int, float, float]    # done, planned, elapsed_s, left_s (measure.progress)
 
-def bench_line(cell: str, workload: str, arm: str, round_: int, result: BenchProcess) -> str:
+
+def clock(seconds: float) -> str:
+    """0:42, 12:05, 1:02:03."""
+    minutes, secs = divmod(int(round(max(seconds, 0.0))), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def counter(tick: Tick | None) -> str:
+    """`[3/12 0:42, ~1:24 left] `, or nothing without a tick."""
+    if tick is None:
+        return ""
+    done, planned, elapsed_s, left_s = tick
+    left = f", ~{clock(left_s)} left" if done < planned else ""
+    return f"[{done}/{planned} {clock(elapsed_s)}{left}] "
+
+
+def bench_line(cell: str, workload: str, arm: str, round_: int, result: BenchProcess,
+               tick: Tick | None = None) -> str:
     label = "" if arm == "now" else f" [{arm}]"
     if result.status != OK:
         what = f"{result.status}: {result.error}"
@@ -16,7 +37,19 @@ def bench_line(cell: str, workload: str, arm: str, round_: int, result: BenchPro
             f"{m.first_call_s:.2f} s)" if m.steady_s else f"{mode} OK"
             for mode, m in result.modes.items())
     wall = f" [{result.wall_s:.1f} s]" if result.wall_s is not None else ""
-    return f"torchgate bench: {cell} {workload}{label} process {round_ + 1}: {what}{wall}"
+    return (f"torchgate bench: {counter(tick)}{cell} {workload}{label} process {round_ + 1}: "
+            f"{what}{wall}")
+
+
+def numerics_process_line(cell: str, workload: str, arm: str, round_: int,
+                          result: NumericsProcess, tick: Tick | None = None) -> str:
+    """A numerics worker as it ends; the verdicts follow when the cell is judged."""
+    label = "" if arm == "now" else f" [{arm}]"
+    failed = [f"{mode} {m.status}" for mode, m in result.modes.items() if m.status != OK]
+    what = (f"{result.status}: {result.error}" if result.status != OK else
+            "ran" + (f" ({', '.join(failed)})" if failed else ""))
+    wall = f" [{result.wall_s:.1f} s]" if result.wall_s is not None else ""
+    return f"torchgate numerics: {counter(tick)}{cell} {workload}{label}: {what}{wall}"
 
 
 def numerics_line(cell: str, workload: str, mode: str, ev: ModeNumerics) -> str:
