@@ -2,7 +2,7 @@
 
 The only module that reads clocks or synchronizes devices. A clock is a seam: tests pass a
 simulated one. Each steady-state sample times a batch of back-to-back calls between one pair
-of clock reads, which on a GPU cuts process-to-process spread several-fold (DESIGN.md §3).
+of clock reads, which on a GPU cuts process-to-process spread several-fold.
 """
 from __future__ import annotations
 
