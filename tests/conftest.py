@@ -1,3 +1,4 @@
+import json
 import shutil
 import subprocess
 import sys
@@ -41,3 +42,15 @@ def project(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+def commit_baseline_from_another_cpu(project: Path) -> None:
+    """Commit the current reports as a baseline measured on another CPU model, and leave the
+    workspace's env.json as this machine's."""
+    env_path = project / "reports/env/env.json"
+    real = env_path.read_text()
+    edited = json.loads(real)
+    edited["env"]["hardware"]["cpu_model"] = "Some Other CPU 9000"
+    env_path.write_text(json.dumps(edited))
+    git("commit", "-qam", "baseline from another machine", cwd=project)
+    env_path.write_text(real)

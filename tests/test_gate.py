@@ -20,7 +20,7 @@ from stages.judge.timings import bench_rows
 from stages.judge.verdicts import finish
 from stages.render.summary import summary
 
-from .conftest import ROOT, git
+from .conftest import ROOT, commit_baseline_from_another_cpu, git
 from .records import DELTA, process, record
 
 DEFAULT = Gate().fail_on
@@ -222,13 +222,7 @@ def test_a_red_gate_leaves_this_runs_summary_and_nothing_comparable_fails(projec
     # Accept that run, then pretend its baseline came from another CPU.
     git("add", "-A", cwd=project)
     git("commit", "-qm", "scale 2", cwd=project)
-    env_path = project / "reports/env/env.json"
-    real = env_path.read_text()
-    edited = json.loads(real)
-    edited["env"]["hardware"]["cpu_model"] = "Some Other CPU 9000"
-    env_path.write_text(json.dumps(edited))
-    git("commit", "-qam", "baseline from another machine", cwd=project)
-    env_path.write_text(real)
+    commit_baseline_from_another_cpu(project)
     for name in ("compare", "report"):
         assert stage(name).returncode == 0
     gate = stage("gate")
