@@ -2,7 +2,6 @@
 same, the gate stage's exit status and messages, and, end to end, a red gate that leaves this
 run's summary behind."""
 import dataclasses
-import json
 import re
 import subprocess
 import sys
