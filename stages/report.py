@@ -5,13 +5,17 @@ will decide), and reports/metrics.json, a small flat file for `dvc metrics diff`
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 from stages.core import cli, config
-from stages.core.baseline import load_current, load_env_pair
+from stages.core.baseline import load_current, load_env_pair, load_run
 from stages.core.errors import one_line_errors
-from stages.core.records import dumps, load_record, write_text
+from stages.core.records import dumps, load_record, write_bytes, write_text
 from stages.core.schema import BenchRecord, CompareRecord, NumericsRecord
 from stages.judge.environment import diff
-from stages.render.metrics import metrics
+from stages.judge.gate import gate_failures
+from stages.render.metrics import metrics, verdicts
+from stages.render.plots import CAPTIONS, pictures, plot_data
 from stages.render.summary import summary
 
 
@@ -28,15 +32,39 @@ def main(argv: list[str] | None = None) -> None:
             found = load_current(args.reports / "numerics" / f"{cell.name}.json", NumericsRecord)
             if found is not None:
                 numerics[cell.name] = found
-        write_text(args.reports / "metrics.json", dumps(metrics(bench, numerics, compare)))
         now, base, why = load_env_pair(cfg.baseline.rev, args.reports)
+        write_text(args.reports / "metrics.json", dumps(metrics(
+            bench, numerics, compare, now.env if now is not None else None)))
+        write_text(args.reports / "verdicts.json", dumps(verdicts(
+            compare, gate_failures(compare, cfg.gate.fail_on))))
+        recorded = load_run(cfg.baseline.rev, list(bench), ("bench",), reports=args.reports)
+        base_bench = {cell: recorded.pairs["bench", cell].base for cell in bench}
+        images = write_plots(args.reports / "plots", bench, base_bench, compare)
         if why is None and base is None:
             why = "no baseline environment"
         changes = diff(base.env, now.env) if now is not None and base is not None else []
         write_text(args.reports / "summary.md", summary(cfg.matrix.name, compare, changes, why,
                                                         [c.name for c in cfg.cells()],
-                                                        cfg.gate.fail_on))
-        print(f"torchgate report: wrote {args.reports / 'summary.md'} and metrics.json")
+                                                        cfg.gate.fail_on, bench, images,
+                                                        now.env if now is not None else None))
+        print(f"torchgate report: wrote {args.reports / 'summary.md'}, metrics.json and "
+              f"{len(images)} picture(s) in {args.reports / 'plots'}")
+
+
+def write_plots(folder: Path, bench: dict, base: dict,
+                compare: CompareRecord) -> list[tuple[str, str]]:
+    """The pictures and their data; a picture with nothing to draw this run is removed, so
+    none is left from an earlier run. (caption, path from the reports folder) of each drawn."""
+    for name, text in plot_data(bench, compare.rows).items():
+        write_text(folder / name, text)
+    drawn = []
+    for name, data in pictures(bench, base, compare.rows).items():
+        if data is None:
+            (folder / name).unlink(missing_ok=True)
+        else:
+            write_bytes(folder / name, data)
+            drawn.append((CAPTIONS[name], f"{folder.name}/{name}"))
+    return drawn
 
 
 if __name__ == "__main__":

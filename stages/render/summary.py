@@ -6,26 +6,37 @@ from stages.core.rows import (BAD, EQUIVALENT, IMPROVED, INCONCLUSIVE, REGRESSED
 from stages.judge.gate import (NO_TIMING, UNCHANGED, gate_checked, gate_failures,
                                nothing_comparable, untested)
 from stages.render.environment import cell as env_cell
+from stages.core.schema import BenchRecord
 from stages.render.markdown import counts, markdown_table, value
-from stages.render.verdicts import change, evidence
+from stages.render.numbers import environment_change, numbers_section, possible_slowdown
+from stages.render.verdicts import by_effect, change, evidence
 
 COMPARED = (REGRESSED, IMPROVED, EQUIVALENT, INCONCLUSIVE)   # verdicts of a comparison made
 
 
 def summary(matrix: str, compare: CompareRecord, changes: list, env_note: str | None,
-            cells: list[str], fail_on: tuple[str, ...] = ()) -> str:
-    """`fail_on`: gate.fail_on, to say what the gate stage decides on the same record."""
+            cells: list[str], fail_on: tuple[str, ...] = (),
+            bench: dict[str, tuple[BenchRecord, float]] | None = None,
+            images: list[tuple[str, str]] = (), env: dict | None = None) -> str:
+    """`fail_on`: gate.fail_on, to say what the gate stage decides on the same record;
+    `bench`: cell -> (bench record, price per device-hour), for the numbers;
+    `images`: (caption, path relative to the reports folder) embedded after the numbers;
+    `env`: this run's environment, named when there is no baseline's to diff against."""
     rows = compare.rows
     lines = [f"# torchgate summary: matrix `{matrix}`", ""]
     lines += [f"> {n}" for n in compare.notes] + ([""] if compare.notes else [])
+    lines += [environment_change(changes, env_note, env), ""]
     bad = [r for r in rows if r.verdict in BAD]
     lines += [headline(compare, bad) + " " + ", ".join(
         f"{n} {v}" for v, n in counts(r.verdict for r in rows).items()), ""]
     lines += [gate_line(compare, fail_on), ""]
+    lines += numbers_section(bench or {}, list(rows))
+    for caption, path in images:
+        lines += [f"![{caption}]({path})", ""]
     if bad:
         lines += ["## Regressions and failures", "",
                   markdown_table([[r.verdict, r.stage, r.cell, r.workload, r.mode, r.metric,
-                                   change(r), r.note] for r in bad],
+                                   change(r), r.note] for r in by_effect(bad)],
                                  ["verdict", "stage", "cell", "workload", "mode", "metric",
                                   "change", "detail"]), ""]
     lines += slowdowns_section(rows)
@@ -77,9 +88,7 @@ def gate_line(compare: CompareRecord, fail_on: tuple[str, ...]) -> str:
 def slowdowns_section(rows: list[Row]) -> list[str]:
     """`## Possible slowdowns`: undecided timings whose interval reaches beyond +δ, the
     largest estimate first; more processes would decide them."""
-    found = sorted((r for r in rows if r.verdict == INCONCLUSIVE and r.change is not None
-                    and r.delta is not None and r.change.ci_high > 1 + r.delta),
-                   key=lambda r: -r.change.ratio)
+    found = sorted(filter(possible_slowdown, rows), key=lambda r: -r.change.ratio)
     if not found:
         return []
     return ["## Possible slowdowns", "",

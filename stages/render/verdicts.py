@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from stages.core.rows import Row
+from stages.core.rows import EQUIVALENT, Row
 from stages.judge.verdicts import Comparison
 from stages.render.markdown import (ORDER, markdown_table, mde, percent, pvalue, ratio_change,
                                     tally, value)
@@ -32,21 +32,43 @@ def evidence(row: Row) -> str:
     return "; ".join(parts)
 
 
+def effect(row: Row) -> float:
+    """How far a row moved: |log ratio| of a tested change, else 0."""
+    c = row.change
+    return abs(math.log(c.ratio)) if c is not None and c.ratio > 0 else 0.0
+
+
 def ordered(rows) -> list[Row]:
     return sorted(rows, key=lambda r: (ORDER.get(r.verdict, 99), r.cell, r.workload, r.mode,
                                        r.metric))
 
 
+def by_effect(rows) -> list[Row]:
+    """Most serious verdict first, and within a verdict the largest change first."""
+    return sorted(rows, key=lambda r: (ORDER.get(r.verdict, 99), -effect(r), r.cell,
+                                       r.workload, r.mode, r.metric))
+
+
 def table(rows: list[Row]) -> str:
-    body = [[r.verdict, r.cell, r.workload, r.mode, r.metric, value(r.metric, r.base),
-             value(r.metric, r.now), change(r),
+    """Every row, sorted by verdict and effect; EQUIVALENT rows folded under a summary line
+    (they are the bulk of a quiet run and need no reading)."""
+    def body(found: list[Row]) -> str:
+        return markdown_table([
+            [r.verdict, r.stage, r.cell, r.workload, r.mode, r.metric,
+             value(r.metric, r.base), value(r.metric, r.now), change(r),
              pvalue(r.change.p if r.change else None),
              pvalue(r.change.p_adjusted if r.change else None),
              f"{r.change.n_base}/{r.change.n_now}" if r.change else "", evidence(r)]
-            for r in ordered(rows)]
-    headers = ["verdict", "cell", "workload", "mode", "metric", "baseline", "now",
-               "change [CI]", "p", "p adj.", "n", "evidence"]
-    return markdown_table(body, headers)
+            for r in by_effect(found)],
+            ["verdict", "stage", "cell", "workload", "mode", "metric", "baseline", "now",
+             "change [CI]", "p", "p adj.", "n", "evidence"])
+    shown = [r for r in rows if r.verdict != EQUIVALENT]
+    folded = [r for r in rows if r.verdict == EQUIVALENT]
+    parts = [body(shown)] if shown or not folded else []
+    if folded:
+        parts.append(f"<details><summary>{len(folded)} EQUIVALENT (within their δ)</summary>"
+                     f"\n\n{body(folded)}\n\n</details>")
+    return "\n\n".join(parts)
 
 
 def method(result: Comparison) -> str:

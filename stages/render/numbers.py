@@ -1,0 +1,152 @@
+"""The numbers a reader wants first: per cell, every workload and mode with its steady state,
+throughput, cost, first call, warm-up and peak memory, and the change against the baseline.
+Regressions, failures and possible slowdowns first, then by effect. Pure."""
+from __future__ import annotations
+
+import math
+
+from stages.core.rows import BAD, EQUIVALENT, INCONCLUSIVE, NEW, Row
+from stages.core.schema import BenchRecord
+from stages.judge import stats
+from stages.judge.environment import get
+from stages.judge.timings import failures, process_values
+from stages.render.markdown import markdown_table, nbytes, seconds
+from stages.render.verdicts import change
+
+# The environment fields a reader recognises, in the order they matter for an upgrade.
+HEADLINE_FIELDS = (("torch.version", "torch"), ("torch.cuda", "CUDA"),
+                   ("torch.cudnn", "cuDNN"), ("hardware.nvidia_driver", "driver"),
+                   ("python.version", "Python"), ("hardware.gpu_names", "GPU"),
+                   ("hardware.cpu_model", "CPU"), ("torch.num_threads", "threads"))
+QUIET = (EQUIVALENT, NEW)
+LABELS = {"steady_s": "steady", "first_call_s": "first call", "warmup_s": "warm-up",
+          "peak_bytes": "memory", "graph_breaks": "graph breaks", "recompiles": "recompiles"}
+
+
+def environment_change(changes: list, note: str | None, now: dict | None = None) -> str:
+    """One line: "torch 2.13.0+cpu → 2.14.1; Python 3.11.7 → 3.12.1 (and 12 more fields)";
+    with no baseline to diff against (`note` says why), this run's own versions."""
+    if note:
+        mine = [f"{label} {_shown(get(now, key))}" for key, label in HEADLINE_FIELDS
+                if now and get(now, key) not in (None, [], "")]
+        return f"Environment: {', '.join(mine)} ({note})." if mine else f"Environment: {note}."
+    if not changes:
+        return "Environment: unchanged against the baseline."
+    found = {key: (a, b) for key, a, b in changes}
+    named = [f"{label} {_shown(found[key][0])} → {_shown(found[key][1])}"
+             for key, label in HEADLINE_FIELDS if key in found]
+    rest = len(changes) - len(named)
+    more = f" ({'and ' if named else ''}{rest} more field{'s' * (rest != 1)}, see " \
+           "[env/env.md](env/env.md))" if rest else ""
+    return f"Environment: {'; '.join(named) or 'changed'}{more}."
+
+
+def _shown(v) -> str:
+    if isinstance(v, (list, tuple)):
+        return ", ".join(map(str, v)) or "none"
+    return "none" if v is None or v.__class__.__name__ == "_Missing" else str(v)
+
+
+def unit_numbers(record: BenchRecord, workload: str, mode: str,
+                 price_per_hour: float) -> dict | None:
+    """Medians over the processes of this run's arm; None when no process measured it."""
+    steady = process_values(record, workload, mode, "steady_s")
+    if not steady:
+        return None
+    per_call = stats.median(steady)
+
+    def middle(metric: str) -> float | None:
+        found = process_values(record, workload, mode, metric)
+        return stats.median(found) if found else None
+    items = process_values(record, workload, mode, "items")
+    per_s = items[0] / per_call if items and per_call > 0 else None
+    cost = price_per_hour / 3600 * 1e6 / per_s if per_s and price_per_hour else None
+    return {"steady_s": per_call, "items_per_s": per_s, "usd_per_million": cost,
+            "first_call_s": middle("first_call_s"), "warmup_s": middle("warmup_s"),
+            "peak_bytes": middle("peak_bytes"), "processes": len(steady)}
+
+
+def _rank(rows: list[Row]) -> int:
+    """0: regressed or failed, 1: a possible slowdown, 2: anything else."""
+    if any(r.verdict in BAD for r in rows):
+        return 0
+    return 1 if any(possible_slowdown(r) for r in rows) else 2
+
+
+def possible_slowdown(r: Row) -> bool:
+    return (r.verdict == INCONCLUSIVE and r.change is not None and r.delta is not None
+            and r.change.ci_high > 1 + r.delta)
+
+
+def effect(rows: list[Row]) -> float:
+    """The largest tested timing change of a unit, as |log ratio| (0 when none was tested)."""
+    return max((abs(math.log(r.change.ratio)) for r in rows
+                if r.change is not None and r.change.ratio > 0), default=0.0)
+
+
+def _flags(rows: list[Row]) -> str:
+    """What a unit's verdicts say beyond the steady state's own column."""
+    said = []
+    for r in sorted(rows, key=lambda r: r.metric):
+        if r.metric == "steady_s" or (r.verdict in QUIET and not possible_slowdown(r)):
+            continue
+        label = LABELS.get(r.metric, r.metric)
+        moved = change(r)
+        text = f"{label} {moved}" if moved and r.metric != "status" else r.note or label
+        verdict = "possible slowdown" if possible_slowdown(r) else r.verdict
+        said.append(f"**{verdict}** {text}" if r.verdict in BAD else f"{verdict}: {text}")
+    return "; ".join(said)
+
+
+def cell_table(cell: str, record: BenchRecord, price_per_hour: float, rows: list[Row]) -> str:
+    """One row per workload and mode of the cell, the units that need a look first."""
+    units = []
+    for workload in sorted(record.workloads):
+        for mode in record.modes:
+            mine = [r for r in rows if r.cell == cell and r.workload == workload
+                    and r.mode == mode and r.stage == "bench"]
+            units.append((_rank(mine), -effect(mine), workload, mode, mine))
+    body = []
+    for _, _, workload, mode, mine in sorted(units):
+        numbers = unit_numbers(record, workload, mode, price_per_hour)
+        steady = next((r for r in mine if r.metric == "steady_s"), None)
+        verdict = "" if steady is None else (
+            "possible slowdown" if possible_slowdown(steady) else steady.verdict)
+        moved = change(steady) if steady is not None else ""
+        if numbers is None:
+            failed = failures(record, workload, mode)
+            body.append([workload, mode, "FAILED" if failed else "not measured", "", "", "",
+                         "", "", "", _flags(mine) or (failed[0] if failed else "")])
+            continue
+        body.append([
+            workload, mode, seconds(numbers["steady_s"]),
+            f"{moved} {verdict}".strip() if moved else verdict,
+            _count(numbers["items_per_s"]), _dollars(numbers["usd_per_million"]),
+            seconds(numbers["first_call_s"]), seconds(numbers["warmup_s"]),
+            nbytes(numbers["peak_bytes"]) if numbers["peak_bytes"] is not None else "",
+            _flags(mine)])
+    return markdown_table(body, ["workload", "mode", "steady state", "change [CI]",
+                                 "items/s", "$ / M items", "first call", "warm-up",
+                                 "peak memory", "also"])
+
+
+def _count(v: float | None) -> str:
+    return "" if v is None else f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
+
+
+def _dollars(v: float | None) -> str:
+    return "" if v is None else f"${v:.3g}" if v < 1000 else f"${v:,.0f}"
+
+
+def numbers_section(bench: dict[str, tuple[BenchRecord, float]], rows: list[Row]) -> list[str]:
+    """`## Numbers`: a table per cell; the cell whose units need a look first comes first."""
+    if not bench:
+        return []
+    lines = ["## Numbers", "",
+             "Medians over this run's worker processes. Change: against the baseline, with its "
+             "confidence interval; cost: the device's `price_per_hour` over the throughput.",
+             ""]
+    for cell in sorted(bench, key=lambda c: (_rank([r for r in rows if r.cell == c]), c)):
+        record, price = bench[cell]
+        lines += [f"### `{cell}`", "", cell_table(cell, record, price, rows), ""]
+    return lines

@@ -1,0 +1,226 @@
+"""The run's pictures, as PNG bytes, and the same data as CSV for `dvc plots`. Pure.
+
+matplotlib's object API with the Agg canvas: no display, no global pyplot state. PNGs carry no
+software or date stamp, so a run that drew the same data writes the same bytes.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import math
+
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+from stages.core.rows import (EQUIVALENT, IMPROVED, INCONCLUSIVE, NOT_COMPARABLE, REGRESSED,
+                              Row)
+from stages.core.schema import BenchRecord
+from stages.judge import stats
+from stages.judge.timings import process_values
+from stages.render.numbers import LABELS, unit_numbers
+
+COLOURS = {REGRESSED: "#c62828", IMPROVED: "#2e7d32", EQUIVALENT: "#607d8b",
+           INCONCLUSIVE: "#ef6c00"}
+BASE, NOW = "#90a4ae", "#1565c0"
+MOST_ROWS = 60          # a forest plot past this is unreadable: the largest changes are kept
+
+
+def png(fig: Figure) -> bytes:
+    out = io.BytesIO()
+    fig.savefig(out, format="png", dpi=100, metadata={"Software": None})
+    return out.getvalue()
+
+
+def _percent_axis(ax) -> None:
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{(x - 1) * 100:+.0f} %"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def tested(rows) -> list[Row]:
+    """The timings a test decided on: a ratio with its interval."""
+    return [r for r in rows if r.change is not None and r.verdict != NOT_COMPARABLE]
+
+
+def unit_label(r: Row, cell: bool = True) -> str:
+    parts = [r.cell] if cell else []
+    return " · ".join(parts + [r.workload, r.mode, LABELS.get(r.metric, r.metric)])
+
+
+def forest(rows) -> bytes | None:
+    """Every tested change: the ratio now/baseline with the interval decided on, against the
+    metric's ±δ band (shaded), coloured by verdict; the largest changes at the top."""
+    found = sorted(tested(rows), key=lambda r: abs(math.log(r.change.ratio)))[-MOST_ROWS:]
+    if not found:
+        return None
+    fig = Figure(figsize=(9, 1.2 + 0.3 * len(found)))
+    ax = fig.add_subplot()
+    for y, r in enumerate(found):
+        c = r.change
+        if r.delta is not None:
+            ax.fill_betweenx([y - 0.4, y + 0.4], 1 / (1 + r.delta), 1 + r.delta,
+                             color="#e0e0e0", lw=0)
+        colour = COLOURS.get(r.verdict, "#000000")
+        ax.plot([c.ci_low, c.ci_high], [y, y], color=colour, lw=2)
+        ax.plot([c.ratio], [y], "o", color=colour, ms=5)
+    ax.axvline(1.0, color="#424242", lw=0.8)
+    _percent_axis(ax)
+    ax.set_yticks(range(len(found)), [unit_label(r) for r in found], fontsize=8)
+    ax.set_ylim(-0.7, len(found) - 0.3)
+    ax.set_xlabel("change against the baseline (interval decided on; grey: ±δ)")
+    for verdict, colour in COLOURS.items():
+        ax.plot([], [], "o-", color=colour, label=verdict)
+    ax.legend(loc="lower right", fontsize=7, frameon=False)
+    ax.set_title("Every tested change", fontsize=10)
+    fig.tight_layout()
+    return png(fig)
+
+
+def _steady_rows(rows, cell: str) -> dict[tuple[str, str], Row]:
+    return {(r.workload, r.mode): r for r in rows if r.cell == cell and r.stage == "bench"
+            and r.metric == "steady_s" and isinstance(r.now, (int, float))}
+
+
+def short_time(x: float) -> str:
+    for scale, unit in ((1, "s"), (1e-3, "ms"), (1e-6, "µs")):
+        if x >= scale:
+            return f"{x / scale:.3g} {unit}"
+    return f"{x * 1e9:.3g} ns"
+
+
+def nice_ticks(low: float, high: float) -> list[float]:
+    """1-2-5 ticks between low and high; finer steps when that gives fewer than three."""
+    for steps in ((1, 2, 5), (1, 1.5, 2, 3, 5, 7), (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9)):
+        ticks = [m * 10 ** e for e in range(math.floor(math.log10(low)) - 1,
+                                            math.ceil(math.log10(high)) + 1)
+                 for m in steps if low <= m * 10 ** e <= high]
+        if len(ticks) >= 3:
+            return ticks
+    return [low, high]
+
+
+def _time_axis(ax) -> None:
+    """Log scale (workloads differ a hundredfold) labelled in plain units."""
+    ax.set_xscale("log")
+    low, high = ax.get_xlim()
+    ax.xaxis.set_major_locator(FixedLocator(nice_ticks(low, high)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: short_time(x)))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.tick_params(axis="x", labelsize=7)
+
+
+def medians(bench: dict[str, tuple[BenchRecord, float]],
+            base: dict[str, BenchRecord | None]) -> bytes | None:
+    """Per cell, each workload and mode: every worker process's median steady state, the
+    baseline's (grey, above) beside this run's (blue, below); a bar marks each side's
+    median. The spread shows how far one process can be from the next."""
+    panels = {}
+    for cell, (record, _) in sorted(bench.items()):
+        units = {}
+        for workload in sorted(record.workloads):
+            for mode in record.modes:
+                now = process_values(record, workload, mode, "steady_s")
+                old = process_values(base[cell], workload, mode, "steady_s") \
+                    if base.get(cell) is not None else []
+                if now or old:
+                    units[workload, mode] = (old, now)
+        if units:
+            panels[cell] = units
+    if not panels:
+        return None
+    tall = max(len(units) for units in panels.values())
+    fig = Figure(figsize=(4.4 * len(panels), 1.5 + 0.5 * tall))
+    for i, (cell, units) in enumerate(panels.items()):
+        ax = fig.add_subplot(1, len(panels), i + 1)
+        for y, (old, now) in enumerate(units.values()):
+            for values, offset, colour in ((old, -0.17, BASE), (now, 0.17, NOW)):
+                if values:
+                    ax.plot(values, [y + offset] * len(values), "o", color=colour, ms=4,
+                            alpha=0.8)
+                    ax.plot([stats.median(values)] * 2, [y + offset - 0.14, y + offset + 0.14],
+                            color=colour, lw=2)
+        _time_axis(ax)
+        ax.set_yticks(range(len(units)), [f"{w} · {m}" for w, m in units], fontsize=8)
+        ax.set_ylim(len(units) - 0.5, -0.5)
+        ax.grid(axis="x", color="#eeeeee")
+        ax.set_title(cell, fontsize=10)
+        ax.set_xlabel("steady state per call, one dot per process", fontsize=8)
+    handles = [Line2D([], [], marker="o", ls="", color=NOW, label="this run")]
+    if any(base.get(cell) is not None for cell in panels):
+        handles.insert(0, Line2D([], [], marker="o", ls="", color=BASE, label="baseline"))
+    fig.legend(handles=handles, loc="upper right", fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    return png(fig)
+
+
+def speedups(bench: dict[str, tuple[BenchRecord, float]], compiled: str = "compiled",
+             eager: str = "eager") -> dict[tuple[str, str], float]:
+    """(cell, workload) -> eager steady state over compiled: above 1, compiling pays."""
+    out = {}
+    for cell, (record, price) in sorted(bench.items()):
+        if compiled not in record.modes or eager not in record.modes:
+            continue
+        for workload in sorted(record.workloads):
+            a = unit_numbers(record, workload, eager, price)
+            b = unit_numbers(record, workload, compiled, price)
+            if a and b and b["steady_s"] > 0:
+                out[cell, workload] = a["steady_s"] / b["steady_s"]
+    return out
+
+
+def speedup(bench: dict[str, tuple[BenchRecord, float]]) -> bytes | None:
+    """Compiled over eager across the matrix: one group per workload, a bar per cell."""
+    found = speedups(bench)
+    if not found:
+        return None
+    cells = sorted({c for c, _ in found})
+    workloads = sorted({w for _, w in found})
+    width = 0.8 / len(cells)
+    fig = Figure(figsize=(max(5.0, 1.2 * len(workloads) * max(1, len(cells) / 2)), 3.6))
+    ax = fig.add_subplot()
+    for i, cell in enumerate(cells):
+        xs = [j + (i - (len(cells) - 1) / 2) * width for j, w in enumerate(workloads)
+              if (cell, w) in found]
+        ax.bar(xs, [found[cell, w] for w in workloads if (cell, w) in found], width * 0.95,
+               label=cell)
+    ax.axhline(1.0, color="#424242", lw=0.8)
+    ax.set_xticks(range(len(workloads)), workloads, fontsize=8)
+    ax.set_ylabel("eager / compiled steady state (×)")
+    ax.set_title("What compiling buys, per cell (above 1: compiled is faster)", fontsize=10)
+    ax.legend(fontsize=7, frameon=False)
+    fig.tight_layout()
+    return png(fig)
+
+
+def csv_text(header: list[str], rows: list[list]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def plot_data(bench: dict[str, tuple[BenchRecord, float]], rows) -> dict[str, str]:
+    """The pictures' data as CSV files, for `dvc plots diff` (the `plots:` of dvc.yaml)."""
+    changes = csv_text(["unit", "ratio", "ci_low", "ci_high", "delta", "verdict"], [
+        [unit_label(r), f"{r.change.ratio:.4f}", f"{r.change.ci_low:.4f}",
+         f"{r.change.ci_high:.4f}", r.delta, r.verdict] for r in tested(rows)])
+    steady = csv_text(["unit", "steady_ms"], [
+        [f"{cell} · {w} · {m}", f"{r.now * 1e3:.6g}"]
+        for cell in sorted(bench) for (w, m), r in sorted(_steady_rows(rows, cell).items())])
+    gains = csv_text(["unit", "speedup"], [[f"{c} · {w}", f"{v:.4f}"]
+                                           for (c, w), v in speedups(bench).items()])
+    return {"changes.csv": changes, "steady.csv": steady, "speedup.csv": gains}
+
+
+def pictures(bench: dict[str, tuple[BenchRecord, float]], base: dict[str, BenchRecord | None],
+             rows) -> dict[str, bytes | None]:
+    """file name -> PNG bytes, None where there is nothing to draw (no baseline, one mode)."""
+    return {"changes.png": forest(rows), "steady.png": medians(bench, base),
+            "speedup.png": speedup(bench)}
+
+
+CAPTIONS = {"changes.png": "Every tested change against the baseline, with its interval",
+            "steady.png": "Steady state per call, every worker process: baseline and this run",
+            "speedup.png": "Compiled over eager, per cell"}
