@@ -5,16 +5,18 @@ began, with the environment change at each step.
     python -m stages.history
 
 It reads git, not only files, so DVC runs it every time (`always_changed`): committing a run
-changes its input without changing a file. The page is rewritten only when it changed.
+changes its input without changing a file. The page and its trend pictures (reports/trends/)
+are rewritten only when they changed.
 """
 from __future__ import annotations
 
 from stages.core import cli, config, git
 from stages.core.baseline import load_timeline
 from stages.core.errors import one_line_errors
-from stages.core.records import write_text
-from stages.judge.trends import Run, series
+from stages.core.records import write_bytes, write_text
+from stages.judge.trends import KEY_METRICS, Run, series
 from stages.render.history import history
+from stages.render.trends import trend_images
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -27,7 +29,15 @@ def main(argv: list[str] | None = None) -> None:
                 for cell, timeline in load_timeline(head, cells, cfg.history.runs,
                                                     reports=args.reports).items()}
         found = series(runs, cfg.history)
-        text = history(found, cells, cfg.history)
+        images = trend_images(found, KEY_METRICS)
+        folder = args.reports / "trends"
+        for old in folder.glob("*.png"):
+            if old.name not in images:
+                old.unlink()            # a series that is gone leaves no picture behind
+        for name, data in images.items():
+            if not (folder / name).exists() or (folder / name).read_bytes() != data:
+                write_bytes(folder / name, data)
+        text = history(found, cells, cfg.history, tuple(images), folder.name)
         path = args.reports / "history.md"
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             write_text(path, text)

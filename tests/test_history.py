@@ -131,6 +131,9 @@ def test_forty_committed_runs_with_a_step_at_commit_25_name_that_commit(repo):
     named = set(re.findall(r"`([0-9a-f]{10})`", "\n".join(rows)))
     assert named == {commits[24][:10]}
     assert "30 older run(s) not shown" in page     # the tables show the newest 10
+    image = repo / "reports" / "trends" / "cpu-fp32-steady_s-hw1.png"
+    assert "](trends/cpu-fp32-steady_s-hw1.png)" in page
+    assert image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_two_committed_runs_and_one_in_the_workspace_are_three_points(repo):
@@ -147,9 +150,12 @@ def test_two_committed_runs_and_one_in_the_workspace_are_three_points(repo):
     first_call = page.split("### First call")[1]
     assert len([line for line in first_call.splitlines()
                 if re.match(r"\| (`|workspace)", line)]) == 3
-    before = (repo / "reports" / "history.md").stat().st_mtime_ns
-    history_stage.main([])                # nothing changed: the page is not rewritten
-    assert (repo / "reports" / "history.md").stat().st_mtime_ns == before
+    pictures = sorted(p.name for p in (repo / "reports" / "trends").iterdir())
+    assert pictures == ["cpu-fp32-first_call_s-hw1.png", "cpu-fp32-steady_s-hw1.png"]
+    written = [repo / "reports" / "history.md", repo / "reports" / "trends" / pictures[1]]
+    before = [p.stat().st_mtime_ns for p in written]
+    history_stage.main([])                # nothing changed: nothing is rewritten
+    assert [p.stat().st_mtime_ns for p in written] == before
 
 
 def test_a_change_of_hardware_starts_a_new_series():

@@ -5,6 +5,7 @@ from stages.core.config import HistorySettings
 from stages.judge.changepoints import Shift
 from stages.judge.trends import KEY_METRICS, Point, Series
 from stages.render.markdown import markdown_table, percent, pvalue, seconds
+from stages.render.trends import image_name
 
 TITLES = {"steady_s": "Steady state (per call)",
           "first_call_s": "First call (the compile in compiled modes)",
@@ -61,11 +62,14 @@ def _unit(s: Series) -> str:
     return f"{s.workload} · {s.mode}"
 
 
-def metric_section(metric: str, found: list[Series], shown: int, level: str) -> list[str]:
+def metric_section(metric: str, found: list[Series], shown: int, level: str,
+                   image: str | None = None) -> list[str]:
     found = [s for s in found if s.metric == metric]
     if not found:
         return []
     lines = [f"{level} {TITLES[metric]}", ""]
+    if image:
+        lines += [f"![{TITLES[metric]}: trend per workload and mode]({image})", ""]
     for s in found:
         values = [p.value for p in s.points]
         lines.append(f"- {_unit(s)}: `{sparkline(values)}` {seconds(min(values))} to "
@@ -104,7 +108,9 @@ def _hardware(s: Series) -> str:
     return ", ".join(f"{k} {v or '(none)'}" for k, v in s.hardware)
 
 
-def history(found: list[Series], cells: list[str], settings: HistorySettings) -> str:
+def history(found: list[Series], cells: list[str], settings: HistorySettings,
+            images: tuple[str, ...] = (), folder: str = "trends") -> str:
+    """`images`: the trend pictures written beside the page (file names in `folder`)."""
     lines = ["# Baseline history", "",
              f"Each cell's committed runs (`git log reports/bench/<cell>.json`, the newest "
              f"`history.runs` = {settings.runs}), oldest first, and this workspace's run when "
@@ -137,5 +143,7 @@ def history(found: list[Series], cells: list[str], settings: HistorySettings) ->
             lines += [f"Hardware: {_hardware(in_era[0])}.", ""]
             level = "####" if len(eras) > 1 else "###"
             for metric in KEY_METRICS:
-                lines += metric_section(metric, in_era, settings.shown, level)
+                name = image_name(cell, metric, era)
+                lines += metric_section(metric, in_era, settings.shown, level,
+                                        f"{folder}/{name}" if name in images else None)
     return "\n".join(lines).rstrip() + "\n"

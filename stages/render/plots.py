@@ -83,10 +83,16 @@ def _steady_rows(rows, cell: str) -> dict[tuple[str, str], Row]:
 
 
 def short_time(x: float) -> str:
+    scale, unit = time_unit(x)
+    return f"{x / scale:.3g} {unit}"
+
+
+def time_unit(largest: float) -> tuple[float, str]:
+    """The unit a value reads in: 1 or more of it."""
     for scale, unit in ((1, "s"), (1e-3, "ms"), (1e-6, "µs")):
-        if x >= scale:
-            return f"{x / scale:.3g} {unit}"
-    return f"{x * 1e9:.3g} ns"
+        if largest >= scale:
+            return scale, unit
+    return 1e-9, "ns"
 
 
 def nice_ticks(low: float, high: float) -> list[float]:
