@@ -25,6 +25,22 @@ MARKER = "<!-- torchgate -->"
 MAX_BODY = 65536          # GitHub refuses a longer comment
 TRUNCATED = "\n\n… (cut to fit a comment; the run's artifact holds the full reports)\n"
 NEXT_PAGE = re.compile(r'<([^>]+)>;\s*rel="next"')
+# A markdown link or image whose target is a path in the reports folder (not a URL or anchor).
+RELATIVE = re.compile(r"(!?)\[([^\]]*)\]\((?![a-z][a-z0-9+.-]*:|#|/)([^)\s]+)\)")
+
+
+def with_reports_at(body: str, url: str) -> str:
+    """The summary's links made absolute for a comment, whose page is not the reports folder.
+    `url` with `{path}` (e.g. a blob URL of a branch that holds the reports) is filled in per
+    link, and images stay images; a plain URL (the run's page, where the reports are an
+    artifact) takes every link, and an image becomes a link to it, since the comment cannot
+    show what it cannot reach."""
+    def absolute(match: re.Match) -> str:
+        image, text, path = match.groups()
+        if "{path}" in url:
+            return f"{image}[{text}]({url.replace('{path}', path)})"
+        return f"[{text}{' (picture)' if image else ''}]({url})"
+    return RELATIVE.sub(absolute, body)
 
 
 class GitHub:
@@ -114,6 +130,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--body-file", required=True, type=Path)
     parser.add_argument("--head-sha", help="refuse unless the pull request's head is this "
                                            "commit (a fork's artifact names its own number)")
+    parser.add_argument("--reports-url", help="where the body's relative links point: a URL "
+                                              "with {path} (filled per link), or one page "
+                                              "for all of them (the run that holds the "
+                                              "reports as an artifact)")
     args = parser.parse_args(argv)
     with one_line_errors("comment"):
         if not re.fullmatch(r"[\w.-]+/[\w.-]+", args.repo):
@@ -127,6 +147,8 @@ def main(argv: list[str] | None = None) -> None:
         except OSError as exc:
             raise UserError(f"cannot read --body-file {args.body_file} ({exc.strerror})") \
                 from None
+        if args.reports_url:
+            body = with_reports_at(body, args.reports_url)
         github = GitHub(args.repo, token,
                         os.environ.get("GITHUB_API_URL") or "https://api.github.com")
         if args.head_sha:

@@ -234,3 +234,23 @@ def test_the_script_needs_nothing_beyond_the_standard_library(github, tmp_path):
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
     assert github.comments[7][0]["body"] == f"{comment.MARKER}\nhello\n"
+
+
+SUMMARY = ("See [compare.md](compare.md) and [bench](bench/cpu-fp32.md#steady).\n\n"
+           "![Every tested change](plots/changes.png)\n\n[docs](https://example.org/x) "
+           "[top](#numbers)\n")
+
+
+def test_the_summarys_links_work_in_the_comment(github, tmp_path):
+    run_page = "https://github.com/owner/name/actions/runs/42"
+    post(tmp_path, SUMMARY, "--reports-url", run_page)
+    body = github.comments[7][0]["body"]
+    # The reports are the run's artifact: every relative link goes to that run, and a
+    # picture the comment cannot reach becomes a link to it.
+    assert f"[compare.md]({run_page})" in body and f"[bench]({run_page})" in body
+    assert f"[Every tested change (picture)]({run_page})" in body and "![" not in body
+    assert "(https://example.org/x)" in body and "(#numbers)" in body
+    blob = "https://github.com/owner/name/blob/abc123/reports/{path}"
+    assert comment.with_reports_at(SUMMARY, blob).splitlines()[2] == (
+        "![Every tested change](https://github.com/owner/name/blob/abc123/reports/"
+        "plots/changes.png)")
