@@ -15,14 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from stages.core.errors import UserError
-from stages.core.rows import FAILED, REGRESSED, VERDICTS
+from stages.core.settings import (  # noqa: F401  (re-exported: the sections live there)
+    GATE_CHOICES, INSTALLERS, MEASURE, NOTHING_COMPARABLE, TIMED, Arms, Baseline,
+    BenchSettings, Candidate, Cells, CompareSettings, Delta, Gate, HistorySettings, Matrix,
+    NumericsSettings, StatsSettings)
 from stages.core.typed import from_data
 
 MODES = ("eager", "compiled", "reduce-overhead", "max-autotune")
 DEVICE_TYPES = ("cpu", "cuda", "mps", "xpu", "xla", "hpu", "neuron")
 DTYPES = ("float32", "bfloat16", "float16", "float64")
 MATMUL_PRECISIONS = ("highest", "high", "medium")
-TIMED = ("steady_s", "first_call_s", "warmup_s")   # tested statistically, higher is worse
 
 
 @dataclass(frozen=True)
@@ -51,120 +53,6 @@ class WorkloadSpec:
     target: str
     kwargs: dict[str, Any] = field(default_factory=dict)
     timeout_s: float | None = None
-
-
-@dataclass(frozen=True)
-class BenchSettings:
-    processes: int = 4
-    samples: int = 12
-    sample_target_s: float = 0.02
-    warmup_s: float = 0.2
-    min_warmup_calls: int = 3
-    timeout_s: float = 300.0
-    seed: int = 0
-    adaptive_budget_s: float = 60.0   # per cell: more processes for INCONCLUSIVE timings
-    max_processes: int = 15           # per side, workload and mode, adaptive rounds included
-    max_looks: int = 2                # looks per cell; every test then runs at alpha/max_looks
-
-
-@dataclass(frozen=True)
-class NumericsSettings:
-    timeout_s: float = 300.0
-
-
-@dataclass(frozen=True)
-class Delta:
-    """The minimum effect per metric: a smaller change is never REGRESSED or IMPROVED."""
-    steady_s: float = 0.05
-    first_call_s: float = 0.2
-    warmup_s: float = 0.25
-    peak_bytes: float = 0.05
-
-
-@dataclass(frozen=True)
-class StatsSettings:
-    alpha: float = 0.05
-    power: float = 0.8
-    delta: Delta = field(default_factory=Delta)
-    error_growth: float = 2.0           # numerics: flag an error that grew by this factor
-    # Against a recorded baseline, two runs differ by more than their processes' spread: the
-    # SD of a run's offset (relative), estimated from the committed history when it holds
-    # enough runs of the same hardware and packages, else this prior.
-    run_spread: float = 0.03
-    history_runs: int = 20              # committed bench runs per cell read for that estimate
-
-
-@dataclass(frozen=True)
-class HistorySettings:
-    """The `history` stage: the committed runs as series, and where a lasting shift began."""
-    runs: int = 50              # committed bench runs per cell, newest first
-    shown: int = 10             # points per table in history.md (the newest)
-    max_pvalue: float = 0.001   # a change point's t-test, after Bonferroni over its splits
-    min_change: float = 0.0     # a smaller shift (relative) is not reported
-    min_points: int = 3         # runs on each side of a lasting shift
-
-
-@dataclass(frozen=True)
-class Matrix:
-    modes: tuple[str, ...]
-    name: str = "custom"
-
-
-@dataclass(frozen=True)
-class Cells:
-    """What the DVC matrix stages iterate over: the selected groups' keys."""
-    devices: tuple[str, ...] = ()
-    precisions: tuple[str, ...] = ()
-
-
-MEASURE = ("auto", "recorded", "rebuild")
-INSTALLERS = ("auto", "uv", "pip")
-
-
-@dataclass(frozen=True)
-class Baseline:
-    rev: str = "HEAD"
-    # auto: measure the baseline again beside this run, in lock-step, when its packages or
-    # workload code differ from this run's and it can be rebuilt; else its recorded numbers.
-    measure: str = "auto"
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A what-if arm, measured beside this environment instead of the baseline."""
-    python: str | None = None   # another environment's interpreter
-    pip: tuple[str, ...] = ()   # requirement overrides on top of this environment
-    rev: str | None = None      # another revision's workload code
-
-    @property
-    def wanted(self) -> bool:
-        return bool(self.python or self.pip or self.rev)
-
-
-@dataclass(frozen=True)
-class Arms:
-    """Where rebuilt arms (venvs, checkouts of other revisions) are cached, and how venvs
-    are built."""
-    cache_dir: str | None = None    # default $TORCHGATE_CACHE, else ~/.cache/torchgate
-    installer: str = "auto"         # auto: uv when it is on PATH, else pip
-
-
-@dataclass(frozen=True)
-class CompareSettings:
-    allow_hardware_change: bool = False   # compare timings across different hardware anyway
-    busy_share: float = 0.25              # leave out processes sampled on a busier machine
-
-
-# The gate's own token: the run has a baseline and timings, and not one timing could be tested
-# against it (every one NOT COMPARABLE, MISSING, SKIPPED, FAILED or untested).
-NOTHING_COMPARABLE = "NOTHING_COMPARABLE"
-GATE_CHOICES = (*VERDICTS, NOTHING_COMPARABLE)
-
-
-@dataclass(frozen=True)
-class Gate:
-    """What fails the run (the `gate` stage, after the reports are written); [] turns it off."""
-    fail_on: tuple[str, ...] = (REGRESSED, FAILED, NOTHING_COMPARABLE)
 
 
 @dataclass(frozen=True)
