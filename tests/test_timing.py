@@ -11,7 +11,8 @@ import time
 import pytest
 
 from stages.measure.proc import tree_cpu_s
-from stages.measure.timing import BusyMachine, SentinelProbe, measure
+from stages.measure.timing import (BusyMachine, SentinelProbe, measure, steady_start,
+                                   still_falling)
 
 
 class FakeClock:
@@ -41,11 +42,53 @@ def test_first_call_warmup_and_batched_steady_state_are_separate():
                      min_warmup_calls=3, after_first=lambda: seen.append(clock.now))
     assert phases.first_call_s == 5.0
     assert seen == [5.0]
-    assert phases.warmup_calls == 4 and abs(phases.warmup_s - 0.010) < 1e-12
-    assert phases.calls_per_sample == 20          # calibrated on the later warm-up calls
+    # Warm-up: the two settling calls and the first at steady speed; 6 ms beyond it.
+    assert phases.warmup_calls == 3 and phases.warmup_s == pytest.approx(0.009)
+    assert phases.warmup_excess_s == pytest.approx(0.006) and phases.warmup_settled
+    assert phases.calls_per_sample == 20          # calibrated on the steady warm-up calls
     assert len(phases.steady_s) == 4
     assert all(abs(s - 0.001) < 1e-12 for s in phases.steady_s)
     assert phases.first_output == "out"
+
+
+def stepping(clock, durations):
+    durations = iter(durations)
+
+    def step():
+        clock.now += next(durations)
+    return step
+
+
+def test_a_workload_that_warms_up_slowly_shows_it_with_the_calls_it_took():
+    """The first 50 calls sleep 2 ms, then a call takes 0.1 ms: the warm-up is those 49
+    calls after the first and one at steady speed, whatever bench.warmup_s says."""
+    clock = FakeClock()
+    slow = measure(stepping(clock, [0.002] * 50 + [1e-4] * 100_000), clock, samples=3,
+                   sample_target_s=0.002, warmup_s=0.2, min_warmup_calls=3)
+    assert slow.warmup_calls == 50 and slow.warmup_s == pytest.approx(49 * 0.002 + 1e-4)
+    assert slow.warmup_excess_s == pytest.approx(49 * (0.002 - 1e-4))
+    clock = FakeClock()
+    quick = measure(stepping(clock, [0.002] * 5 + [1e-4] * 100_000), clock, samples=3,
+                    sample_target_s=0.002, warmup_s=0.2, min_warmup_calls=3)
+    assert quick.warmup_calls == 5 and slow.warmup_s > 10 * quick.warmup_s
+
+
+def test_one_slow_call_in_the_steady_state_is_not_warm_up():
+    times = [1e-3] * 40
+    times[25] = 5e-3                         # a noisy neighbour, once
+    assert steady_start(times) == (0, 1e-3)
+    assert steady_start([3e-3, 2e-3] + times)[0] == 2
+
+
+def test_a_warm_up_that_never_settles_stops_at_its_limit_and_says_so():
+    clock = FakeClock()
+    ever_faster = [1e-3 * 0.97 ** i for i in range(100_000)]
+    phases = measure(stepping(clock, [1.0] + ever_faster), clock, samples=2,
+                     sample_target_s=1e-3, warmup_s=0.01, min_warmup_calls=3,
+                     warmup_max_s=0.02)
+    assert not phases.warmup_settled
+    assert phases.warmup_s == pytest.approx(sum(ever_faster[:phases.warmup_calls]))
+    assert still_falling(ever_faster[:20]) and not still_falling([1e-3] * 20)
 
 
 def test_a_slow_step_gets_one_call_per_sample():

@@ -180,9 +180,9 @@ def parse_workloads(section: dict) -> dict[str, WorkloadSpec]:
 
 def _check_bench(bench: BenchSettings) -> None:
     for key in ("processes", "samples", "sample_target_s", "timeout_s", "max_processes",
-                "max_looks"):
+                "max_looks", "warmup_max_s"):
         _at_least(getattr(bench, key), f"bench.{key}")
-    for key in ("warmup_s", "adaptive_budget_s", "min_warmup_calls"):
+    for key in ("warmup_s", "adaptive_budget_s", "min_warmup_calls", "cold_compile_processes"):
         _at_least(getattr(bench, key), f"bench.{key}", inclusive=True)
 
 

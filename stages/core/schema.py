@@ -32,6 +32,7 @@ class Timing:
     sample_target_s: float
     warmup_s: float
     min_warmup_calls: int
+    warmup_max_s: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,10 @@ class Job:
     timing: Timing
     baton: tuple[int, ...] | None = None  # the two pipe ends of a lock-step pair
     code: str | None = None            # import workloads from this folder (another revision)
+    # The inductor cache folder to compile with, shared by the processes of one unit and arm:
+    # empty for a cold compile, as an earlier process left it for a warm one. None: the
+    # launcher's choice (a fresh private folder for bench, a shared one for numerics).
+    compile_cache: str | None = None
 
     @property
     def workload(self) -> WorkloadSpec:
@@ -82,8 +87,15 @@ class ModeTiming:
     error: str | None = None
     traceback: str | None = None
     first_call_s: float | None = None     # compile time in compiled modes
+    # The calls after the first until the first at steady-state speed, their number, and
+    # what they cost beyond that speed; settled False: not steady by bench.warmup_max_s.
     warmup_s: float | None = None
     warmup_calls: int | None = None
+    warmup_excess_s: float | None = None
+    warmup_settled: bool | None = None
+    # The inductor caches the first call found: "cold" (empty: a first start) or "warm" (as
+    # an earlier process of the same unit left them: a second start); None in eager modes.
+    compile_cache: str | None = None
     calls_per_sample: int | None = None
     steady_s: tuple[float, ...] = ()      # per call, one entry per sample
     peak_bytes: int | None = None

@@ -27,6 +27,35 @@ def _bench_2(data: dict) -> dict:
     return {**data, "schema_version": 3}
 
 
+def _bench_3(data: dict) -> dict:
+    """Schema 4 measures warm-up as the calls until steady-state speed, found from the data.
+    A schema-3 `warmup_s` was the configured `bench.warmup_s` plus one call, whatever the
+    workload did: not the same quantity, so it is dropped rather than compared. Schema 4 also
+    says which compile cache a first call found; every schema-3 process compiled cold."""
+    def fix(workloads: dict) -> dict:
+        out = {}
+        for name, run in (workloads or {}).items():
+            processes = []
+            for proc in (run or {}).get("processes") or []:
+                modes = {}
+                for mode, m in ((proc or {}).get("modes") or {}).items():
+                    if isinstance(m, dict):
+                        m = {**m, "warmup_s": None, "warmup_calls": None}
+                        if mode != "eager" and m.get("first_call_s") is not None:
+                            m["compile_cache"] = "cold"
+                    modes[mode] = m
+                processes.append({**proc, "modes": modes} if isinstance(proc, dict) else proc)
+            out[name] = {**run, "processes": processes}
+        return out
+
+    out = {**data, "schema_version": 4, "workloads": fix(data.get("workloads"))}
+    ab = data.get("ab")
+    if isinstance(ab, dict) and isinstance(ab.get("baseline"), dict):
+        out["ab"] = {**ab, "baseline": {**ab["baseline"],
+                                        "workloads": fix(ab["baseline"].get("workloads"))}}
+    return out
+
+
 def _numerics_1(data: dict) -> dict:
     """In schema 1 an error of a NONFINITE mode was null; schema 2 says NaN (measured, not
     finite), keeping null for "not measured" (an empty output, a check that did not run)."""
@@ -67,5 +96,5 @@ def _compare_1(data: dict) -> dict:
     return {**data, "schema_version": 2, "rows": rows}
 
 
-UPGRADES = {("bench", 1): _bench_1, ("bench", 2): _bench_2,
+UPGRADES = {("bench", 1): _bench_1, ("bench", 2): _bench_2, ("bench", 3): _bench_3,
             ("numerics", 1): _numerics_1, ("compare", 1): _compare_1}

@@ -27,12 +27,22 @@ def _summaries(record: BenchRecord, workload: str, mode: str,
         m = proc.modes.get(mode) if proc.status == OK else None
         if m is None or m.status != OK:
             continue
-        value = getattr(m, metric)
+        value = metric_value(m, metric)
         if isinstance(value, tuple):
             if value:
                 yield proc, m, stats.median(value)
         elif value is not None:
             yield proc, m, value
+
+
+def metric_value(m: ModeTiming, metric: str):
+    """A mode's value of a metric. The first call is two metrics: with empty compile caches
+    (`first_call_s`, a first start; every eager first call) and with caches an earlier
+    process left (`first_call_warm_s`, a second start)."""
+    if metric in ("first_call_s", "first_call_warm_s"):
+        warm = m.compile_cache == "warm"
+        return m.first_call_s if warm == (metric == "first_call_warm_s") else None
+    return getattr(m, metric)
 
 
 def process_values(record: BenchRecord, workload: str, mode: str, metric: str,
@@ -56,7 +66,8 @@ def paired_values(base: BenchRecord, now: BenchRecord, workload: str, mode: str,
 def reading(mode: ModeTiming, metric: str) -> Busy | None:
     """What else took the CPU during the phase a metric times. A record that read the
     steady-state samples only (schema 2) is judged by that reading in every phase."""
-    phase = {"first_call_s": mode.busy_first_call, "warmup_s": mode.busy_warmup}.get(metric)
+    phase = {"first_call_s": mode.busy_first_call, "first_call_warm_s": mode.busy_first_call,
+             "warmup_s": mode.busy_warmup}.get(metric)
     return phase or mode.busy_machine
 
 
@@ -217,14 +228,23 @@ def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None,
         return [Draft(**key, metric="status", verdict=stats.FAILED,
                       base="OK" if in_base and not failed_base else None,
                       now=failed_now[0].split(":")[0], note=was)]
+    measured = [m for m in TIMED if process_values(now, workload, mode, m)]
     if not in_base:
         return [Draft(**key, metric=m, verdict=stats.NEW,
-                      now=_middle(process_values(now, workload, mode, m))) for m in TIMED]
+                      now=_middle(process_values(now, workload, mode, m))) for m in measured]
     if failed_base:
         return [Draft(**key, metric="status", verdict=stats.IMPROVED, base="FAILED", now="OK",
                       note=f"now runs; was {failed_base[0]}")]
-    rows = [_timing_row(key, metric, now, base, getattr(delta, metric), not_comparable,
-                        busy_share, paired) for metric in TIMED]
+    rows = []
+    for metric in TIMED:
+        if not process_values(base, workload, mode, metric):
+            if metric in measured:    # e.g. an older record, which measured it otherwise
+                rows.append(Draft(**key, metric=metric, verdict=stats.NEW,
+                                  now=_middle(process_values(now, workload, mode, metric)),
+                                  note="the baseline's record has no value of it"))
+            continue
+        rows.append(_timing_row(key, metric, now, base, getattr(delta, metric),
+                                not_comparable, busy_share, paired))
     b, n = (process_values(r, workload, mode, "peak_bytes") for r in (base, now))
     if b and n:
         rows.append(_ratio_rule(key, "peak_bytes", _middle(b), _middle(n), delta.peak_bytes))

@@ -9,11 +9,15 @@ process records here, once.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Callable
 
 from stages.core.config import Cell, Config, WorkloadSpec
@@ -35,7 +39,8 @@ def job_for(cfg: Config, cell: Cell, workloads: list[WorkloadSpec], kind: str,
     b = cfg.bench
     return Job(kind, b.seed, cell.device, cell.precision, tuple(workloads),
                tuple(modes or cfg.modes),
-               Timing(b.samples, b.sample_target_s, b.warmup_s, b.min_warmup_calls),
+               Timing(b.samples, b.sample_target_s, b.warmup_s, b.min_warmup_calls,
+                      b.warmup_max_s),
                code=arm.code)
 
 
@@ -70,6 +75,24 @@ class CellRun:
         self.skipped: str | None = None
         self.failed: set[tuple[str, str]] = set()
         self.torch: dict[str, str | None] = {arm.name: None for arm in arms}
+        # Bench: per unit and arm, the inductor cache its processes share. The first
+        # bench.cold_compile_processes rounds empty it first (a cold compile, as on a first
+        # start), later rounds find it as the cold ones left it (a warm one, a second start).
+        self.caches = Path(tempfile.mkdtemp(prefix="torchgate-caches-")) \
+            if kind == "bench" and fresh_compile_cache else None
+
+    def compile_cache(self, arm: Arm, name: str, round_: int) -> str | None:
+        if self.caches is None:
+            return None
+        folder = self.caches / f"{arm.name}-{name}"
+        if round_ < self.cfg.bench.cold_compile_processes:
+            shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(exist_ok=True)
+        return str(folder)
+
+    def close(self) -> None:
+        if self.caches is not None:
+            shutil.rmtree(self.caches, ignore_errors=True)
 
     @property
     def now(self) -> str:
@@ -92,8 +115,9 @@ class CellRun:
             return
         order = self.arms if round_ % 2 == 0 else self.arms[::-1]
         order = [a for a in order if spec_for(a, self.cfg, name) is not None]
-        jobs = [(job_for(self.cfg, self.cell, [spec_for(a, self.cfg, name)], self.kind, modes,
-                         a), a.python) for a in order]
+        jobs = [(dataclasses.replace(
+            job_for(self.cfg, self.cell, [spec_for(a, self.cfg, name)], self.kind, modes, a),
+            compile_cache=self.compile_cache(a, name, round_)), a.python) for a in order]
         spec = self.cfg.workloads[name]
         timeout_s = spec.timeout_s or (self.cfg.bench.timeout_s if self.kind == "bench"
                                        else self.cfg.numerics.timeout_s)
@@ -206,6 +230,15 @@ def measure_bench(cfg: Config, cell: Cell, *, run=run_worker, log=lambda *line: 
     started = time.perf_counter()
     cell_run = CellRun(cfg, cell, "bench", run, log, run_pair=run_pair, arms=arms,
                        progress=progress)
+    try:
+        return _measure_bench(cfg, cell_run, pending, arms, note, rebuilt, unchanged, started)
+    finally:
+        cell_run.close()
+
+
+def _measure_bench(cfg: Config, cell_run: CellRun, pending, arms: tuple[Arm, ...],
+                   note: str | None, rebuilt: bool, unchanged: bool,
+                   started: float) -> BenchRecord:
     cell_run.rounds(cfg.bench.processes)
 
     def record(**extra) -> BenchRecord:

@@ -54,8 +54,8 @@ class _Worker:
         # The stage's folder first, so a workload in the user's own module imports by name.
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), str(ROOT),
                                                           env.get("PYTHONPATH")]))
-        env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp / "inductor" if fresh_compile_cache
-                                             else SHARED_INDUCTOR_CACHE)
+        env["TORCHINDUCTOR_CACHE_DIR"] = job.compile_cache or str(
+            tmp / "inductor" if fresh_compile_cache else SHARED_INDUCTOR_CACHE)
         self.started = time.perf_counter()
         with open(self.stderr_path, "wb") as err, open(os.devnull, "wb") as out:
             self.proc = subprocess.Popen(

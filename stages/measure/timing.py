@@ -200,21 +200,79 @@ class _NoProbe:
     def stop(self) -> None: ...
 
 
+WINDOW = 5           # calls per window when telling warm-up from steady state
+SETTLED = 0.10       # a window within 10 % of the steady level is at that level
+
+
 @dataclass
 class Phases:
     first_call_s: float                      # compile time in compiled modes
-    warmup_s: float                          # the warm-up calls after the first, together
-    warmup_calls: int
+    warmup_s: float                          # the calls after the first until steady state
+    warmup_calls: int                        # ... how many they were
     calls_per_sample: int
     steady_s: list[float] = field(default_factory=list)  # per call, one entry per sample
     first_output: Any = None
+    warmup_excess_s: float = 0.0             # what those calls cost beyond steady-state speed
+    warmup_settled: bool = True              # False: still not steady at bench.warmup_max_s
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def still_falling(times: list[float], window: int = WINDOW, tolerance: float = SETTLED) -> bool:
+    """Whether the newest calls are still getting faster: the last window's median more than
+    `tolerance` below the window before it."""
+    if len(times) < 2 * window:
+        return True
+    return _median(times[-window:]) < (1 - tolerance) * _median(times[-2 * window:-window])
+
+
+def steady_start(times: list[float], window: int = WINDOW,
+                 tolerance: float = SETTLED) -> tuple[int, float]:
+    """(k, level): the steady level is the median of the last window, and the steady state
+    starts at call k, the first at that level (within `tolerance`) from which every window's
+    median is too. Windows, not single calls: one slow call in the steady state is noise,
+    not warm-up."""
+    level = _median(times[-window:])
+    k = len(times) - min(window, len(times))
+    for i in range(len(times) - window, -1, -1):
+        if _median(times[i:i + window]) > (1 + tolerance) * level:
+            break
+        k = i
+    # A window's median hides its first slow calls: those are warm-up still.
+    while k < len(times) - 1 and times[k] > (1 + tolerance) * level:
+        k += 1
+    return k, level
+
+
+def warm_up(step: Callable[[], Any], clock: Clock, *, warmup_s: float, min_calls: int,
+            max_s: float) -> tuple[list[float], bool]:
+    """Time calls one by one for at least `warmup_s` and `min_calls`, then until they stop
+    getting faster, or until `max_s`: (the call times, whether they settled)."""
+    times: list[float] = []
+    spent = 0.0
+    while True:
+        clock.start()
+        step()
+        times.append(clock.stop())
+        spent += times[-1]
+        if spent >= warmup_s and len(times) >= max(min_calls, 2 * WINDOW) \
+                and not still_falling(times):
+            return times, True
+        if spent >= max_s:
+            return times, False
 
 
 def measure(step: Callable[[], Any], clock: Clock, *, samples: int, sample_target_s: float,
-            warmup_s: float, min_warmup_calls: int,
+            warmup_s: float, min_warmup_calls: int, warmup_max_s: float = 10.0,
             after_first: Callable[[], None] = lambda: None,
             turn: Callable[[], None] = lambda: None, busy: dict | None = None) -> Phases:
     """Time the first call, warm up, then take `samples` batched steady-state samples.
+
+    Warm-up is what it costs to get from the first call to steady-state speed: the calls
+    after the first up to and including the first that runs at the steady level (found from
+    the call times themselves, see `steady_start`), and their excess over that level.
 
     `turn()` waits for this process's turn before the first call and before every sample:
     the two arms of an interleaved A/B pair alternate there, so each sample of one arm sits
@@ -231,15 +289,13 @@ def measure(step: Callable[[], Any], clock: Clock, *, samples: int, sample_targe
     after_first()
 
     probe["warmup_s"].start()
-    warm_times: list[float] = []
-    while sum(warm_times) < warmup_s or len(warm_times) < min_warmup_calls:
-        clock.start()
-        step()
-        warm_times.append(clock.stop())
+    warm_times, settled = warm_up(step, clock, warmup_s=warmup_s, min_calls=min_warmup_calls,
+                                  max_s=warmup_max_s)
     probe["warmup_s"].stop()
-    # Calibrate from the later warm-up calls (the earliest may still be settling).
-    recent = warm_times[len(warm_times) // 2:] or [first_call_s]
-    per_call = max(statistics.median(recent), 1e-9)
+    k, level = steady_start(warm_times)
+    if not settled:
+        k = len(warm_times) - 1
+    per_call = max(level, 1e-9)
     calls = max(1, round(sample_target_s / per_call))
 
     steady = []
@@ -251,4 +307,5 @@ def measure(step: Callable[[], Any], clock: Clock, *, samples: int, sample_targe
             step()
         steady.append(clock.stop() / calls)
         probe["steady_s"].stop()
-    return Phases(first_call_s, sum(warm_times), len(warm_times), calls, steady, first_output)
+    return Phases(first_call_s, sum(warm_times[:k + 1]), k + 1, calls, steady, first_output,
+                  max(0.0, sum(warm_times[:k]) - k * level), settled)

@@ -48,8 +48,15 @@ class Baton:
             os._exit(3)
 
 
+def compile_cache_state() -> str:
+    """"warm" when this process's inductor cache already holds an earlier process's work
+    (a second start of the program), else "cold"."""
+    folder = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    return "warm" if folder and os.path.isdir(folder) and os.listdir(folder) else "cold"
+
+
 def bench_mode(job: Job, factory, device: torch.device, mode: str,
-               turn=lambda: None) -> ModeTiming:
+               turn=lambda: None, cache: str | None = None) -> ModeTiming:
     dtype = getattr(torch, job.precision.dtype)
     compiled = mode != "eager"
     if compiled:
@@ -64,6 +71,7 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
                          sample_target_s=job.timing.sample_target_s,
                          warmup_s=job.timing.warmup_s,
                          min_warmup_calls=job.timing.min_warmup_calls,
+                         warmup_max_s=job.timing.warmup_max_s,
                          after_first=dynamo.mark_first if compiled else lambda: None,
                          turn=turn, busy=busy)
     bad = sum(nonfinite_count(t) for t in flatten(phases.first_output).values())
@@ -72,9 +80,11 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
     counts = dynamo.summary() if compiled else None
     return ModeTiming(
         "OK", first_call_s=phases.first_call_s, warmup_s=phases.warmup_s,
-        warmup_calls=phases.warmup_calls, calls_per_sample=phases.calls_per_sample,
+        warmup_calls=phases.warmup_calls, warmup_excess_s=phases.warmup_excess_s,
+        warmup_settled=phases.warmup_settled, calls_per_sample=phases.calls_per_sample,
         steady_s=tuple(phases.steady_s), peak_bytes=peak_memory_bytes(device),
         items=workload.items, flops=workload.flops, busy_machine=busy["steady_s"].summary(),
+        compile_cache=cache if compiled else None,
         busy_first_call=busy["first_call_s"].summary(), busy_warmup=busy["warmup_s"].summary(),
         **({} if counts is None else {
             "graph_breaks": counts.graph_breaks, "graph_break_reasons": counts.graph_break_reasons,
@@ -89,10 +99,11 @@ def run_bench(job: Job) -> dict:
     turn()
     machine = SentinelProbe()
     machine.burst()
+    cache = compile_cache_state()       # before this process compiles anything
     out: dict = {"modes": {}}
     for mode in job.modes:
         try:
-            out["modes"][mode] = bench_mode(job, factory, device, mode, turn)
+            out["modes"][mode] = bench_mode(job, factory, device, mode, turn, cache)
         except Exception as exc:  # one mode failing must not hide the others
             out["modes"][mode] = failure(exc)
         machine.burst()           # still this process's turn: between modes, outside timings

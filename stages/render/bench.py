@@ -34,19 +34,32 @@ def measured(record: BenchRecord) -> str:
             failed = failures(record, workload, mode)
             if not steady:
                 rows.append([workload, mode, "0", failed[0] if failed else "not measured",
-                             "", "", "", "", ""])
+                             "", "", "", "", "", "", ""])
                 continue
             middle = stats.median(steady)
             items = process_values(record, workload, mode, "items")
             peak = process_values(record, workload, mode, "peak_bytes")
             rows.append([
                 workload, mode, str(len(steady)), seconds(middle), spread(steady),
-                seconds(stats.median(process_values(record, workload, mode, "first_call_s"))),
-                seconds(stats.median(process_values(record, workload, mode, "warmup_s"))),
+                _middle(record, workload, mode, "first_call_s"),
+                _middle(record, workload, mode, "first_call_warm_s"),
+                _middle(record, workload, mode, "warmup_s"),
+                _middle(record, workload, mode, "warmup_calls", as_time=False),
                 f"{items[0] / middle:,.0f}" if items else "",
                 value("peak_bytes", stats.median(peak)) if peak else ""])
     return markdown_table(rows, ["workload", "mode", "processes", "steady state (median)",
-                                 "spread", "first call", "warm-up", "items/s", "peak memory"])
+                                 "spread", "first call (cold caches)", "first call (warm)",
+                                 "warm-up", "warm-up calls", "items/s", "peak memory"])
+
+
+def _middle(record: BenchRecord, workload: str, mode: str, metric: str,
+            as_time: bool = True) -> str:
+    """The median over processes, or blank where none measured it."""
+    found = process_values(record, workload, mode, metric)
+    if not found:
+        return ""
+    middle = stats.median(found)
+    return seconds(middle) if as_time else f"{middle:g}"
 
 
 def diff(rows: list[Row]) -> str:

@@ -8,7 +8,8 @@ from stages.render.markdown import markdown_table, percent, pvalue, seconds
 from stages.render.trends import image_name
 
 TITLES = {"steady_s": "Steady state (per call)",
-          "first_call_s": "First call (the compile in compiled modes)",
+          "first_call_s": "First call (the compile in compiled modes, cold caches)",
+          "first_call_warm_s": "First call with warm compile caches (a second start)",
           "warmup_s": "Warm-up"}
 BARS = "▁▂▃▄▅▆▇█"
 

@@ -20,6 +20,7 @@ def bench_metrics(record: BenchRecord, price_per_hour: float) -> dict:
             if n is None:
                 continue
             m = {"steady_ms": n["steady_s"] * 1e3, "first_call_s": n["first_call_s"],
+                 "first_call_warm_s": n["first_call_warm_s"],
                  "warmup_s": n["warmup_s"], "items_per_s": n["items_per_s"],
                  "peak_mib": n["peak_bytes"] / 2 ** 20 if n["peak_bytes"] is not None
                  else None, "usd_per_million_items": n["usd_per_million"]}

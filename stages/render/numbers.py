@@ -19,7 +19,8 @@ HEADLINE_FIELDS = (("torch.version", "torch"), ("torch.cuda", "CUDA"),
                    ("python.version", "Python"), ("hardware.gpu_names", "GPU"),
                    ("hardware.cpu_model", "CPU"), ("torch.num_threads", "threads"))
 QUIET = (EQUIVALENT, NEW)
-LABELS = {"steady_s": "steady", "first_call_s": "first call", "warmup_s": "warm-up",
+LABELS = {"steady_s": "steady", "first_call_s": "first call",
+          "first_call_warm_s": "first call (warm caches)", "warmup_s": "warm-up",
           "peak_bytes": "memory", "graph_breaks": "graph breaks", "recompiles": "recompiles"}
 
 
@@ -62,7 +63,8 @@ def unit_numbers(record: BenchRecord, workload: str, mode: str,
     per_s = items[0] / per_call if items and per_call > 0 else None
     cost = price_per_hour / 3600 * 1e6 / per_s if per_s and price_per_hour else None
     return {"steady_s": per_call, "items_per_s": per_s, "usd_per_million": cost,
-            "first_call_s": middle("first_call_s"), "warmup_s": middle("warmup_s"),
+            "first_call_s": middle("first_call_s"),
+            "first_call_warm_s": middle("first_call_warm_s"), "warmup_s": middle("warmup_s"),
             "peak_bytes": middle("peak_bytes"), "processes": len(steady)}
 
 
@@ -122,12 +124,20 @@ def cell_table(cell: str, record: BenchRecord, price_per_hour: float, rows: list
             workload, mode, seconds(numbers["steady_s"]),
             f"{moved} {verdict}".strip() if moved else verdict,
             _count(numbers["items_per_s"]), _dollars(numbers["usd_per_million"]),
-            seconds(numbers["first_call_s"]), seconds(numbers["warmup_s"]),
+            _first_call(numbers), seconds(numbers["warmup_s"]),
             nbytes(numbers["peak_bytes"]) if numbers["peak_bytes"] is not None else "",
             _flags(mine)])
     return markdown_table(body, ["workload", "mode", "steady state", "change [CI]",
-                                 "items/s", "$ / M items", "first call", "warm-up",
+                                 "items/s", "$ / M items", "first call (cold / warm)", "warm-up",
                                  "peak memory", "also"])
+
+
+def _first_call(numbers: dict) -> str:
+    """The first call with cold compile caches, and with warm ones where measured."""
+    cold, warm = numbers["first_call_s"], numbers["first_call_warm_s"]
+    if warm is None:
+        return seconds(cold)
+    return f"{seconds(cold) if cold is not None else '–'} / {seconds(warm)}"
 
 
 def _count(v: float | None) -> str:

@@ -11,7 +11,8 @@ from stages.render.plots import png, time_unit
 
 SHIFT, LINE = "#c62828", "#1565c0"
 COLUMNS = 3
-NAMES = {"steady_s": "steady state per call", "first_call_s": "first call (compile)",
+NAMES = {"steady_s": "steady state per call", "first_call_s": "first call (cold compile)",
+         "first_call_warm_s": "first call (warm caches)",
          "warmup_s": "warm-up"}
 
 

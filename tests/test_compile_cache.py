@@ -1,0 +1,77 @@
+"""Compile time cold and warm: the first processes of a unit compile with empty inductor caches
+(a first start), the rest find what those left (a second start), and the two are judged as two
+metrics; the worker says which it found."""
+import os
+from pathlib import Path
+
+from stages.core import config
+from stages.core.schema import BenchProcess
+from stages.judge.timings import bench_rows, process_values
+from stages.measure.cells import measure_bench
+from stages.measure.worker import compile_cache_state
+
+from .records import DELTA, bench, mode
+
+RAW = {"device": {"cpu": {"type": "cpu"}}, "precision": {"fp32": {"dtype": "float32"}},
+       "workload": {"a": {"_target_": "x.a"}, "b": {"_target_": "x.b"}},
+       "matrix": {"modes": ["eager", "compiled"]},
+       "bench": {"processes": 4, "adaptive_budget_s": 0, "cold_compile_processes": 2}}
+
+
+def caching_worker(seen: list):
+    """A worker that compiles into the folder its job names: slow into an empty one, fast
+    from one that holds an earlier process's work, as inductor's FX and AOT caches do."""
+    def run(job, timeout_s, python=None, fresh_compile_cache=True):
+        folder = Path(job.compile_cache)
+        warm = any(folder.iterdir())
+        (folder / f"graph-{os.getpid()}-{len(seen)}").write_text("compiled")
+        seen.append((job.workload.name, job.compile_cache, warm))
+        timing = {"status": "OK", "steady_s": [1e-3] * 3, "warmup_s": 0.01, "peak_bytes": 1,
+                  "items": 1}
+        return {"status": "OK", "wall_s": 0.0, "sentinel": {"python_loop_s": 0.02},
+                "modes": {"eager": {**timing, "first_call_s": 0.01},
+                          "compiled": {**timing, "first_call_s": 2.0 if warm else 9.0,
+                                       "compile_cache": "warm" if warm else "cold"}}}
+    return run
+
+
+def test_the_first_processes_compile_cold_and_the_rest_find_their_caches():
+    cfg = config.parse(RAW)
+    seen: list = []
+    record = measure_bench(cfg, cfg.cells()[0], run=caching_worker(seen))
+    for name in ("a", "b"):
+        mine = [(folder, warm) for w, folder, warm in seen if w == name]
+        assert [warm for _, warm in mine] == [False, False, True, True]
+        assert len({folder for folder, _ in mine}) == 1        # one folder per unit and arm
+    assert len({folder for _, folder, _ in seen}) == 2
+    assert not Path(seen[0][1]).exists()                    # removed after the cell
+    assert process_values(record, "a", "compiled", "first_call_s") == [9.0, 9.0]
+    assert process_values(record, "a", "compiled", "first_call_warm_s") == [2.0, 2.0]
+    # Eager first calls compile nothing: every process counts as a first start.
+    assert len(process_values(record, "a", "eager", "first_call_s")) == 4
+    assert process_values(record, "a", "eager", "first_call_warm_s") == []
+
+
+def compiled(first: float, cache: str) -> BenchProcess:
+    return BenchProcess("OK", modes={"compiled": mode(first=first, compile_cache=cache)})
+
+
+def test_a_slower_warm_start_is_its_own_regression():
+    base = bench({"w": [compiled(9.0, "cold"), compiled(9.1, "cold"),
+                        compiled(2.0, "warm"), compiled(2.02, "warm"), compiled(1.98, "warm")]},
+                 modes=("compiled",))
+    now = bench({"w": [compiled(9.05, "cold"), compiled(9.0, "cold"),
+                       compiled(3.0, "warm"), compiled(3.03, "warm"), compiled(2.97, "warm")]},
+                modes=("compiled",))
+    rows = {r.metric: r for r in bench_rows("c", now, base, DELTA, None, same_run=True)}
+    assert rows["first_call_warm_s"].shift.ratio > 1.45
+    assert abs(rows["first_call_s"].shift.ratio - 1) < 0.02
+
+
+def test_the_worker_says_which_caches_it_found(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    assert compile_cache_state() == "cold"
+    (tmp_path / "fxgraph").mkdir()
+    assert compile_cache_state() == "warm"
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "absent"))
+    assert compile_cache_state() == "cold"
