@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from stages.core.rows import BAD, EQUIVALENT, INCONCLUSIVE, NEW, Row
+from stages.core.rows import BAD, IMPROVED, INCONCLUSIVE, Row
 from stages.core.schema import BenchRecord
 from stages.judge import stats
 from stages.judge.environment import get
@@ -18,7 +18,6 @@ HEADLINE_FIELDS = (("torch.version", "torch"), ("torch.cuda", "CUDA"),
                    ("torch.cudnn", "cuDNN"), ("hardware.nvidia_driver", "driver"),
                    ("python.version", "Python"), ("hardware.gpu_names", "GPU"),
                    ("hardware.cpu_model", "CPU"), ("torch.num_threads", "threads"))
-QUIET = (EQUIVALENT, NEW)
 LABELS = {"steady_s": "steady", "first_call_s": "first call",
           "first_call_warm_s": "first call (warm caches)", "warmup_s": "warm-up",
           "peak_bytes": "memory", "graph_breaks": "graph breaks", "recompiles": "recompiles"}
@@ -90,8 +89,9 @@ def _flags(rows: list[Row]) -> str:
     """What a unit's verdicts say beyond the steady state's own column."""
     said = []
     for r in sorted(rows, key=lambda r: r.metric):
-        if r.metric == "steady_s" or (r.verdict in QUIET and not possible_slowdown(r)):
-            continue
+        if r.metric == "steady_s" or not (r.verdict in (*BAD, IMPROVED)
+                                          or possible_slowdown(r)):
+            continue    # the rest is in compare.md; this column is what needs a look
         label = LABELS.get(r.metric, r.metric)
         moved = change(r)
         text = f"{label} {moved}" if moved and r.metric != "status" else r.note or label

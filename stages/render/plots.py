@@ -32,10 +32,34 @@ def png(fig: Figure) -> bytes:
     return out.getvalue()
 
 
-def _percent_axis(ax) -> None:
+RATIO_TICKS = (0.25, 1 / 3, 0.5, 2 / 3, 0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.25, 1.5, 2.0, 3.0, 4.0)
+WIDEST = 4.0            # the forest's axis stops at ÷4 and ×4: wider intervals get an arrow
+
+
+def ratio_ticks(half_width: float) -> list[float]:
+    """Round ratios inside ÷half_width..×half_width, outward from 1, none crowding the last
+    (at least a fifth of the half-width apart on the log scale)."""
+    gap = math.log(half_width) / 5
+    kept = [1.0]
+    for side in (sorted(t for t in RATIO_TICKS if t > 1), sorted(
+            (t for t in RATIO_TICKS if t < 1), reverse=True)):
+        last = 1.0
+        for t in side:
+            if abs(math.log(t)) <= math.log(half_width) * 1.001 and \
+                    abs(math.log(t / last)) >= gap:
+                kept.append(t)
+                last = t
+    return sorted(kept)
+
+
+def _percent_axis(ax, half_width: float) -> None:
+    """A log ratio axis, symmetric about no change, labelled as percent changes."""
     ax.set_xscale("log")
+    ax.set_xlim(1 / half_width, half_width)
+    ax.xaxis.set_major_locator(FixedLocator(ratio_ticks(half_width)))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{(x - 1) * 100:+.0f} %"))
     ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.tick_params(axis="x", labelsize=7)
 
 
 def tested(rows) -> list[Row]:
@@ -56,16 +80,22 @@ def forest(rows) -> bytes | None:
         return None
     fig = Figure(figsize=(9, 1.2 + 0.3 * len(found)))
     ax = fig.add_subplot()
+    reach = max(max(r.change.ci_high, 1 / r.change.ci_low, 1 + (r.delta or 0)) for r in found)
+    half = min(WIDEST, max(1.25, reach * 1.05))
     for y, r in enumerate(found):
         c = r.change
         if r.delta is not None:
             ax.fill_betweenx([y - 0.4, y + 0.4], 1 / (1 + r.delta), 1 + r.delta,
                              color="#e0e0e0", lw=0)
         colour = COLOURS.get(r.verdict, "#000000")
-        ax.plot([c.ci_low, c.ci_high], [y, y], color=colour, lw=2)
-        ax.plot([c.ratio], [y], "o", color=colour, ms=5)
+        low, high = max(c.ci_low, 1 / half), min(c.ci_high, half)
+        ax.plot([low, high], [y, y], color=colour, lw=2)
+        ax.plot([min(max(c.ratio, 1 / half), half)], [y], "o", color=colour, ms=5)
+        for end, edge, arrow in ((c.ci_low, 1 / half, "<"), (c.ci_high, half, ">")):
+            if (end < edge) if arrow == "<" else (end > edge):
+                ax.plot([edge], [y], arrow, color=colour, ms=6, clip_on=False)
     ax.axvline(1.0, color="#424242", lw=0.8)
-    _percent_axis(ax)
+    _percent_axis(ax, half)
     ax.set_yticks(range(len(found)), [unit_label(r) for r in found], fontsize=8)
     ax.set_ylim(-0.7, len(found) - 0.3)
     ax.set_xlabel("change against the baseline (interval decided on; grey: ±δ)")
@@ -95,15 +125,18 @@ def time_unit(largest: float) -> tuple[float, str]:
     return 1e-9, "ns"
 
 
-def nice_ticks(low: float, high: float) -> list[float]:
-    """1-2-5 ticks between low and high; finer steps when that gives fewer than three."""
-    for steps in ((1, 2, 5), (1, 1.5, 2, 3, 5, 7), (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9)):
-        ticks = [m * 10 ** e for e in range(math.floor(math.log10(low)) - 1,
-                                            math.ceil(math.log10(high)) + 1)
-                 for m in steps if low <= m * 10 ** e <= high]
-        if len(ticks) >= 3:
-            return ticks
-    return [low, high]
+def nice_ticks(low: float, high: float, most: int = 7) -> list[float]:
+    """Round ticks between low and high (1-2-5, else decades, else finer steps): at least
+    three and at most `most` where the range allows."""
+    found = {}
+    for steps in ((1, 2, 5), (1,), (1, 1.5, 2, 3, 5, 7),
+                  (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9)):
+        found[steps] = [m * 10 ** e for e in range(math.floor(math.log10(low)) - 1,
+                                                   math.ceil(math.log10(high)) + 1)
+                        for m in steps if low <= m * 10 ** e <= high]
+        if 3 <= len(found[steps]) <= most:
+            return found[steps]
+    return found[(1,)] if len(found[(1,)]) > most else [low, high]
 
 
 def _time_axis(ax) -> None:
