@@ -17,6 +17,7 @@ from stages.judge.gate import gate_failures
 from stages.render.metrics import metrics, verdicts
 from stages.render.plots import CAPTIONS, pictures, plot_data
 from stages.render.summary import summary
+from stages.render.sweeps import sweep_pictures, sweeps_section
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -40,15 +41,30 @@ def main(argv: list[str] | None = None) -> None:
         recorded = load_run(cfg.baseline.rev, list(bench), ("bench",), reports=args.reports)
         base_bench = {cell: recorded.pairs["bench", cell].base for cell in bench}
         images = write_plots(args.reports / "plots", bench, base_bench, compare)
+        curves = write_sweeps(args.reports / "plots", bench, cfg.recommend)
         if why is None and base is None:
             why = "no baseline environment"
         changes = diff(base.env, now.env) if now is not None and base is not None else []
         write_text(args.reports / "summary.md", summary(cfg.matrix.name, compare, changes, why,
                                                         [c.name for c in cfg.cells()],
                                                         cfg.gate.fail_on, bench, images,
-                                                        now.env if now is not None else None))
+                                                        now.env if now is not None else None,
+                                                        sweeps_section(bench, base_bench,
+                                                                       cfg.recommend, curves)))
         print(f"torchgate report: wrote {args.reports / 'summary.md'}, metrics.json and "
               f"{len(images)} picture(s) in {args.reports / 'plots'}")
+
+
+def write_sweeps(folder: Path, bench: dict, rule) -> dict[str, str]:
+    """Each swept cell's curve as plots/sweep-<cell>.png (cell -> path from the reports
+    folder); the picture of a cell that no longer sweeps is removed."""
+    drawn = sweep_pictures(bench, rule)
+    for old in folder.glob("sweep-*.png"):
+        if old.name[len("sweep-"):-len(".png")] not in drawn:
+            old.unlink()
+    for cell, data in drawn.items():
+        write_bytes(folder / f"sweep-{cell}.png", data)
+    return {cell: f"{folder.name}/sweep-{cell}.png" for cell in drawn}
 
 
 def write_plots(folder: Path, bench: dict, base: dict,

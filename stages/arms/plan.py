@@ -29,6 +29,7 @@ from stages.arms.cache import cache_root
 from stages.core import git
 from stages.core.baseline import load_baseline, load_current
 from stages.core.config import Config, WorkloadSpec, parse_workloads
+from stages.core.sweeps import expand
 from stages.core.errors import UserError
 from stages.core.schema import Arm, EnvRecord
 
@@ -155,7 +156,8 @@ def _checkout(cfg: Config, commit: str, cache: Path, log, root: Path):
                         "stages/workloads/ (an older layout) and cannot be measured by this "
                         "harness")
     log(f"the workloads at {commit[:10]} are in {code}")
-    return str(code), _workloads_at(commit, root)
+    # That revision's workloads, swept as this run sweeps (the sweep is a run setting).
+    return str(code), expand(_workloads_at(commit, root), cfg.sweep)
 
 
 def _workloads_at(commit: str, root: Path) -> dict[str, WorkloadSpec]:

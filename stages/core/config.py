@@ -18,7 +18,8 @@ from stages.core.errors import UserError
 from stages.core.settings import (  # noqa: F401  (re-exported: the sections live there)
     GATE_CHOICES, INSTALLERS, MEASURE, NOTHING_COMPARABLE, TIMED, Arms, Baseline,
     BenchSettings, Candidate, Cells, CompareSettings, Delta, Gate, HistorySettings, Matrix,
-    NumericsSettings, StatsSettings)
+    NumericsSettings, Recommend, StatsSettings, WorkloadSpec)
+from stages.core.sweeps import expand
 from stages.core.typed import from_data
 
 MODES = ("eager", "compiled", "reduce-overhead", "max-autotune")
@@ -48,14 +49,6 @@ class PrecisionSpec:
 
 
 @dataclass(frozen=True)
-class WorkloadSpec:
-    name: str
-    target: str
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    timeout_s: float | None = None
-
-
-@dataclass(frozen=True)
 class Cell:
     device: DeviceSpec
     precision: PrecisionSpec
@@ -80,6 +73,8 @@ class Config:
     gate: Gate = field(default_factory=Gate)
     arms: Arms = field(default_factory=Arms)
     history: HistorySettings = field(default_factory=HistorySettings)
+    recommend: Recommend = field(default_factory=Recommend)
+    sweep: dict[str, Any] = field(default_factory=dict)   # parameter -> values (core.sweeps)
 
     @property
     def modes(self) -> tuple[str, ...]:
@@ -100,9 +95,9 @@ class Config:
 SECTIONS = {"bench": BenchSettings, "numerics": NumericsSettings, "stats": StatsSettings,
             "baseline": Baseline, "candidate": Candidate, "compare": CompareSettings,
             "gate": Gate, "matrix": Matrix, "cells": Cells, "arms": Arms,
-            "history": HistorySettings}
+            "history": HistorySettings, "recommend": Recommend}
 GROUPS = ("device", "precision", "workload")
-TOP_LEVEL = tuple(sorted((*SECTIONS, *GROUPS)))
+TOP_LEVEL = tuple(sorted((*SECTIONS, *GROUPS, "sweep")))
 RESERVED = ("_target_", "_timeout_s_")
 
 
@@ -250,7 +245,11 @@ def parse(raw: Any) -> Config:
         _choice(mode, MODES, f"matrix.modes[{i}]")
     devices = {str(n): _device(str(n), b) for n, b in _group(raw, "device").items()}
     precisions = {str(n): _precision(str(n), b) for n, b in _group(raw, "precision").items()}
-    workloads = parse_workloads(_group(raw, "workload"))
+    sweep = raw.get("sweep") or {}
+    if not isinstance(sweep, dict):
+        raise UserError(f"sweep must map a parameter to its values, e.g. batch: [16, 32], "
+                        f"got {sweep!r}")
+    workloads = expand(parse_workloads(_group(raw, "workload")), sweep)
     cells = sections.pop("cells")
     for key, chosen in (("devices", devices), ("precisions", precisions)):
         listed = getattr(cells, key)
@@ -270,7 +269,11 @@ def parse(raw: Any) -> Config:
     for i, value in enumerate(sections["gate"].fail_on):
         _choice(value, GATE_CHOICES, f"gate.fail_on[{i}]")
     sections["candidate"] = _check_candidate(sections["candidate"])
-    return Config(devices, precisions, workloads, matrix, **sections)
+    for key in ("max_peak_mib", "max_latency_ms"):
+        if getattr(sections["recommend"], key) is not None:
+            _at_least(getattr(sections["recommend"], key), f"recommend.{key}")
+    return Config(devices, precisions, workloads, matrix, **sections,
+                  sweep={k: v for k, v in sweep.items() if v is not None})
 
 
 def load(path: str | Path = "params.yaml") -> Config:

@@ -5,12 +5,34 @@ there, so `from stages.core.config import BenchSettings` keeps working. Standard
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from stages.core.rows import FAILED, REGRESSED, VERDICTS
 
 # Tested statistically, higher is worse. first_call_s: with cold compile caches (every eager
 # first call too); first_call_warm_s: with the caches an earlier process of the unit left.
 TIMED = ("steady_s", "first_call_s", "first_call_warm_s", "warmup_s")
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    name: str
+    target: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    timeout_s: float | None = None
+    # A sweep's unit (core.sweeps): torch threads for it, the workload it was made from and
+    # its swept values, e.g. (("batch", 64), ("threads", 2)).
+    threads: int | None = None
+    family: str | None = None
+    point: tuple[tuple[Any, ...], ...] = ()
+
+
+@dataclass(frozen=True)
+class Recommend:
+    """Which point of a sweep to recommend: the lowest cost per million items (the highest
+    throughput where the device has no price) among the points within both limits."""
+    max_peak_mib: float | None = None     # peak memory limit per process
+    max_latency_ms: float | None = None   # a call's steady-state time (a batch's latency)
 
 
 @dataclass(frozen=True)

@@ -41,8 +41,9 @@ def resolve_device(spec: DeviceSpec) -> torch.device:
 
 
 def configure(job: Job) -> None:
-    if job.device.threads:
-        torch.set_num_threads(job.device.threads)
+    threads = job.workload.threads or job.device.threads    # a sweep's unit sets its own
+    if threads:
+        torch.set_num_threads(threads)
     torch.set_float32_matmul_precision(job.precision.matmul_precision)
 
 

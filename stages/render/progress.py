@@ -34,7 +34,8 @@ def bench_line(cell: str, workload: str, arm: str, round_: int, result: BenchPro
         what = "; ".join(
             f"{mode} {m.status}: {m.error}" if m.status != OK else
             f"{mode} {stats.median(m.steady_s) * 1e3:.3f} ms (first call "
-            f"{m.first_call_s:.2f} s)" if m.steady_s else f"{mode} OK"
+            f"{m.first_call_s:.2f} s{', warm caches' if m.compile_cache == 'warm' else ''})"
+            if m.steady_s else f"{mode} OK"
             for mode, m in result.modes.items())
     wall = f" [{result.wall_s:.1f} s]" if result.wall_s is not None else ""
     return (f"torchgate bench: {counter(tick)}{cell} {workload}{label} process {round_ + 1}: "

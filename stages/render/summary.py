@@ -17,11 +17,13 @@ COMPARED = (REGRESSED, IMPROVED, EQUIVALENT, INCONCLUSIVE)   # verdicts of a com
 def summary(matrix: str, compare: CompareRecord, changes: list, env_note: str | None,
             cells: list[str], fail_on: tuple[str, ...] = (),
             bench: dict[str, tuple[BenchRecord, float]] | None = None,
-            images: list[tuple[str, str]] = (), env: dict | None = None) -> str:
+            images: list[tuple[str, str]] = (), env: dict | None = None,
+            sweeps: list[str] = ()) -> str:
     """`fail_on`: gate.fail_on, to say what the gate stage decides on the same record;
     `bench`: cell -> (bench record, price per device-hour), for the numbers;
     `images`: (caption, path relative to the reports folder) embedded after the numbers;
-    `env`: this run's environment, named when there is no baseline's to diff against."""
+    `env`: this run's environment, named when there is no baseline's to diff against;
+    `sweeps`: the sweeps' section (render.sweeps), after the numbers and pictures."""
     rows = compare.rows
     lines = [f"# torchgate summary: matrix `{matrix}`", ""]
     lines += [f"> {n}" for n in compare.notes] + ([""] if compare.notes else [])
@@ -33,6 +35,7 @@ def summary(matrix: str, compare: CompareRecord, changes: list, env_note: str | 
     lines += numbers_section(bench or {}, list(rows))
     for caption, path in images:
         lines += [f"![{caption}]({path})", ""]
+    lines += list(sweeps)
     if bad:
         lines += ["## Regressions and failures", "",
                   markdown_table([[r.verdict, r.stage, r.cell, r.workload, r.mode, r.metric,
