@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.core.errors import UserError
+from stages.core.gpu_config import CudaTiming, check_timing
 from stages.core.rows import FAILED, REGRESSED, VERDICTS
 from stages.core.typed import from_data
 
@@ -31,6 +32,7 @@ class DeviceSpec:
     type: str
     threads: int = 0
     price_per_hour: float = 0.0
+    timing: CudaTiming | None = None    # CUDA only: hot/cold/graph series, stopping, throttling
 
 
 @dataclass(frozen=True)
@@ -248,7 +250,7 @@ def _device(name: str, body: Any) -> DeviceSpec:
     _choice(spec.type, DEVICE_TYPES, f"{where}.type")
     _at_least(spec.threads, f"{where}.threads", inclusive=True)
     _at_least(spec.price_per_hour, f"{where}.price_per_hour", inclusive=True)
-    return spec
+    return check_timing(spec, where)
 
 
 def _precision(name: str, body: Any) -> PrecisionSpec:

@@ -27,6 +27,13 @@ def _bench_2(data: dict) -> dict:
     return {**data, "schema_version": 3}
 
 
+def _bench_3(data: dict) -> dict:
+    """Schema 4 adds the GPU timing series (`cold_s`, `graph_s`), how each series ended and
+    what NVML read (`gpu`), and a workload's `bytes_moved`; all optional, so a schema-3
+    record reads as one measured without them (its `steady_s` is the hot series)."""
+    return {**data, "schema_version": 4}
+
+
 def _numerics_1(data: dict) -> dict:
     """In schema 1 an error of a NONFINITE mode was null; schema 2 says NaN (measured, not
     finite), keeping null for "not measured" (an empty output, a check that did not run)."""
@@ -67,5 +74,5 @@ def _compare_1(data: dict) -> dict:
     return {**data, "schema_version": 2, "rows": rows}
 
 
-UPGRADES = {("bench", 1): _bench_1, ("bench", 2): _bench_2,
+UPGRADES = {("bench", 1): _bench_1, ("bench", 2): _bench_2, ("bench", 3): _bench_3,
             ("numerics", 1): _numerics_1, ("compare", 1): _compare_1}

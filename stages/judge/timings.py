@@ -15,6 +15,10 @@ from stages.judge import portability, stats
 from stages.judge.verdicts import Draft
 
 COUNTED = ("graph_breaks", "recompiles")           # exact: more is worse
+# The CUDA series beside steady_s (the hot one), tested alike, at steady_s's δ, where both
+# sides measured them; each metric's series in the record's `gpu` block.
+GPU_TIMED = ("cold_s", "graph_s")
+SERIES = {"steady_s": "hot", "cold_s": "cold", "graph_s": "graph"}
 
 
 # ---- reducing a bench record to process-level summaries ----------------------------------
@@ -217,14 +221,21 @@ def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None,
         return [Draft(**key, metric="status", verdict=stats.FAILED,
                       base="OK" if in_base and not failed_base else None,
                       now=failed_now[0].split(":")[0], note=was)]
+    gpu_metrics = [m for m in GPU_TIMED if process_values(now, workload, mode, m)]
     if not in_base:
         return [Draft(**key, metric=m, verdict=stats.NEW,
-                      now=_middle(process_values(now, workload, mode, m))) for m in TIMED]
+                      now=_middle(process_values(now, workload, mode, m)))
+                for m in (*TIMED, *gpu_metrics)]
     if failed_base:
         return [Draft(**key, metric="status", verdict=stats.IMPROVED, base="FAILED", now="OK",
                       note=f"now runs; was {failed_base[0]}")]
-    rows = [_timing_row(key, metric, now, base, getattr(delta, metric), not_comparable,
+    rows = [_timing_row(key, metric, now, base, getattr(delta, metric),
+                        not_comparable or impossible(now, base, workload, mode, metric),
                         busy_share, paired) for metric in TIMED]
+    rows += [_timing_row(key, metric, now, base, delta.steady_s,
+                         not_comparable or impossible(now, base, workload, mode, metric),
+                         busy_share, paired)
+             for metric in gpu_metrics if process_values(base, workload, mode, metric)]
     b, n = (process_values(r, workload, mode, "peak_bytes") for r in (base, now))
     if b and n:
         rows.append(_ratio_rule(key, "peak_bytes", _middle(b), _middle(n), delta.peak_bytes))
@@ -262,6 +273,19 @@ def _timing_row(key: dict, metric: str, now: BenchRecord, base: BenchRecord, del
     if not_comparable:
         row.verdict, row.note = stats.NOT_COMPARABLE, not_comparable
     return row
+
+
+def impossible(now: BenchRecord, base: BenchRecord, workload: str, mode: str,
+               metric: str) -> str | None:
+    """Why a GPU series cannot be trusted: some process of either side measured it faster
+    than the hardware's peak (a measurement error, never a speed-up)."""
+    series = SERIES.get(metric)
+    for side, record in (("now", now), ("baseline", base)):
+        for _, m, _ in _summaries(record, workload, mode, metric) if series else ():
+            found = m.gpu.series.get(series) if m.gpu is not None else None
+            if found is not None and found.impossible:
+                return f"{side}: {found.impossible}"
+    return None
 
 
 def _reasons(record: BenchRecord, workload: str, mode: str) -> tuple[str, ...]:

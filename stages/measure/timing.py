@@ -210,11 +210,18 @@ class Phases:
     first_output: Any = None
 
 
+# A device's own steady-state sampling (measure.gpu_timing): (step, calls per sample, turn,
+# busy probe) -> seconds per call, one entry per sample.
+Sampler = Callable[[Callable[[], Any], int, Callable[[], None], Any], list[float]]
+
+
 def measure(step: Callable[[], Any], clock: Clock, *, samples: int, sample_target_s: float,
             warmup_s: float, min_warmup_calls: int,
             after_first: Callable[[], None] = lambda: None,
-            turn: Callable[[], None] = lambda: None, busy: dict | None = None) -> Phases:
-    """Time the first call, warm up, then take `samples` batched steady-state samples.
+            turn: Callable[[], None] = lambda: None, busy: dict | None = None,
+            sampler: Sampler | None = None) -> Phases:
+    """Time the first call, warm up, then take `samples` batched steady-state samples (or
+    leave the steady state to `sampler`, with the calibrated calls per sample).
 
     `turn()` waits for this process's turn before the first call and before every sample:
     the two arms of an interleaved A/B pair alternate there, so each sample of one arm sits
@@ -242,13 +249,23 @@ def measure(step: Callable[[], Any], clock: Clock, *, samples: int, sample_targe
     per_call = max(statistics.median(recent), 1e-9)
     calls = max(1, round(sample_target_s / per_call))
 
+    if sampler is not None:
+        steady = sampler(step, calls, turn, probe["steady_s"])
+    else:
+        steady = batched_samples(step, clock, calls, samples, turn, probe["steady_s"])
+    return Phases(first_call_s, sum(warm_times), len(warm_times), calls, steady, first_output)
+
+
+def batched_samples(step: Callable[[], Any], clock: Clock, calls: int, samples: int,
+                    turn: Callable[[], None], probe: Any) -> list[float]:
+    """`samples` samples, each timing `calls` back-to-back calls: seconds per call."""
     steady = []
     for _ in range(samples):
         turn()
-        probe["steady_s"].start()
+        probe.start()
         clock.start()
         for _ in range(calls):
             step()
         steady.append(clock.stop() / calls)
-        probe["steady_s"].stop()
-    return Phases(first_call_s, sum(warm_times), len(warm_times), calls, steady, first_output)
+        probe.stop()
+    return steady

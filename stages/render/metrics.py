@@ -25,6 +25,9 @@ def bench_metrics(record: BenchRecord, price_per_hour: float) -> dict:
             m = {"steady_ms": per_call * 1e3, "first_call_s": middle("first_call_s"),
                  "warmup_s": middle("warmup_s"), "items_per_s": items / per_call,
                  "peak_mib": middle("peak_bytes") / 2 ** 20}
+            for metric, name in (("cold_s", "cold_ms"), ("graph_s", "graph_ms")):
+                if process_values(record, workload, mode, metric):   # CUDA series
+                    m[name] = middle(metric) * 1e3
             if price_per_hour:
                 m["usd_per_million_items"] = price_per_hour / 3600 * 1e6 / m["items_per_s"]
             breaks = process_values(record, workload, mode, "graph_breaks")
