@@ -239,3 +239,46 @@ def test_elementwise_moves_exactly_its_bytes():
     m = matmul_relu(device=torch.device("cpu"), dtype=torch.float32, compile=lambda f: f,
                     seed=0, size=8)
     assert m.flops == 2 * 8 ** 3 and m.bytes_moved is None
+
+
+def test_the_gpu_summary_reads_a_run(tmp_path, capsys):
+    """tests/gpu/summarize.py on records shaped like a GPU run's (a GPU's time is scarce:
+    the script must work the first time)."""
+    import runpy
+    import shutil
+    rng = random.Random(0)
+    flops = 2.0 * 8192 ** 3
+
+    def matmul(steady):
+        series = {"hot": GpuSeries("quiet", 0.002, tflops=flops / steady / 1e12),
+                  "cold": GpuSeries("quiet", 0.003)}
+        gpu = GpuMode(series, 1980.0, 256 << 20, "bf16", 989.0, 4800.0, "NVIDIA H200 SXM")
+        return process(steady=steady, rng=rng, gpu=gpu, flops=flops,
+                       cold_s=tuple(steady * 1.01 for _ in range(12)))
+
+    def elementwise_op():
+        series = {"hot": GpuSeries("quiet", 0.004),
+                  "cold": GpuSeries("max_samples", 0.03, redone=1, throttled=(4,))}
+        gpu = GpuMode(series, None, 256 << 20, "bf16", 989.0, 4800.0, "NVIDIA H200 SXM",
+                      graph_error="RuntimeError: capture failed")
+        return process(steady=5e-6, rng=rng, gpu=gpu, bytes_moved=2.0 * (16 << 20),
+                       cold_s=tuple(9e-6 for _ in range(12)))
+
+    record = bench({"matmul_relu_xl": [matmul(1.4e-3 * rng.uniform(0.995, 1.005))
+                                       for _ in range(4)],
+                    "elementwise": [elementwise_op() for _ in range(4)]})
+    shutil.copy(ROOT / "tests/gpu/params.yaml", tmp_path / "params.yaml")
+    records.write_record(tmp_path / "reports/bench/cuda-bf16.json", record)
+    runpy.run_path(str(ROOT / "tests/gpu/summarize.py"))["main"](tmp_path)
+    lines = capsys.readouterr().out.splitlines()
+    text = "\n".join(lines)
+
+    def cells(start):
+        row = next(line for line in lines if line.startswith(start))
+        return [c.strip() for c in row.strip("|").split("|")]
+    assert cells("| cuda-bf16 | eager  | 783")[2:7] == ["783.1", "791.9", "99%", "989", "79%"]
+    assert cells("| cuda-bf16 | eager  | hot")[3:] == ["4", "0.34%", "0.9 %", "0.9 %"]
+    assert cells("| cuda-bf16 | eager  | 5.0")[2:] == ["5.0 µs", "9.0 µs", "1.79x", "6,690",
+                                                       "3,728", "4,800"]
+    assert "cold max_samples x4" in text and "redone 4, kept and flagged 4" in text
+    assert "graph not captured: RuntimeError: capture failed" in text

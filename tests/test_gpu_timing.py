@@ -242,3 +242,28 @@ def test_a_configured_peak_wins():
 ])
 def test_the_arithmetic_of_a_cell(args, kind):
     assert math_of(*args) == kind
+
+
+def test_the_worker_records_the_gpu_series_of_a_mode():
+    """bench_mode with a GPU process on the simulated device (the step itself runs on the
+    CPU): the mode's record holds every series, and peak memory leaves the flush out."""
+    import torch
+
+    from stages.core.config import DeviceSpec, PrecisionSpec, WorkloadSpec
+    from stages.core.schema import Job, Timing
+    from stages.measure.worker import bench_mode
+    from stages.workloads import elementwise
+
+    spec = CudaTiming(series=("hot", "cold", "graph"), flush_mib=1, max_samples=20)
+    job = Job("bench", 0, DeviceSpec("cuda", "cuda", timing=spec),
+              PrecisionSpec("fp32", "float32"),
+              (WorkloadSpec("elementwise", "stages.workloads.elementwise", {"mib": 1}),),
+              ("eager",), Timing(5, 1e-4, 1e-4, 2))
+    gpu = FakeGpu(hot=HOT, miss=MISS)
+    process = GpuProcess(gpu, FakeSensor(gpu=gpu), spec, min_samples=5, kind="fp32",
+                         limit=H200, wall=gpu.wall)
+    m = bench_mode(job, elementwise, torch.device("cpu"), "eager", gpu=process)
+    assert m.status == "OK" and len(m.steady_s) >= 5 and len(m.cold_s) >= 5 and m.graph_s
+    assert set(m.gpu.series) == {"hot", "cold", "graph"} and m.gpu.math == "fp32"
+    assert m.bytes_moved == 2 * (1 << 20) and m.flops == (1 << 20) // 4
+    assert process.held_bytes == 1 << 20 and m.peak_bytes > 0
