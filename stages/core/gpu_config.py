@@ -27,7 +27,7 @@ class CudaTiming:
     # max_rel_sd (0: exactly bench.samples), else at max_samples or after timeout_s.
     max_rel_sd: float = 0.005
     max_samples: int = 100
-    timeout_s: float = 2.0
+    timeout_s: float = 1.0
     # A sample window whose SM clock is under throttle_clock x the reference clock, or that
     # a thermal or hardware slowdown hit, is taken again up to throttle_redos times per
     # series; beyond that it is kept and flagged.

@@ -10,8 +10,9 @@
 #   bash tests/gpu/run_on_gpu.sh --compose    rewrite tests/gpu/params.yaml from conf/ and
 #                                             tests/gpu/overrides (needs the dev install)
 #   bash tests/gpu/run_on_gpu.sh --prepare    --compose, then download the wheels a bare GPU
-#                                             machine may lack (PyYAML, pytest, tabulate,
-#                                             nvidia-ml-py) into .wheels/: carry that folder
+#                                             machine may lack (PyYAML, pytest and what it
+#                                             needs on Python 3.10, tabulate, nvidia-ml-py)
+#                                             into .wheels/: carry that folder
 #
 # On the GPU machine it needs Python with a CUDA build of torch, numpy, scipy and git; what
 # else is missing is installed from .wheels/ (TORCHGATE_WHEELS) without an index.
@@ -38,7 +39,7 @@ if [[ "${1:-}" == "--compose" || "${1:-}" == "--prepare" ]]; then
         for version in 3.10 3.11 3.12 3.13; do
             "$PYTHON" -m pip download -q --only-binary=:all: --python-version "$version" \
                 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
-                -d "$WHEELS" pyyaml pytest tabulate nvidia-ml-py || exit 2
+                -d "$WHEELS" pyyaml pytest tabulate nvidia-ml-py exceptiongroup tomli || exit 2
         done
         say "wheels in $WHEELS ($(ls "$WHEELS" | wc -l) files, $(du -sh "$WHEELS" | cut -f1))"
     fi
@@ -55,11 +56,15 @@ missing=()
 for pair in yaml:pyyaml pytest:pytest tabulate:tabulate pynvml:nvidia-ml-py numpy:numpy scipy:scipy; do
     "$PYTHON" -c "import ${pair%%:*}" 2>/dev/null || missing+=("${pair#*:}")
 done
+# Installed into a folder of their own on PYTHONPATH (the stages' worker processes inherit
+# it), leaving the machine's Python as it is.
+DEPS=$(mktemp -d)
+export PYTHONPATH="$DEPS${PYTHONPATH:+:$PYTHONPATH}"
 if (( ${#missing[@]} )); then
     say "installing ${missing[*]} from $WHEELS"
     for package in "${missing[@]}"; do
-        "$PYTHON" -m pip install -q --no-index --find-links "$WHEELS" "$package" \
-            || say "warning: could not install $package from $WHEELS"
+        "$PYTHON" -m pip install -q --no-index --find-links "$WHEELS" --target "$DEPS" \
+            "$package" || say "warning: could not install $package from $WHEELS"
     done
 fi
 for module in yaml numpy scipy tabulate; do
@@ -93,23 +98,32 @@ find "$WORK" -name __pycache__ -prune -exec rm -rf {} +
     && git -c user.name=torchgate -c user.email=torchgate@localhost commit -qm "GPU run") || exit 2
 run_stage() {
     say "python -m $*"
-    (cd "$WORK" && PYTHONPATH="$WORK" "$PYTHON" -m "$@") || { say "failed: $*"; status=1; }
+    (cd "$WORK" && PYTHONPATH="$WORK:$PYTHONPATH" "$PYTHON" -m "$@") \
+        || { say "failed: $*"; status=1; }
+}
+# After every cell: what is there so far, so that a run cut short still leaves results.
+results() {
+    rm -rf "$OUT/reports" && cp -r "$WORK/reports" "$OUT/reports"
+    (cd "$WORK" && PYTHONPATH="$WORK:$PYTHONPATH" "$PYTHON" "$ROOT/tests/gpu/summarize.py" "$WORK") \
+        > "$OUT/gpu-summary.md" || { say "summary failed"; status=1; }
 }
 started=$SECONDS
 run_stage stages.env
-precisions=$(cd "$WORK" && "$PYTHON" -c "import yaml; print(*yaml.safe_load(open('params.yaml'))['cells']['precisions'])")
+# bf16 first: the cell the headline numbers come from. TORCHGATE_GPU_CELLS="bf16 fp32"
+# measures those precisions only.
+precisions=${TORCHGATE_GPU_CELLS:-$(cd "$WORK" && "$PYTHON" -c "
+import yaml
+chosen = yaml.safe_load(open('params.yaml'))['cells']['precisions']
+print(*sorted(chosen, key=lambda p: p != 'bf16'))")}
 for precision in $precisions; do
     run_stage stages.bench --device cuda --precision "$precision"
+    results
     run_stage stages.numerics --device cuda --precision "$precision"
 done
 run_stage stages.compare
 run_stage stages.report
 say "matrix took $(( SECONDS - started )) s"
-
-# ---- results ------------------------------------------------------------------------------
-rm -rf "$OUT/reports" && cp -r "$WORK/reports" "$OUT/reports"
-(cd "$WORK" && PYTHONPATH="$WORK" "$PYTHON" "$ROOT/tests/gpu/summarize.py" "$WORK") \
-    > "$OUT/gpu-summary.md" || { say "summary failed"; status=1; }
+results
 cat "$OUT/gpu-summary.md"
 say "results in $OUT (gpu-summary.md, reports/, pytest.txt, run.log); exit $status"
 exit $status

@@ -105,6 +105,9 @@ def cold_hot(bench: dict[str, BenchRecord]) -> str:
 def health(bench: dict[str, BenchRecord]) -> list[str]:
     lines = []
     for cell, record in bench.items():
+        if record.status != OK:
+            lines.append(f"- {cell}: {record.status}: {record.reason}")
+            continue
         stops: dict[str, int] = {}
         redone = flagged = 0
         problems = set()
