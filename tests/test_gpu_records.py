@@ -16,7 +16,6 @@ from stages.core.schema import BenchRecord, GpuMode, GpuSeries
 from stages.judge import stats
 from stages.judge.timings import bench_rows
 from stages.measure import nvml
-from stages.render import bench as bench_page
 from stages.render.gpu import section
 from stages.render.metrics import bench_metrics
 from stages.workloads import elementwise, matmul_relu

@@ -29,7 +29,7 @@ from stages.measure.gpu_rules import (Peak, StopRule, Window, math_of, peak, rea
                                       rel_sd, roofline, throttled)
 from stages.measure.nvml import Sensor
 
-Sample = Callable[[], "tuple[float, Window]"]   # seconds per call, and what NVML read
+Sample = Callable[[], tuple[float, Window]]   # seconds per call, and what NVML read
 
 
 class CudaOps:
