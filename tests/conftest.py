@@ -9,6 +9,22 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `gpu` run where torch sees a CUDA device, and are skipped, with the
+    reason, elsewhere (torch is imported only when such a test was collected)."""
+    marked = [item for item in items if item.get_closest_marker("gpu")]
+    if not marked:
+        return
+    try:
+        import torch
+        present = torch.cuda.is_available()
+    except Exception:
+        present = False
+    if not present:
+        for item in marked:
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA device"))
+
+
 def git(*args, cwd):
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True)
 

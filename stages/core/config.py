@@ -20,6 +20,7 @@ from stages.core.settings import (  # noqa: F401  (re-exported: the sections liv
     BenchSettings, Candidate, Cells, CompareSettings, Delta, Gate, HistorySettings, Matrix,
     NumericsSettings, Recommend, StatsSettings, WorkloadSpec)
 from stages.core.sweeps import expand
+from stages.core.gpu_config import CudaTiming, check_timing
 from stages.core.typed import from_data
 
 MODES = ("eager", "compiled", "reduce-overhead", "max-autotune")
@@ -34,6 +35,7 @@ class DeviceSpec:
     type: str
     threads: int = 0
     price_per_hour: float = 0.0
+    timing: CudaTiming | None = None    # CUDA only: hot/cold/graph series, stopping, throttling
 
 
 @dataclass(frozen=True)
@@ -131,7 +133,7 @@ def _device(name: str, body: Any) -> DeviceSpec:
     _choice(spec.type, DEVICE_TYPES, f"{where}.type")
     _at_least(spec.threads, f"{where}.threads", inclusive=True)
     _at_least(spec.price_per_hour, f"{where}.price_per_hour", inclusive=True)
-    return spec
+    return check_timing(spec, where)
 
 
 def _precision(name: str, body: Any) -> PrecisionSpec:

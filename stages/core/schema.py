@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stages.core.config import BenchSettings, DeviceSpec, PrecisionSpec, WorkloadSpec
+from stages.core.gpu_schema import GpuMode, GpuSeries  # noqa: F401
 from stages.core.rows import (BAD, EQUIVALENT, FAILED, IMPROVED, INCONCLUSIVE,  # noqa: F401
                               MISSING, NEW, NOT_COMPARABLE, REGRESSED, SKIPPED, VERDICTS,
                               Change, CompareRecord, Row)
@@ -57,9 +58,8 @@ class Job:
     timing: Timing
     baton: tuple[int, ...] | None = None  # the two pipe ends of a lock-step pair
     code: str | None = None            # import workloads from this folder (another revision)
-    # The inductor cache folder to compile with, shared by the processes of one unit and arm:
-    # empty for a cold compile, as an earlier process left it for a warm one. None: the
-    # launcher's choice (a fresh private folder for bench, a shared one for numerics).
+    # The inductor cache folder of this unit and arm (empty: a cold compile); None: the
+    # launcher's (a fresh private folder for bench, a shared one for numerics).
     compile_cache: str | None = None
 
     @property
@@ -97,10 +97,14 @@ class ModeTiming:
     # an earlier process of the same unit left them: a second start); None in eager modes.
     compile_cache: str | None = None
     calls_per_sample: int | None = None
-    steady_s: tuple[float, ...] = ()      # per call, one entry per sample
+    steady_s: tuple[float, ...] = ()      # per call, one entry per sample (on a GPU: hot)
+    cold_s: tuple[float, ...] = ()        # CUDA: L2 flushed before each call, one per sample
+    graph_s: tuple[float, ...] = ()       # CUDA: per call, the step replayed as a CUDA graph
     peak_bytes: int | None = None
     items: int | None = None
     flops: float | None = None
+    bytes_moved: float | None = None      # device memory read and written per step
+    gpu: GpuMode | None = None            # CUDA: how each series ended, clocks, roofline
     busy_machine: Busy | None = None       # over the steady-state samples
     busy_first_call: Busy | None = None
     busy_warmup: Busy | None = None

@@ -56,6 +56,13 @@ def _bench_3(data: dict) -> dict:
     return out
 
 
+def _bench_4(data: dict) -> dict:
+    """Schema 5 adds the GPU timing series (`cold_s`, `graph_s`), how each series ended and
+    what NVML read (`gpu`), and a workload's `bytes_moved`; all optional, so a schema-4
+    record reads as one measured without them (its `steady_s` is the hot series)."""
+    return {**data, "schema_version": 5}
+
+
 def _numerics_1(data: dict) -> dict:
     """In schema 1 an error of a NONFINITE mode was null; schema 2 says NaN (measured, not
     finite), keeping null for "not measured" (an empty output, a check that did not run)."""
@@ -97,4 +104,4 @@ def _compare_1(data: dict) -> dict:
 
 
 UPGRADES = {("bench", 1): _bench_1, ("bench", 2): _bench_2, ("bench", 3): _bench_3,
-            ("numerics", 1): _numerics_1, ("compare", 1): _compare_1}
+            ("bench", 4): _bench_4, ("numerics", 1): _numerics_1, ("compare", 1): _compare_1}

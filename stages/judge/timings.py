@@ -15,6 +15,10 @@ from stages.judge import portability, stats
 from stages.judge.verdicts import Draft
 
 COUNTED = ("graph_breaks", "recompiles")           # exact: more is worse
+# The CUDA series beside steady_s (the hot one), tested alike, at steady_s's δ, where both
+# sides measured them; each metric's series in the record's `gpu` block.
+GPU_TIMED = ("cold_s", "graph_s")
+SERIES = {"steady_s": "hot", "cold_s": "cold", "graph_s": "graph"}
 
 
 # ---- reducing a bench record to process-level summaries ----------------------------------
@@ -228,7 +232,7 @@ def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None,
         return [Draft(**key, metric="status", verdict=stats.FAILED,
                       base="OK" if in_base and not failed_base else None,
                       now=failed_now[0].split(":")[0], note=was)]
-    measured = [m for m in TIMED if process_values(now, workload, mode, m)]
+    measured = [m for m in (*TIMED, *GPU_TIMED) if process_values(now, workload, mode, m)]
     if not in_base:
         return [Draft(**key, metric=m, verdict=stats.NEW,
                       now=_middle(process_values(now, workload, mode, m))) for m in measured]
@@ -236,15 +240,18 @@ def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None,
         return [Draft(**key, metric="status", verdict=stats.IMPROVED, base="FAILED", now="OK",
                       note=f"now runs; was {failed_base[0]}")]
     rows = []
-    for metric in TIMED:
+    for metric in (*TIMED, *GPU_TIMED):
         if not process_values(base, workload, mode, metric):
             if metric in measured:    # e.g. an older record, which measured it otherwise
                 rows.append(Draft(**key, metric=metric, verdict=stats.NEW,
                                   now=_middle(process_values(now, workload, mode, metric)),
                                   note="the baseline's record has no value of it"))
             continue
-        rows.append(_timing_row(key, metric, now, base, getattr(delta, metric),
-                                not_comparable, busy_share, paired))
+        # The GPU series (cold, graph replay) are steady states too: the steady state's δ.
+        rows.append(_timing_row(key, metric, now, base,
+                                getattr(delta, metric, delta.steady_s),
+                                not_comparable or impossible(now, base, workload, mode, metric),
+                                busy_share, paired))
     b, n = (process_values(r, workload, mode, "peak_bytes") for r in (base, now))
     if b and n:
         rows.append(_ratio_rule(key, "peak_bytes", _middle(b), _middle(n), delta.peak_bytes))
@@ -282,6 +289,19 @@ def _timing_row(key: dict, metric: str, now: BenchRecord, base: BenchRecord, del
     if not_comparable:
         row.verdict, row.note = stats.NOT_COMPARABLE, not_comparable
     return row
+
+
+def impossible(now: BenchRecord, base: BenchRecord, workload: str, mode: str,
+               metric: str) -> str | None:
+    """Why a GPU series cannot be trusted: some process of either side measured it faster
+    than the hardware's peak (a measurement error, never a speed-up)."""
+    series = SERIES.get(metric)
+    for side, record in (("now", now), ("baseline", base)):
+        for _, m, _ in _summaries(record, workload, mode, metric) if series else ():
+            found = m.gpu.series.get(series) if m.gpu is not None else None
+            if found is not None and found.impossible:
+                return f"{side}: {found.impossible}"
+    return None
 
 
 def _reasons(record: BenchRecord, workload: str, mode: str) -> tuple[str, ...]:

@@ -17,6 +17,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
+from stages.measure.nvml import clocks as nvml_clocks
+
 SECTIONS = ("python", "torch", "hardware", "os", "packages", "distributions", "flags",
             "env_vars")
 
@@ -177,6 +179,9 @@ def _gpus(torch: Any) -> dict:
             out["gpu_archs"] = [_probe(lambda p=p: p.gcnArchName) for p in props]
         else:
             out["nvidia_driver"] = _probe(_nvidia_driver)
+            # Max/default/applications SM clocks, memory clock, power limit (NVML; None
+            # without nvidia-ml-py): a locked or lowered clock changes every timing.
+            out["gpu_clocks"] = _probe(nvml_clocks, torch, count) or [None] * count
     xpu = bool(_probe(lambda: torch.xpu.is_available()))
     out["xpu_available"] = xpu
     if xpu and not cuda:

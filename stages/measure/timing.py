@@ -264,11 +264,18 @@ def warm_up(step: Callable[[], Any], clock: Clock, *, warmup_s: float, min_calls
             return times, False
 
 
+# A device's own steady-state sampling (measure.gpu_timing): (step, calls per sample, turn,
+# busy probe) -> seconds per call, one entry per sample.
+Sampler = Callable[[Callable[[], Any], int, Callable[[], None], Any], list[float]]
+
+
 def measure(step: Callable[[], Any], clock: Clock, *, samples: int, sample_target_s: float,
             warmup_s: float, min_warmup_calls: int, warmup_max_s: float = 10.0,
             after_first: Callable[[], None] = lambda: None,
-            turn: Callable[[], None] = lambda: None, busy: dict | None = None) -> Phases:
-    """Time the first call, warm up, then take `samples` batched steady-state samples.
+            turn: Callable[[], None] = lambda: None, busy: dict | None = None,
+            sampler: Sampler | None = None) -> Phases:
+    """Time the first call, warm up, then take `samples` batched steady-state samples (or
+    leave the steady state to `sampler`, with the calibrated calls per sample).
 
     Warm-up is what it costs to get from the first call to steady-state speed: the calls
     after the first up to and including the first that runs at the steady level (found from
@@ -298,14 +305,24 @@ def measure(step: Callable[[], Any], clock: Clock, *, samples: int, sample_targe
     per_call = max(level, 1e-9)
     calls = max(1, round(sample_target_s / per_call))
 
+    if sampler is not None:
+        steady = sampler(step, calls, turn, probe["steady_s"])
+    else:
+        steady = batched_samples(step, clock, calls, samples, turn, probe["steady_s"])
+    return Phases(first_call_s, sum(warm_times[:k + 1]), k + 1, calls, steady, first_output,
+                  max(0.0, sum(warm_times[:k]) - k * level), settled)
+
+
+def batched_samples(step: Callable[[], Any], clock: Clock, calls: int, samples: int,
+                    turn: Callable[[], None], probe: Any) -> list[float]:
+    """`samples` samples, each timing `calls` back-to-back calls: seconds per call."""
     steady = []
     for _ in range(samples):
         turn()
-        probe["steady_s"].start()
+        probe.start()
         clock.start()
         for _ in range(calls):
             step()
         steady.append(clock.stop() / calls)
-        probe["steady_s"].stop()
-    return Phases(first_call_s, sum(warm_times[:k + 1]), k + 1, calls, steady, first_output,
-                  max(0.0, sum(warm_times[:k]) - k * level), settled)
+        probe.stop()
+    return steady

@@ -26,6 +26,7 @@ from stages.measure.code import use_code
 from stages.measure.device import (Unavailable, build, configure, failure, peak_memory_bytes,
                                    peak_memory_reset, resolve_device)
 from stages.measure.dynamo import DynamoLog, reset_dynamo
+from stages.measure.gpu_timing import GpuProcess
 from stages.measure.ops import op_coverage
 from stages.measure.timing import PHASES, BusyMachine, SentinelProbe, make_clock, measure
 
@@ -56,7 +57,8 @@ def compile_cache_state() -> str:
 
 
 def bench_mode(job: Job, factory, device: torch.device, mode: str,
-               turn=lambda: None, cache: str | None = None) -> ModeTiming:
+               turn=lambda: None, cache: str | None = None,
+               gpu: GpuProcess | None = None) -> ModeTiming:
     dtype = getattr(torch, job.precision.dtype)
     compiled = mode != "eager"
     if compiled:
@@ -64,6 +66,9 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
     peak_memory_reset(device)
     workload = build(job, factory, device, dtype, mode)
     clock = make_clock(torch, device.type)
+    # A workload of another revision may predate `bytes_moved`.
+    bytes_moved = getattr(workload, "bytes_moved", None)
+    sampler = gpu.sampler(workload.flops, bytes_moved) if gpu is not None else None
     busy = {phase: BusyMachine() for phase in PHASES}
     # Graph breaks and recompiles with their reasons; logging fires only while compiling.
     with (DynamoLog() if compiled else contextlib.nullcontext()) as dynamo:
@@ -73,7 +78,7 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
                          min_warmup_calls=job.timing.min_warmup_calls,
                          warmup_max_s=job.timing.warmup_max_s,
                          after_first=dynamo.mark_first if compiled else lambda: None,
-                         turn=turn, busy=busy)
+                         turn=turn, busy=busy, sampler=sampler)
     bad = sum(nonfinite_count(t) for t in flatten(phases.first_output).values())
     if bad:
         return ModeTiming("NONFINITE", error=f"first call returned {bad} NaN/Inf values")
@@ -82,10 +87,12 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
         "OK", first_call_s=phases.first_call_s, warmup_s=phases.warmup_s,
         warmup_calls=phases.warmup_calls, warmup_excess_s=phases.warmup_excess_s,
         warmup_settled=phases.warmup_settled, calls_per_sample=phases.calls_per_sample,
-        steady_s=tuple(phases.steady_s), peak_bytes=peak_memory_bytes(device),
-        items=workload.items, flops=workload.flops, busy_machine=busy["steady_s"].summary(),
-        compile_cache=cache if compiled else None,
+        steady_s=tuple(phases.steady_s),
+        peak_bytes=peak_memory_bytes(device) - (gpu.held_bytes if gpu is not None else 0),
+        items=workload.items, flops=workload.flops, bytes_moved=bytes_moved,
+        busy_machine=busy["steady_s"].summary(), compile_cache=cache if compiled else None,
         busy_first_call=busy["first_call_s"].summary(), busy_warmup=busy["warmup_s"].summary(),
+        **(sampler.record() if sampler is not None else {}),
         **({} if counts is None else {
             "graph_breaks": counts.graph_breaks, "graph_break_reasons": counts.graph_break_reasons,
             "recompiles": counts.recompiles, "recompile_reasons": counts.recompile_reasons,
@@ -100,10 +107,12 @@ def run_bench(job: Job) -> dict:
     machine = SentinelProbe()
     machine.burst()
     cache = compile_cache_state()       # before this process compiles anything
+    # CUDA with `timing`: hot/cold/graph series; the flush buffer is allocated here, once.
+    gpu = GpuProcess.open(torch, job) if device.type == "cuda" and job.device.timing else None
     out: dict = {"modes": {}}
     for mode in job.modes:
         try:
-            out["modes"][mode] = bench_mode(job, factory, device, mode, turn, cache)
+            out["modes"][mode] = bench_mode(job, factory, device, mode, turn, cache, gpu)
         except Exception as exc:  # one mode failing must not hide the others
             out["modes"][mode] = failure(exc)
         machine.burst()           # still this process's turn: between modes, outside timings

@@ -11,9 +11,10 @@ from stages.core.rows import Row
 from stages.core.schema import OK, BenchRecord
 from stages.judge import stats
 from stages.judge.environment import diff as env_diff
-from stages.judge.timings import failures, process_values
+from stages.judge.timings import GPU_TIMED, failures, process_values
 from stages.judge.verdicts import Comparison
 from stages.render.environment import cell
+from stages.render.gpu import section as gpu_section
 from stages.render.markdown import markdown_table, pvalue, seconds, value
 from stages.render.verdicts import change, ordered
 
@@ -66,8 +67,8 @@ def diff(rows: list[Row]) -> str:
     body = [[r.workload, r.mode, r.metric, value(r.metric, r.base), value(r.metric, r.now),
              change(r), pvalue(r.change.p if r.change else None),
              f"{r.change.n_base}/{r.change.n_now}" if r.change else "", r.note]
-            for r in ordered(rows) if r.metric in (*TIMED, "peak_bytes", "graph_breaks",
-                                                   "recompiles", "status")]
+            for r in ordered(rows) if r.metric in (*TIMED, *GPU_TIMED, "peak_bytes",
+                                                   "graph_breaks", "recompiles", "status")]
     return markdown_table(body, ["workload", "mode", "metric", "baseline", "now",
                                  "change [CI]", "p (this test)", "n", "note"])
 
@@ -92,7 +93,8 @@ def page(record: BenchRecord, result: Comparison, ab_env: str = "") -> str:
     lines += [f"> {note}" for note in result.notes] + ([""] if result.notes else [])
     if record.status != OK:
         return "\n".join(lines + [f"**{record.status}**: {record.reason}", ""])
-    lines += ["## Measured", "", measured(record), "",
+    gpu = gpu_section(record)
+    lines += ["## Measured", "", measured(record), "", *([gpu, ""] if gpu else []),
               "## Against the baseline", "",
               "The verdicts (REGRESSED, EQUIVALENT, ...) are decided once over the whole run, in "
               "[compare.md](../compare.md), with p-values adjusted over every tested metric; "

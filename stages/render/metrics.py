@@ -25,6 +25,10 @@ def bench_metrics(record: BenchRecord, price_per_hour: float) -> dict:
                  "peak_mib": n["peak_bytes"] / 2 ** 20 if n["peak_bytes"] is not None
                  else None, "usd_per_million_items": n["usd_per_million"]}
             m = {k: v for k, v in m.items() if v is not None}
+            for metric, name in (("cold_s", "cold_ms"), ("graph_s", "graph_ms")):
+                found = process_values(record, workload, mode, metric)   # CUDA series
+                if found:
+                    m[name] = stats.median(found) * 1e3
             breaks = process_values(record, workload, mode, "graph_breaks")
             if breaks:
                 m["graph_breaks"] = max(breaks)

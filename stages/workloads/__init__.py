@@ -26,6 +26,7 @@ class Workload:
     flops: float | None = None       # floating-point operations per step, when known
     state: Callable[[], dict] | None = None  # what training changes (parameters), for numerics
     train_steps: int = 1             # steps before numerics compares outputs and state
+    bytes_moved: float | None = None  # device memory read + written per step, when known
 
 
 def _positive(workload: str, **values: int) -> None:
@@ -69,7 +70,9 @@ def mlp_train(*, device: torch.device, dtype: torch.dtype, compile: Callable, se
         opt.step()
         return loss.detach()
 
-    flops = 3 * 2.0 * batch * (128 * 256 + 256 * 10)  # forward + backward matmuls
+    # The matmuls: forward, and backward's weight gradients of both layers and the input
+    # gradient of the second (the first layer's input needs none).
+    flops = 2.0 * batch * (2 * 128 * 256 + 3 * 256 * 10)
     return Workload(step=step, items=batch, flops=flops, train_steps=train_steps,
                     state=lambda: {n: p.detach() for n, p in model.named_parameters()})
 
@@ -92,3 +95,18 @@ def transformer_block(*, device: torch.device, dtype: torch.dtype, compile: Call
 
     per_token = 2.0 * (4 * width * width + 2 * 4 * width * width) + 4.0 * seq * width
     return Workload(step=step, items=batch * seq, flops=batch * seq * per_token)
+
+
+def elementwise(*, device: torch.device, dtype: torch.dtype, compile: Callable, seed: int,
+                mib: int = 16) -> Workload:
+    """x * 1.5 over a tensor of `mib` MiB: memory-bound, one read and one write per element,
+    so its bytes are exact. Small enough to stay in a GPU's L2 cache between calls: the gap
+    between the cold and the hot series is the cache's."""
+    _positive("elementwise", mib=mib)
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    numel = (mib << 20) // itemsize
+    gen = torch.Generator().manual_seed(seed)
+    x = _random(numel, seed_gen=gen).to(device, dtype)
+    fn = compile(lambda t: t * 1.5)
+    return Workload(step=lambda: fn(x), items=numel, flops=float(numel),
+                    bytes_moved=2.0 * numel * itemsize)
