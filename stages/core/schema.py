@@ -16,6 +16,7 @@ from typing import Any
 
 from stages.core.config import BenchSettings, DeviceSpec, PrecisionSpec, WorkloadSpec
 from stages.core.gpu_schema import GpuMode, GpuSeries  # noqa: F401
+from stages.core.job import Arm, Job, Timing  # noqa: F401  (re-exported)
 from stages.core.rows import (BAD, EQUIVALENT, FAILED, IMPROVED, INCONCLUSIVE,  # noqa: F401
                               MISSING, NEW, NOT_COMPARABLE, REGRESSED, SKIPPED, VERDICTS,
                               Change, CompareRecord, Row)
@@ -23,49 +24,6 @@ from stages.core.rows import (BAD, EQUIVALENT, FAILED, IMPROVED, INCONCLUSIVE,  
 # Statuses of a worker process or of one mode in it. OK ran; the rest say why not.
 OK = "OK"
 FAILURES = ("ERROR", "OOM", "CRASHED", "TIMEOUT", "NONFINITE")
-
-# ---- the job: what the launcher asks of one worker process ----------------------------------
-
-
-@dataclass(frozen=True)
-class Timing:
-    samples: int
-    sample_target_s: float
-    warmup_s: float
-    min_warmup_calls: int
-    warmup_max_s: float = 10.0
-
-
-@dataclass(frozen=True)
-class Arm:
-    """One side of a comparison measured in this run: an interpreter and a revision of the
-    workload code. The measuring harness (stages/ outside workloads/) is always this one."""
-    name: str                          # "baseline", "candidate" or "now"
-    python: str | None = None          # None: this interpreter
-    code: str | None = None            # the project folder at `rev`; None: this working tree
-    rev: str | None = None
-    workloads: dict[str, WorkloadSpec] | None = None   # that revision's; None: this config's
-
-
-@dataclass(frozen=True)
-class Job:
-    kind: str                          # "bench", "numerics" or "fresh" (determinism check)
-    seed: int
-    device: DeviceSpec
-    precision: PrecisionSpec
-    workloads: tuple[WorkloadSpec, ...]   # one; several for the fresh-process check
-    modes: tuple[str, ...]
-    timing: Timing
-    baton: tuple[int, ...] | None = None  # the two pipe ends of a lock-step pair
-    code: str | None = None            # import workloads from this folder (another revision)
-    # The inductor cache folder of this unit and arm (empty: a cold compile); None: the
-    # launcher's (a fresh private folder for bench, a shared one for numerics).
-    compile_cache: str | None = None
-
-    @property
-    def workload(self) -> WorkloadSpec:
-        return self.workloads[0]
-
 
 # ---- what one bench worker process measured -------------------------------------------------
 
@@ -96,6 +54,7 @@ class ModeTiming:
     # The inductor caches the first call found: "cold" (empty: a first start) or "warm" (as
     # an earlier process of the same unit left them: a second start); None in eager modes.
     compile_cache: str | None = None
+    control_s: tuple[float, ...] = ()     # the in-process control beside each sample
     calls_per_sample: int | None = None
     steady_s: tuple[float, ...] = ()      # per call, one entry per sample (on a GPU: hot)
     cold_s: tuple[float, ...] = ()        # CUDA: L2 flushed before each call, one per sample

@@ -47,6 +47,7 @@ class BenchSettings:
     # rest find the caches those left (a second start): two metrics, first_call_s and
     # first_call_warm_s.
     cold_compile_processes: int = 2
+    control: bool = False             # time a numpy kernel beside every sample (see README)
     timeout_s: float = 300.0
     seed: int = 0
     adaptive_budget_s: float = 60.0   # per cell: more processes for INCONCLUSIVE timings

@@ -28,7 +28,8 @@ from stages.measure.device import (Unavailable, build, configure, failure, peak_
 from stages.measure.dynamo import DynamoLog, reset_dynamo
 from stages.measure.gpu_timing import GpuProcess
 from stages.measure.ops import op_coverage
-from stages.measure.timing import PHASES, BusyMachine, SentinelProbe, make_clock, measure
+from stages.measure.timing import (PHASES, BusyMachine, Control, SentinelProbe, make_clock,
+                                   measure, with_control)
 
 
 class Baton:
@@ -58,7 +59,7 @@ def compile_cache_state() -> str:
 
 def bench_mode(job: Job, factory, device: torch.device, mode: str,
                turn=lambda: None, cache: str | None = None,
-               gpu: GpuProcess | None = None) -> ModeTiming:
+               gpu: GpuProcess | None = None, control: Control | None = None) -> ModeTiming:
     dtype = getattr(torch, job.precision.dtype)
     compiled = mode != "eager"
     if compiled:
@@ -78,7 +79,8 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
                          min_warmup_calls=job.timing.min_warmup_calls,
                          warmup_max_s=job.timing.warmup_max_s,
                          after_first=dynamo.mark_first if compiled else lambda: None,
-                         turn=turn, busy=busy, sampler=sampler)
+                         turn=with_control(turn, control), busy=busy, sampler=sampler)
+    control_s = control.take() if control is not None else ()
     bad = sum(nonfinite_count(t) for t in flatten(phases.first_output).values())
     if bad:
         return ModeTiming("NONFINITE", error=f"first call returned {bad} NaN/Inf values")
@@ -91,6 +93,7 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
         peak_bytes=peak_memory_bytes(device) - (gpu.held_bytes if gpu is not None else 0),
         items=workload.items, flops=workload.flops, bytes_moved=bytes_moved,
         busy_machine=busy["steady_s"].summary(), compile_cache=cache if compiled else None,
+        control_s=control_s,
         busy_first_call=busy["first_call_s"].summary(), busy_warmup=busy["warmup_s"].summary(),
         **(sampler.record() if sampler is not None else {}),
         **({} if counts is None else {
@@ -107,12 +110,14 @@ def run_bench(job: Job) -> dict:
     machine = SentinelProbe()
     machine.burst()
     cache = compile_cache_state()       # before this process compiles anything
+    control = Control.open() if job.timing.control else None
     # CUDA with `timing`: hot/cold/graph series; the flush buffer is allocated here, once.
     gpu = GpuProcess.open(torch, job) if device.type == "cuda" and job.device.timing else None
     out: dict = {"modes": {}}
     for mode in job.modes:
         try:
-            out["modes"][mode] = bench_mode(job, factory, device, mode, turn, cache, gpu)
+            out["modes"][mode] = bench_mode(job, factory, device, mode, turn, cache, gpu,
+                                            control)
         except Exception as exc:  # one mode failing must not hide the others
             out["modes"][mode] = failure(exc)
         machine.burst()           # still this process's turn: between modes, outside timings

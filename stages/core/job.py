@@ -1,0 +1,48 @@
+"""The job: what the launcher asks of one worker process, and the arms a run measures.
+Standard library only (the worker runs with torch alone)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stages.core.config import DeviceSpec, PrecisionSpec, WorkloadSpec
+
+
+@dataclass(frozen=True)
+class Timing:
+    samples: int
+    sample_target_s: float
+    warmup_s: float
+    min_warmup_calls: int
+    warmup_max_s: float = 10.0
+    control: bool = False              # time the in-process control beside every sample
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One side of a comparison measured in this run: an interpreter and a revision of the
+    workload code. The measuring harness (stages/ outside workloads/) is always this one."""
+    name: str                          # "baseline", "candidate" or "now"
+    python: str | None = None          # None: this interpreter
+    code: str | None = None            # the project folder at `rev`; None: this working tree
+    rev: str | None = None
+    workloads: dict[str, WorkloadSpec] | None = None   # that revision's; None: this config's
+
+
+@dataclass(frozen=True)
+class Job:
+    kind: str                          # "bench", "numerics" or "fresh" (determinism check)
+    seed: int
+    device: DeviceSpec
+    precision: PrecisionSpec
+    workloads: tuple[WorkloadSpec, ...]   # one; several for the fresh-process check
+    modes: tuple[str, ...]
+    timing: Timing
+    baton: tuple[int, ...] | None = None  # the two pipe ends of a lock-step pair
+    code: str | None = None            # import workloads from this folder (another revision)
+    # The inductor cache folder of this unit and arm (empty: a cold compile); None: the
+    # launcher's (a fresh private folder for bench, a shared one for numerics).
+    compile_cache: str | None = None
+
+    @property
+    def workload(self) -> WorkloadSpec:
+        return self.workloads[0]
