@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 from stages.core.rows import FAILED, REGRESSED, VERDICTS
 
 # Tested statistically, higher is worse. first_call_s: with cold compile caches (every eager
-# first call too); first_call_warm_s: with the caches an earlier process of the unit left.
-TIMED = ("steady_s", "first_call_s", "first_call_warm_s", "warmup_s")
+# first call too); first_call_warm_s: with the caches an earlier process of the unit left;
+# latency_*: percentiles of single calls, for workloads that ask for them (`_latency_`).
+LATENCY = ("latency_p50_s", "latency_p90_s", "latency_p99_s")
+TIMED = ("steady_s", "first_call_s", "first_call_warm_s", "warmup_s", *LATENCY)
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,10 @@ class BenchSettings:
     # rest find the caches those left (a second start): two metrics, first_call_s and
     # first_call_warm_s.
     cold_compile_processes: int = 2
+    # Tail latency (workloads with `_latency_: true`): after the steady state, single
+    # synchronized calls, at least latency_calls of them and about latency_s long.
+    latency_calls: int = 200
+    latency_s: float = 0.5
     timeout_s: float = 300.0
     seed: int = 0
     adaptive_budget_s: float = 60.0   # per cell: more processes for INCONCLUSIVE timings
@@ -44,6 +50,9 @@ class Delta:
     first_call_s: float = 0.2
     first_call_warm_s: float = 0.2
     warmup_s: float = 0.25
+    latency_p50_s: float = 0.05
+    latency_p90_s: float = 0.1
+    latency_p99_s: float = 0.2       # a tail is noisier than a median
     peak_bytes: float = 0.05
 
 
