@@ -140,13 +140,14 @@ def generic_clock(device_type: str) -> Clock:
 
 def _memory_stats(device_type: str) -> tuple[dict, str | None]:
     """The allocator's statistics, or why there are none."""
+    generic = _current_type() == device_type
+    asked = "torch.accelerator.memory_stats" if generic else f"torch.{device_type}.memory_stats"
     try:
-        if _current_type() == device_type:
-            stats = torch.accelerator.memory_stats()
-        else:
-            stats = getattr(_module(device_type), "memory_stats")()
+        stats = torch.accelerator.memory_stats() if generic else getattr(
+            _module(device_type), "memory_stats")()
     except Exception as exc:   # no DeviceAllocator, no memory_stats in the device module
-        return {}, f"the {device_type} backend keeps no memory statistics ({_first_line(exc)})"
+        return {}, (f"the {device_type} backend keeps no memory statistics ({asked} raised "
+                    f"{type(exc).__name__})")
     if not stats or "allocated_bytes.all.peak" not in stats:
         return {}, f"the {device_type} backend keeps no memory statistics"
     return stats, None
