@@ -38,7 +38,7 @@ def test_every_matrix_composes_into_a_valid_config(tmp_path, overrides, cells):
 
 @pytest.mark.parametrize("override, message", [
     ("precision=fp8", "Could not find 'precision/fp8'. Valid options: amp_bf16, bf16, fp16, fp32, tf32."),
-    ("device=tpu", "Valid options: cpu, cuda, mps, xpu."),
+    ("device=tpu", "Valid options: cpu, cuda, mps, neuron, xpu."),
     ("workload=[nope]", "Could not load 'workload/nope'. Valid options: matmul_relu, "),
     ("matrix=huge", "Valid options: cpu, gpu, smoke."),
 ])

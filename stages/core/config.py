@@ -40,6 +40,7 @@ class DeviceSpec:
     # Imported by the worker before it looks for the device: the package of an out-of-tree
     # backend that does not register itself when torch is imported.
     modules: tuple[str, ...] = ()
+    compile_backend: str | None = None   # torch.compile's backend there (None: inductor)
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,9 @@ def _device(name: str, body: Any) -> DeviceSpec:
         if not re.match(r"^[A-Za-z_][\w.]*$", module):
             raise UserError(f"{where}.modules[{i}] is {module!r}; give an importable module "
                             "name such as torch_neuronx")
+    if spec.compile_backend is not None and not DEVICE_TYPE.match(spec.compile_backend):
+        raise UserError(f"{where}.compile_backend is {spec.compile_backend!r}; give a "
+                        "torch.compile backend name (e.g. neuron), or null for inductor")
     _at_least(spec.threads, f"{where}.threads", inclusive=True)
     _at_least(spec.price_per_hour, f"{where}.price_per_hour", inclusive=True)
     return spec

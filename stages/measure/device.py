@@ -48,14 +48,16 @@ def configure(job: Job) -> None:
     torch.set_float32_matmul_precision(job.precision.matmul_precision)
 
 
-def compiler(mode: str, dynamic: bool | None = None):
+def compiler(mode: str, dynamic: bool | None = None, backend: str | None = None):
     """The `compile` a factory gets; `dynamic` as the workload's `_dynamic_` sets it (None:
-    torch.compile's automatic dynamic shapes, after a first recompile)."""
+    torch.compile's automatic dynamic shapes, after a first recompile), `backend` as the
+    device's `compile_backend` (None: inductor)."""
     if mode == "eager":
         return lambda fn: fn
+    chosen = {"dynamic": dynamic, **({"backend": backend} if backend else {})}
     if mode == "compiled":
-        return partial(torch.compile, dynamic=dynamic)
-    return partial(torch.compile, mode=mode, dynamic=dynamic)
+        return partial(torch.compile, **chosen)
+    return partial(torch.compile, mode=mode, **chosen)
 
 
 def build(job: Job, factory, device: torch.device, dtype: torch.dtype, mode: str,
@@ -63,7 +65,8 @@ def build(job: Job, factory, device: torch.device, dtype: torch.dtype, mode: str
     """The workload, built by its factory for this device, dtype and mode (under autocast
     when the precision asks for it)."""
     spec = job.workloads[workload_index]
-    workload = factory(device=device, dtype=dtype, compile=compiler(mode, spec.dynamic),
+    workload = factory(device=device, dtype=dtype,
+                       compile=compiler(mode, spec.dynamic, job.device.compile_backend),
                        seed=job.seed, **spec.kwargs)
     if job.precision.autocast and dtype != torch.float64:
         inner = workload.step
