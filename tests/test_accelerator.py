@@ -16,6 +16,7 @@ from stages.measure.cells import measure_bench
 from stages.measure.device import Unavailable, resolve_device
 from stages.measure.launcher import run_worker
 from stages.render.bench import unmeasured
+from stages.render.numbers import numbers_section
 
 from .records import DELTA, bench
 
@@ -93,4 +94,6 @@ def test_a_cell_whose_backend_is_missing_is_skipped_with_the_reason():
         in record.reason
     rows = bench_rows("trn-fp32", record, None, DELTA)
     assert [(r.verdict, r.note) for r in rows] == [(stats.SKIPPED, record.reason)]
+    summary = "\n".join(numbers_section({"trn-fp32": (record, 0.0)}, []))
+    assert f"### `trn-fp32`\n\nSKIPPED: {record.reason}" in summary
     assert torch.accelerator.current_accelerator() is None   # nothing registered here

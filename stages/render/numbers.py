@@ -7,7 +7,7 @@ import math
 
 from stages.core.config import LATENCY
 from stages.core.rows import BAD, IMPROVED, INCONCLUSIVE, Row
-from stages.core.schema import BenchRecord
+from stages.core.schema import OK, BenchRecord
 from stages.judge import stats
 from stages.judge.environment import get
 from stages.judge.timings import failures, process_values
@@ -171,5 +171,8 @@ def numbers_section(bench: dict[str, tuple[BenchRecord, float]], rows: list[Row]
              ""]
     for cell in sorted(bench, key=lambda c: (_rank([r for r in rows if r.cell == c]), c)):
         record, price = bench[cell]
+        if record.status != OK:     # a device not present, a backend not registered
+            lines += [f"### `{cell}`", "", f"{record.status}: {record.reason}", ""]
+            continue
         lines += [f"### `{cell}`", "", cell_table(cell, record, price, rows), ""]
     return lines
