@@ -13,7 +13,7 @@ from stages.judge import stats
 from stages.judge.timings import bench_rows
 from stages.measure import accelerator
 from stages.measure.cells import measure_bench
-from stages.measure.device import Unavailable, resolve_device
+from stages.measure.device import Unavailable, compiler, resolve_device
 from stages.measure.launcher import run_worker
 from stages.render.bench import unmeasured
 from stages.render.numbers import numbers_section
@@ -36,6 +36,13 @@ def test_an_unknown_device_type_is_a_valid_device_config():
            "workload": {"m": {"_target_": "stages.workloads.matmul_relu"}}}
     assert config.parse(raw).devices["trn"] == DeviceSpec("trn", "neuron",
                                                           modules=("torch_neuronx",))
+
+
+def test_the_device_names_the_compile_backend_and_the_workload_dynamic_shapes():
+    compile = compiler("compiled", True, "neuron")
+    assert compile.func is torch.compile
+    assert compile.keywords == {"dynamic": True, "backend": "neuron"}
+    assert compiler("max-autotune").keywords == {"mode": "max-autotune", "dynamic": None}
 
 
 def test_a_device_type_without_a_backend_is_unavailable_with_the_reason():

@@ -112,6 +112,8 @@ def _raw():
     (lambda r: r["workload"]["matmul_relu"].update(_dynamic_="auto"),
      "workload.matmul_relu._dynamic_ must be true, false or null"),
     (lambda r: r["bench"].update(latency_calls=50), "bench.latency_calls must be >= 100"),
+    (lambda r: r["device"]["cpu"].update(compile_backend="my backend"),
+     "device.cpu.compile_backend is 'my backend'; give a torch.compile backend name"),
     (lambda r: r["precision"]["fp32"].update(dtype="fp8"), "precision.fp32.dtype is 'fp8'"),
     (lambda r: r["matrix"].update(modes=["eager", "jit"]), "matrix.modes[1] is 'jit'"),
     (lambda r: r["workload"]["matmul_relu"].pop("_target_"), "workload.matmul_relu needs `_target_"),

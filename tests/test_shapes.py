@@ -21,7 +21,8 @@ from stages.render.numbers import cell_table
 from .records import DELTA, bench, numerics, process
 from .shape_workloads import varlen
 
-SIZE = "forward: tensor 'x' size mismatch at index 1. expected 8, actual 16 (at shape_workloads.py:17)"
+SIZE = ("forward: tensor 'x' size mismatch at index 1. expected 8, actual 16 "
+        "(at shape_workloads.py:17)")
 BRANCH = "forward: 2 <= x.size()[1] <= 20 (at shape_workloads.py:17)"
 
 

@@ -101,7 +101,10 @@ def shape_changes(record: BenchRecord) -> str:
     rows = []
     for workload in sorted(record.workloads):
         for mode in record.modes:
-            runs = [m.shapes for m in _modes(record, workload, mode) if m.shapes]
+            # Processes that compiled cold, where there are: a warm cache holds the recompiles.
+            measured = [m for m in _modes(record, workload, mode) if m.shapes]
+            runs = [m.shapes for m in measured if m.compile_cache != "warm"] or [
+                m.shapes for m in measured]
             for i, shape in enumerate(runs[0] if runs else ()):
                 same = [r[i] for r in runs if len(r) > i and r[i].shape == shape.shape]
                 first = stats.median([s.first_call_s for s in same])
@@ -117,8 +120,9 @@ def shape_changes(record: BenchRecord) -> str:
             "shapes run each after the first, after the steady state: its first call there "
             "(the change, recompile included), one more call at that shape, what the change "
             "cost beyond it, and the recompiles it caused with their reasons (medians and the "
-            "largest count over processes). Recompiles are compared with the baseline's "
-            "exactly: more, or one for a new reason, is REGRESSED.\n\n" + markdown_table(
+            "largest count over the processes that compiled with empty caches, where any did). "
+            "Recompiles are compared with the baseline's exactly: more, or one for a new "
+            "reason, is REGRESSED.\n\n" + markdown_table(
                 rows, ["workload", "mode", "shape", "first call", "next call", "cost",
                        "recompiles", "reasons"]))
 
