@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from stages.core.errors import UserError
 from stages.core.settings import (  # noqa: F401  (re-exported: the sections live there)
-    GATE_CHOICES, INSTALLERS, MEASURE, NOTHING_COMPARABLE, TIMED, Arms, Baseline,
+    GATE_CHOICES, INSTALLERS, LATENCY, MEASURE, NOTHING_COMPARABLE, TIMED, Arms, Baseline,
     BenchSettings, Candidate, Cells, CompareSettings, Delta, Gate, HistorySettings, Matrix,
     NumericsSettings, Recommend, StatsSettings, WorkloadSpec)
 from stages.core.sweeps import expand
@@ -24,7 +25,10 @@ from stages.core.gpu_config import CudaTiming, check_timing
 from stages.core.typed import from_data
 
 MODES = ("eager", "compiled", "reduce-overhead", "max-autotune")
-DEVICE_TYPES = ("cpu", "cuda", "mps", "xpu", "xla", "hpu", "neuron")
+# Device types timed and read by name; any other type (an out-of-tree backend such as AWS
+# Trainium's) goes through PyTorch's device-generic torch.accelerator API.
+DEVICE_TYPES = ("cpu", "cuda", "mps", "xpu")
+DEVICE_TYPE = re.compile(r"^[a-z][a-z0-9_]*$")
 DTYPES = ("float32", "bfloat16", "float16", "float64")
 MATMUL_PRECISIONS = ("highest", "high", "medium")
 
@@ -36,6 +40,10 @@ class DeviceSpec:
     threads: int = 0
     price_per_hour: float = 0.0
     timing: CudaTiming | None = None    # CUDA only: hot/cold/graph series, stopping, throttling
+    # Imported by the worker before it looks for the device: the package of an out-of-tree
+    # backend that does not register itself when torch is imported.
+    modules: tuple[str, ...] = ()
+    compile_backend: str | None = None   # torch.compile's backend there (None: inductor)
 
 
 @dataclass(frozen=True)
@@ -100,7 +108,7 @@ SECTIONS = {"bench": BenchSettings, "numerics": NumericsSettings, "stats": Stats
             "history": HistorySettings, "recommend": Recommend}
 GROUPS = ("device", "precision", "workload")
 TOP_LEVEL = tuple(sorted((*SECTIONS, *GROUPS, "sweep")))
-RESERVED = ("_target_", "_timeout_s_")
+RESERVED = ("_target_", "_timeout_s_", "_latency_", "_dynamic_")
 
 
 def _choice(value: str, choices: tuple[str, ...], where: str) -> None:
@@ -130,7 +138,16 @@ def _named(cls, name: str, body: Any, where: str):
 def _device(name: str, body: Any) -> DeviceSpec:
     where = f"device.{name}"
     spec = _named(DeviceSpec, name, body, where)
-    _choice(spec.type, DEVICE_TYPES, f"{where}.type")
+    if not DEVICE_TYPE.match(spec.type):
+        raise UserError(f"{where}.type is {spec.type!r}; give a torch device type: "
+                        f"{', '.join(DEVICE_TYPES)}, or an out-of-tree backend's (e.g. neuron)")
+    for i, module in enumerate(spec.modules):
+        if not re.match(r"^[A-Za-z_][\w.]*$", module):
+            raise UserError(f"{where}.modules[{i}] is {module!r}; give an importable module "
+                            "name such as torch_neuronx")
+    if spec.compile_backend is not None and not DEVICE_TYPE.match(spec.compile_backend):
+        raise UserError(f"{where}.compile_backend is {spec.compile_backend!r}; give a "
+                        "torch.compile backend name (e.g. neuron), or null for inductor")
     _at_least(spec.threads, f"{where}.threads", inclusive=True)
     _at_least(spec.price_per_hour, f"{where}.price_per_hour", inclusive=True)
     return check_timing(spec, where)
@@ -159,13 +176,19 @@ def _workload(name: str, body: Any) -> WorkloadSpec:
     reserved = sorted(set(body) - set(kwargs) - set(RESERVED))
     if reserved:
         raise UserError(f"unknown key {where}.{reserved[0]}; reserved keys are "
-                        f"{' and '.join(RESERVED)}")
+                        f"{', '.join(RESERVED)}")
     timeout = body.get("_timeout_s_")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
                                 or timeout <= 0):
         raise UserError(f"{where}._timeout_s_ must be a number > 0, got {timeout!r}")
+    latency, dynamic = body.get("_latency_", False), body.get("_dynamic_")
+    if not isinstance(latency, bool):
+        raise UserError(f"{where}._latency_ must be true or false, got {latency!r}")
+    if dynamic is not None and not isinstance(dynamic, bool):
+        raise UserError(f"{where}._dynamic_ must be true, false or null (torch.compile's "
+                        f"automatic dynamic shapes), got {dynamic!r}")
     return WorkloadSpec(name, body["_target_"], kwargs,
-                        None if timeout is None else float(timeout))
+                        None if timeout is None else float(timeout), latency, dynamic)
 
 
 def parse_workloads(section: dict) -> dict[str, WorkloadSpec]:
@@ -179,8 +202,12 @@ def _check_bench(bench: BenchSettings) -> None:
     for key in ("processes", "samples", "sample_target_s", "timeout_s", "max_processes",
                 "max_looks", "warmup_max_s"):
         _at_least(getattr(bench, key), f"bench.{key}")
-    for key in ("warmup_s", "adaptive_budget_s", "min_warmup_calls", "cold_compile_processes"):
+    for key in ("warmup_s", "adaptive_budget_s", "min_warmup_calls", "cold_compile_processes",
+                "latency_s"):
         _at_least(getattr(bench, key), f"bench.{key}", inclusive=True)
+    if bench.latency_calls < 100:
+        raise UserError(f"bench.latency_calls must be >= 100 (a p99 of fewer calls is their "
+                        f"maximum), got {bench.latency_calls}")
 
 
 def _check_stats(stats: StatsSettings) -> None:

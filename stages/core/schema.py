@@ -17,6 +17,9 @@ from typing import Any
 from stages.core.config import BenchSettings, DeviceSpec, PrecisionSpec, WorkloadSpec
 from stages.core.gpu_schema import GpuMode, GpuSeries  # noqa: F401
 from stages.core.job import Arm, Job, Timing  # noqa: F401  (re-exported)
+from stages.core.outputs import (FINGERPRINT_METHOD, SKETCH_K, WHOLE_MAX,  # noqa: F401
+                                 Coverage, Dynamo, Fingerprint, FreshOutputs, ModeOutputs,
+                                 OutputError, VersusEager)
 from stages.core.rows import (BAD, EQUIVALENT, FAILED, IMPROVED, INCONCLUSIVE,  # noqa: F401
                               MISSING, NEW, NOT_COMPARABLE, REGRESSED, SKIPPED, VERDICTS,
                               Change, CompareRecord, Row)
@@ -36,6 +39,17 @@ class Busy:
     steal: float                       # the hypervisor's steal on those CPUs
     run_queue: float | None = None     # the worker's threads waiting for a CPU, s per s of wall
     cpus: float | None = None
+
+
+@dataclass(frozen=True)
+class ShapeRun:
+    """One input shape after the first, in a compiled mode: its first call (the shape change,
+    with any recompile), a second call at that shape, and the recompiles the change caused."""
+    shape: str
+    first_call_s: float
+    call_s: float | None = None
+    recompiles: int = 0
+    recompile_reasons: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -72,6 +86,18 @@ class ModeTiming:
     recompiles: int | None = None
     recompile_reasons: tuple[str, ...] = ()
     unique_graphs: int | None = None
+    # Tail latency (workloads with `_latency_`): percentiles of single synchronized calls
+    # after the steady state, and what else took the CPU meanwhile.
+    latency_calls: int | None = None
+    latency_p50_s: float | None = None
+    latency_p90_s: float | None = None
+    latency_p99_s: float | None = None
+    busy_latency: Busy | None = None
+    shapes: tuple[ShapeRun, ...] = ()     # compiled modes of a workload with several shapes
+    # What the device's backend could not provide: metric -> why (a generic accelerator
+    # without memory statistics, say); and how the calls were timed there.
+    unmeasured: dict[str, str] = field(default_factory=dict)
+    clock: str | None = None
 
 
 @dataclass(frozen=True)
@@ -104,93 +130,6 @@ class BenchProcess(Process):
 
 
 # ---- what one numerics worker process computed ----------------------------------------------
-
-
-@dataclass(frozen=True)
-class OutputError:
-    """One output against its float64 reference; None: not measured (empty output, or the
-    values are not finite)."""
-    rel_l2: float | None
-    max_abs: float | None
-    cosine: float | None
-    nonfinite: int
-    numel: int
-    ref_nonfinite: int = 0
-
-
-# How outputs are kept for drift (measure.accuracy writes them): at most WHOLE_MAX values
-# whole, larger ones as a CountSketch onto SKETCH_K coordinates. A record with another method
-# is not compared for drift.
-FINGERPRINT_METHOD = "countsketch-fmix32-k64-v1"
-SKETCH_K = 64
-WHOLE_MAX = 64
-
-
-@dataclass(frozen=True)
-class Fingerprint:
-    """An output kept for drift: whole when small, else norm, mean, std and a sketch."""
-    shape: tuple[int, ...]
-    nonfinite: int = 0
-    values: tuple[float, ...] | None = None
-    norm: float | None = None
-    mean: float | None = None
-    std: float | None = None
-    sketch: str | None = None            # base64 of little-endian float64
-
-
-@dataclass(frozen=True)
-class Dynamo:
-    graph_breaks: int = 0
-    graph_break_reasons: tuple[str, ...] = ()
-    recompiles: int = 0
-    recompile_reasons: tuple[str, ...] = ()
-    unique_graphs: int = 0
-
-
-@dataclass(frozen=True)
-class VersusEager:
-    """A compiled output against the eager one, and eager's own error against float64."""
-    rel_l2: float | None
-    max_abs: float | None
-    eager_rel_l2: float | None
-
-
-@dataclass(frozen=True)
-class ModeOutputs:
-    """One mode in one numerics process: errors, determinism, fingerprints."""
-    status: str
-    error: str | None = None
-    traceback: str | None = None
-    outputs: dict[str, OutputError] = field(default_factory=dict)
-    rerun_max_abs: float | None = None
-    digest: str | None = None
-    fingerprint: dict[str, Fingerprint] = field(default_factory=dict)
-    dynamo: Dynamo | None = None
-    vs_eager: dict[str, VersusEager] | None = None
-    vs_eager_error: str | None = None     # eager failed: compiled vs eager not measured
-
-
-@dataclass(frozen=True)
-class Coverage:
-    """The operators one eager step ran, and those that ran off the device."""
-    status: str = OK
-    error: str | None = None
-    traceback: str | None = None
-    device: str | None = None
-    calls: int = 0
-    ops: dict[str, str] = field(default_factory=dict)            # op -> "fwd", "bwd", "fwd+bwd"
-    other_device: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    fallback_ops: tuple[str, ...] = ()
-    warnings: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class FreshOutputs:
-    status: str
-    error: str | None = None
-    traceback: str | None = None
-    digest: str | None = None
-    fingerprint: dict[str, Fingerprint] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,10 @@ from typing import Any
 from stages.core.rows import FAILED, REGRESSED, VERDICTS
 
 # Tested statistically, higher is worse. first_call_s: with cold compile caches (every eager
-# first call too); first_call_warm_s: with the caches an earlier process of the unit left.
-TIMED = ("steady_s", "first_call_s", "first_call_warm_s", "warmup_s")
+# first call too); first_call_warm_s: with the caches an earlier process of the unit left;
+# latency_*: percentiles of single calls, for workloads that ask for them (`_latency_`).
+LATENCY = ("latency_p50_s", "latency_p90_s", "latency_p99_s")
+TIMED = ("steady_s", "first_call_s", "first_call_warm_s", "warmup_s", *LATENCY)
 
 
 @dataclass(frozen=True)
@@ -20,6 +22,8 @@ class WorkloadSpec:
     target: str
     kwargs: dict[str, Any] = field(default_factory=dict)
     timeout_s: float | None = None
+    latency: bool = False              # `_latency_`: also time single calls (tail latency)
+    dynamic: bool | None = None        # `_dynamic_`: torch.compile's dynamic (None: automatic)
     # A sweep's unit (core.sweeps): torch threads for it, the workload it was made from and
     # its swept values, e.g. (("batch", 64), ("threads", 2)).
     threads: int | None = None
@@ -48,6 +52,10 @@ class BenchSettings:
     # first_call_warm_s.
     cold_compile_processes: int = 2
     control: bool = False             # time a numpy kernel beside every sample (see README)
+    # Tail latency (workloads with `_latency_: true`): after the steady state, single
+    # synchronized calls, at least latency_calls of them and about latency_s long.
+    latency_calls: int = 200
+    latency_s: float = 0.5
     timeout_s: float = 300.0
     seed: int = 0
     adaptive_budget_s: float = 60.0   # per cell: more processes for INCONCLUSIVE timings
@@ -67,6 +75,9 @@ class Delta:
     first_call_s: float = 0.2
     first_call_warm_s: float = 0.2
     warmup_s: float = 0.25
+    latency_p50_s: float = 0.05
+    latency_p90_s: float = 0.1
+    latency_p99_s: float = 0.2       # a tail is noisier than a median
     peak_bytes: float = 0.05
 
 

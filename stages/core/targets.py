@@ -12,11 +12,18 @@ PROVIDED = ("device", "dtype", "compile", "seed")  # passed by torchgate, not by
 
 
 def load_target(target: str):
+    """The workload function; ImportError when its module does not import, whatever failed
+    there (a custom-operator library that does not load raises OSError or RuntimeError),
+    with that failure's first line."""
     module_name, _, attr = target.rpartition(".")
     try:
         return getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError, ValueError) as exc:
         raise ImportError(f"cannot import workload _target_ {target!r}: {exc}") from exc
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        raise ImportError(f"cannot import workload _target_ {target!r}: "
+                          f"{type(exc).__name__}: {first}") from exc
 
 
 def check_arguments(name: str, target: str, kwargs: dict) -> None:

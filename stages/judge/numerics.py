@@ -201,12 +201,13 @@ def _dynamo_rows(key: dict, now: Dynamo, base: Dynamo | None) -> list[Draft]:
             row.note = "; ".join(reasons[:5])
     r_now, r_base = now.recompiles, base.recompiles if base else 0
     if r_now or r_base:
-        rows.append(Draft(**key, metric="recompiles", now=r_now,
-                          base=r_base if base else None,
-                          verdict=(stats.NEW if base is None else stats.REGRESSED
-                                   if r_now > r_base else stats.IMPROVED if r_now < r_base
-                                   else stats.EQUIVALENT),
-                          note="; ".join(now.recompile_reasons[:3])))
+        new = portability.new_reasons(now.recompile_reasons,
+                                      base.recompile_reasons if base else ())
+        verdict = (stats.NEW if base is None else stats.REGRESSED if r_now > r_base or new
+                   else stats.IMPROVED if r_now < r_base else stats.EQUIVALENT)
+        rows.append(Draft(**key, metric="recompiles", now=r_now, base=r_base if base else None,
+                          verdict=verdict, note=("new: " + "; ".join(new[:3]) if new and base
+                                                 else "; ".join(now.recompile_reasons[:3]))))
     return rows
 
 
@@ -222,14 +223,19 @@ def coverage_rows(key: dict, now: Coverage, base: Coverage | None) -> list[Draft
                 base=len(base.ops) if base else None)
     rows = [row]
     diff = portability.op_diff(now, base) if base else None
+    ext = portability.extensions(now)
+    said = "extensions: " + "; ".join(f"{ns} {portability.short_list(ops, 4)}"
+                                      for ns, ops in ext.items()) if ext else ""
     if diff is None:
-        row.verdict = stats.NEW
+        row.verdict, row.note = stats.NEW, said
     elif diff["added"] or diff["removed"]:
         row.verdict = stats.INCONCLUSIVE
         row.note = "; ".join(filter(None, [
             "new: " + portability.short_list(diff["added"]) if diff["added"] else "",
             "removed: " + portability.short_list(diff["removed"]) if diff["removed"] else "",
-            "the operators changed: review (not a regression by itself)"]))
+            "the operators changed: review (not a regression by itself)", said]))
+    else:
+        row.note = said
     fell_base = portability.fallback_ops(base) if base else {}
     if off or fell_base or now.device not in (None, "cpu"):
         fb = Draft(**key, metric="fallback_ops", verdict=stats.EQUIVALENT, now=len(off),

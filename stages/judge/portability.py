@@ -102,6 +102,26 @@ def op_diff(now: Coverage, base: Coverage) -> dict:
             "gone_fallbacks": sorted(set(fell_base) - set(fell_now))}
 
 
+# PyTorch's own operator namespaces; any other an op coverage sees is an extension's (a
+# `torch.library` custom op, a loaded C++ operator library: `torch.ops.<namespace>`).
+TORCH_NAMESPACES = frozenset({"aten", "prims", "prim", "quantized", "_quantized", "profiler",
+                              "c10d", "_c10d_functional", "c10d_functional", "_dtensor",
+                              "inductor", "higher_order", "debugprims", "rngprims"})
+
+
+def namespaces(coverage: Coverage) -> dict[str, list[str]]:
+    """The ops of one coverage by namespace (`aten.mm.default` -> aten), PyTorch's first."""
+    found: dict[str, list[str]] = {}
+    for op in coverage.ops:
+        found.setdefault(op.split(".", 1)[0], []).append(op)
+    return dict(sorted(found.items(), key=lambda kv: (kv[0] not in TORCH_NAMESPACES, kv[0])))
+
+
+def extensions(coverage: Coverage) -> dict[str, list[str]]:
+    """The ops of namespaces beyond PyTorch's own: a user's extensions."""
+    return {ns: ops for ns, ops in namespaces(coverage).items() if ns not in TORCH_NAMESPACES}
+
+
 def short_list(names: list[str], limit: int = 8) -> str:
     shown = ", ".join(f"`{n}`" for n in names[:limit])
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")

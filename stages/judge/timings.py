@@ -9,12 +9,13 @@ from __future__ import annotations
 import math
 from typing import Iterator
 
-from stages.core.config import TIMED, Delta
+from stages.core.config import LATENCY, TIMED, Delta
 from stages.core.schema import OK, BenchProcess, BenchRecord, Busy, ModeTiming
 from stages.judge import portability, stats
 from stages.judge.verdicts import Draft
 
-COUNTED = ("graph_breaks", "recompiles")           # exact: more is worse
+COUNTED = ("graph_breaks", "recompiles")           # exact: more, or a new reason, is worse
+REASONS = {"graph_breaks": "graph_break_reasons", "recompiles": "recompile_reasons"}
 CONTROLLED = "steady_vs_control"   # a process's steady state over its in-process control
 CONTROL_GAIN = 0.8                 # used only where it cuts the process spread by a fifth
 # The CUDA series beside steady_s (the hot one), tested alike, at steady_s's δ, where both
@@ -77,7 +78,8 @@ def reading(mode: ModeTiming, metric: str) -> Busy | None:
     """What else took the CPU during the phase a metric times. A record that read the
     steady-state samples only (schema 2) is judged by that reading in every phase."""
     phase = {"first_call_s": mode.busy_first_call, "first_call_warm_s": mode.busy_first_call,
-             "warmup_s": mode.busy_warmup}.get(metric)
+             "warmup_s": mode.busy_warmup, **dict.fromkeys(LATENCY, mode.busy_latency)
+             }.get(metric)
     return phase or mode.busy_machine
 
 
@@ -264,13 +266,23 @@ def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None,
     for metric in COUNTED:
         b, n = (process_values(r, workload, mode, metric) for r in (base, now))
         if b and n:
-            row = _count_rule(key, metric, max(b), max(n))
-            if metric == "graph_breaks" and row.verdict == stats.REGRESSED:
-                new = portability.new_reasons(_reasons(now, workload, mode),
-                                              _reasons(base, workload, mode))
-                row.note = "new: " + "; ".join(new[:3]) if new else ""
-            rows.append(row)
+            rows.append(_counted_row(key, metric, max(b), max(n),
+                                     reasons(now, workload, mode, metric),
+                                     reasons(base, workload, mode, metric)))
     return rows
+
+
+def _counted_row(key: dict, metric: str, base: int, now: int, reasons_now: tuple[str, ...],
+                 reasons_base: tuple[str, ...]) -> Draft:
+    """Graph breaks or recompiles: more than the baseline's, or one for a reason the baseline
+    did not have (a guard a new version adds, even where another went away), is REGRESSED,
+    with the new reasons (compared without their line numbers)."""
+    row = _count_rule(key, metric, base, now)
+    new = portability.new_reasons(reasons_now, reasons_base)
+    if new:
+        row.verdict = stats.REGRESSED
+        row.note = "new: " + "; ".join(new[:3])
+    return row
 
 
 def _timing_row(key: dict, metric: str, now: BenchRecord, base: BenchRecord, delta: float,
@@ -342,10 +354,11 @@ def impossible(now: BenchRecord, base: BenchRecord, workload: str, mode: str,
     return None
 
 
-def _reasons(record: BenchRecord, workload: str, mode: str) -> tuple[str, ...]:
-    for _, m, _ in _summaries(record, workload, mode, "graph_breaks"):
-        return m.graph_break_reasons
-    return ()
+def reasons(record: BenchRecord, workload: str, mode: str, metric: str) -> tuple[str, ...]:
+    """The reasons of a counted metric over every process that measured it, in order."""
+    found = (r for _, m, _ in _summaries(record, workload, mode, metric)
+             for r in getattr(m, REASONS[metric]))
+    return tuple(dict.fromkeys(found))
 
 
 def _middle(values: list[float]) -> float | None:

@@ -11,10 +11,9 @@ import torch
 
 from stages.core.config import DeviceSpec
 from stages.core.schema import Job
-
-
-class Unavailable(Exception):
-    """The device of this cell is not present on this machine."""
+from stages.measure import accelerator
+from stages.measure.accelerator import Unavailable  # noqa: F401  (the worker's SKIPPED)
+from stages.measure.extensions import missing_kernel
 
 
 def failure(exc: BaseException) -> dict:
@@ -24,14 +23,17 @@ def failure(exc: BaseException) -> dict:
     oom = (isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError"
            or "out of memory" in text or "can't allocate memory" in text
            or "not enough memory" in text)
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    first = missing_kernel(exc) or (str(exc).strip().splitlines()[0] if str(exc).strip() else "")
     return {"status": "OOM" if oom else "ERROR", "error": f"{type(exc).__name__}: {first}"[:500],
             "traceback": traceback.format_exc(limit=-3)[-2000:]}
 
 
 def resolve_device(spec: DeviceSpec) -> torch.device:
+    accelerator.import_backends(spec.name, spec.modules)
     if spec.type == "cpu":
         return torch.device("cpu")
+    if spec.type not in accelerator.KNOWN:
+        return accelerator.resolve(spec.name, spec.type)
     module = getattr(torch, spec.type, None)
     available = getattr(module, "is_available", None)
     if available is None or not available():
@@ -47,12 +49,16 @@ def configure(job: Job) -> None:
     torch.set_float32_matmul_precision(job.precision.matmul_precision)
 
 
-def compiler(mode: str):
+def compiler(mode: str, dynamic: bool | None = None, backend: str | None = None):
+    """The `compile` a factory gets; `dynamic` as the workload's `_dynamic_` sets it (None:
+    torch.compile's automatic dynamic shapes, after a first recompile), `backend` as the
+    device's `compile_backend` (None: inductor)."""
     if mode == "eager":
         return lambda fn: fn
+    chosen = {"dynamic": dynamic, **({"backend": backend} if backend else {})}
     if mode == "compiled":
-        return torch.compile
-    return partial(torch.compile, mode=mode)
+        return partial(torch.compile, **chosen)
+    return partial(torch.compile, mode=mode, **chosen)
 
 
 def build(job: Job, factory, device: torch.device, dtype: torch.dtype, mode: str,
@@ -60,8 +66,9 @@ def build(job: Job, factory, device: torch.device, dtype: torch.dtype, mode: str
     """The workload, built by its factory for this device, dtype and mode (under autocast
     when the precision asks for it)."""
     spec = job.workloads[workload_index]
-    workload = factory(device=device, dtype=dtype, compile=compiler(mode), seed=job.seed,
-                       **spec.kwargs)
+    workload = factory(device=device, dtype=dtype,
+                       compile=compiler(mode, spec.dynamic, job.device.compile_backend),
+                       seed=job.seed, **spec.kwargs)
     if job.precision.autocast and dtype != torch.float64:
         inner = workload.step
         amp = getattr(torch, job.precision.autocast_dtype)
@@ -82,6 +89,8 @@ def peak_memory_reset(device: torch.device) -> None:
         torch.cuda.reset_peak_memory_stats()
     elif device.type == "xpu":
         torch.xpu.reset_peak_memory_stats()
+    elif device.type not in accelerator.KNOWN:
+        accelerator.reset_peak(device.type)
     elif device.type == "cpu":
         try:
             with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
@@ -90,7 +99,10 @@ def peak_memory_reset(device: torch.device) -> None:
             pass
 
 
-def peak_memory_bytes(device: torch.device) -> int:
+def peak_memory_bytes(device: torch.device) -> int | None:
+    """None where the backend keeps no statistics (see accelerator.notes)."""
+    if device.type not in accelerator.KNOWN:
+        return accelerator.peak_bytes(device.type)
     if device.type == "cuda":
         return int(torch.cuda.max_memory_allocated())
     if device.type == "xpu":

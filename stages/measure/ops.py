@@ -1,4 +1,5 @@
-"""Op coverage: the aten operators one eager step really runs, and which ran off the device."""
+"""Op coverage: the operators one eager step really runs (aten's and any extension's, by
+namespace), and which ran off the device."""
 from __future__ import annotations
 
 import random
@@ -18,7 +19,8 @@ _FALLBACK_WARNING = re.compile(r"operator '([\w:.]+)'[^.]*?(?:fall ?back|not (?:
 
 def op_coverage(job: Job, factory, device: torch.device, dtype: torch.dtype) -> Coverage:
     """The operators one eager step really runs, forward and backward (and optimizer), as
-    overload names (`aten.mm.default`), logged by a TorchDispatchMode; the ops whose tensors
+    overload names (`aten.mm.default`; a user's custom op under its own namespace,
+    `mylib.scale.default`), logged by a TorchDispatchMode; the ops whose tensors
     were on another device than requested (0-dim scalars aside, which live on the CPU by
     design, e.g. optimizer step counts); and fallback warnings (MPS: "... will fall back to
     run on the CPU"), which come from below the dispatcher and are the only trace of a

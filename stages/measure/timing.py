@@ -62,12 +62,18 @@ def device_sync(torch_module, device_type: str) -> Callable[[], None]:
         return torch_module.mps.synchronize
     if device_type == "xpu":
         return torch_module.xpu.synchronize
+    if device_type != "cpu":    # a backend known by type only: through torch.accelerator
+        from stages.measure.accelerator import generic_sync
+        return generic_sync(device_type)
     return lambda: None
 
 
 def make_clock(torch_module, device_type: str) -> Clock:
     if device_type == "cuda":
         return CudaEventClock(torch_module)
+    if device_type not in ("cpu", "mps", "xpu"):
+        from stages.measure.accelerator import generic_clock
+        return generic_clock(device_type)
     return SyncClock(device_sync(torch_module, device_type))
 
 

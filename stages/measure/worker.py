@@ -22,14 +22,17 @@ from stages.core.schema import (FreshOutputs, Job, ModeOutputs, ModeTiming, Vers
 from stages.core.typed import from_data
 from stages.measure.accuracy import (digest, error_metrics, fingerprint, flatten,
                                      max_abs_difference, nonfinite_count)
+from stages.measure.accelerator import notes as device_notes
 from stages.measure.code import use_code
 from stages.measure.device import (Unavailable, build, configure, failure, peak_memory_bytes,
                                    peak_memory_reset, resolve_device)
 from stages.measure.dynamo import DynamoLog, reset_dynamo
 from stages.measure.gpu_timing import GpuProcess
+from stages.measure.latency import measure_latency
 from stages.measure.ops import op_coverage
-from stages.measure.timing import (PHASES, BusyMachine, Control, SentinelProbe, make_clock,
-                                   measure, with_control)
+from stages.measure.shapes import run_shapes
+from stages.measure.timing import (PHASES, BusyMachine, Control, SentinelProbe, device_sync,
+                                   make_clock, measure, with_control)
 
 
 class Baton:
@@ -80,6 +83,17 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
                          warmup_max_s=job.timing.warmup_max_s,
                          after_first=dynamo.mark_first if compiled else lambda: None,
                          turn=with_control(turn, control), busy=busy, sampler=sampler)
+        # After the steady state, so that it stays comparable with runs without these.
+        tail = measure_latency(workload.step, device_sync(torch, device.type),
+                               min(phases.steady_s), min_calls=job.timing.latency_calls,
+                               target_s=job.timing.latency_s, turn=turn) \
+            if job.workload.latency else {}
+        # The first shape's peak (the others may be larger), less the GPU's flush buffer.
+        peak = peak_memory_bytes(device)        # None where the backend keeps no statistics
+        if peak is not None and gpu is not None:
+            peak -= gpu.held_bytes
+        shapes = run_shapes(workload.shapes, clock, lambda: dynamo.recompiles, turn) \
+            if compiled else ()
     control_s = control.take() if control is not None else ()
     bad = sum(nonfinite_count(t) for t in flatten(phases.first_output).values())
     if bad:
@@ -89,8 +103,8 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
         "OK", first_call_s=phases.first_call_s, warmup_s=phases.warmup_s,
         warmup_calls=phases.warmup_calls, warmup_excess_s=phases.warmup_excess_s,
         warmup_settled=phases.warmup_settled, calls_per_sample=phases.calls_per_sample,
-        steady_s=tuple(phases.steady_s),
-        peak_bytes=peak_memory_bytes(device) - (gpu.held_bytes if gpu is not None else 0),
+        steady_s=tuple(phases.steady_s), peak_bytes=peak, **tail, shapes=shapes,
+        **device_notes(device.type),
         items=workload.items, flops=workload.flops, bytes_moved=bytes_moved,
         busy_machine=busy["steady_s"].summary(), compile_cache=cache if compiled else None,
         control_s=control_s,

@@ -6,7 +6,7 @@ shown as what they are. Pure.
 """
 from __future__ import annotations
 
-from stages.core.config import TIMED
+from stages.core.config import LATENCY, TIMED
 from stages.core.rows import Row
 from stages.core.schema import OK, BenchRecord
 from stages.judge import stats
@@ -63,6 +63,91 @@ def _middle(record: BenchRecord, workload: str, mode: str, metric: str,
     return seconds(middle) if as_time else f"{middle:g}"
 
 
+def _modes(record: BenchRecord, workload: str, mode: str):
+    """This unit's results in the processes where it ran."""
+    run = record.workloads.get(workload)
+    for proc in run.processes if run else ():
+        m = proc.modes.get(mode) if proc.status == OK else None
+        if m is not None and m.status == OK:
+            yield m
+
+
+def latency(record: BenchRecord) -> str:
+    """The units that timed single calls: medians over processes of each percentile."""
+    rows = []
+    for workload in sorted(record.workloads):
+        for mode in record.modes:
+            calls = [m.latency_calls for m in _modes(record, workload, mode) if m.latency_calls]
+            if not calls:
+                continue
+            middle = {q: stats.median(process_values(record, workload, mode, q))
+                      for q in LATENCY}
+            rows.append([workload, mode, str(len(calls)), f"{min(calls)}–{max(calls)}"
+                         if min(calls) != max(calls) else str(calls[0]),
+                         *(seconds(middle[q]) for q in LATENCY),
+                         f"{middle['latency_p99_s'] / middle['latency_p50_s']:.2f}x"
+                         if middle["latency_p50_s"] else ""])
+    if not rows:
+        return ""
+    return ("## Tail latency\n\nSingle calls, each between two device synchronizations, after "
+            "the steady state; percentiles per process (nearest rank), here their median over "
+            "processes. Each percentile is compared with the baseline's like the steady "
+            "state, with its own δ.\n\n" + markdown_table(
+                rows, ["workload", "mode", "processes", "calls per process", "p50", "p90",
+                       "p99", "p99 / p50"]))
+
+
+def shape_changes(record: BenchRecord) -> str:
+    """Per workload, compiled mode and shape after the first: what the change cost."""
+    rows = []
+    for workload in sorted(record.workloads):
+        for mode in record.modes:
+            # Processes that compiled cold, where there are: a warm cache holds the recompiles.
+            measured = [m for m in _modes(record, workload, mode) if m.shapes]
+            runs = [m.shapes for m in measured if m.compile_cache != "warm"] or [
+                m.shapes for m in measured]
+            for i, shape in enumerate(runs[0] if runs else ()):
+                same = [r[i] for r in runs if len(r) > i and r[i].shape == shape.shape]
+                first = stats.median([s.first_call_s for s in same])
+                again = [s.call_s for s in same if s.call_s is not None]
+                call = stats.median(again) if again else None
+                reasons = dict.fromkeys(r for s in same for r in s.recompile_reasons)
+                rows.append([workload, mode, f"`{shape.shape}`", seconds(first), seconds(call),
+                             seconds(max(first - call, 0.0)) if call is not None else "",
+                             str(max(s.recompiles for s in same)), "<br>".join(reasons)])
+    if not rows:
+        return ""
+    return ("## Shape changes\n\nCompiled modes of a workload that declares several input "
+            "shapes run each after the first, after the steady state: its first call there "
+            "(the change, recompile included), one more call at that shape, what the change "
+            "cost beyond it, and the recompiles it caused with their reasons (medians and the "
+            "largest count over the processes that compiled with empty caches, where any did). "
+            "Recompiles are compared with the baseline's exactly: more, or one for a new "
+            "reason, is REGRESSED.\n\n" + markdown_table(
+                rows, ["workload", "mode", "shape", "first call", "next call", "cost",
+                       "recompiles", "reasons"]))
+
+
+def unmeasured(record: BenchRecord) -> str:
+    """What the device's backend could not provide, and how its calls were timed."""
+    said: dict[str, None] = {}
+    for workload in sorted(record.workloads):
+        for mode in record.modes:
+            for m in _modes(record, workload, mode):
+                if m.clock:
+                    said[f"calls timed with {CLOCKS.get(m.clock, m.clock)}"] = None
+                for metric, why in sorted(m.unmeasured.items()):
+                    said[f"{metric} not measured: {why}"] = None
+    if not said:
+        return ""
+    return "## What this device provides\n\n" + "\n".join(f"- {line}" for line in said)
+
+
+CLOCKS = {"events": "the device's timing events (torch.Event)",
+          "synchronize": "the host clock between device synchronizations (the backend has no "
+                         "timing events)"}
+
+
 def diff(rows: list[Row]) -> str:
     body = [[r.workload, r.mode, r.metric, value(r.metric, r.base), value(r.metric, r.now),
              change(r), pvalue(r.change.p if r.change else None),
@@ -99,7 +184,8 @@ def page(record: BenchRecord, result: Comparison, ab_env: str = "") -> str:
               "The verdicts (REGRESSED, EQUIVALENT, ...) are decided once over the whole run, in "
               "[compare.md](../compare.md), with p-values adjusted over every tested metric; "
               "the gate uses those.", "", diff(result.rows), ""]
-    for extra in (looks(record), ab_env):
+    for extra in (latency(record), shape_changes(record), unmeasured(record), looks(record),
+                  ab_env):
         if extra:
             lines += [extra, ""]
     return "\n".join(lines)

@@ -23,15 +23,18 @@ def bench_metrics(record: BenchRecord, price_per_hour: float) -> dict:
                  "first_call_warm_s": n["first_call_warm_s"],
                  "warmup_s": n["warmup_s"], "items_per_s": n["items_per_s"],
                  "peak_mib": n["peak_bytes"] / 2 ** 20 if n["peak_bytes"] is not None
-                 else None, "usd_per_million_items": n["usd_per_million"]}
+                 else None, "usd_per_million_items": n["usd_per_million"],
+                 **{f"{k[:-2]}_ms": n[k] * 1e3 for k in ("latency_p50_s", "latency_p99_s")
+                    if n[k] is not None}}
             m = {k: v for k, v in m.items() if v is not None}
             for metric, name in (("cold_s", "cold_ms"), ("graph_s", "graph_ms")):
                 found = process_values(record, workload, mode, metric)   # CUDA series
                 if found:
                     m[name] = stats.median(found) * 1e3
-            breaks = process_values(record, workload, mode, "graph_breaks")
-            if breaks:
-                m["graph_breaks"] = max(breaks)
+            for counted in ("graph_breaks", "recompiles"):
+                found = process_values(record, workload, mode, counted)
+                if found:
+                    m[counted] = max(found)
             out.setdefault(workload, {})[mode] = {k: short_number(v) for k, v in m.items()}
     return out
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import math
 
+from stages.core.config import LATENCY
 from stages.core.rows import BAD, IMPROVED, INCONCLUSIVE, Row
-from stages.core.schema import BenchRecord
+from stages.core.schema import OK, BenchRecord
 from stages.judge import stats
 from stages.judge.environment import get
 from stages.judge.timings import failures, process_values
@@ -20,7 +21,9 @@ HEADLINE_FIELDS = (("torch.version", "torch"), ("torch.cuda", "CUDA"),
                    ("hardware.cpu_model", "CPU"), ("torch.num_threads", "threads"))
 LABELS = {"steady_s": "steady", "first_call_s": "first call",
           "first_call_warm_s": "first call (warm caches)", "warmup_s": "warm-up",
-          "peak_bytes": "memory", "graph_breaks": "graph breaks", "recompiles": "recompiles"}
+          "peak_bytes": "memory", "graph_breaks": "graph breaks", "recompiles": "recompiles",
+          "latency_p50_s": "latency p50", "latency_p90_s": "latency p90",
+          "latency_p99_s": "latency p99"}
 
 
 def environment_change(changes: list, note: str | None, now: dict | None = None) -> str:
@@ -64,7 +67,8 @@ def unit_numbers(record: BenchRecord, workload: str, mode: str,
     return {"steady_s": per_call, "items_per_s": per_s, "usd_per_million": cost,
             "first_call_s": middle("first_call_s"),
             "first_call_warm_s": middle("first_call_warm_s"), "warmup_s": middle("warmup_s"),
-            "peak_bytes": middle("peak_bytes"), "processes": len(steady)}
+            "peak_bytes": middle("peak_bytes"), "processes": len(steady),
+            **{metric: middle(metric) for metric in LATENCY}}
 
 
 def _rank(rows: list[Row]) -> int:
@@ -95,6 +99,8 @@ def _flags(rows: list[Row]) -> str:
         label = LABELS.get(r.metric, r.metric)
         moved = change(r)
         text = f"{label} {moved}" if moved and r.metric != "status" else r.note or label
+        if r.metric in ("graph_breaks", "recompiles") and r.note:   # with their reasons
+            text = f"{label} {moved}".strip() + f" ({r.note})"
         verdict = "possible slowdown" if possible_slowdown(r) else r.verdict
         said.append(f"**{verdict}** {text}" if r.verdict in BAD else f"{verdict}: {text}")
     return "; ".join(said)
@@ -109,6 +115,8 @@ def cell_table(cell: str, record: BenchRecord, price_per_hour: float, rows: list
                     and r.mode == mode and r.stage == "bench"]
             units.append((_rank(mine), -effect(mine), workload, mode, mine))
     body = []
+    tails = any((n := unit_numbers(record, w, m, price_per_hour)) and n["latency_p50_s"]
+                for _, _, w, m, _ in units)
     for _, _, workload, mode, mine in sorted(units):
         numbers = unit_numbers(record, workload, mode, price_per_hour)
         steady = next((r for r in mine if r.metric == "steady_s"), None)
@@ -118,18 +126,23 @@ def cell_table(cell: str, record: BenchRecord, price_per_hour: float, rows: list
         if numbers is None:
             failed = failures(record, workload, mode)
             body.append([workload, mode, "FAILED" if failed else "not measured", "", "", "",
-                         "", "", "", _flags(mine) or (failed[0] if failed else "")])
+                         "", "", *[""] * tails, "", _flags(mine) or (failed[0] if failed else "")])
             continue
         body.append([
             workload, mode, seconds(numbers["steady_s"]),
             f"{moved} {verdict}".strip() if moved else verdict,
             _count(numbers["items_per_s"]), _dollars(numbers["usd_per_million"]),
-            _first_call(numbers), seconds(numbers["warmup_s"]),
+            _first_call(numbers), seconds(numbers["warmup_s"]), *[_tail(numbers)] * tails,
             nbytes(numbers["peak_bytes"]) if numbers["peak_bytes"] is not None else "",
             _flags(mine)])
     return markdown_table(body, ["workload", "mode", "steady state", "change [CI]",
                                  "items/s", "$ / M items", "first call (cold / warm)", "warm-up",
-                                 "peak memory", "also"])
+                                 *["latency p50 / p99"] * tails, "peak memory", "also"])
+
+
+def _tail(numbers: dict) -> str:
+    p50, p99 = numbers["latency_p50_s"], numbers["latency_p99_s"]
+    return "" if p50 is None else f"{seconds(p50)} / {seconds(p99)}"
 
 
 def _first_call(numbers: dict) -> str:
@@ -158,5 +171,8 @@ def numbers_section(bench: dict[str, tuple[BenchRecord, float]], rows: list[Row]
              ""]
     for cell in sorted(bench, key=lambda c: (_rank([r for r in rows if r.cell == c]), c)):
         record, price = bench[cell]
+        if record.status != OK:     # a device not present, a backend not registered
+            lines += [f"### `{cell}`", "", f"{record.status}: {record.reason}", ""]
+            continue
         lines += [f"### `{cell}`", "", cell_table(cell, record, price, rows), ""]
     return lines

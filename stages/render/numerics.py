@@ -113,13 +113,18 @@ def ops(record: NumericsRecord, rows: list[Row]) -> str:
     diffs = {r.workload: r for r in rows if r.metric == "ops"}
     lines = ["## Op coverage", "",
              "The operators one eager step runs (forward, backward, optimizer), logged by a "
-             "TorchDispatchMode; `fwd` is everything outside backward.", ""]
+             "TorchDispatchMode; `fwd` is everything outside backward. Namespaces beyond "
+             "PyTorch's own (`torch.ops.<namespace>`) are extensions: custom operators.", ""]
     for workload, c in sorted(record.coverage.items()):
         if c.status != "OK":
             lines += [f"### {workload}", "", f"Not measured: {c.error}", ""]
             continue
         off = portability.fallback_ops(c)
-        lines += [f"### {workload}: {len(c.ops)} ops, {c.calls} calls on {c.device}", ""]
+        lines += [f"### {workload}: {len(c.ops)} ops, {c.calls} calls on {c.device}", "",
+                  "Namespaces: " + ", ".join(
+                      f"`{ns}` {len(ops)}" + (" (extension)" if ns not in
+                                              portability.TORCH_NAMESPACES else "")
+                      for ns, ops in portability.namespaces(c).items()), ""]
         row = diffs.get(workload)
         if row is not None and row.note:
             lines += [f"Against the baseline ({row.verdict}): {row.note}", ""]

@@ -106,7 +106,8 @@ def slowdowns_section(rows: list[Row]) -> list[str]:
 
 CHECKS = (("numerics", "vs float64"), ("drift", "drift vs baseline"),
           ("determinism", "determinism"), ("compiled_vs_eager", "compiled vs eager"),
-          ("ops", "ops"), ("fallback_ops", "ops off-device"), ("graph_breaks", "graph breaks"))
+          ("ops", "ops"), ("fallback_ops", "ops off-device"), ("graph_breaks", "graph breaks"),
+          ("recompiles", "recompiles"))
 QUIET = ("EQUIVALENT", "NEW")
 
 
@@ -157,7 +158,7 @@ def _grid_cell(row: Row | None) -> str:
         return ""
     now = value(row.metric, row.now)
     if row.base is not None and value(row.metric, row.base) != now and row.metric in (
-            "graph_breaks", "ops", "fallback_ops"):
+            "graph_breaks", "recompiles", "ops", "fallback_ops"):
         now = f"{value(row.metric, row.base)} → {now}"
     if row.verdict in QUIET:
         return now

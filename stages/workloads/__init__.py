@@ -10,6 +10,11 @@ It builds its weights and inputs on the CPU in float32 from `seed` (so every pre
 device starts from the same numbers), moves them to `device`/`dtype`, wraps whatever should
 be compiled with `compile` (identity in eager mode, torch.compile otherwise) and returns a
 Workload whose `step()` does one unit of work and returns its outputs.
+
+A workload whose input shapes vary (sequence lengths, batch sizes) declares them in `shapes`:
+a label and a step per shape, in the order to run, the first being `step`'s own. Compiled
+modes run each further shape after the steady state and record the recompiles and the time
+each shape change cost (see README, "Dynamic shapes").
 """
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ class Workload:
     state: Callable[[], dict] | None = None  # what training changes (parameters), for numerics
     train_steps: int = 1             # steps before numerics compares outputs and state
     bytes_moved: float | None = None  # device memory read + written per step, when known
+    shapes: dict[str, Callable[[], Any]] | None = None  # label -> step, per input shape
 
 
 def _positive(workload: str, **values: int) -> None:

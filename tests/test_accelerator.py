@@ -1,0 +1,106 @@
+"""Any accelerator: a device type torchgate does not know by name runs through PyTorch's
+device-generic API. Tested with a backend the test registers: tests/accel_standin.py, a
+PrivateUse1 device (`tgaccel`) whose kernels run on the CPU, imported by the worker as an
+out-of-tree backend's package is (`device.<name>.modules`)."""
+import pytest
+import torch
+
+from stages.core import config
+from stages.core.config import DeviceSpec, PrecisionSpec, WorkloadSpec
+from stages.core.schema import BenchProcess, Job, NumericsProcess, Timing
+from stages.core.typed import from_data
+from stages.judge import stats
+from stages.judge.timings import bench_rows
+from stages.measure import accelerator
+from stages.measure.cells import measure_bench
+from stages.measure.device import Unavailable, compiler, resolve_device
+from stages.measure.launcher import run_worker
+from stages.render.bench import unmeasured
+from stages.render.numbers import numbers_section
+
+from .records import DELTA, bench
+
+STANDIN = DeviceSpec("trn", "tgaccel", modules=("tests.accel_standin",))
+
+
+def job(kind: str, device: DeviceSpec = STANDIN) -> Job:
+    spec = WorkloadSpec("matmul_relu", "stages.workloads.matmul_relu", {"size": 32},
+                        latency=True)
+    return Job(kind, 0, device, PrecisionSpec("fp32", "float32"), (spec,), ("eager",),
+               Timing(3, 0.005, 0.02, 3, 1.0, latency_calls=200, latency_s=0.01))
+
+
+def test_an_unknown_device_type_is_a_valid_device_config():
+    raw = {"device": {"trn": {"type": "neuron", "modules": ["torch_neuronx"]}},
+           "precision": {"fp32": {"dtype": "float32"}}, "matrix": {"modes": ["eager"]},
+           "workload": {"m": {"_target_": "stages.workloads.matmul_relu"}}}
+    assert config.parse(raw).devices["trn"] == DeviceSpec("trn", "neuron",
+                                                          modules=("torch_neuronx",))
+
+
+def test_the_device_names_the_compile_backend_and_the_workload_dynamic_shapes():
+    compile = compiler("compiled", True, "neuron")
+    assert compile.func is torch.compile
+    assert compile.keywords == {"dynamic": True, "backend": "neuron"}
+    assert compiler("max-autotune").keywords == {"mode": "max-autotune", "dynamic": None}
+
+
+def test_a_device_type_without_a_backend_is_unavailable_with_the_reason():
+    with pytest.raises(Unavailable) as err:
+        resolve_device(DeviceSpec("trn", "tgmissing"))
+    assert str(err.value).startswith("device 'trn' (tgmissing) is not available: no backend "
+                                     "registered for device type 'tgmissing' with torch ")
+    with pytest.raises(Unavailable, match="its backend module 'no_such_backend' could not be "
+                                          "imported .ModuleNotFoundError: No module named"):
+        resolve_device(DeviceSpec("trn", "neuron", modules=("no_such_backend",)))
+    assert accelerator.notes("cpu") == {}
+
+
+def test_the_registered_backend_runs_through_the_generic_path():
+    """A real worker process: the stand-in registers itself when the worker imports it."""
+    raw = run_worker(job("bench"), timeout_s=120)
+    assert raw["status"] == "OK", raw
+    process = from_data(BenchProcess, raw, "result")
+    m = process.modes["eager"]
+    assert m.status == "OK" and len(m.steady_s) == 3 and m.first_call_s > 0
+    assert m.latency_calls == 200 and m.latency_p99_s >= m.latency_p50_s > 0
+    # No timing events and no memory statistics on this backend: said, not faked.
+    assert m.clock == "synchronize" and m.peak_bytes is None
+    assert m.unmeasured == {"peak_bytes": "the tgaccel backend keeps no memory statistics "
+                                          "(torch.accelerator.memory_stats raised RuntimeError)"}
+    page = unmeasured(bench({"matmul_relu": [process]}))
+    assert "peak_bytes not measured: the tgaccel backend keeps no memory statistics" in page
+    assert "host clock between device synchronizations" in page
+
+    raw = run_worker(job("numerics"), timeout_s=120)
+    numbers = from_data(NumericsProcess, raw, "result")
+    assert numbers.status == "OK" and numbers.modes["eager"].status == "OK"
+    assert numbers.coverage.device == "tgaccel"
+    assert {"aten.mm.default", "aten.relu.default"} <= set(numbers.coverage.ops)
+    assert numbers.coverage.other_device == {}                 # it all ran on the device
+    assert numbers.modes["eager"].outputs["out"].rel_l2 < 1e-6  # against float64 on the CPU
+
+
+def test_a_backend_that_cannot_synchronize_is_skipped(monkeypatch):
+    monkeypatch.setenv("TGACCEL_NO_SYNC", "1")
+    raw = run_worker(job("bench"), timeout_s=120)
+    assert raw["status"] == "SKIPPED"
+    assert raw["error"] == (
+        "device 'trn' (tgaccel): the backend cannot synchronize (neither "
+        "torch.accelerator.synchronize nor torch.tgaccel.synchronize works), so its timings "
+        "would measure launches, not work")
+
+
+def test_a_cell_whose_backend_is_missing_is_skipped_with_the_reason():
+    raw = {"device": {"trn": {"type": "tgmissing"}}, "precision": {"fp32": {"dtype": "float32"}},
+           "matrix": {"modes": ["eager"]}, "bench": {"processes": 2},
+           "workload": {"m": {"_target_": "stages.workloads.matmul_relu", "size": 8}}}
+    cfg = config.parse(raw)
+    record = measure_bench(cfg, cfg.cell("trn", "fp32"))
+    assert record.status == "SKIPPED" and "no backend registered for device type 'tgmissing'" \
+        in record.reason
+    rows = bench_rows("trn-fp32", record, None, DELTA)
+    assert [(r.verdict, r.note) for r in rows] == [(stats.SKIPPED, record.reason)]
+    summary = "\n".join(numbers_section({"trn-fp32": (record, 0.0)}, []))
+    assert f"### `trn-fp32`\n\nSKIPPED: {record.reason}" in summary
+    assert torch.accelerator.current_accelerator() is None   # nothing registered here
