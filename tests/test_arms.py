@@ -31,7 +31,7 @@ def tagged(*, device, dtype, compile, seed, size=8):
 
 def raw(**extra):
     return {"device": {"cpu": {"type": "cpu"}}, "precision": {"fp32": {"dtype": "float32"}},
-            "workload": {"t": {"_target_": "stages.workloads.tagged.tagged"}},
+            "workload": {"t": {"_target_": "stages.workloads.tagged.tagged", "size": 8}},
             "matrix": {"modes": ["eager"]}, "arms": {"cache_dir": extra.pop("cache")}, **extra}
 
 
@@ -64,6 +64,16 @@ def test_same_code_and_packages_compare_with_the_recorded_numbers(repo):
     assert [a.name for a in found.arms] == ["now"] and not found.rebuilt and found.unchanged
     assert "recorded numbers: its packages and workload code are this run's" in found.note
     assert "(baseline.measure=recorded)" in plan(cfg_of(repo, measure="recorded")).note
+
+
+def test_a_sweep_committed_and_run_again_is_unchanged(repo):
+    """The baseline's workloads are swept as this run's: the same sweep is the same code."""
+    data = json.loads((repo / "params.yaml").read_text())
+    data["sweep"] = {"size": [4, 8]}
+    (repo / "params.yaml").write_text(json.dumps(data))
+    commit_all(repo, "a sweep")
+    found = plan(config.parse(data))
+    assert found.unchanged and [a.name for a in found.arms] == ["now"]
 
 
 def test_edited_workload_code_measures_the_baseline_again_beside_this_run(repo):

@@ -121,7 +121,7 @@ def _rebuilt_baseline(cfg: Config, log, root: Path) -> Plan:
                         "recorded by an older torchgate)")
     now_packages = here.env.get("distributions") or {}
     packages_differ = _without_harness(base_packages) != _without_harness(now_packages)
-    base_workloads = _workloads_at(commit, root)
+    base_workloads = _workloads_at(commit, cfg, root)
     code_differs = (checkout.differs(commit, workload_paths(cfg.workloads, root), root)
                     or _specs(base_workloads, cfg) != _specs(cfg.workloads, cfg))
     if not (packages_differ or code_differs) and cfg.baseline.measure == "auto":
@@ -156,12 +156,12 @@ def _checkout(cfg: Config, commit: str, cache: Path, log, root: Path):
                         "stages/workloads/ (an older layout) and cannot be measured by this "
                         "harness")
     log(f"the workloads at {commit[:10]} are in {code}")
-    # That revision's workloads, swept as this run sweeps (the sweep is a run setting).
-    return str(code), expand(_workloads_at(commit, root), cfg.sweep)
+    return str(code), _workloads_at(commit, cfg, root)
 
 
-def _workloads_at(commit: str, root: Path) -> dict[str, WorkloadSpec]:
-    """The `workload` section of params.yaml as committed at `commit`."""
+def _workloads_at(commit: str, cfg: Config, root: Path) -> dict[str, WorkloadSpec]:
+    """The `workload` section of params.yaml as committed at `commit`, swept as this run
+    sweeps (the sweep is a setting of the run, not of the workloads)."""
     text = git.read_file(commit, "params.yaml", root)
     if text is None:
         raise UserError(f"params.yaml is not committed at {commit[:10]}")
@@ -170,7 +170,7 @@ def _workloads_at(commit: str, root: Path) -> dict[str, WorkloadSpec]:
     except yaml.YAMLError as exc:
         raise UserError(f"params.yaml at {commit[:10]} is not valid YAML "
                         f"({str(exc).splitlines()[0]})") from None
-    return parse_workloads(raw.get("workload") or {})
+    return expand(parse_workloads(raw.get("workload") or {}), cfg.sweep, strict=False)
 
 
 def _specs(workloads: dict[str, WorkloadSpec], cfg: Config) -> dict:

@@ -37,8 +37,11 @@ def unit_name(name: str, point: tuple[tuple[str, Any], ...]) -> str:
     return f"{name}[{','.join(f'{k}={v}' for k, v in point)}]" if point else name
 
 
-def expand(workloads: dict[str, WorkloadSpec], sweep: dict | None) -> dict[str, WorkloadSpec]:
-    """Every workload times every combination of the swept values that apply to it."""
+def expand(workloads: dict[str, WorkloadSpec], sweep: dict | None,
+           strict: bool = True) -> dict[str, WorkloadSpec]:
+    """Every workload times every combination of the swept values that apply to it; strict:
+    a sweep that applies to no workload is an error (this run's), else it is let be (another
+    revision's workloads)."""
     axes = {key: _values(key, values) for key, values in (sweep or {}).items()
             if values is not None}
     if not axes:
@@ -56,7 +59,7 @@ def expand(workloads: dict[str, WorkloadSpec], sweep: dict | None) -> dict[str, 
             out[unit_name(name, point)] = dataclasses.replace(
                 spec, name=unit_name(name, point), kwargs=kwargs, threads=threads,
                 family=name, point=point)
-    if all(spec.point == () for spec in out.values()):
+    if strict and all(spec.point == () for spec in out.values()):
         raise UserError(f"no selected workload takes {', '.join(axes)}; sweep a parameter "
                         "that a workload's config lists (e.g. batch), or threads")
     return out
