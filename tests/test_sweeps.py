@@ -5,6 +5,8 @@ import pytest
 
 from stages.core import config
 from stages.core.errors import UserError
+from stages.core.inputs import ab_baseline
+from stages.core.schema import Arm
 from stages.core.settings import Recommend
 from stages.measure.cells import measure_bench
 from stages.render.sweeps import curves, recommended, sweep_pictures, sweeps_section
@@ -90,3 +92,18 @@ def test_the_curve_names_a_recommended_point_and_how_it_moved():
     first = "\n".join(sweeps_section({cell.name: (now, 0.36)}, {cell.name: None},
                                      Recommend(), {}))
     assert "`cpu-fp32` mlp_train eager: **batch=128, threads=2** ($" in first
+
+
+def test_a_baseline_measured_beside_the_sweep_has_its_own_curve():
+    """Lock-step A/B: the baseline arm's units carry their sweep point too."""
+    cfg = parsed(workload={"mlp_train": RAW["workload"]["mlp_train"]})
+    cell = cfg.cells()[0]
+    before, after = fake_worker(BEFORE), fake_worker(AFTER)
+
+    def run(job, timeout_s, python=None, fresh_compile_cache=True):
+        return (before if python == "/baseline/python" else after)(job, timeout_s)
+    record = measure_bench(cfg, cell, run=run, run_pair=None,
+                           arms=(Arm("baseline", "/baseline/python"), Arm("now")))
+    text = "\n".join(sweeps_section({cell.name: (record, 0.36)},
+                                    {cell.name: ab_baseline(record)}, Recommend(), {}))
+    assert "batch=64, threads=2 → **batch=128, threads=2**" in text

@@ -168,7 +168,8 @@ def bench_record(run: CellRun, note: str | None = None, rebuilt: bool = False,
     if len(run.arms) > 1:
         first = run.arms[0]
         ab = BenchAB(BenchArm(**vars(run.arm_id(first)),
-                              workloads={name: WorkloadRun(tuple(procs))
+                              workloads={name: WorkloadRun(tuple(procs),
+                                                           spec_for(first, cfg, name))
                                          for name, procs in run.results[first.name].items()}),
                      run.arm_id(run.arms[-1]), interleaved=run.run_pair is not None,
                      rebuilt=rebuilt)
