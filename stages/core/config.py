@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.core.errors import UserError
+from stages.core.launch import Launcher, Placement
 from stages.core.rows import FAILED, REGRESSED, VERDICTS
 from stages.core.typed import from_data
 
@@ -26,7 +27,7 @@ TIMED = ("steady_s", "first_call_s", "warmup_s")   # tested statistically, highe
 
 
 @dataclass(frozen=True)
-class DeviceSpec:
+class DeviceSpec(Placement):     # Placement: what its cells ask of a cluster node
     name: str
     type: str
     threads: int = 0
@@ -192,6 +193,7 @@ class Config:
     gate: Gate = field(default_factory=Gate)
     arms: Arms = field(default_factory=Arms)
     history: HistorySettings = field(default_factory=HistorySettings)
+    launcher: Launcher = field(default_factory=Launcher)
 
     @property
     def modes(self) -> tuple[str, ...]:
@@ -212,7 +214,7 @@ class Config:
 SECTIONS = {"bench": BenchSettings, "numerics": NumericsSettings, "stats": StatsSettings,
             "baseline": Baseline, "candidate": Candidate, "compare": CompareSettings,
             "gate": Gate, "matrix": Matrix, "cells": Cells, "arms": Arms,
-            "history": HistorySettings}
+            "history": HistorySettings, "launcher": Launcher}
 GROUPS = ("device", "precision", "workload")
 TOP_LEVEL = tuple(sorted((*SECTIONS, *GROUPS)))
 RESERVED = ("_target_", "_timeout_s_")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stages.core.config import BenchSettings, DeviceSpec, PrecisionSpec, WorkloadSpec
+from stages.core.launch import Hardware, Host  # noqa: F401
 from stages.core.rows import (BAD, EQUIVALENT, FAILED, IMPROVED, INCONCLUSIVE,  # noqa: F401
                               MISSING, NEW, NOT_COMPARABLE, REGRESSED, SKIPPED, VERDICTS,
                               Change, CompareRecord, Row)
@@ -43,6 +44,7 @@ class Arm:
     code: str | None = None            # the project folder at `rev`; None: this working tree
     rev: str | None = None
     workloads: dict[str, WorkloadSpec] | None = None   # that revision's; None: this config's
+    venv: Any = None                   # arms.venv.VenvSpec `python` was built from, if any
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,7 @@ class Process:
     pid: int | None = None
     wall_s: float | None = None
     round: int | None = None              # A/B: the lock-step pair it belongs to
+    host: Host | None = None              # where it ran (None: recorded by an older torchgate)
 
 
 @dataclass(frozen=True)
@@ -348,6 +351,7 @@ class Tolerance:
 class NumericsArm(ArmId):
     workloads: dict[str, dict[str, ModeNumerics]] = field(default_factory=dict)
     coverage: dict[str, Coverage] = field(default_factory=dict)
+    hosts: dict[str, Host] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -368,6 +372,7 @@ class NumericsRecord:
     tolerance: Tolerance | None = None
     wall_s: float | None = None
     ab: NumericsAB | None = None
+    hosts: dict[str, Host] = field(default_factory=dict)   # per workload, and the fresh process
 
 
 # ---- the environment --------------------------------------------------------------------------

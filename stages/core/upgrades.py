@@ -27,6 +27,18 @@ def _bench_2(data: dict) -> dict:
     return {**data, "schema_version": 3}
 
 
+def _bench_3(data: dict) -> dict:
+    """Schema 4 records where each worker process ran (`host`: the machine, the Ray node,
+    the hardware key read by the process). A schema-3 process has none; the judge then takes
+    the hardware from the environments, as schema 3 was judged."""
+    return {**data, "schema_version": 4}
+
+
+def _numerics_2(data: dict) -> dict:
+    """Schema 3 records where each numerics worker process ran (`hosts`); schema 2 has none."""
+    return {**data, "schema_version": 3}
+
+
 def _numerics_1(data: dict) -> dict:
     """In schema 1 an error of a NONFINITE mode was null; schema 2 says NaN (measured, not
     finite), keeping null for "not measured" (an empty output, a check that did not run)."""
@@ -67,5 +79,6 @@ def _compare_1(data: dict) -> dict:
     return {**data, "schema_version": 2, "rows": rows}
 
 
-UPGRADES = {("bench", 1): _bench_1, ("bench", 2): _bench_2,
-            ("numerics", 1): _numerics_1, ("compare", 1): _compare_1}
+UPGRADES = {("bench", 1): _bench_1, ("bench", 2): _bench_2, ("bench", 3): _bench_3,
+            ("numerics", 1): _numerics_1, ("numerics", 2): _numerics_2,
+            ("compare", 1): _compare_1}

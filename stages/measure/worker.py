@@ -27,6 +27,7 @@ from stages.measure.device import (Unavailable, build, configure, failure, peak_
                                    peak_memory_reset, resolve_device)
 from stages.measure.dynamo import DynamoLog, reset_dynamo
 from stages.measure.ops import op_coverage
+from stages.measure.probe import process_host
 from stages.measure.timing import PHASES, BusyMachine, SentinelProbe, make_clock, measure
 
 
@@ -220,7 +221,8 @@ def main(argv: list[str]) -> int:
         body = {"status": "SKIPPED", "error": str(exc)}
     except Exception as exc:
         body = failure(exc)
-    body.update(torch=torch.__version__, pid=os.getpid(), wall_s=time.perf_counter() - started)
+    body.update(torch=torch.__version__, pid=os.getpid(), wall_s=time.perf_counter() - started,
+                host=process_host(torch, job.device.type))
     write_text(result_path, dumps(body))
     return 0
 
