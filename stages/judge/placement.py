@@ -38,8 +38,8 @@ def mixed(label: str, found: dict[Hardware, list[str]]) -> str | None:
     """Why a side cannot be tested: its processes ran on more than one hardware."""
     if len(found) <= 1:
         return None
-    parts = ["; ".join(f"{f}: " + ", ".join(f"{_show(getattr(k, f))} on {'/'.join(hosts)}"
-                                            for k, hosts in found.items()))
+    parts = [f"{f}: " + ", ".join(f"{_show(getattr(k, f))} on {'/'.join(hosts)}"
+                                  for k, hosts in found.items())
              for f in _changed(list(found))]
     return (f"{label}'s processes ran on different hardware ({'; '.join(parts)}); give "
             "each hardware a device of its own (device.<name>.resources or accelerator_type)")
