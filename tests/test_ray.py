@@ -2,7 +2,9 @@
 on this machine, one CPU each, custom resources naming them): each cell runs on the node it
 names and gives the records a local run gives, a node lost mid-unit gets the unit again on
 another, a resource no node offers skips its cell, and an unreachable cluster is one line."""
+import importlib.util
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -12,11 +14,10 @@ import pytest
 
 from stages.compose import compose
 
+from .conftest import git
 from .test_pipeline import dvc
 
-try:
-    from ray.cluster_utils import Cluster
-except ImportError:
+if importlib.util.find_spec("ray") is None:
     pytest.skip("launcher.backend=ray needs ray: pip install -e '.[ray]'", allow_module_level=True)
 
 MARKED = '''
@@ -37,16 +38,23 @@ def marked(*, device, dtype, compile, seed, marker, seconds):
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def cluster(tmp_path_factory):
     """A head offering host_a and a node offering host_b (and `pool`), every address on
-    loopback: without the variable, Ray binds this machine's interface address."""
+    loopback: without the variable (read when ray is imported), Ray binds this machine's
+    interface address. The nodes keep their arms in a cache of their own (`node_cache`), not
+    the stages'."""
     env = pytest.MonkeyPatch()
     env.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    from ray.cluster_utils import Cluster
+    node_cache = tmp_path_factory.mktemp("node-cache")
+    env.setenv("TORCHGATE_CACHE", str(node_cache))
     made = Cluster(initialize_head=True, connect=False,
                    head_node_args={"num_cpus": 1, "resources": {"host_a": 1}})
     made.nodes_by_name = {"host_a": made.head_node,
                           "host_b": made.add_node(num_cpus=1, resources={"host_b": 1, "pool": 1})}
     made.wait_for_nodes()
+    assert made.address.startswith("127.0.0.1:"), made.address
+    made.node_cache = node_cache
     yield made
     made.shutdown()
     env.undo()
@@ -142,6 +150,29 @@ def test_a_cell_no_node_offers_is_skipped_and_an_unreachable_cluster_is_one_line
         f"torchgate bench: error: the Ray cluster at {nobody} is unreachable (Connection "
         "refused); start its head with `ray start --head` there, or set launcher.ray.address "
         "(or launcher.backend=local)"]
+
+
+@pytest.mark.slow
+def test_a_lock_step_pair_runs_on_one_node_with_the_other_revision_unpacked_there(
+        project, cluster, tmp_path):
+    _devices(project, b="host_b")
+    _compose(project, ["b"], "workload=[matmul_relu]", "workload.matmul_relu.size=64",
+             "candidate.rev=HEAD", "launcher.backend=ray",
+             f"launcher.ray.address={cluster.address}")
+    git("add", "-A", cwd=project)
+    git("commit", "-qm", "the candidate's revision", cwd=project)
+    here = {**os.environ, "TORCHGATE_CACHE": str(tmp_path / "stage-cache")}
+    bench = subprocess.run([sys.executable, "-m", "stages.bench", "--device", "b",
+                            "--precision", "fp32"], capture_output=True, text=True, env=here)
+    assert bench.returncode == 0, bench.stdout + bench.stderr
+    record = json.loads((project / "reports/bench/b-fp32.json").read_text())
+    assert record["ab"]["interleaved"]
+    (now,), (other,) = (arm["matmul_relu"]["processes"] for arm in (
+        record["workloads"], record["ab"]["baseline"]["workloads"]))
+    assert now["status"] == other["status"] == "OK" and now["round"] == other["round"] == 0
+    assert now["host"]["node"] == other["host"]["node"] == node_of(cluster, "host_b")
+    commit = git("rev-parse", "HEAD", cwd=project).stdout.strip()
+    assert (cluster.node_cache / "code" / commit / "stages/workloads/__init__.py").is_file()
 
 
 @pytest.mark.slow
