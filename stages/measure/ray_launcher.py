@@ -33,6 +33,9 @@ NODE_ID = "ray.io/node-id"      # the label Ray gives every node
 
 
 def _import_ray():
+    # Ray's core would catch SIGTERM itself and exit; the stage's own handler (one_line_errors)
+    # must run, to cancel the unit and leave no half-written report.
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     try:
         import ray
     except ImportError:
