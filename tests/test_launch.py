@@ -2,6 +2,7 @@
 "no node offers {...}", and timings judged by the hardware each process recorded."""
 import dataclasses
 import random
+import sys
 
 import pytest
 import yaml
@@ -136,3 +137,25 @@ def test_a_process_says_where_it_ran_and_an_older_record_reads_without_it(tmp_pa
     older = records.parse_record(records.json.dumps({**data, "schema_version": 3}),
                                  BenchRecord, "old.json")
     assert older.workloads["w"].processes[0].host is None
+
+
+def test_a_node_builds_an_arms_venv_from_its_spec_and_unpacks_its_checkout(tmp_path):
+    """What a Ray task does on its node before the unit runs (measure.ray_launcher.on_node):
+    the venv the driver planned, under the node's cache, and the other revision's code."""
+    from stages.arms.checkout import pack, unpack
+    from stages.arms.venv import VenvSpec, python_of
+    from stages.core.typed import to_data
+    from stages.measure.ray_launcher import _ready_python
+
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    spec = VenvSpec(here, installer="uv")              # no packages: built in a blink
+    node_cache = tmp_path / "node"
+    python = _ready_python("/driver/cache/venvs/x/bin/python", to_data(spec), str(node_cache))
+    assert python == str(python_of(spec, node_cache)) and (node_cache / "venvs").is_dir()
+    assert _ready_python("/usr/bin/python3", None, str(node_cache)) == "/usr/bin/python3"
+
+    code = tmp_path / "driver" / "code" / "abc123"
+    (code / "stages" / "workloads").mkdir(parents=True)
+    (code / "stages" / "workloads" / "__init__.py").write_text("X = 1\n")
+    there = unpack(pack(code), node_cache / "code" / "abc123")
+    assert (there / "stages" / "workloads" / "__init__.py").read_text() == "X = 1\n"
