@@ -142,8 +142,6 @@ def on_node(units: list[dict], timeout_s: float, fresh: bool, cache_dir: str | N
     import ray
     from stages.arms.cache import cache_at
     from stages.arms.checkout import unpack
-    if _started_by_ray("OMP_NUM_THREADS"):
-        os.environ.pop("OMP_NUM_THREADS")
     jobs = []
     for unit in units:
         job = from_data(Job, unit["job"], "job")
@@ -151,11 +149,17 @@ def on_node(units: list[dict], timeout_s: float, fresh: bool, cache_dir: str | N
             target = cache_at(cache_dir) / "code" / Path(job.code).name
             job = replace(job, code=str(unpack(ray.get(codes[job.code]), target)))
         jobs.append((job, _ready_python(unit["python"], unit["venv"], cache_dir)))
-    if len(jobs) == 1:
-        (job, python), = jobs
-        results = [run_worker(job, timeout_s=timeout_s, python=python, fresh_compile_cache=fresh)]
-    else:
-        results = run_interleaved(jobs, timeout_s=timeout_s, fresh_compile_cache=fresh)
+    threads = os.environ.pop("OMP_NUM_THREADS") if _started_by_ray("OMP_NUM_THREADS") else None
+    try:
+        if len(jobs) == 1:
+            (job, python), = jobs
+            results = [run_worker(job, timeout_s=timeout_s, python=python,
+                                  fresh_compile_cache=fresh)]
+        else:
+            results = run_interleaved(jobs, timeout_s=timeout_s, fresh_compile_cache=fresh)
+    finally:
+        if threads is not None:       # Ray takes back what it set, after the task
+            os.environ["OMP_NUM_THREADS"] = threads
     node = ray.get_runtime_context().get_node_id()
     for result in results:
         result.setdefault("host", {"name": socket.gethostname(), "hardware": None})["node"] = node
@@ -165,6 +169,11 @@ def on_node(units: list[dict], timeout_s: float, fresh: bool, cache_dir: str | N
 def capture_on_node(python: str | None, spec: dict | None, cache_dir: str | None) -> dict:
     from stages.measure.cells import capture_env
     return capture_env(_ready_python(python, spec, cache_dir))
+
+
+def _line(exc: BaseException) -> str:
+    """An exception in one line: its type and the first line of its message."""
+    return f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
 
 
 def _lost_node(exc: Exception) -> str | None:
@@ -207,7 +216,11 @@ class RayBackend:
             return {"error": f"could not capture the environment of {python}: "
                              + unavailable(self.ray, self.wanted)}
         task = self.ray.remote(capture_on_node).options(max_retries=1, **self.asked)
-        return self._get(task.remote(python, self.venvs.get(python), self.cache_dir))
+        try:
+            return self._get(task.remote(python, self.venvs.get(python), self.cache_dir))
+        except (self.ray.exceptions.RayError, UserError) as exc:
+            return {"error": f"could not capture the environment of {python}: "
+                             f"{(str(exc).strip().splitlines() or ['?'])[0]}"}
 
     def close(self) -> None:
         self.ray.shutdown()
@@ -233,7 +246,7 @@ class RayBackend:
             except (ray.exceptions.NodeDiedError, ray.exceptions.WorkerCrashedError,
                     ray.exceptions.LocalRayletDiedError, ray.exceptions.ObjectLostError,
                     ray.exceptions.RaySystemError) as exc:
-                reason = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"[:300]
+                reason = _line(exc)[:300]
                 if first is not None:
                     return [{"status": "CRASHED", "error": f"lost twice on the cluster: "
                              f"{first}; then {reason}"} for _ in jobs]
@@ -241,8 +254,10 @@ class RayBackend:
                 lost = (node,) if node else ()
                 continue
             except ray.exceptions.OutOfMemoryError as exc:   # Ray's memory monitor: its result
-                return [{"status": "OOM", "error": (str(exc).splitlines() or ["OOM"])[0][:500]}
-                        for _ in jobs]
+                return [{"status": "OOM", "error": _line(exc)[:500]} for _ in jobs]
+            except ray.exceptions.RayError as exc:      # the cluster cannot run it at all
+                raise UserError(f"the Ray cluster could not run a unit of this cell: "
+                                f"{_line(exc)}") from None
             if first is not None:
                 for result in results:
                     result["host"]["retried"] = first
