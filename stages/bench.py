@@ -18,6 +18,7 @@ from stages.core.errors import one_line_errors
 from stages.core.records import write_record, write_text
 from stages.judge.adaptive import pending_units
 from stages.judge.run import compare_run
+from stages.measure.backends import backend
 from stages.measure.cells import measure_bench
 from stages.render import bench as page
 from stages.render.progress import bench_line
@@ -36,10 +37,12 @@ def main(argv: list[str] | None = None) -> None:
 
         def judged(record):
             return compare_run(cfg, with_record(inputs, "bench", cell.name, record))
-        record = measure_bench(
-            cfg, cell, log=lambda *line: print(bench_line(*line), flush=True),
-            pending=lambda rec: pending_units(judged(rec), cfg.bench.max_processes),
-            arms=arms.arms, note=arms.note, rebuilt=arms.rebuilt, unchanged=arms.unchanged)
+        with backend(cfg, cell, arms.arms, log=say) as where:
+            record = measure_bench(
+                cfg, cell, log=lambda *line: print(bench_line(*line), flush=True),
+                pending=lambda rec: pending_units(judged(rec), cfg.bench.max_processes),
+                arms=arms.arms, note=arms.note, rebuilt=arms.rebuilt, unchanged=arms.unchanged,
+                run=where.run, run_pair=where.run_pair, capture=where.capture_env)
         write_record(out / f"{cell.name}.json", record)
         here = load_env_pair(cfg.baseline.rev)[0]
         write_text(out / f"{cell.name}.md", page.page(record, judged(record), page.ab_environments(

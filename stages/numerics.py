@@ -21,6 +21,7 @@ from stages.core.records import write_record, write_text
 from stages.core.schema import NumericsRecord
 from stages.judge.run import compare_run
 from stages.judge.tolerance import numerics_record
+from stages.measure.backends import backend
 from stages.measure.cells import NOW, measure_numerics
 from stages.measure.launcher import run_worker
 from stages.render import numerics as page
@@ -39,9 +40,13 @@ def run_cell(cfg: Config, cell: Cell, run=run_worker, arms: Plan | None = None,
 def main(argv: list[str] | None = None) -> None:
     with one_line_errors("numerics"):
         cfg, cell, out = cli.cell_stage("numerics", __doc__, argv)
-        record = run_cell(cfg, cell, arms=plan(
-            cfg, log=lambda line: print(f"torchgate numerics: {line}", flush=True)),
-            log=lambda *line: print(numerics_process_line(*line), flush=True))
+
+        def say(line: str) -> None:
+            print(f"torchgate numerics: {line}", flush=True)
+        arms = plan(cfg, log=say)
+        with backend(cfg, cell, arms.arms, log=say) as where:
+            record = run_cell(cfg, cell, run=where.run, arms=arms,
+                              log=lambda *line: print(numerics_process_line(*line), flush=True))
         for name, modes in record.workloads.items():
             for mode, ev in modes.items():
                 print(numerics_line(cell.name, name, mode, ev))

@@ -60,13 +60,29 @@ def project(tmp_path, monkeypatch):
     return tmp_path
 
 
+OTHER_CPU = "Some Other CPU 9000"
+
+
+def _on_another_cpu(data: dict) -> dict:
+    """A bench record whose processes say they ran on OTHER_CPU (each records its hardware)."""
+    for run in data.get("workloads", {}).values():
+        for proc in run.get("processes", []):
+            if (proc.get("host") or {}).get("hardware"):
+                proc["host"]["hardware"]["cpu_model"] = OTHER_CPU
+    return data
+
+
 def commit_baseline_from_another_cpu(project: Path) -> None:
-    """Commit the current reports as a baseline measured on another CPU model, and leave the
-    workspace's env.json as this machine's."""
-    env_path = project / "reports/env/env.json"
-    real = env_path.read_text()
-    edited = json.loads(real)
-    edited["env"]["hardware"]["cpu_model"] = "Some Other CPU 9000"
-    env_path.write_text(json.dumps(edited))
+    """Commit the current reports as a baseline measured on another CPU model (the
+    environment's and every bench process's), and leave the workspace's files as this
+    machine's."""
+    edits = {project / "reports/env/env.json":
+             lambda d: {**d, "env": {**d["env"], "hardware": {**d["env"]["hardware"],
+                                                               "cpu_model": OTHER_CPU}}}}
+    edits.update({path: _on_another_cpu for path in (project / "reports/bench").glob("*.json")})
+    real = {path: path.read_text() for path in edits}
+    for path, edit in edits.items():
+        path.write_text(json.dumps(edit(json.loads(real[path]))))
     git("commit", "-qam", "baseline from another machine", cwd=project)
-    env_path.write_text(real)
+    for path, text in real.items():
+        path.write_text(text)

@@ -15,8 +15,14 @@ from stages.core.errors import UserError
 
 
 def cache_root(cfg: Config) -> Path:
-    if cfg.arms.cache_dir:
-        return Path(cfg.arms.cache_dir).expanduser()
+    return cache_at(cfg.arms.cache_dir)
+
+
+def cache_at(cache_dir: str | None) -> Path:
+    """`arms.cache_dir`, else $TORCHGATE_CACHE, else the user's cache folder (on a cluster
+    node: that node's)."""
+    if cache_dir:
+        return Path(cache_dir).expanduser()
     if os.environ.get("TORCHGATE_CACHE"):
         return Path(os.environ["TORCHGATE_CACHE"]).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"

@@ -32,13 +32,28 @@ def export(commit: str, cache: Path, root: Path = Path(".")) -> Path:
     if archive.returncode != 0:
         tail = (archive.stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1]
         raise UserError(f"cannot export the project at {commit[:10]}: {tail}")
+    return unpack(archive.stdout, target)
+
+
+def unpack(archive: bytes, target: Path) -> Path:
+    """A checkout from its tar archive, read-only, unless `target` holds it already."""
+    if ready(target):
+        return target
     with building(target) as tmp:
-        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             # "data": no links out of the folder, no device files (Python >= 3.10.12)
             tar.extractall(tmp, **({"filter": "data"} if hasattr(tarfile, "data_filter")
                                    else {}))
         _read_only(tmp)
     return target
+
+
+def pack(folder: Path) -> bytes:
+    """A checkout as a tar archive, to be unpacked on a cluster node (`unpack`)."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        tar.add(folder, arcname=".")
+    return out.getvalue()
 
 
 def _read_only(folder: Path) -> None:

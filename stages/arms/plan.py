@@ -62,6 +62,8 @@ def workload_paths(workloads: dict[str, WorkloadSpec], root: Path = Path(".")) -
 
 def plan(cfg: Config, log: Callable[[str], None] = lambda line: None,
          root: Path = Path(".")) -> Plan:
+    """With the Ray backend, a venv an arm needs is not built here but on each node that runs
+    the arm (from `Arm.venv`, cached there)."""
     if cfg.candidate.wanted:
         return _candidate(cfg, log, root)
     if cfg.baseline.measure == "recorded":
@@ -78,7 +80,7 @@ def plan(cfg: Config, log: Callable[[str], None] = lambda line: None,
 
 def _candidate(cfg: Config, log, root: Path) -> Plan:
     cache = cache_root(cfg)
-    python = cfg.candidate.python
+    python, spec = cfg.candidate.python, None
     if cfg.candidate.pip:
         here = load_current(root / "reports" / "env" / "env.json", EnvRecord)
         if here is None or not here.env.get("distributions"):
@@ -86,7 +88,7 @@ def _candidate(cfg: Config, log, root: Path) -> Plan:
                             "the env stage; run `python -m stages.env` (or dvc repro) first")
         spec = venv.spec_from(here.env["distributions"], here.env["python"]["version"],
                               overrides=cfg.candidate.pip, installer=cfg.arms.installer)
-        python = venv.materialise(spec, cache, log)
+        python = _materialise(cfg, spec, cache, log)
     code, rev, workloads = None, None, None
     if cfg.candidate.rev:
         rev = git.resolve_rev(cfg.candidate.rev, root, "candidate.rev")
@@ -97,7 +99,7 @@ def _candidate(cfg: Config, log, root: Path) -> Plan:
                                    f"{' '.join(cfg.candidate.pip)} on this environment"
                                    if cfg.candidate.pip else "",
                                    f"the workloads at {rev[:10]}" if rev else ""]))
-    return Plan((Arm("baseline"), Arm("candidate", python, code, rev, workloads)),
+    return Plan((Arm("baseline"), Arm("candidate", python, code, rev, workloads, spec)),
                 f"Timings compare the candidate ({what}) with this environment and working tree, "
                 "measured side by side in lock-step pairs.")
 
@@ -129,24 +131,33 @@ def _rebuilt_baseline(cfg: Config, log, root: Path) -> Plan:
                             f"packages and workload code are this run's ({commit[:10]}).",
                     unchanged=True)
     cache = cache_root(cfg)
-    python = None
+    python, spec = None, None
     if packages_differ:
         spec = venv.spec_from(base_packages, base_env.env["python"]["version"],
                               torch=base_packages.get("torch"), installer=cfg.arms.installer)
-        python = venv.materialise(spec, cache, log)
+        python = _materialise(cfg, spec, cache, log)
     code = None
     if code_differs:
         code, _ = _checkout(cfg, commit, cache, log, root)
     changed = ("packages and workload code differ" if packages_differ and code_differs else
                "packages differ" if packages_differ else "workload code differs")
     torch = base_packages.get("torch")
-    baseline = (Arm("baseline", python, code, commit, base_workloads) if code_differs
-                else Arm("baseline", python))           # the same workloads: this tree's
+    baseline = (Arm("baseline", python, code, commit, base_workloads, spec) if code_differs
+                else Arm("baseline", python, venv=spec))   # the same workloads: this tree's
     return Plan((baseline, NOW),
                 f"Timings compare with the baseline measured again beside this run, in "
                 f"lock-step pairs: its {changed} from this run's; the baseline arm runs "
                 f"torch {torch}" + (f" and the workloads at {commit[:10]}" if code_differs
                                     else "") + ".", rebuilt=True)
+
+
+def _materialise(cfg: Config, spec: venv.VenvSpec, cache: Path, log) -> str:
+    """The venv's python: built here, or with the Ray backend, where each node will build it
+    (this machine may not even be able to: another OS, no GPU build of torch)."""
+    if cfg.launcher.backend == "local":
+        return venv.materialise(spec, cache, log)
+    log(f"the venv ({len(spec.pins)} pinned packages) is built on each node that runs it")
+    return str(venv.python_of(spec, cache))
 
 
 def _checkout(cfg: Config, commit: str, cache: Path, log, root: Path):

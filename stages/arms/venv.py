@@ -88,11 +88,16 @@ def interpreter(version: str) -> str:
     return found
 
 
+def python_of(spec: VenvSpec, cache: Path) -> Path:
+    """Where the venv built to `spec` keeps its python, built or not."""
+    return cache / "venvs" / spec.key / "bin" / "python"
+
+
 def materialise(spec: VenvSpec, cache: Path, log: Callable[[str], None] = lambda line: None
                 ) -> str:
     """The python of a venv built to `spec`, built now unless the cache holds it."""
-    target = cache / "venvs" / spec.key
-    python = target / "bin" / "python"
+    python = python_of(spec, cache)
+    target = python.parent.parent
     if ready(target):
         log(f"reusing the venv {target}")
         return str(python)

@@ -22,6 +22,7 @@ from stages.core.settings import (  # noqa: F401  (re-exported: the sections liv
     NumericsSettings, Recommend, StatsSettings, WorkloadSpec)
 from stages.core.sweeps import expand
 from stages.core.gpu_config import CudaTiming, check_timing
+from stages.core.launch import Launcher, Placement
 from stages.core.typed import from_data
 
 MODES = ("eager", "compiled", "reduce-overhead", "max-autotune")
@@ -34,7 +35,7 @@ MATMUL_PRECISIONS = ("highest", "high", "medium")
 
 
 @dataclass(frozen=True)
-class DeviceSpec:
+class DeviceSpec(Placement):     # Placement: what its cells ask of a cluster node
     name: str
     type: str
     threads: int = 0
@@ -85,6 +86,7 @@ class Config:
     history: HistorySettings = field(default_factory=HistorySettings)
     recommend: Recommend = field(default_factory=Recommend)
     sweep: dict[str, Any] = field(default_factory=dict)   # parameter -> values (core.sweeps)
+    launcher: Launcher = field(default_factory=Launcher)
 
     @property
     def modes(self) -> tuple[str, ...]:
@@ -105,7 +107,7 @@ class Config:
 SECTIONS = {"bench": BenchSettings, "numerics": NumericsSettings, "stats": StatsSettings,
             "baseline": Baseline, "candidate": Candidate, "compare": CompareSettings,
             "gate": Gate, "matrix": Matrix, "cells": Cells, "arms": Arms,
-            "history": HistorySettings, "recommend": Recommend}
+            "history": HistorySettings, "recommend": Recommend, "launcher": Launcher}
 GROUPS = ("device", "precision", "workload")
 TOP_LEVEL = tuple(sorted((*SECTIONS, *GROUPS, "sweep")))
 RESERVED = ("_target_", "_timeout_s_", "_latency_", "_dynamic_")

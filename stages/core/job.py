@@ -3,6 +3,7 @@ Standard library only (the worker runs with torch alone)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from stages.core.config import DeviceSpec, PrecisionSpec, WorkloadSpec
 
@@ -28,6 +29,7 @@ class Arm:
     code: str | None = None            # the project folder at `rev`; None: this working tree
     rev: str | None = None
     workloads: dict[str, WorkloadSpec] | None = None   # that revision's; None: this config's
+    venv: Any = None                   # arms.venv.VenvSpec `python` was built from, if any
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from stages.core import schema, upgrades
 from stages.core.errors import UserError
 from stages.core.typed import from_data, to_data
 
-SCHEMA = {"bench": 5, "numerics": 2, "compare": 2, "env": 1}
+SCHEMA = {"bench": 6, "numerics": 3, "compare": 2, "env": 1}
 KIND_OF = {cls: kind for kind, cls in schema.KINDS.items()}
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)

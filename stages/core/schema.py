@@ -20,6 +20,7 @@ from stages.core.job import Arm, Job, Timing  # noqa: F401  (re-exported)
 from stages.core.outputs import (FINGERPRINT_METHOD, SKETCH_K, WHOLE_MAX,  # noqa: F401
                                  Coverage, Dynamo, Fingerprint, FreshOutputs, ModeOutputs,
                                  OutputError, VersusEager)
+from stages.core.launch import Hardware, Host  # noqa: F401
 from stages.core.rows import (BAD, EQUIVALENT, FAILED, IMPROVED, INCONCLUSIVE,  # noqa: F401
                               MISSING, NEW, NOT_COMPARABLE, REGRESSED, SKIPPED, VERDICTS,
                               Change, CompareRecord, Row)
@@ -121,6 +122,7 @@ class Process:
     pid: int | None = None
     wall_s: float | None = None
     round: int | None = None              # A/B: the lock-step pair it belongs to
+    host: Host | None = None              # where it ran (None: recorded by an older torchgate)
 
 
 @dataclass(frozen=True)
@@ -262,6 +264,7 @@ class Tolerance:
 class NumericsArm(ArmId):
     workloads: dict[str, dict[str, ModeNumerics]] = field(default_factory=dict)
     coverage: dict[str, Coverage] = field(default_factory=dict)
+    hosts: dict[str, Host] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -282,6 +285,7 @@ class NumericsRecord:
     tolerance: Tolerance | None = None
     wall_s: float | None = None
     ab: NumericsAB | None = None
+    hosts: dict[str, Host] = field(default_factory=dict)   # per workload, and the fresh process
 
 
 # ---- the environment --------------------------------------------------------------------------

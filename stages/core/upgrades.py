@@ -63,6 +63,18 @@ def _bench_4(data: dict) -> dict:
     return {**data, "schema_version": 5}
 
 
+def _bench_5(data: dict) -> dict:
+    """Schema 6 records where each worker process ran (`host`: the machine, the Ray node,
+    the hardware key read by the process). A schema-5 process has none; the judge then takes
+    the hardware from the environments, as schema 5 was judged."""
+    return {**data, "schema_version": 6}
+
+
+def _numerics_2(data: dict) -> dict:
+    """Schema 3 records where each numerics worker process ran (`hosts`); schema 2 has none."""
+    return {**data, "schema_version": 3}
+
+
 def _numerics_1(data: dict) -> dict:
     """In schema 1 an error of a NONFINITE mode was null; schema 2 says NaN (measured, not
     finite), keeping null for "not measured" (an empty output, a check that did not run)."""
@@ -104,4 +116,5 @@ def _compare_1(data: dict) -> dict:
 
 
 UPGRADES = {("bench", 1): _bench_1, ("bench", 2): _bench_2, ("bench", 3): _bench_3,
-            ("bench", 4): _bench_4, ("numerics", 1): _numerics_1, ("compare", 1): _compare_1}
+            ("bench", 4): _bench_4, ("bench", 5): _bench_5, ("numerics", 1): _numerics_1,
+            ("numerics", 2): _numerics_2, ("compare", 1): _compare_1}

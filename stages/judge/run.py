@@ -110,7 +110,8 @@ def compare_run(cfg: Config, inputs: RunInputs) -> Comparison:
                               None if pair.ab else hardware, cfg.compare.busy_share,
                               paired=pair.paired, alpha=cfg.stats.alpha,
                               python=python_change(inputs.env_base and inputs.env_base.env,
-                                                   inputs.env_now and inputs.env_now.env))
+                                                   inputs.env_now and inputs.env_now.env),
+                              allow_hardware_change=cfg.compare.allow_hardware_change)
             sources.extend(_run_level(rows, cfg, spreads, cell, now, pair.ab))
             drafts += rows
         else:

@@ -11,7 +11,7 @@ from typing import Iterator
 
 from stages.core.config import LATENCY, TIMED, Delta
 from stages.core.schema import OK, BenchProcess, BenchRecord, Busy, ModeTiming
-from stages.judge import portability, stats
+from stages.judge import placement, portability, stats
 from stages.judge.verdicts import Draft
 
 COUNTED = ("graph_breaks", "recompiles")           # exact: more, or a new reason, is worse
@@ -201,14 +201,16 @@ def machine_unchanged(base: BenchRecord | None, now: BenchRecord, *, alpha: floa
 
 def bench_rows(cell: str, now: BenchRecord | None, base: BenchRecord | None, delta: Delta,
                not_comparable: str | None = None, busy_share: float = 0.25, *,
-               paired: bool = False, alpha: float = 0.05,
-               python: str | None = None, same_run: bool = False) -> list[Draft]:
+               paired: bool = False, alpha: float = 0.05, python: str | None = None,
+               same_run: bool = False, allow_hardware_change: bool = False) -> list[Draft]:
     """`paired`: base is the other arm of an interleaved A/B run, measured in lock-step
     pairs with this one. A base that is another arm of this run (or, `same_run`, part of
     this run's processes) was measured at the same moment, so the sentinel (which would
     compare interpreters, not moments) is not used;
     against a recorded baseline it must show the machine unchanged (`machine_unchanged`,
-    at `alpha`, with `python` saying how the interpreter changed, if it did)."""
+    at `alpha`, with `python` saying how the interpreter changed, if it did). Hardware is
+    judged unit by unit from the processes' own keys (judge.placement); `not_comparable`, the
+    environments' hardware change, stands for records that carry none."""
     if now is None:
         return [Draft("bench", cell, "*", "*", "cell", stats.MISSING,
                       note="measured in the baseline, not in this run")] if base else []
@@ -216,12 +218,14 @@ def bench_rows(cell: str, now: BenchRecord | None, base: BenchRecord | None, del
         return [Draft("bench", cell, "*", "*", "cell", stats.SKIPPED, note=now.reason or "")]
     usable = base if base is not None and base.status == OK else None
     same_run = same_run or (usable is not None and now.ab is not None)
-    reason = not_comparable or (None if same_run else machine_unchanged(
-        usable, now, alpha=alpha, delta=delta.steady_s, python=python))
+    sentinel = None if same_run else machine_unchanged(
+        usable, now, alpha=alpha, delta=delta.steady_s, python=python)
     rows = []
     for workload, mode in sorted(units(now) | (units(usable) if usable else set())):
-        rows.extend(_unit_rows(cell, workload, mode, now, usable, delta, reason, busy_share,
-                               paired))
+        hardware = placement.unit_reason(now, usable, workload, env_reason=not_comparable,
+                                         allow_change=allow_hardware_change, same_run=same_run)
+        rows.extend(_unit_rows(cell, workload, mode, now, usable, delta, hardware or sentinel,
+                               busy_share, paired))
     return rows
 
 

@@ -11,6 +11,8 @@ from stages.core.schema import (FINGERPRINT_METHOD, OK, CompiledCheck, FreshOutp
                                 NumericsProcess, NumericsRecord, Tolerance)
 from stages.judge import portability
 
+FRESH = "fresh process"     # the unit measure.cells reruns a cell's workloads in
+
 
 def evaluate(result: ModeOutputs, precision: PrecisionSpec) -> ModeNumerics:
     """PASS / FAIL / NONFINITE (or the worker's failure status) with the reasons, for the
@@ -112,15 +114,21 @@ def numerics_record(cfg: Config, cell: Cell, run, fresh: dict[str, FreshOutputs]
     def coverage(a: str) -> dict:
         return {name: procs[0].coverage for name, procs in run.results[a].items()
                 if procs and procs[0].coverage is not None}
+
+    def hosts(a: str) -> dict:
+        found = {name: procs[0].host for name, procs in run.results[a].items()
+                 if procs and procs[0].host is not None}
+        fresh_host = getattr(run, "fresh_host", None)
+        return {**found, FRESH: fresh_host} if a == run.now and fresh_host else found
     ab = None
     if len(run.arms) > 1:
         first = run.arms[0]
         ab = NumericsAB(NumericsArm(**vars(run.arm_id(first)),
                                     workloads={n: m for n, m in evaluated[first.name].items() if m},
-                                    coverage=coverage(first.name)),
+                                    coverage=coverage(first.name), hosts=hosts(first.name)),
                         run.arm_id(run.arms[-1]), rebuilt)
     p = cell.precision
     return NumericsRecord(cell.name, OK, workloads=evaluated[run.now], coverage=coverage(run.now),
                           fingerprint_method=FINGERPRINT_METHOD,
                           tolerance=Tolerance(p.rel_l2_tol, p.cosine_min, p.compiled_multiplier),
-                          wall_s=wall_s, ab=ab)
+                          wall_s=wall_s, ab=ab, hosts=hosts(run.now))

@@ -76,6 +76,7 @@ class CellRun:
         self.skipped: str | None = None
         self.failed: set[tuple[str, str]] = set()
         self.torch: dict[str, str | None] = {arm.name: None for arm in arms}
+        self.fresh_host = None      # numerics: where the fresh-process check ran
         # Bench: per unit and arm, the inductor cache its processes share. The first
         # bench.cold_compile_processes rounds empty it first (a cold compile, as on a first
         # start), later rounds find it as the cold ones left it (a warm one, a second start).
@@ -226,9 +227,10 @@ def measure_bench(cfg: Config, cell: Cell, *, run=run_worker, log=lambda *line: 
                   pending: Callable[[BenchRecord], list[Pending]] | None = None,
                   run_pair=run_interleaved, arms: tuple[Arm, ...] = NOW,
                   note: str | None = None, rebuilt: bool = False,
-                  unchanged: bool = False,
-                  progress: Progress | None = None) -> BenchRecord:
-    """Every process of one bench cell; with `pending`, adaptive sampling."""
+                  unchanged: bool = False, progress: Progress | None = None,
+                  capture: Callable[[str], dict] | None = None) -> BenchRecord:
+    """Every process of one bench cell; with `pending`, adaptive sampling. `capture`
+    describes the candidate's environment where its processes ran (default: here)."""
     started = time.perf_counter()
     cell_run = CellRun(cfg, cell, "bench", run, log, run_pair=run_pair, arms=arms,
                        progress=progress)
@@ -254,7 +256,7 @@ def _measure_bench(cfg: Config, cell_run: CellRun, pending, arms: tuple[Arm, ...
                                           ) - before
     python = arms[-1].python if len(arms) > 1 else None
     if not rebuilt and python and not cell_run.skipped:
-        extra["env_candidate"] = capture_env(python)
+        extra["env_candidate"] = (capture or capture_env)(python)
     return record(wall_s=time.perf_counter() - started, **extra)
 
 
@@ -281,6 +283,7 @@ def measure_numerics(cfg: Config, cell: Cell, *, run=run_worker, log=lambda *lin
     job = job_for(cfg, cell, [spec_for(arm, cfg, n) for n in ran], "fresh", ["eager"], arm)
     raw = run(job, timeout_s=30 + 2 * walls, python=arm.python, fresh_compile_cache=False)
     result = parsed("fresh", raw, f"{cell.name} fresh process")
+    cell_run.fresh_host = result.host
     log(cell.name, FRESH, "now" if len(arms) == 1 else arm.name, 0, result,
         cell_run.progress.tick())
     if result.status != OK:

@@ -1,8 +1,9 @@
 """Starts worker processes: the one seam between measurement and where it runs.
 
-Local subprocesses today; a cluster engine (Ray, SLURM via submitit) can replace `run_worker`
-without touching measurement or statistics. Every failure mode of a worker (exception,
-crash, hard abort, timeout, missing result) comes back as a status with a message.
+Local subprocesses; the Ray backend (measure.ray_launcher) runs these same functions inside a
+task on a cluster node, so measurement and statistics never see where a unit ran. Every
+failure mode of a worker (exception, crash, hard abort, timeout, missing result) comes back
+as a status with a message, and where it ran (`host`).
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -73,8 +75,9 @@ class _Worker:
         """The result the worker wrote, or a status and message for how it failed."""
         self.kill()
         wall_s = time.perf_counter() - self.started
+        here = {"name": socket.gethostname(), "node": None, "hardware": None}
         if timed_out:
-            return {"status": "TIMEOUT", "wall_s": wall_s,
+            return {"status": "TIMEOUT", "wall_s": wall_s, "host": here,
                     "error": f"no result within the {timeout_s:g} s time limit "
                              "(raise bench.timeout_s or the workload's _timeout_s_)",
                     "stderr_tail": _tail(self.stderr_path)}
@@ -87,7 +90,7 @@ class _Worker:
                                          if status == "OOM" else "")
         last = tail.splitlines()[-1] if tail else "no output on stderr"
         return {"status": status, "wall_s": wall_s, "error": f"worker {reason}: {last}"[:500],
-                "stderr_tail": tail}
+                "stderr_tail": tail, "host": here}
 
 
 def run_worker(job: Job, *, timeout_s: float, python: str | None = None,

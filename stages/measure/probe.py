@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from stages.measure.nvml import clocks as nvml_clocks
+from stages.core.launch import Hardware, Host
 
 SECTIONS = ("python", "torch", "hardware", "os", "packages", "distributions", "flags",
             "env_vars")
@@ -190,6 +192,20 @@ def _gpus(torch: Any) -> dict:
         out["gpu_names"] = [_probe(torch.xpu.get_device_name, i) for i in range(count)]
     out["mps_available"] = bool(_probe(torch.backends.mps.is_available))
     return out
+
+
+def process_host(torch: Any, device_type: str) -> Host:
+    """Where this worker process ran, read by itself once it has measured: the machine, and
+    the hardware key of its timings (the CPU, the accelerator it used, torch's threads). A GPU
+    is named only when the process already uses it, so that no GPU context is started
+    beside a CPU cell."""
+    backend = {"cuda": torch.cuda, "xpu": getattr(torch, "xpu", None)}.get(device_type)
+    gpus: tuple[str, ...] = ()
+    if backend is not None and _probe(backend.is_initialized):
+        name = _probe(lambda: backend.get_device_name(backend.current_device()))
+        gpus = (name,) if name else ()
+    return Host(_probe(socket.gethostname), None,
+                Hardware(_probe(_cpu_model), gpus, _probe(torch.get_num_threads)))
 
 
 def _torch(torch: Any) -> dict:

@@ -30,6 +30,7 @@ from stages.measure.dynamo import DynamoLog, reset_dynamo
 from stages.measure.gpu_timing import GpuProcess
 from stages.measure.latency import measure_latency
 from stages.measure.ops import op_coverage
+from stages.measure.probe import process_host
 from stages.measure.shapes import run_shapes
 from stages.measure.timing import (PHASES, BusyMachine, Control, SentinelProbe, device_sync,
                                    make_clock, measure, with_control)
@@ -259,7 +260,8 @@ def main(argv: list[str]) -> int:
         body = {"status": "SKIPPED", "error": str(exc)}
     except Exception as exc:
         body = failure(exc)
-    body.update(torch=torch.__version__, pid=os.getpid(), wall_s=time.perf_counter() - started)
+    body.update(torch=torch.__version__, pid=os.getpid(), wall_s=time.perf_counter() - started,
+                host=process_host(torch, job.device.type))
     write_text(result_path, dumps(body))
     return 0
 

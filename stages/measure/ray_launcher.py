@@ -1,0 +1,278 @@
+"""The Ray backend (launcher.backend: ray): each unit, a worker process or a lock-step pair as a
+whole, is one Ray task placed by what the cell's device asks for (core.launch.request).
+
+Inside the task the unit runs exactly as the local backend runs it (measure.launcher: a fresh
+worker process with its time limit, every failure a status), so isolation, statuses and
+records are the same; the task only adds which node ran it. The project's code travels as
+Ray's runtime environment (`working_dir`); an arm's venv is built on the node from its spec
+and an arm's checkout unpacked there, both cached on the node. A node lost mid-unit gets the
+unit once more, on another node; a unit's own failure (an error, OOM, a time limit) is its
+result and is never retried. Ray is imported here only, when this backend is chosen.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import socket
+import threading
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable
+
+from stages.core.config import Cell, Config
+from stages.core.errors import UserError
+from stages.core.launch import RaySettings, describe, offered, request
+from stages.core.schema import Arm, Job
+from stages.core.typed import from_data, to_data
+from stages.measure.launcher import ROOT, run_interleaved, run_worker
+
+# Not code: history, DVC's cache, environments. Shipped, they would only slow every upload.
+EXCLUDES = (".git", ".dvc", "reports", "__pycache__", "*.pyc", ".venv", "venv")
+NODE_ID = "ray.io/node-id"      # the label Ray gives every node
+
+
+def _import_ray():
+    # Ray's core would catch SIGTERM itself and exit; the stage's own handler (one_line_errors)
+    # must run, to cancel the unit and leave no half-written report.
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
+    try:
+        import ray
+    except ImportError:
+        raise UserError("launcher.backend is ray but ray is not installed here; "
+                        "pip install -e '.[ray]', or set launcher.backend=local") from None
+    return ray
+
+
+def _head(address: str, ray) -> tuple[str, int] | None:
+    """The head's host and port for an address, or None where Ray starts the cluster."""
+    if address == "local":
+        return None
+    if address == "auto":
+        try:
+            from ray._private.services import canonicalize_bootstrap_address_or_die
+            address = canonicalize_bootstrap_address_or_die("auto")
+        except ConnectionError:
+            raise UserError("no Ray cluster found for launcher.ray.address=auto (nor in "
+                            "RAY_ADDRESS); start one with `ray start --head` or give its "
+                            "address") from None
+        except (ImportError, AttributeError):     # a Ray without it: let ray.init look
+            return None
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise UserError(f"launcher.ray.address {address!r} is not auto, local, host:port or "
+                        "ray://host:port")
+    return host, int(port)
+
+
+def connect(settings: RaySettings, root: Path) -> str:
+    """Join the cluster, shipping the project folder `root` (and this harness, when it lives
+    elsewhere) to every task. One line when the cluster cannot be reached: Ray itself would
+    wait for an unreachable head for ever."""
+    ray = _import_ray()
+    head = _head(settings.address, ray)
+    if head is not None:
+        try:
+            socket.create_connection(head, timeout=settings.connect_timeout_s).close()
+        except OSError as exc:
+            raise UserError(f"the Ray cluster at {settings.address} is unreachable "
+                            f"({exc.strerror or exc or 'no answer'}); start its head with "
+                            "`ray start --head` there, or set launcher.ray.address (or "
+                            "launcher.backend=local)") from None
+    runtime_env: dict = {"working_dir": str(root),
+                         "excludes": [*EXCLUDES, *settings.excludes]}
+    if not (ROOT / "stages").resolve().is_relative_to(root.resolve()):
+        runtime_env["py_modules"] = [str(ROOT / "stages")]
+    failed: list[BaseException] = []
+
+    def join() -> None:
+        try:
+            ray.init(address=None if settings.address == "local" else settings.address,
+                     runtime_env=runtime_env, namespace="torchgate", log_to_driver=False,
+                     logging_level=logging.ERROR)
+        except BaseException as exc:
+            failed.append(exc)
+    # Ray retries a head that accepts connections but never answers for ever; a daemon
+    # thread lets the stage give up and exit.
+    joining = threading.Thread(target=join, daemon=True)
+    joining.start()
+    joining.join(settings.connect_timeout_s)
+    if joining.is_alive() or failed:
+        first = (str(failed[0]).strip().splitlines() or [type(failed[0]).__name__])[0] \
+            if failed else f"no answer within {settings.connect_timeout_s:g} s"
+        raise UserError(f"cannot join the Ray cluster at {settings.address}: {first} (raise "
+                        "launcher.ray.connect_timeout_s for a large project folder)")
+    return settings.address
+
+
+def unavailable(ray, wanted: dict[str, float], lost: tuple[str, ...] = ()) -> str | None:
+    """"no node offers {...}" when no live node (but those just lost) has the resources a
+    unit asks for, so that it is not queued for ever."""
+    for node in ray.nodes():
+        have = node.get("Resources") or {}
+        if node.get("Alive") and node["NodeID"] not in lost \
+                and all(have.get(k, 0) >= v for k, v in wanted.items()):
+            return None
+    return f"no node offers {describe(wanted)}"
+
+
+def _started_by_ray(name: str) -> bool:
+    """Whether Ray set `name` for this task rather than the node's own environment (Ray sets
+    OMP_NUM_THREADS to the task's CPUs; the device's `threads` decides here, as locally)."""
+    try:
+        initial = Path("/proc/self/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return name in os.environ and not any(v.startswith(name.encode() + b"=") for v in initial)
+
+
+def _ready_python(python: str | None, spec: dict | None, cache_dir: str | None) -> str | None:
+    if not spec:
+        return python
+    from stages.arms.cache import cache_at
+    from stages.arms.venv import VenvSpec, materialise
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in spec.items()}
+    return materialise(VenvSpec(**fields), cache_at(cache_dir))
+
+
+def on_node(units: list[dict], timeout_s: float, fresh: bool, cache_dir: str | None,
+            codes: dict) -> list[dict]:
+    """The task, on its node: each arm's venv and checkout made ready (cached on the node),
+    then the unit run as the local backend runs it, and each result told which node it is."""
+    import ray
+    from stages.arms.cache import cache_at
+    from stages.arms.checkout import unpack
+    jobs = []
+    for unit in units:
+        job = from_data(Job, unit["job"], "job")
+        if job.code:
+            target = cache_at(cache_dir) / "code" / Path(job.code).name
+            job = replace(job, code=str(unpack(ray.get(codes[job.code]), target)))
+        jobs.append((job, _ready_python(unit["python"], unit["venv"], cache_dir)))
+    threads = os.environ.pop("OMP_NUM_THREADS") if _started_by_ray("OMP_NUM_THREADS") else None
+    try:
+        if len(jobs) == 1:
+            (job, python), = jobs
+            results = [run_worker(job, timeout_s=timeout_s, python=python,
+                                  fresh_compile_cache=fresh)]
+        else:
+            results = run_interleaved(jobs, timeout_s=timeout_s, fresh_compile_cache=fresh)
+    finally:
+        if threads is not None:       # Ray takes back what it set, after the task
+            os.environ["OMP_NUM_THREADS"] = threads
+    node = ray.get_runtime_context().get_node_id()
+    for result in results:
+        result.setdefault("host", {"name": socket.gethostname(), "hardware": None})["node"] = node
+    return results
+
+
+def capture_on_node(python: str | None, spec: dict | None, cache_dir: str | None) -> dict:
+    from stages.measure.cells import capture_env
+    return capture_env(_ready_python(python, spec, cache_dir))
+
+
+def _line(exc: BaseException) -> str:
+    """An exception in one line: its type and the first line of its message."""
+    return f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
+
+
+def _lost_node(exc: Exception) -> str | None:
+    found = re.search(r"node ID: ([0-9a-f]{16,})", str(exc))
+    return found.group(1) if found else None
+
+
+class RayBackend:
+    """Runs a cell's units on the cluster: `run` and `run_pair` take what measure.launcher's
+    functions take and give what they give."""
+
+    def __init__(self, cfg: Config, cell: Cell, arms: tuple[Arm, ...],
+                 log: Callable[[str], None] = lambda line: None):
+        from stages.arms.checkout import pack
+        self.address = connect(cfg.launcher.ray, Path.cwd())
+        self.ray = ray = _import_ray()
+        device = cell.device
+        self.asked = request(device.type, device.threads, device)
+        self.wanted = offered(self.asked)
+        self.cache_dir = cfg.arms.cache_dir
+        self.venvs = {a.python: to_data(a.venv) for a in arms if a.venv is not None}
+        self.codes = {a.code: ray.put(pack(Path(a.code))) for a in arms if a.code}
+        # Retries are this backend's: once, and only for a lost node or worker.
+        self.task = ray.remote(on_node)
+        log(f"{cell.name}: each unit is a Ray task asking for {describe(self.wanted)} "
+            f"({len([n for n in ray.nodes() if n.get('Alive')])} nodes at {self.address})"
+            + (f"; {why}" if (why := unavailable(ray, self.wanted)) else ""))
+
+    def run(self, job: Job, *, timeout_s: float, python: str | None = None,
+            fresh_compile_cache: bool = True) -> dict:
+        return self._units([(job, python)], timeout_s, fresh_compile_cache)[0]
+
+    def run_pair(self, jobs: list[tuple[Job, str | None]], *, timeout_s: float,
+                 fresh_compile_cache: bool = True) -> list[dict]:
+        """A lock-step pair as one task: both arms on one node, taking turns there."""
+        return self._units(jobs, timeout_s, fresh_compile_cache)
+
+    def capture_env(self, python: str) -> dict:
+        if unavailable(self.ray, self.wanted):
+            return {"error": f"could not capture the environment of {python}: "
+                             + unavailable(self.ray, self.wanted)}
+        task = self.ray.remote(capture_on_node).options(max_retries=1, **self.asked)
+        try:
+            return self._get(task.remote(python, self.venvs.get(python), self.cache_dir))
+        except (self.ray.exceptions.RayError, UserError) as exc:
+            return {"error": f"could not capture the environment of {python}: "
+                             f"{(str(exc).strip().splitlines() or ['?'])[0]}"}
+
+    def close(self) -> None:
+        self.ray.shutdown()
+
+    def _units(self, jobs: list[tuple[Job, str | None]], timeout_s: float,
+               fresh: bool) -> list[dict]:
+        ray = self.ray
+        units = [{"job": to_data(job), "python": python, "venv": self.venvs.get(python)}
+                 for job, python in jobs]
+        lost, first = (), None
+        while True:
+            missing = unavailable(ray, self.wanted, lost)
+            if missing:
+                return [{"status": "SKIPPED", "error": missing + (
+                    f" (the node that ran it was lost: {first})" if first else "")}
+                        for _ in jobs]
+            # Elsewhere: the label selector keeps a retry off the node just lost.
+            elsewhere = {"label_selector": {NODE_ID: f"!{lost[0]}"}} if lost else {}
+            task = self.task.options(max_retries=0, **self.asked, **elsewhere)
+            try:
+                results = self._get(task.remote(units, timeout_s, fresh, self.cache_dir,
+                                                self.codes))
+            except (ray.exceptions.NodeDiedError, ray.exceptions.WorkerCrashedError,
+                    ray.exceptions.LocalRayletDiedError, ray.exceptions.ObjectLostError,
+                    ray.exceptions.RaySystemError) as exc:
+                reason = _line(exc)[:300]
+                if first is not None:
+                    return [{"status": "CRASHED", "error": f"lost twice on the cluster: "
+                             f"{first}; then {reason}"} for _ in jobs]
+                first, node = reason, _lost_node(exc)
+                lost = (node,) if node else ()
+                continue
+            except ray.exceptions.OutOfMemoryError as exc:   # Ray's memory monitor: its result
+                return [{"status": "OOM", "error": _line(exc)[:500]} for _ in jobs]
+            except ray.exceptions.RayError as exc:      # the cluster cannot run it at all
+                raise UserError(f"the Ray cluster could not run a unit of this cell: "
+                                f"{_line(exc)}") from None
+            if first is not None:
+                for result in results:
+                    result["host"]["retried"] = first
+            return results
+
+    def _get(self, ref):
+        """The task's result; this stage interrupted: the task too (its worker process is
+        killed as locally). A failure of the task itself, not of its unit, is one line."""
+        ray = self.ray
+        try:
+            return ray.get(ref)
+        except ray.exceptions.RayTaskError as exc:
+            cause = getattr(exc, "cause", None) or exc
+            raise UserError(f"a task failed on the Ray cluster: "
+                            f"{(str(cause).strip().splitlines() or ['?'])[-1]}") from None
+        except (KeyboardInterrupt, SystemExit):
+            ray.cancel(ref)     # not forced: the task kills its worker process on the way out
+            raise
