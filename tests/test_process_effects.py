@@ -11,7 +11,7 @@ from stages.core import config
 from stages.core.schema import BenchProcess
 from stages.judge import stats
 from stages.judge.timings import bench_rows, process_values
-from stages.measure.cells import measure_bench
+from stages.measure.cells import CellRun, measure_bench
 from stages.measure.timing import Control, with_control
 from stages.measure.worker import compile_cache_state
 
@@ -55,6 +55,24 @@ def test_the_first_processes_compile_cold_and_the_rest_find_their_caches():
     # Eager first calls compile nothing: every process counts as a first start.
     assert len(process_values(record, "a", "eager", "first_call_s")) == 4
     assert process_values(record, "a", "eager", "first_call_warm_s") == []
+
+
+def test_a_process_runs_its_modes_in_the_configured_order():
+    """A mode's peak memory starts from what the modes before it left resident: an adaptive
+    process asked for (compiled, eager) still runs eager first."""
+    cfg = config.parse(RAW)
+    seen: list = []
+    run = caching_worker(seen)
+
+    def recording(job, timeout_s, python=None, fresh_compile_cache=True):
+        seen.append(job.modes)
+        return run(job, timeout_s)
+    cell_run = CellRun(cfg, cfg.cells()[0], "bench", recording)
+    try:
+        cell_run.process("a", 5, ["compiled", "eager"])
+    finally:
+        cell_run.close()
+    assert ("eager", "compiled") in seen
 
 
 def compiled(first: float, cache: str) -> BenchProcess:

@@ -80,6 +80,13 @@ def test_one_slow_call_in_the_steady_state_is_not_warm_up():
     assert steady_start([3e-3, 2e-3] + times)[0] == 2
 
 
+def test_a_slow_patch_late_in_the_warm_up_is_not_warm_up():
+    """The steady state starts where the calls first reach steady speed: a noisy neighbour
+    that slows six calls a hundred calls later does not move it."""
+    times = [3e-3, 2e-3] + [1e-3] * 100 + [2e-3] * 6 + [1e-3] * 30
+    assert steady_start(times) == (2, 1e-3)
+
+
 def test_a_warm_up_that_never_settles_stops_at_its_limit_and_says_so():
     clock = FakeClock()
     ever_faster = [1e-3 * 0.97 ** i for i in range(100_000)]

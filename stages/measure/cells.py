@@ -111,7 +111,10 @@ class CellRun:
         A mode that failed is not tried again in later rounds, and a workload whose every
         mode failed is not started again: a hang would otherwise cost its time limit K times.
         """
-        modes = [m for m in (modes or self.cfg.modes) if (name, m) not in self.failed]
+        # Always in the configured order: a mode's peak memory starts from what the modes
+        # before it left resident, so a process must not run them in another order.
+        wanted = set(modes or self.cfg.modes)
+        modes = [m for m in self.cfg.modes if m in wanted and (name, m) not in self.failed]
         if not modes:
             self.progress.plan(-self.arms_of(name))
             return

@@ -237,17 +237,16 @@ def still_falling(times: list[float], window: int = WINDOW, tolerance: float = S
 def steady_start(times: list[float], window: int = WINDOW,
                  tolerance: float = SETTLED) -> tuple[int, float]:
     """(k, level): the steady level is the median of the last window, and the steady state
-    starts at call k, the first at that level (within `tolerance`) from which every window's
-    median is too. Windows, not single calls: one slow call in the steady state is noise,
-    not warm-up."""
+    starts at call k, the first at that level (within `tolerance`) in the first window whose
+    median is too: where the calls first reach steady-state speed. Windows, not single calls,
+    and the first arrival, not the last: a slow call, or a slow patch later on, is noise, not
+    warm-up."""
     level = _median(times[-window:])
-    k = len(times) - min(window, len(times))
-    for i in range(len(times) - window, -1, -1):
-        if _median(times[i:i + window]) > (1 + tolerance) * level:
-            break
-        k = i
+    limit = (1 + tolerance) * level
+    k = next((i for i in range(max(1, len(times) - window + 1))
+              if _median(times[i:i + window]) <= limit), len(times) - 1)
     # A window's median hides its first slow calls: those are warm-up still.
-    while k < len(times) - 1 and times[k] > (1 + tolerance) * level:
+    while k < len(times) - 1 and times[k] > limit:
         k += 1
     return k, level
 
