@@ -1,18 +1,14 @@
 """What a process's circumstances do to its numbers. Compile time cold and warm: the first
 processes of a unit compile with empty inductor caches (a first start), the rest find what those
-left (a second start), judged as two metrics. The in-process control: a kernel that shares the
-process's machine state but not torch, used where it cuts the process-to-process spread."""
-import dataclasses
+left (a second start), judged as two metrics. The order of a process's modes, which a mode's
+peak memory depends on."""
 import os
-import random
 from pathlib import Path
 
 from stages.core import config
 from stages.core.schema import BenchProcess
-from stages.judge import stats
 from stages.judge.timings import bench_rows, process_values
 from stages.measure.cells import CellRun, measure_bench
-from stages.measure.timing import Control, with_control
 from stages.measure.worker import compile_cache_state
 
 from .records import DELTA, bench, mode
@@ -98,54 +94,3 @@ def test_the_worker_says_which_caches_it_found(tmp_path, monkeypatch):
     assert compile_cache_state() == "warm"
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "absent"))
     assert compile_cache_state() == "cold"
-
-
-# ---- the in-process control -----------------------------------------------------------------
-
-def controlled(steady: float, rng: random.Random, shared: float = 0.3) -> BenchProcess:
-    """A process whose machine state (one lognormal factor) moves its workload and its
-    control alike; each also has 1 % of its own noise."""
-    machine = rng.lognormvariate(0, shared)
-    own = [rng.lognormvariate(0, 0.01) for _ in range(8)]
-    return BenchProcess("OK", modes={"eager": mode(
-        [steady * machine * e for e in own],
-        control_s=tuple(5e-4 * machine * rng.lognormvariate(0, 0.01) for _ in range(8)))})
-
-
-def test_the_control_decides_a_slowdown_that_process_noise_hides():
-    rng = random.Random(5)
-    base = bench({"w": [controlled(1e-3, rng) for _ in range(5)]})
-    now = bench({"w": [controlled(1.1e-3, rng) for _ in range(5)]})
-    row = next(r for r in bench_rows("c", now, base, DELTA, None, same_run=True)
-               if r.metric == "steady_s")
-    assert row.note.startswith("tested against the in-process control: process spread")
-    assert 1.07 < row.shift.ratio < 1.13 and row.shift.p_value < 1e-4
-    raw = stats.shift(*(process_values(r, "w", "eager", "steady_s") for r in (base, now)))
-    assert raw.p_value > 0.05                  # the same data without the control
-
-
-def test_a_control_that_does_not_cut_the_spread_is_not_used():
-    rng = random.Random(6)
-
-    def unrelated(steady):
-        p = controlled(steady, rng)
-        m = p.modes["eager"]
-        return BenchProcess("OK", modes={"eager": dataclasses.replace(m, control_s=tuple(
-            5e-4 * rng.lognormvariate(0, 0.3) for _ in range(8)))})
-    base = bench({"w": [unrelated(1e-3) for _ in range(5)]})
-    now = bench({"w": [unrelated(1e-3) for _ in range(5)]})
-    row = next(r for r in bench_rows("c", now, base, DELTA, None, same_run=True)
-               if r.metric == "steady_s")
-    assert "in-process control" not in row.note
-
-
-def test_the_control_kernel_samples_beside_every_turn():
-    control = Control.open()
-    turns = []
-    turn = with_control(lambda: turns.append(1), control)
-    for _ in range(3):
-        turn()
-    found = control.take()
-    assert len(found) == 3 == len(turns) and all(t > 0 for t in found)
-    assert control.take() == ()
-    assert with_control(turn, None) is turn

@@ -15,7 +15,6 @@ class Timing:
     warmup_s: float
     min_warmup_calls: int
     warmup_max_s: float = 10.0
-    control: bool = False              # time the in-process control beside every sample
     latency_calls: int = 200
     latency_s: float = 0.5
 

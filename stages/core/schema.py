@@ -69,7 +69,6 @@ class ModeTiming:
     # The inductor caches the first call found: "cold" (empty: a first start) or "warm" (as
     # an earlier process of the same unit left them: a second start); None in eager modes.
     compile_cache: str | None = None
-    control_s: tuple[float, ...] = ()     # the in-process control beside each sample
     calls_per_sample: int | None = None
     steady_s: tuple[float, ...] = ()      # per call, one entry per sample (on a GPU: hot)
     cold_s: tuple[float, ...] = ()        # CUDA: L2 flushed before each call, one per sample

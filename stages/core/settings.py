@@ -51,7 +51,6 @@ class BenchSettings:
     # rest find the caches those left (a second start): two metrics, first_call_s and
     # first_call_warm_s.
     cold_compile_processes: int = 2
-    control: bool = False             # time a numpy kernel beside every sample (see README)
     # Tail latency (workloads with `_latency_: true`): after the steady state, single
     # synchronized calls, at least latency_calls of them and about latency_s long.
     latency_calls: int = 200

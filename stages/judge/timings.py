@@ -16,8 +16,6 @@ from stages.judge.verdicts import Draft
 
 COUNTED = ("graph_breaks", "recompiles")           # exact: more, or a new reason, is worse
 REASONS = {"graph_breaks": "graph_break_reasons", "recompiles": "recompile_reasons"}
-CONTROLLED = "steady_vs_control"   # a process's steady state over its in-process control
-CONTROL_GAIN = 0.8                 # used only where it cuts the process spread by a fifth
 # The CUDA series beside steady_s (the hot one), tested alike, at steady_s's δ, where both
 # sides measured them; each metric's series in the record's `gpu` block.
 GPU_TIMED = ("cold_s", "graph_s")
@@ -49,10 +47,6 @@ def metric_value(m: ModeTiming, metric: str):
     if metric in ("first_call_s", "first_call_warm_s"):
         warm = m.compile_cache == "warm"
         return m.first_call_s if warm == (metric == "first_call_warm_s") else None
-    if metric == CONTROLLED:
-        if not m.control_s or not m.steady_s:
-            return None
-        return stats.median(m.steady_s) / stats.median(m.control_s)
     return getattr(m, metric)
 
 
@@ -296,20 +290,13 @@ def _timing_row(key: dict, metric: str, now: BenchRecord, base: BenchRecord, del
     b, n = (process_values(r, workload, mode, metric, busy_share) for r in (base, now))
     everyone = sum(len(process_values(r, workload, mode, metric)) for r in (base, now))
     left_out = everyone - len(b) - len(n)
-    tested, control = metric, None
-    if metric == "steady_s":
-        control = control_helps(b, n, *(process_values(r, workload, mode, CONTROLLED,
-                                                       busy_share) for r in (base, now)))
-        tested = CONTROLLED if control else metric
-    shift = (stats.paired_shift(*paired_values(base, now, workload, mode, tested, busy_share))
-             if paired else stats.shift(*(process_values(r, workload, mode, tested, busy_share)
-                                          for r in (base, now))))
+    shift = (stats.paired_shift(*paired_values(base, now, workload, mode, metric, busy_share))
+             if paired else stats.shift(b, n))
     row = Draft(**key, metric=metric, verdict=stats.INCONCLUSIVE, base=_middle(b),
-                now=_middle(n), shift=shift, delta=delta, note=control or "")
+                now=_middle(n), shift=shift, delta=delta)
     if left_out:
-        row.note = "; ".join(filter(None, [
-            f"{left_out} process(es) left out: other programs and hypervisor steal took "
-            f"more than {busy_share:.0%} of the CPU while they ran", row.note]))
+        row.note = (f"{left_out} process(es) left out: other programs and hypervisor steal "
+                    f"took more than {busy_share:.0%} of the CPU while they ran")
     if shift is None:
         row.note = "fewer than 2 processes on a side: no test" + (
             f" ({row.note})" if left_out else "")
@@ -318,31 +305,6 @@ def _timing_row(key: dict, metric: str, now: BenchRecord, base: BenchRecord, del
     if not_comparable:
         row.verdict, row.note = stats.NOT_COMPARABLE, not_comparable
     return row
-
-
-def control_helps(b: list[float], n: list[float], rb: list[float],
-                  rn: list[float]) -> str | None:
-    """Why the steady state is tested against the in-process control: every process of both
-    sides has one, at least 3 a side, and the ratio's process-to-process spread (pooled within
-    the sides) is under CONTROL_GAIN of the steady state's own. None: test it as it is."""
-    if len(rb) != len(b) or len(rn) != len(n) or min(len(b), len(n)) < 3:
-        return None
-    raw, ratio = _pooled_sd(b, n), _pooled_sd(rb, rn)
-    if not raw or ratio >= CONTROL_GAIN * raw:
-        return None
-    return (f"tested against the in-process control: process spread {raw:.1%} → "
-            f"{ratio:.1%}")
-
-
-def _pooled_sd(*sides: list[float]) -> float:
-    """The SD of log values around their own side's mean, pooled."""
-    squares, df = 0.0, 0
-    for values in sides:
-        logs = [math.log(v) for v in values]
-        mean = sum(logs) / len(logs)
-        squares += sum((x - mean) ** 2 for x in logs)
-        df += len(logs) - 1
-    return math.sqrt(squares / df) if df > 0 else 0.0
 
 
 def impossible(now: BenchRecord, base: BenchRecord, workload: str, mode: str,

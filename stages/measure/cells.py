@@ -40,7 +40,7 @@ def job_for(cfg: Config, cell: Cell, workloads: list[WorkloadSpec], kind: str,
     return Job(kind, b.seed, cell.device, cell.precision, tuple(workloads),
                tuple(modes or cfg.modes),
                Timing(b.samples, b.sample_target_s, b.warmup_s, b.min_warmup_calls,
-                      b.warmup_max_s, control=b.control, latency_calls=b.latency_calls,
+                      b.warmup_max_s, latency_calls=b.latency_calls,
                       latency_s=b.latency_s),
                code=arm.code)
 

@@ -269,56 +269,6 @@ def warm_up(step: Callable[[], Any], clock: Clock, *, warmup_s: float, min_calls
             return times, False
 
 
-class Control:
-    """An in-process control: a numpy matmul and tanh, timed right after each of this
-    process's turns, so beside every sample. It shares the process's machine state (clock
-    speed, caches, neighbours) but not torch, so a torch change cannot move it: the ratio of
-    a workload's time to it can cancel part of what differs from process to process."""
-
-    def __init__(self, numpy, target_s: float = 0.002):
-        rng = numpy.random.default_rng(0)
-        self._np = numpy
-        self._a, self._b = rng.standard_normal((2, 96, 96))
-        self._out = numpy.empty((96, 96))
-        self.times: list[float] = []
-        self.repeats = 1
-        one = min(self._kernel() for _ in range(5))
-        self.repeats = max(1, round(target_s / max(one, 1e-9)))
-
-    @classmethod
-    def open(cls) -> "Control | None":
-        try:
-            import numpy
-        except ImportError:      # an arm's environment without numpy: no control
-            return None
-        return cls(numpy)
-
-    def _kernel(self) -> float:
-        t0 = time.perf_counter()
-        for _ in range(self.repeats):
-            self._np.tanh(self._a @ self._b, out=self._out)
-        return time.perf_counter() - t0
-
-    def sample(self) -> None:
-        self.times.append(self._kernel() / self.repeats)
-
-    def take(self) -> tuple[float, ...]:
-        """The mode's control times, and a fresh start for the next mode."""
-        found, self.times = tuple(self.times), []
-        return found
-
-
-def with_control(turn: Callable[[], None], control: Control | None) -> Callable[[], None]:
-    """`turn`, then one control sample: inside this process's turn, next to the sample."""
-    if control is None:
-        return turn
-
-    def controlled() -> None:
-        turn()
-        control.sample()
-    return controlled
-
-
 # A device's own steady-state sampling (measure.gpu_timing): (step, calls per sample, turn,
 # busy probe) -> seconds per call, one entry per sample.
 Sampler = Callable[[Callable[[], Any], int, Callable[[], None], Any], list[float]]

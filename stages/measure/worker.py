@@ -32,8 +32,8 @@ from stages.measure.latency import measure_latency
 from stages.measure.ops import op_coverage
 from stages.measure.probe import process_host
 from stages.measure.shapes import run_shapes
-from stages.measure.timing import (PHASES, BusyMachine, Control, SentinelProbe, device_sync,
-                                   make_clock, measure, with_control)
+from stages.measure.timing import (PHASES, BusyMachine, SentinelProbe, device_sync,
+                                   make_clock, measure)
 
 
 class Baton:
@@ -63,7 +63,7 @@ def compile_cache_state() -> str:
 
 def bench_mode(job: Job, factory, device: torch.device, mode: str,
                turn=lambda: None, cache: str | None = None,
-               gpu: GpuProcess | None = None, control: Control | None = None) -> ModeTiming:
+               gpu: GpuProcess | None = None) -> ModeTiming:
     dtype = getattr(torch, job.precision.dtype)
     compiled = mode != "eager"
     if compiled:
@@ -83,7 +83,7 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
                          min_warmup_calls=job.timing.min_warmup_calls,
                          warmup_max_s=job.timing.warmup_max_s,
                          after_first=dynamo.mark_first if compiled else lambda: None,
-                         turn=with_control(turn, control), busy=busy, sampler=sampler)
+                         turn=turn, busy=busy, sampler=sampler)
         # After the steady state, so that it stays comparable with runs without these.
         tail = measure_latency(workload.step, device_sync(torch, device.type),
                                min(phases.steady_s), min_calls=job.timing.latency_calls,
@@ -95,7 +95,6 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
             peak -= gpu.held_bytes
         shapes = run_shapes(workload.shapes, clock, lambda: dynamo.recompiles, turn) \
             if compiled else ()
-    control_s = control.take() if control is not None else ()
     bad = sum(nonfinite_count(t) for t in flatten(phases.first_output).values())
     if bad:
         return ModeTiming("NONFINITE", error=f"first call returned {bad} NaN/Inf values")
@@ -108,7 +107,6 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
         **device_notes(device.type),
         items=workload.items, flops=workload.flops, bytes_moved=bytes_moved,
         busy_machine=busy["steady_s"].summary(), compile_cache=cache if compiled else None,
-        control_s=control_s,
         busy_first_call=busy["first_call_s"].summary(), busy_warmup=busy["warmup_s"].summary(),
         **(sampler.record() if sampler is not None else {}),
         **({} if counts is None else {
@@ -125,14 +123,12 @@ def run_bench(job: Job) -> dict:
     machine = SentinelProbe()
     machine.burst()
     cache = compile_cache_state()       # before this process compiles anything
-    control = Control.open() if job.timing.control else None
     # CUDA with `timing`: hot/cold/graph series; the flush buffer is allocated here, once.
     gpu = GpuProcess.open(torch, job) if device.type == "cuda" and job.device.timing else None
     out: dict = {"modes": {}}
     for mode in job.modes:
         try:
-            out["modes"][mode] = bench_mode(job, factory, device, mode, turn, cache, gpu,
-                                            control)
+            out["modes"][mode] = bench_mode(job, factory, device, mode, turn, cache, gpu)
         except Exception as exc:  # one mode failing must not hide the others
             out["modes"][mode] = failure(exc)
         machine.burst()           # still this process's turn: between modes, outside timings
