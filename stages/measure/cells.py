@@ -238,14 +238,15 @@ def measure_bench(cfg: Config, cell: Cell, *, run=run_worker, log=lambda *line: 
     cell_run = CellRun(cfg, cell, "bench", run, log, run_pair=run_pair, arms=arms,
                        progress=progress)
     try:
-        return _measure_bench(cfg, cell_run, pending, arms, note, rebuilt, unchanged, started)
+        return _measure_bench(cfg, cell_run, pending, arms, note, rebuilt, unchanged, started,
+                              capture or capture_env)
     finally:
         cell_run.close()
 
 
 def _measure_bench(cfg: Config, cell_run: CellRun, pending, arms: tuple[Arm, ...],
-                   note: str | None, rebuilt: bool, unchanged: bool,
-                   started: float) -> BenchRecord:
+                   note: str | None, rebuilt: bool, unchanged: bool, started: float,
+                   capture: Callable[[str], dict]) -> BenchRecord:
     cell_run.rounds(cfg.bench.processes)
 
     def record(**extra) -> BenchRecord:
@@ -259,7 +260,7 @@ def _measure_bench(cfg: Config, cell_run: CellRun, pending, arms: tuple[Arm, ...
                                           ) - before
     python = arms[-1].python if len(arms) > 1 else None
     if not rebuilt and python and not cell_run.skipped:
-        extra["env_candidate"] = (capture or capture_env)(python)
+        extra["env_candidate"] = capture(python)
     return record(wall_s=time.perf_counter() - started, **extra)
 
 
