@@ -20,7 +20,7 @@ from stages.judge.verdicts import finish
 from stages.render.summary import summary
 
 from .conftest import ROOT, commit_baseline_from_another_cpu, git
-from .records import DELTA, process, record
+from .records import DELTA, record
 
 DEFAULT = Gate().fail_on
 HARDWARE = "hardware changed (cpu_model: Old CPU -> New CPU)"

@@ -15,7 +15,7 @@ from stages.core import config
 from stages.core.inputs import ab_baseline
 from stages.core.records import dumps
 from stages.core.rows import CompareRecord
-from stages.core.schema import (FINGERPRINT_METHOD, ArmId, CompiledCheck, Coverage, Dynamo,
+from stages.core.schema import (FINGERPRINT_METHOD, ArmId, Coverage, Dynamo,
                                 Fingerprint, FreshProcess, ModeNumerics, ModeOutputs,
                                 NumericsAB, NumericsArm, OutputError, Tolerance, VersusEager)
 from stages.judge import portability as coverage
