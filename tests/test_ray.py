@@ -93,7 +93,8 @@ def _keys(data, path=""):
 
 
 def _reports(project):
-    return {p.relative_to(project / "reports").as_posix(): p.read_text()
+    """Every report file as bytes (the pictures are PNGs)."""
+    return {p.relative_to(project / "reports").as_posix(): p.read_bytes()
             for p in sorted((project / "reports").rglob("*")) if p.is_file()}
 
 
