@@ -108,7 +108,7 @@ class FakeGpu:
 
 
 class EventClock:
-    """measure()'s clock on the fake device (CudaEventClock's behaviour)."""
+    """measure()'s clock on the fake device (timing.EventClock's behaviour)."""
 
     def __init__(self, gpu: FakeGpu):
         self.begin, self.end = gpu.event(), gpu.event()

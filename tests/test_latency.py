@@ -17,17 +17,7 @@ from stages.render.numbers import cell_table
 
 from .latency_workloads import sleepy
 from .records import DELTA, bench, process
-
-
-class FakeClock:
-    def __init__(self):
-        self.now = self.t0 = 0.0
-
-    def start(self):
-        self.t0 = self.now
-
-    def stop(self):
-        return self.now - self.t0
+from .test_timing import FakeClock
 
 
 def test_a_percentile_is_a_call_that_happened_and_p99_needs_enough_calls():

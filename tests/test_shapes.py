@@ -20,21 +20,11 @@ from stages.render.numbers import cell_table
 
 from .records import DELTA, bench, numerics, process
 from .shape_workloads import varlen
+from .test_timing import FakeClock
 
 SIZE = ("forward: tensor 'x' size mismatch at index 1. expected 8, actual 16 "
         "(at shape_workloads.py:17)")
 BRANCH = "forward: 2 <= x.size()[1] <= 20 (at shape_workloads.py:17)"
-
-
-class FakeClock:
-    def __init__(self):
-        self.now = self.t0 = 0.0
-
-    def start(self):
-        self.t0 = self.now
-
-    def stop(self):
-        return self.now - self.t0
 
 
 def test_each_shape_after_the_first_is_timed_with_the_recompiles_its_change_caused():

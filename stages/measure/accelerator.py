@@ -18,7 +18,7 @@ from typing import Callable
 
 import torch
 
-from stages.measure.timing import Clock, SyncClock
+from stages.measure.timing import Clock, EventClock, SyncClock
 
 KNOWN = ("cpu", "cuda", "mps", "xpu")     # timed and read by name (timing.py, device.py)
 
@@ -105,27 +105,15 @@ def generic_sync(device_type: str) -> Callable[[], None]:
     return sync
 
 
-class EventClock:
-    """Device events around the region (torch.Event), as CUDA events are used on CUDA."""
-
-    def __init__(self, device_type: str):
-        self._begin = torch.Event(device=device_type, enable_timing=True)
-        self._end = torch.Event(device=device_type, enable_timing=True)
-
-    def start(self) -> None:
-        self._begin.record()
-
-    def stop(self) -> float:
-        self._end.record()
-        self._end.synchronize()
-        return self._begin.elapsed_time(self._end) * 1e-3
+def _event_clock(device_type: str) -> EventClock:
+    return EventClock(lambda: torch.Event(device=device_type, enable_timing=True))
 
 
 @functools.cache
 def has_timing_events(device_type: str) -> bool:
     """Whether the backend records, waits for and times events (one trial)."""
     try:
-        clock = EventClock(device_type)
+        clock = _event_clock(device_type)
         clock.start()
         return clock.stop() >= 0
     except Exception:          # "Backend doesn't support elapsedTime", no torch.Event ...
@@ -134,7 +122,7 @@ def has_timing_events(device_type: str) -> bool:
 
 def generic_clock(device_type: str) -> Clock:
     if has_timing_events(device_type):
-        return EventClock(device_type)
+        return _event_clock(device_type)
     return SyncClock(generic_sync(device_type))
 
 

@@ -38,13 +38,12 @@ class SyncClock:
         return (time.perf_counter_ns() - self._t0) * 1e-9
 
 
-class CudaEventClock:
-    """CUDA events recorded on the current stream: device time without host jitter."""
+class EventClock:
+    """Device events recorded around the region on the current stream (CUDA events, or
+    torch.Event on another accelerator): device time without host jitter."""
 
-    def __init__(self, torch_module):
-        self._torch = torch_module
-        self._begin = torch_module.cuda.Event(enable_timing=True)
-        self._end = torch_module.cuda.Event(enable_timing=True)
+    def __init__(self, make_event: Callable[[], Any]):
+        self._begin, self._end = make_event(), make_event()
 
     def start(self) -> None:
         self._begin.record()
@@ -70,7 +69,7 @@ def device_sync(torch_module, device_type: str) -> Callable[[], None]:
 
 def make_clock(torch_module, device_type: str) -> Clock:
     if device_type == "cuda":
-        return CudaEventClock(torch_module)
+        return EventClock(lambda: torch_module.cuda.Event(enable_timing=True))
     if device_type not in ("cpu", "mps", "xpu"):
         from stages.measure.accelerator import generic_clock
         return generic_clock(device_type)
