@@ -13,7 +13,7 @@ from __future__ import annotations
 from stages.core import cli, config, git
 from stages.core.baseline import load_timeline
 from stages.core.errors import one_line_errors
-from stages.core.records import write_bytes, write_text
+from stages.core.records import replace_pictures, write_text
 from stages.judge.trends import KEY_METRICS, Run, series
 from stages.render.history import history
 from stages.render.trends import trend_images
@@ -31,12 +31,7 @@ def main(argv: list[str] | None = None) -> None:
         found = series(runs, cfg.history)
         images = trend_images(found, KEY_METRICS)
         folder = args.reports / "trends"
-        for old in folder.glob("*.png"):
-            if old.name not in images:
-                old.unlink()            # a series that is gone leaves no picture behind
-        for name, data in images.items():
-            if not (folder / name).exists() or (folder / name).read_bytes() != data:
-                write_bytes(folder / name, data)
+        replace_pictures(folder, images)    # a series that is gone leaves no picture behind
         text = history(found, cells, cfg.history, tuple(images), folder.name)
         path = args.reports / "history.md"
         if not path.exists() or path.read_text(encoding="utf-8") != text:

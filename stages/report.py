@@ -10,7 +10,7 @@ from pathlib import Path
 from stages.core import cli, config
 from stages.core.baseline import load_current, load_env_pair, load_run
 from stages.core.errors import one_line_errors
-from stages.core.records import dumps, load_record, write_bytes, write_text
+from stages.core.records import dumps, load_record, replace_pictures, write_text
 from stages.core.schema import BenchRecord, CompareRecord, NumericsRecord
 from stages.judge.environment import diff
 from stages.judge.gate import gate_failures
@@ -40,8 +40,8 @@ def main(argv: list[str] | None = None) -> None:
             compare, gate_failures(compare, cfg.gate.fail_on))))
         recorded = load_run(cfg.baseline.rev, list(bench), ("bench",), reports=args.reports)
         base_bench = {cell: recorded.pairs["bench", cell].base for cell in bench}
-        images = write_plots(args.reports / "plots", bench, base_bench, compare)
-        curves = write_sweeps(args.reports / "plots", bench, cfg.recommend)
+        images, curves = write_plots(args.reports / "plots", bench, base_bench, compare,
+                                     cfg.recommend)
         if why is None and base is None:
             why = "no baseline environment"
         changes = diff(base.env, now.env) if now is not None and base is not None else []
@@ -55,32 +55,19 @@ def main(argv: list[str] | None = None) -> None:
               f"{len(images)} picture(s) in {args.reports / 'plots'}")
 
 
-def write_sweeps(folder: Path, bench: dict, rule) -> dict[str, str]:
-    """Each swept cell's curve as plots/sweep-<cell>.png (cell -> path from the reports
-    folder); the picture of a cell that no longer sweeps is removed."""
-    drawn = sweep_pictures(bench, rule)
-    for old in folder.glob("sweep-*.png"):
-        if old.name[len("sweep-"):-len(".png")] not in drawn:
-            old.unlink()
-    for cell, data in drawn.items():
-        write_bytes(folder / f"sweep-{cell}.png", data)
-    return {cell: f"{folder.name}/sweep-{cell}.png" for cell in drawn}
-
-
-def write_plots(folder: Path, bench: dict, base: dict,
-                compare: CompareRecord) -> list[tuple[str, str]]:
-    """The pictures and their data; a picture with nothing to draw this run is removed, so
-    none is left from an earlier run. (caption, path from the reports folder) of each drawn."""
+def write_plots(folder: Path, bench: dict, base: dict, compare: CompareRecord,
+                rule) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """The pictures and their data. Returns (caption, path from the reports folder) of each
+    picture drawn, and each swept cell's curve (cell -> path)."""
     for name, text in plot_data(bench, compare.rows).items():
         write_text(folder / name, text)
-    drawn = []
-    for name, data in pictures(bench, base, compare.rows).items():
-        if data is None:
-            (folder / name).unlink(missing_ok=True)
-        else:
-            write_bytes(folder / name, data)
-            drawn.append((CAPTIONS[name], f"{folder.name}/{name}"))
-    return drawn
+    drawn = {name: data for name, data in pictures(bench, base, compare.rows).items()
+             if data is not None}      # nothing to draw this run: no picture
+    curves = {f"sweep-{cell}.png": (cell, data)
+              for cell, data in sweep_pictures(bench, rule).items()}
+    replace_pictures(folder, {**drawn, **{name: data for name, (_, data) in curves.items()}})
+    return ([(CAPTIONS[name], f"{folder.name}/{name}") for name in drawn],
+            {cell: f"{folder.name}/{name}" for name, (cell, _) in curves.items()})
 
 
 if __name__ == "__main__":

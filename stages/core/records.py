@@ -49,6 +49,20 @@ def write_bytes(path: str | Path, data: bytes) -> None:
         raise
 
 
+def replace_pictures(folder: str | Path, pictures: dict[str, bytes]) -> None:
+    """Make the folder's PNGs exactly `pictures`: each written (atomically) only where its
+    bytes changed, since the pictures carry no date; any other PNG removed, so that none is
+    left from an earlier run."""
+    folder = Path(folder)
+    for old in folder.glob("*.png"):
+        if old.name not in pictures:
+            old.unlink()
+    for name, data in pictures.items():
+        path = folder / name
+        if not path.exists() or path.read_bytes() != data:
+            write_bytes(path, data)
+
+
 def record_data(record: Any) -> dict:
     """A record as the plain data of its file, with its kind and schema version."""
     kind = KIND_OF[type(record)]

@@ -3,7 +3,6 @@ throughput, cost, first call, warm-up and peak memory, and the change against th
 Regressions, failures and possible slowdowns first, then by effect. Pure."""
 from __future__ import annotations
 
-import math
 
 from stages.core.config import LATENCY
 from stages.core.rows import BAD, IMPROVED, INCONCLUSIVE, Row
@@ -13,6 +12,7 @@ from stages.judge.environment import get
 from stages.judge.timings import failures, process_values
 from stages.render.markdown import markdown_table, nbytes, seconds
 from stages.render.verdicts import change
+from stages.render.verdicts import effect as row_effect
 
 # The environment fields a reader recognises, in the order they matter for an upgrade.
 HEADLINE_FIELDS = (("torch.version", "torch"), ("torch.cuda", "CUDA"),
@@ -84,9 +84,8 @@ def possible_slowdown(r: Row) -> bool:
 
 
 def effect(rows: list[Row]) -> float:
-    """The largest tested timing change of a unit, as |log ratio| (0 when none was tested)."""
-    return max((abs(math.log(r.change.ratio)) for r in rows
-                if r.change is not None and r.change.ratio > 0), default=0.0)
+    """The largest tested change of a unit, as |log ratio| (0 when none was tested)."""
+    return max(map(row_effect, rows), default=0.0)
 
 
 def _flags(rows: list[Row]) -> str:
