@@ -8,7 +8,7 @@ from stages.core.config import LATENCY
 from stages.core.rows import BAD, IMPROVED, INCONCLUSIVE, Row
 from stages.core.schema import OK, BenchRecord
 from stages.judge import stats
-from stages.judge.environment import get
+from stages.judge.environment import MISSING, get
 from stages.judge.timings import failures, process_values
 from stages.render.markdown import markdown_table, nbytes, seconds
 from stages.render.verdicts import change
@@ -47,7 +47,7 @@ def environment_change(changes: list, note: str | None, now: dict | None = None)
 def _shown(v) -> str:
     if isinstance(v, (list, tuple)):
         return ", ".join(map(str, v)) or "none"
-    return "none" if v is None or v.__class__.__name__ == "_Missing" else str(v)
+    return "none" if v is None or v is MISSING else str(v)
 
 
 def unit_numbers(record: BenchRecord, workload: str, mode: str,
