@@ -18,12 +18,13 @@ import statistics
 import subprocess
 import sys
 
-from stages.measure.launcher import ROOT
+from stages.launch.local import ROOT
 
 ROUND = """
 import json, statistics, sys, torch
 from torch.utils.benchmark import Timer
-from stages.measure.timing import SyncClock, measure
+from stages.measure.clocks import SyncClock
+from stages.measure.timing import measure
 from stages.workloads import matmul_relu
 size, threads, seed, timer_first = (int(a) for a in sys.argv[1:5])
 if threads:

@@ -6,20 +6,20 @@ Every sample of every worker process goes to reports/bench/<cell>.json; reports/
 shows what was measured and how it differs from the baseline (the verdicts are compare's).
 The arms measured (this run alone, or beside the baseline measured again, or beside a
 candidate) are arms.plan's choice. With a baseline, timings an interim look leaves undecided
-get more processes within `bench.adaptive_budget_s` (measure.cells, judge.adaptive).
+get more processes within `bench.adaptive_budget_s` (launch.cells, judge.adaptive).
 """
 from __future__ import annotations
 
 from stages.arms.plan import plan
 from stages.core import cli
 from stages.core.baseline import load_env_pair, load_run
-from stages.core.inputs import with_record
 from stages.core.errors import one_line_errors
 from stages.core.records import write_record, write_text
+from stages.core.records.inputs import with_record
 from stages.judge.adaptive import pending_units
 from stages.judge.run import compare_run
-from stages.measure.backends import backend
-from stages.measure.cells import measure_bench
+from stages.launch.backends import backend
+from stages.launch.cells import measure_bench
 from stages.render import bench as page
 from stages.render.progress import bench_line
 

@@ -12,7 +12,7 @@ from stages.core import cli, config
 from stages.core.baseline import load_run
 from stages.core.errors import one_line_errors
 from stages.core.records import write_record, write_text
-from stages.core.rows import CompareRecord
+from stages.core.records.rows import CompareRecord
 from stages.judge.run import compare_run
 from stages.render.markdown import tally
 from stages.render.verdicts import page

@@ -16,11 +16,11 @@ import os
 from pathlib import Path
 
 from stages.core.baseline import load_baseline
-from stages.core.config import Baseline
+from stages.core.baseline.git import resolve_rev
+from stages.core.config.settings import Baseline
 from stages.core.errors import UserError, one_line_errors
-from stages.core.git import resolve_rev
 from stages.core.records import dumps, write_record, write_text
-from stages.core.schema import EnvRecord
+from stages.core.records.schema import EnvRecord
 from stages.core.typed import from_data
 from stages.judge.environment import diff, hardware_changes
 from stages.measure.probe import capture, fingerprint

@@ -14,7 +14,7 @@ import sys
 from stages.core import cli, config
 from stages.core.errors import one_line_errors
 from stages.core.records import load_record
-from stages.core.rows import CompareRecord
+from stages.core.records.rows import CompareRecord
 from stages.judge.gate import gate_checked, gate_failures
 
 

@@ -10,8 +10,8 @@ are rewritten only when they changed.
 """
 from __future__ import annotations
 
-from stages.core import cli, config, git
-from stages.core.baseline import load_timeline
+from stages.core import cli, config
+from stages.core.baseline import git, load_timeline
 from stages.core.errors import one_line_errors
 from stages.core.records import replace_pictures, write_text
 from stages.judge.trends import KEY_METRICS, Run, series

@@ -14,16 +14,16 @@ import time
 
 from stages.arms.plan import Plan, plan
 from stages.core import cli
-from stages.core.config import Cell, Config
 from stages.core.baseline import load_run
+from stages.core.config import Cell, Config
 from stages.core.errors import one_line_errors
 from stages.core.records import write_record, write_text
-from stages.core.schema import NumericsRecord
+from stages.core.records.schema import NumericsRecord
 from stages.judge.run import compare_run
 from stages.judge.tolerance import numerics_record
-from stages.measure.backends import backend
-from stages.measure.cells import NOW, measure_numerics
-from stages.measure.launcher import run_worker
+from stages.launch.backends import backend
+from stages.launch.cells import NOW, measure_numerics
+from stages.launch.local import run_worker
 from stages.render import numerics as page
 from stages.render.progress import numerics_line, numerics_process_line
 

@@ -11,7 +11,8 @@ from stages.core import cli, config
 from stages.core.baseline import load_current, load_env_pair, load_run
 from stages.core.errors import one_line_errors
 from stages.core.records import dumps, load_record, replace_pictures, write_text
-from stages.core.schema import BenchRecord, CompareRecord, NumericsRecord
+from stages.core.records.rows import CompareRecord
+from stages.core.records.schema import BenchRecord, NumericsRecord
 from stages.judge.environment import diff
 from stages.judge.gate import gate_failures
 from stages.render.metrics import metrics, verdicts

@@ -24,9 +24,9 @@ from pathlib import Path
 from stages.core import config
 from stages.core.errors import one_line_errors
 from stages.core.records import write_text
-from stages.judge import stats
+from stages.core.vocabulary import Verdict
 from stages.judge.selfcheck import check, split, verdicts
-from stages.measure.cells import measure_bench
+from stages.launch.cells import measure_bench
 from stages.render.progress import bench_line
 from stages.render.selfcheck import report
 
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> None:
             for i in range(args.repeat):
                 again = {cell.name: measure_bench(once, cell, log=_log) for cell in cfg.cells()}
                 result = verdicts({c: (first[c], again[c]) for c in first}, cfg, apart=True)
-                repeats.append(sum(r.verdict == stats.REGRESSED for r in result.rows))
+                repeats.append(sum(r.verdict == Verdict.REGRESSED for r in result.rows))
                 print(f"torchgate selfcheck: repeat {i + 1}/{args.repeat}: {repeats[-1]} "
                       "REGRESSED")
         text = report(cfg, checked, args.slowdown, args.splits, repeats,

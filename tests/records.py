@@ -4,9 +4,20 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from stages.core.config import Delta
-from stages.core.schema import (ArmId, BenchAB, BenchArm, BenchProcess, BenchRecord, Busy,
-                                ModeNumerics, ModeTiming, NumericsRecord, Sentinel, WorkloadRun)
+from stages.core.config.settings import Delta
+from stages.core.records.schema import (
+    ArmId,
+    BenchAB,
+    BenchArm,
+    BenchProcess,
+    BenchRecord,
+    Busy,
+    ModeNumerics,
+    ModeTiming,
+    NumericsRecord,
+    Sentinel,
+    WorkloadRun,
+)
 
 DELTA = Delta()
 

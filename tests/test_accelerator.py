@@ -6,15 +6,19 @@ import pytest
 import torch
 
 from stages.core import config
-from stages.core.config import DeviceSpec, PrecisionSpec, WorkloadSpec
-from stages.core.schema import BenchProcess, Job, NumericsProcess, Timing
+from stages.core.config import DeviceSpec, PrecisionSpec
+from stages.core.config.settings import WorkloadSpec
+from stages.core.records.job import Job, Timing
+from stages.core.records.schema import BenchProcess, NumericsProcess
 from stages.core.typed import from_data
-from stages.judge import stats
+from stages.core.vocabulary import Verdict
 from stages.judge.timings import bench_rows
+from stages.launch.cells import measure_bench
+from stages.launch.local import run_worker
 from stages.measure import accelerator
-from stages.measure.cells import measure_bench
-from stages.measure.device import Unavailable, compiler, resolve_device
-from stages.measure.launcher import run_worker
+from stages.measure.accelerator import Unavailable
+from stages.measure.build import compiler
+from stages.measure.device import resolve_device
 from stages.render.bench import unmeasured
 from stages.render.numbers import numbers_section
 
@@ -100,7 +104,7 @@ def test_a_cell_whose_backend_is_missing_is_skipped_with_the_reason():
     assert record.status == "SKIPPED" and "no backend registered for device type 'tgmissing'" \
         in record.reason
     rows = bench_rows("trn-fp32", record, None, DELTA)
-    assert [(r.verdict, r.note) for r in rows] == [(stats.SKIPPED, record.reason)]
+    assert [(r.verdict, r.note) for r in rows] == [(Verdict.SKIPPED, record.reason)]
     summary = "\n".join(numbers_section({"trn-fp32": (record, 0.0)}, []))
     assert f"### `trn-fp32`\n\nSKIPPED: {record.reason}" in summary
     assert torch.accelerator.current_accelerator() is None   # nothing registered here

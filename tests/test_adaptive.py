@@ -3,10 +3,10 @@ ones do not, the interim looks are recorded, and the error budget follows them."
 import random
 
 from stages.core import config
-from stages.core.inputs import Pair, RunInputs
+from stages.core.records.inputs import Pair, RunInputs
 from stages.judge.adaptive import pending_units
 from stages.judge.run import compare_run
-from stages.measure.cells import measure_bench
+from stages.launch.cells import measure_bench
 
 RAW = {"device": {"cpu": {"type": "cpu"}}, "precision": {"fp32": {"dtype": "float32"}},
        "workload": {"quiet": {"_target_": "x.quiet"}, "noisy": {"_target_": "x.noisy"}},

@@ -12,9 +12,10 @@ from stages.arms.plan import plan, workload_paths
 from stages.core import config
 from stages.core.errors import UserError
 from stages.core.records import write_record
-from stages.core.schema import Arm, EnvRecord
-from stages.measure.cells import job_for
-from stages.measure.launcher import run_worker
+from stages.core.records.job import Arm
+from stages.core.records.schema import EnvRecord
+from stages.launch.cells import job_for
+from stages.launch.local import run_worker
 
 from .conftest import git, make_project
 

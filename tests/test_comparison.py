@@ -2,11 +2,11 @@
 A/B records. The statistics themselves are tested by simulation in test_stats_simulation."""
 import dataclasses
 
-from stages.core.inputs import ab_baseline
-from stages.core.schema import Busy, ModeNumerics
-from stages.judge import stats
-from stages.judge.run import busy_note
+from stages.core.records.inputs import ab_baseline
+from stages.core.records.schema import Busy, ModeNumerics
+from stages.core.vocabulary import Verdict
 from stages.judge.numerics import numerics_rows
+from stages.judge.run import busy_note
 from stages.judge.timings import bench_rows
 from stages.judge.verdicts import finish
 
@@ -20,10 +20,10 @@ def rows(now, base, not_comparable=None, **kw):
 
 def test_identical_distributions_are_equivalent_and_a_real_slowdown_regresses():
     same = rows(record(seed=1), record(seed=2))
-    assert same["steady_s"].verdict == stats.EQUIVALENT
-    assert same["peak_bytes"].verdict == stats.EQUIVALENT
+    assert same["steady_s"].verdict == Verdict.EQUIVALENT
+    assert same["peak_bytes"].verdict == Verdict.EQUIVALENT
     slower = rows(record(seed=1, steady=1.2e-3), record(seed=2))
-    assert slower["steady_s"].verdict == stats.REGRESSED
+    assert slower["steady_s"].verdict == Verdict.REGRESSED
     assert 1.15 < slower["steady_s"].change.ratio < 1.25
     assert slower["steady_s"].change.mde is not None
     assert slower["steady_s"].change.p_adjusted < 0.05
@@ -31,50 +31,50 @@ def test_identical_distributions_are_equivalent_and_a_real_slowdown_regresses():
 
 def test_a_unit_that_fails_now_is_failed_with_was_ok_and_a_fixed_one_improves():
     broken = rows(record(status="CRASHED", error="worker killed by signal SIGSEGV: x"), record())
-    assert broken["status"].verdict == stats.FAILED
+    assert broken["status"].verdict == Verdict.FAILED
     assert broken["status"].note.startswith("was OK, now CRASHED: worker killed by signal SIGSEGV")
     fixed = rows(record(), record(status="TIMEOUT", error="no result within 4 s"))
-    assert fixed["status"].verdict == stats.IMPROVED
+    assert fixed["status"].verdict == Verdict.IMPROVED
     assert "now runs; was TIMEOUT: no result within 4 s" in fixed["status"].note
 
 
 def test_graph_breaks_and_memory_are_compared_by_their_own_rules():
     more = rows(record(breaks=2), record(breaks=0))
-    assert more["graph_breaks"].verdict == stats.REGRESSED
+    assert more["graph_breaks"].verdict == Verdict.REGRESSED
     assert (more["graph_breaks"].base, more["graph_breaks"].now) == (0, 2)
     bigger = rows(record(peak=1100), record(peak=1000))
-    assert bigger["peak_bytes"].verdict == stats.REGRESSED
+    assert bigger["peak_bytes"].verdict == Verdict.REGRESSED
 
 
 def test_other_hardware_or_a_moved_sentinel_makes_timings_not_comparable():
     other = rows(record(steady=2e-3), record(), not_comparable="hardware changed (cpu_model)")
-    assert other["steady_s"].verdict == stats.NOT_COMPARABLE
+    assert other["steady_s"].verdict == Verdict.NOT_COMPARABLE
     assert "hardware changed" in other["steady_s"].note
-    assert other["peak_bytes"].verdict == stats.EQUIVALENT          # memory is still compared
+    assert other["peak_bytes"].verdict == Verdict.EQUIVALENT          # memory is still compared
     slow_machine = rows(record(steady=1.3e-3, sentinel=0.026), record())
-    assert slow_machine["steady_s"].verdict == stats.NOT_COMPARABLE
+    assert slow_machine["steady_s"].verdict == Verdict.NOT_COMPARABLE
     assert "sentinel" in slow_machine["steady_s"].note
 
 
 def test_new_missing_and_skipped_cells():
-    assert {r.verdict for r in bench_rows("c", record(), None, DELTA)} == {stats.NEW}
-    assert bench_rows("c", None, record(), DELTA)[0].verdict == stats.MISSING
+    assert {r.verdict for r in bench_rows("c", record(), None, DELTA)} == {Verdict.NEW}
+    assert bench_rows("c", None, record(), DELTA)[0].verdict == Verdict.MISSING
     skipped = dataclasses.replace(record(), status="SKIPPED", reason="device 'cuda' (cuda) is "
                                   "not available", workloads={})
     row = bench_rows("c", skipped, record(), DELTA)[0]
-    assert (row.verdict, row.note) == (stats.SKIPPED, skipped.reason)
+    assert (row.verdict, row.note) == (Verdict.SKIPPED, skipped.reason)
 
 
 def test_an_ab_record_carries_its_own_baseline():
     now = with_ab(record(seed=1, steady=1.3e-3), record(seed=2))
     base = ab_baseline(now)
     assert base.workloads is now.ab.baseline.workloads and base.ab is None
-    assert rows(now, base)["steady_s"].verdict == stats.REGRESSED
+    assert rows(now, base)["steady_s"].verdict == Verdict.REGRESSED
     # The candidate interpreter may run the sentinel's Python loop slower (another CPython):
     # that is not the machine moving, the arms ran interleaved.
     slower_python = with_ab(record(seed=1, steady=1.3e-3, sentinel=0.03), record(seed=2))
     assert rows(slower_python, ab_baseline(slower_python))["steady_s"].verdict == \
-        stats.REGRESSED
+        Verdict.REGRESSED
 
 
 def test_lock_step_pairs_are_tested_pair_by_pair():
@@ -84,9 +84,9 @@ def test_lock_step_pairs_are_tested_pair_by_pair():
     base = bench({"w": [process(1e-3 * d, round_=i) for i, d in enumerate(drift)]})
     now = bench({"w": [process(1.1e-3 * d, round_=i) for i, d in enumerate(drift)]})
     paired = rows(now, base, paired=True)["steady_s"]
-    assert paired.change.test == "paired t" and paired.verdict == stats.REGRESSED
+    assert paired.change.test == "paired t" and paired.verdict == Verdict.REGRESSED
     assert 1.08 < paired.change.ratio < 1.12
-    assert rows(now, base)["steady_s"].verdict == stats.INCONCLUSIVE
+    assert rows(now, base)["steady_s"].verdict == Verdict.INCONCLUSIVE
 
 
 def test_numerics_flags_new_failures_and_errors_that_grew():
@@ -97,12 +97,12 @@ def test_numerics_flags_new_failures_and_errors_that_grew():
     def verdict(now, base):
         return numerics_rows("c", numerics({"w": {"eager": now}}),
                              numerics({"w": {"eager": base}}))[0]
-    assert verdict(ok, ok).verdict == stats.EQUIVALENT
-    assert verdict(grown, ok).verdict == stats.REGRESSED
+    assert verdict(ok, ok).verdict == Verdict.EQUIVALENT
+    assert verdict(grown, ok).verdict == Verdict.REGRESSED
     assert "3.0x the baseline's" in verdict(grown, ok).note
-    assert verdict(bad, ok).verdict == stats.FAILED
+    assert verdict(bad, ok).verdict == Verdict.FAILED
     assert verdict(bad, ok).note == "was PASS, now out has 8 NaN/Inf of 8 values"
-    assert verdict(ok, bad).verdict == stats.IMPROVED
+    assert verdict(ok, bad).verdict == Verdict.IMPROVED
 
 
 def busy(rec, shares):
@@ -119,14 +119,14 @@ def test_processes_sampled_on_a_busy_machine_are_left_out():
     quiet = [0.02] * 5
     slowed = busy(record(seed=1, steady=3e-3), [0.6, 0.7, 0.5, 0.9, 0.6])
     verdicts = rows(slowed, busy(record(seed=2), quiet))
-    assert verdicts["steady_s"].verdict == stats.NOT_COMPARABLE
+    assert verdicts["steady_s"].verdict == Verdict.NOT_COMPARABLE
     assert "5 process(es) left out" in verdicts["steady_s"].note
     # Two busy processes of five: the other three still decide, and the note says so.
     partly = busy(record(seed=1, steady=1.2e-3), [0.6, 0.02, 0.7, 0.02, 0.02])
     row = rows(partly, busy(record(seed=2), quiet))["steady_s"]
-    assert row.verdict == stats.REGRESSED and row.change.n_now == 3
+    assert row.verdict == Verdict.REGRESSED and row.change.n_now == 3
     assert row.note.startswith("2 process(es) left out")
-    assert rows(slowed, busy(record(seed=2), quiet))["peak_bytes"].verdict == stats.EQUIVALENT
+    assert rows(slowed, busy(record(seed=2), quiet))["peak_bytes"].verdict == Verdict.EQUIVALENT
     # A record without readings (another OS, an older baseline) keeps every process.
     assert rows(record(seed=1), busy(record(seed=2), quiet))["steady_s"].change.n_base == 5
 

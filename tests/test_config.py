@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stages.core import config
 from stages.compose import compose
+from stages.core import config
 from stages.core.errors import UserError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -159,7 +159,7 @@ def test_a_missing_or_broken_params_file_is_one_line(tmp_path):
 
 
 def test_a_workload_key_the_function_does_not_take_is_one_line():
-    from stages.core.targets import check_arguments
+    from stages.core.config.targets import check_arguments
     with pytest.raises(UserError, match="workload.matmul_relu has no parameter 'sise'; "
                                         "stages.workloads.matmul_relu takes: size"):
         check_arguments("matmul_relu", "stages.workloads.matmul_relu", {"sise": 64})
@@ -169,6 +169,7 @@ def test_a_workload_key_the_function_does_not_take_is_one_line():
 @pytest.mark.parametrize("kwargs", [{"size": -5}, {"size": 0}, {"size": 2.5}])
 def test_builtin_workloads_reject_nonpositive_sizes_with_the_key(kwargs):
     import torch
+
     from stages.workloads import matmul_relu
     with pytest.raises(ValueError, match=f"workload matmul_relu: size must be a positive "
                                          f"integer, got {kwargs['size']}"):

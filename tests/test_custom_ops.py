@@ -7,13 +7,17 @@ import random
 import pytest
 import torch
 
-from stages.core.config import DeviceSpec, PrecisionSpec, WorkloadSpec
-from stages.core.schema import Coverage, Job, ModeNumerics, Timing
-from stages.core.targets import load_target
-from stages.judge import portability, stats
+from stages.core.config import DeviceSpec, PrecisionSpec
+from stages.core.config.settings import WorkloadSpec
+from stages.core.config.targets import load_target
+from stages.core.records.job import Job, Timing
+from stages.core.records.outputs import Coverage
+from stages.core.records.schema import ModeNumerics
+from stages.core.vocabulary import Verdict
+from stages.judge import portability
 from stages.judge.numerics import numerics_rows
 from stages.judge.timings import bench_rows
-from stages.measure.device import failure
+from stages.measure.build import failure
 from stages.measure.extensions import missing_kernel
 from stages.measure.ops import op_coverage
 from stages.measure.worker import run_bench
@@ -52,14 +56,14 @@ def test_the_same_op_without_a_cpu_kernel_fails_the_unit_with_one_clear_line():
     failed = bench({"scaled": [process(rng=random.Random(0))]}, modes=("eager",))
     now = bench({"scaled": [process(status="ERROR", error=m["error"])]})
     row = bench_rows("cpu-fp32", now, failed, DELTA)[0]
-    assert row.verdict == stats.FAILED and "has no kernel for the CPU backend" in row.note
+    assert row.verdict == Verdict.FAILED and "has no kernel for the CPU backend" in row.note
     with pytest.raises(NotImplementedError) as err:    # op coverage says the same
         op_coverage(job(gpu_only=True), scaled, torch.device("cpu"), torch.float32)
     assert failure(err.value)["error"] == m["error"]
     cov = Coverage("ERROR", error=m["error"])
     rows = numerics_rows("c", numerics({"scaled": {"eager": ModeNumerics("PASS")}},
                                        coverage={"scaled": cov}), None)
-    assert {r.metric: r.verdict for r in rows}["ops"] == stats.FAILED
+    assert {r.metric: r.verdict for r in rows}["ops"] == Verdict.FAILED
 
 
 def test_only_a_missing_kernel_is_rewritten():

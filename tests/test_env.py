@@ -10,7 +10,7 @@ import pytest
 
 from stages import env
 from stages.core.records import dumps, load_record, record_data
-from stages.core.schema import EnvRecord
+from stages.core.records.schema import EnvRecord
 from stages.judge import environment
 from stages.measure import probe
 from stages.render.environment import render_md

@@ -8,8 +8,8 @@ import random
 from stages.core import config
 from stages.core.baseline import load_run
 from stages.core.records import write_record
-from stages.core.schema import EnvRecord, Look, Pending
-from stages.judge import stats
+from stages.core.records.schema import EnvRecord, Look, Pending
+from stages.core.vocabulary import Verdict
 from stages.judge.run import compare_run
 from stages.judge.timings import bench_rows, fresh_since_last_look
 from stages.judge.verdicts import finish
@@ -31,7 +31,7 @@ def test_a_confirmed_regression_is_decided_at_alpha_an_unconfirmed_one_at_alpha_
     slower, base = record(seed=1, steady=1.2e-3), record(seed=2)
     confirmed, _ = _row(slower, base, confirmed=True)
     seen, _ = _row(slower, base, confirmed=False)
-    assert confirmed["steady_s"].verdict == seen["steady_s"].verdict == stats.REGRESSED
+    assert confirmed["steady_s"].verdict == seen["steady_s"].verdict == Verdict.REGRESSED
     assert math.isclose(confirmed["steady_s"].change.confidence, 0.95)
     assert math.isclose(seen["steady_s"].change.confidence, 1 - 0.05 / 2)
     assert "tested at α/2: no fresh processes since an interim look" in seen["steady_s"].note
@@ -41,14 +41,14 @@ def test_a_confirmed_regression_is_decided_at_alpha_an_unconfirmed_one_at_alpha_
 def test_equivalence_is_the_two_one_sided_tests_interval_and_that_is_the_one_shown():
     rows, result = _row(record(seed=1), record(seed=2))
     same = rows["steady_s"]
-    assert same.verdict == stats.EQUIVALENT
+    assert same.verdict == Verdict.EQUIVALENT
     assert math.isclose(same.change.confidence, 1 - 2 * 0.05 / 2)
     assert 1 / 1.05 <= same.change.ci_low <= same.change.ci_high <= 1.05
     # An interval shown inside ±δ is always EQUIVALENT.
     for row in result.rows:
         if row.change is not None and 1 / (1 + row.delta) <= row.change.ci_low \
                 and row.change.ci_high <= 1 + row.delta:
-            assert row.verdict == stats.EQUIVALENT
+            assert row.verdict == Verdict.EQUIVALENT
 
 
 def test_a_unit_is_fresh_when_processes_came_after_its_last_look():
@@ -57,7 +57,7 @@ def test_a_unit_is_fresh_when_processes_came_after_its_last_look():
     assert fresh_since_last_look(plain, "w", "eager", "steady_s")      # no adaptive looks
     looked = dataclasses.replace(plain, looks_planned=2)
     assert not fresh_since_last_look(looked, "w", "eager", "steady_s")  # decided at the look
-    pending = Pending("w", "eager", "steady_s", stats.REGRESSED, 1.2, 1.1, 1.3)
+    pending = Pending("w", "eager", "steady_s", Verdict.REGRESSED, 1.2, 1.1, 1.3)
     extended = dataclasses.replace(looked, looks=(Look(4, (pending,)),))
     assert fresh_since_last_look(extended, "w", "eager", "steady_s")   # 6 > 4 processes
     stuck = dataclasses.replace(looked, looks=(Look(6, (pending,)),))

@@ -10,10 +10,10 @@ import pytest
 import yaml
 
 from stages.compose import compose
-from stages.core.config import NOTHING_COMPARABLE, Gate
+from stages.core.config.settings import NOTHING_COMPARABLE, Gate
 from stages.core.records import write_record
-from stages.core.rows import Change, CompareRecord, Row
-from stages.core.schema import BenchRecord
+from stages.core.records.rows import Change, CompareRecord, Row
+from stages.core.records.schema import BenchRecord
 from stages.judge.gate import gate_failures, nothing_comparable
 from stages.judge.timings import bench_rows
 from stages.judge.verdicts import finish

@@ -1,4 +1,4 @@
-"""stages.core.git: baseline revisions and files, from a subdirectory project and inside
+"""stages.core.baseline.git: baseline revisions and files, from a subdirectory project and inside
 the throwaway repositories of `dvc exp run --temp` / `--queue`."""
 import json
 import subprocess
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from stages.core.baseline.git import read_file, resolve_rev
 from stages.core.errors import UserError
-from stages.core.git import read_file, resolve_rev
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -152,7 +152,7 @@ def test_dvc_exp_run_temp_resolves_a_branch(tmp_path, monkeypatch, sub):
     main = commit_all(repo, "main")
     git("checkout", "-q", "-b", "feature", cwd=repo)
     (project / "probe.py").write_text(
-        "from stages.core.git import read_file, resolve_rev\n"
+        "from stages.core.baseline.git import read_file, resolve_rev\n"
         "rev = resolve_rev('main')\n"
         "open('rev.txt', 'w').write(rev + ' ' + read_file(rev, 'reports/x.json'))\n")
     stage = {"cmd": f'"{sys.executable}" probe.py', "outs": [{"rev.txt": {"cache": False}}]}

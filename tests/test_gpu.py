@@ -5,13 +5,15 @@ import statistics
 import pytest
 import torch
 
-from stages.core.config import DeviceSpec, PrecisionSpec, WorkloadSpec
-from stages.core.gpu_config import CudaTiming
-from stages.core.schema import BenchProcess, Job, Timing
+from stages.core.config import DeviceSpec, PrecisionSpec
+from stages.core.config.gpu import CudaTiming
+from stages.core.config.settings import WorkloadSpec
+from stages.core.records.job import Job, Timing
+from stages.core.records.schema import BenchProcess
 from stages.core.typed import from_data
-from stages.measure.device import configure
+from stages.launch.local import run_worker
+from stages.measure.build import configure
 from stages.measure.gpu_timing import GpuProcess
-from stages.measure.launcher import run_worker
 from stages.measure.nvml import Sensor
 from stages.measure.probe import capture
 from stages.measure.worker import bench_mode

@@ -12,8 +12,9 @@ import yaml
 
 from stages.core import config, records
 from stages.core.errors import UserError
-from stages.core.schema import BenchRecord, GpuMode, GpuSeries
-from stages.judge import stats
+from stages.core.records.gpu import GpuMode, GpuSeries
+from stages.core.records.schema import BenchRecord
+from stages.core.vocabulary import Verdict
 from stages.judge.timings import bench_rows
 from stages.measure import nvml
 from stages.render.gpu import section
@@ -56,15 +57,15 @@ def test_a_new_unit_lists_its_cold_series_and_a_cpu_unit_has_none():
     assert "cold_s" not in rows_by_metric(cpu, cpu)
     # A baseline measured without cold samples (an older record): nothing to test it with.
     row = rows_by_metric(gpu_run(), cpu)["cold_s"]
-    assert row.verdict == stats.NEW and row.shift is None
+    assert row.verdict == Verdict.NEW and row.shift is None
 
 
 def test_an_impossible_rate_makes_its_series_not_comparable():
     why = "2,199 TFLOP/s is beyond the peak of 989 (datasheet): a measurement error"
     rows = rows_by_metric(gpu_run(impossible=why), gpu_run(seed=1))
-    assert rows["steady_s"].verdict == stats.NOT_COMPARABLE
+    assert rows["steady_s"].verdict == Verdict.NOT_COMPARABLE
     assert rows["steady_s"].note == f"now: {why}"
-    assert rows["cold_s"].verdict != stats.NOT_COMPARABLE     # its own series was possible
+    assert rows["cold_s"].verdict != Verdict.NOT_COMPARABLE     # its own series was possible
     assert rows_by_metric(gpu_run(seed=1), gpu_run(impossible=why))["steady_s"].note \
         .startswith("baseline: ")
 

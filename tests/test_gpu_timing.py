@@ -4,9 +4,21 @@ import statistics
 
 import pytest
 
-from stages.core.gpu_config import CudaTiming
-from stages.measure.gpu_rules import (FIXED, MAX_SAMPLES, QUIET, TIMEOUT, Peak, StopRule,
-                                      Window, math_of, peak, rel_sd, roofline, throttled)
+from stages.core.config.gpu import CudaTiming
+from stages.measure.gpu_rules import (
+    FIXED,
+    MAX_SAMPLES,
+    QUIET,
+    TIMEOUT,
+    Peak,
+    StopRule,
+    Window,
+    math_of,
+    peak,
+    rel_sd,
+    roofline,
+    throttled,
+)
 from stages.measure.gpu_timing import GpuProcess, take_series
 from stages.measure.timing import measure
 from tests.fake_gpu import EventClock, FakeGpu, FakeSensor
@@ -249,8 +261,9 @@ def test_the_worker_records_the_gpu_series_of_a_mode():
     CPU): the mode's record holds every series, and peak memory leaves the flush out."""
     import torch
 
-    from stages.core.config import DeviceSpec, PrecisionSpec, WorkloadSpec
-    from stages.core.schema import Job, Timing
+    from stages.core.config import DeviceSpec, PrecisionSpec
+    from stages.core.config.settings import WorkloadSpec
+    from stages.core.records.job import Job, Timing
     from stages.measure.worker import bench_mode
     from stages.workloads import elementwise
 

@@ -8,10 +8,11 @@ import random
 
 import pytest
 
-from stages.core.config import TIMED, Config, Matrix, StatsSettings
-from stages.core.inputs import Pair, RunInputs
-from stages.core.schema import Busy, EnvRecord, Sentinel
-from stages.judge import stats
+from stages.core.config import Config
+from stages.core.config.settings import TIMED, Matrix, StatsSettings
+from stages.core.records.inputs import Pair, RunInputs
+from stages.core.records.schema import Busy, EnvRecord, Sentinel
+from stages.core.vocabulary import Verdict
 from stages.judge.run import compare_run
 from stages.judge.timings import machine_unchanged
 
@@ -64,15 +65,15 @@ def test_a_uniformly_slower_machine_is_not_comparable_never_regressed():
     the code, and below the 10 % the sentinel once needed before it spoke."""
     base = cell(1)
     slower = compare(scaled(cell(2), timings=1.07, loop=1.07, copy=1.07), base)
-    assert timing_verdicts(slower) == {stats.NOT_COMPARABLE}
+    assert timing_verdicts(slower) == {Verdict.NOT_COMPARABLE}
     note = slower["a", "steady_s"].note
     assert note.startswith("machine speed changed: the sentinel's Python loop runs 1.07")
     assert "the sentinel's 32 MiB copy runs 1.07" in note
     assert "90% interval" in note and "beyond ±2.5%" in note
-    assert slower["a", "peak_bytes"].verdict == stats.EQUIVALENT   # memory is still compared
+    assert slower["a", "peak_bytes"].verdict == Verdict.EQUIVALENT   # memory is still compared
     # The same slowdown in the code alone, on a steady machine, is found.
     code = compare(scaled(cell(2), timings=1.07), base)
-    assert {code[w, "steady_s"].verdict for w in "abc"} == {stats.REGRESSED}
+    assert {code[w, "steady_s"].verdict for w in "abc"} == {Verdict.REGRESSED}
 
 
 @pytest.mark.parametrize("loop, copy, moved", [(1.07, 1.0, "Python loop"),
@@ -80,7 +81,7 @@ def test_a_uniformly_slower_machine_is_not_comparable_never_regressed():
                                                (0.93, 1.0, "Python loop")])
 def test_either_sentinel_moving_either_way_voids_the_timings(loop, copy, moved):
     rows = compare(scaled(cell(2), loop=loop, copy=copy), cell(1))
-    assert timing_verdicts(rows) == {stats.NOT_COMPARABLE}
+    assert timing_verdicts(rows) == {Verdict.NOT_COMPARABLE}
     note = rows["b", "warmup_s"].note
     assert note.startswith("machine speed changed") and moved in note
     assert ("copy" in note) == (copy != 1.0)
@@ -97,11 +98,11 @@ def noisy(seed: int, loop=0.0, copy=0.0, n=4):
 def test_a_loop_that_cannot_be_shown_steady_voids_the_timings():
     """Fails closed: too few readings, or an interval too wide for ±δ/2, is not a pass."""
     few = compare(cell(2, n=1, workloads=("a",)), cell(1, n=1, workloads=("a",)))
-    assert few["a", "steady_s"].verdict == stats.NOT_COMPARABLE
+    assert few["a", "steady_s"].verdict == Verdict.NOT_COMPARABLE
     assert few["a", "steady_s"].note == ("machine speed not shown steady: the sentinel's "
                                          "Python loop has fewer than 2 readings on a side")
     wide = compare(noisy(2, loop=0.08), noisy(1, loop=0.08))["a", "steady_s"]
-    assert wide.verdict == stats.NOT_COMPARABLE
+    assert wide.verdict == Verdict.NOT_COMPARABLE
     assert wide.note.startswith("machine speed not shown steady: the sentinel's Python loop")
     assert "not within ±2.5%" in wide.note and "spread between processes" in wide.note
 
@@ -110,9 +111,9 @@ def test_a_noisy_copy_vetoes_only_when_it_moved():
     """Memory bandwidth on a shared host wanders too much to be shown within ±δ/2; a copy
     whose readings merely spread does not void the timings, one that moved does."""
     wandering = compare(noisy(2, copy=0.09), noisy(1, copy=0.09))
-    assert stats.NOT_COMPARABLE not in timing_verdicts(wandering)
+    assert Verdict.NOT_COMPARABLE not in timing_verdicts(wandering)
     moved = compare(scaled(noisy(2, copy=0.09), copy=1.3), noisy(1, copy=0.09))
-    assert timing_verdicts(moved) == {stats.NOT_COMPARABLE}
+    assert timing_verdicts(moved) == {Verdict.NOT_COMPARABLE}
     assert "32 MiB copy runs" in moved["a", "steady_s"].note
 
 
@@ -122,7 +123,7 @@ def test_a_baseline_sentinel_taken_another_way_is_not_compared():
             dataclasses.replace(p, sentinel=dataclasses.replace(p.sentinel, method=method))
             for p in run.processes)) for w, run in record.workloads.items()})
     rows = compare(taken(cell(2), "bursts-v2"), taken(cell(1), None))
-    assert timing_verdicts(rows) == {stats.NOT_COMPARABLE}
+    assert timing_verdicts(rows) == {Verdict.NOT_COMPARABLE}
     assert "taken another way" in rows["a", "steady_s"].note
 
 
@@ -131,9 +132,9 @@ def test_a_python_change_does_not_void_the_timings():
     machine. The copy, steady, decides."""
     now = scaled(cell(2), loop=1.2)
     rows = compare(now, cell(1), env_base=env("3.11.7"), env_now=env("3.12.1"))
-    assert {rows[w, "steady_s"].verdict for w in "abc"} == {stats.EQUIVALENT}
+    assert {rows[w, "steady_s"].verdict for w in "abc"} == {Verdict.EQUIVALENT}
     # The same loop without a Python change is the machine moving.
-    assert timing_verdicts(compare(now, cell(1))) == {stats.NOT_COMPARABLE}
+    assert timing_verdicts(compare(now, cell(1))) == {Verdict.NOT_COMPARABLE}
     # With a new Python the copy guards alone, and must be shown steady; the note says why
     # the loop was not used.
     for copy, words in ((1.07, "32 MiB copy runs 1.07"), (1.0, "not within ±2.5%")):
@@ -141,7 +142,7 @@ def test_a_python_change_does_not_void_the_timings():
             noisy(1, copy=0.09), scaled(noisy(2, copy=0.09), loop=1.2))
         row = compare(after, before, env_base=env("3.11.7"), env_now=env("3.12.1"))["a",
                                                                                      "steady_s"]
-        assert row.verdict == stats.NOT_COMPARABLE and words in row.note
+        assert row.verdict == Verdict.NOT_COMPARABLE and words in row.note
         assert "Python loop" not in row.note
         assert row.note.endswith("(CPython 3.11.7 -> 3.12.1: the loop times the interpreter, "
                                  "so the copy alone decides)")
@@ -153,7 +154,7 @@ def test_measured_side_by_side_the_sentinel_is_not_used():
     now = with_ab(scaled(cell(2), loop=1.3, copy=1.3), cell(1), interleaved=True)
     rows = compare_run(CFG, RunInputs("HEAD", None, {("bench", "c"): Pair(
         now, dataclasses.replace(cell(1), ab=None), True, True)})).rows
-    assert stats.NOT_COMPARABLE not in {r.verdict for r in rows}
+    assert Verdict.NOT_COMPARABLE not in {r.verdict for r in rows}
 
 
 # ---- busy processes -------------------------------------------------------------------------

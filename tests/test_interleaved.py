@@ -4,8 +4,8 @@ import itertools
 import time
 
 from stages.core import config
-from stages.measure.cells import job_for
-from stages.measure.launcher import run_interleaved
+from stages.launch.cells import job_for
+from stages.launch.local import run_interleaved
 
 SAMPLES = 4
 

@@ -5,9 +5,10 @@ import random
 import pytest
 import torch
 
-from stages.core.config import DeviceSpec, PrecisionSpec, WorkloadSpec
-from stages.core.schema import Job, Timing
-from stages.judge import stats
+from stages.core.config import DeviceSpec, PrecisionSpec
+from stages.core.config.settings import WorkloadSpec
+from stages.core.records.job import Job, Timing
+from stages.core.vocabulary import Verdict
 from stages.judge.timings import bench_rows
 from stages.judge.verdicts import finish
 from stages.measure.latency import latency_calls, percentile, time_latency
@@ -74,15 +75,15 @@ def test_the_p99_regresses_with_its_own_delta_while_the_median_is_equivalent():
     now = latency_record(1e-4, 0.02, seed=2)
     rows = {r.metric: r for r in finish(bench_rows("cpu-fp32", now, base, DELTA), alpha=0.05,
                                         power=0.8).rows}
-    assert rows["latency_p99_s"].verdict == stats.REGRESSED
+    assert rows["latency_p99_s"].verdict == Verdict.REGRESSED
     assert rows["latency_p99_s"].delta == DELTA.latency_p99_s == 0.2
-    assert rows["latency_p50_s"].verdict == stats.EQUIVALENT
-    assert rows["latency_p90_s"].verdict == stats.EQUIVALENT
-    assert rows["steady_s"].verdict == stats.EQUIVALENT
+    assert rows["latency_p50_s"].verdict == Verdict.EQUIVALENT
+    assert rows["latency_p90_s"].verdict == Verdict.EQUIVALENT
+    assert rows["steady_s"].verdict == Verdict.EQUIVALENT
     # A record without latency (an older baseline): the percentiles are NEW, not failures.
     older = {r.metric: r.verdict for r in bench_rows("c", now, bench({"sleepy": [
         process(rng=random.Random(i)) for i in range(6)]}), DELTA)}
-    assert older["latency_p99_s"] == stats.NEW
+    assert older["latency_p99_s"] == Verdict.NEW
 
 
 def test_the_reports_show_the_percentiles():

@@ -7,14 +7,15 @@ import sys
 import pytest
 import yaml
 
-from stages.core import config, launch, records
+from stages.core import config, records
+from stages.core.records.host import Hardware, Host
 from stages.core.errors import UserError
-from stages.core.launch import Hardware, Host
-from stages.core.schema import BenchRecord
-from stages.judge import stats
+from stages.core.records.schema import BenchRecord
+from stages.core.vocabulary import Verdict
 from stages.judge.timings import bench_rows
 from stages.judge.verdicts import finish
-from stages.measure.ray_launcher import unavailable
+from stages.launch import ray_resources as launch
+from stages.launch.ray_backend import unavailable
 
 from .records import DELTA, bench, process
 from .test_config import ROOT
@@ -102,23 +103,23 @@ def rows(now, base, env_reason=None, **kw):
 def test_a_side_on_mixed_hardware_is_not_comparable_with_the_reason():
     mixed = rows(_on([EPYC, EPYC, XEON, XEON, XEON]), _on([EPYC] * 5, seed=1))
     steady = mixed["steady_s"]
-    assert steady.verdict == stats.NOT_COMPARABLE
+    assert steady.verdict == Verdict.NOT_COMPARABLE
     assert steady.note.startswith("this run's processes ran on different hardware (cpu_model: "
                                   "AMD EPYC on h0/h1, Intel Xeon on h2/h3/h4)")
-    assert mixed["peak_bytes"].verdict == stats.EQUIVALENT      # memory is still compared
+    assert mixed["peak_bytes"].verdict == Verdict.EQUIVALENT      # memory is still compared
     base_mixed = rows(_on([EPYC] * 5), _on([XEON, EPYC, EPYC, EPYC, EPYC], seed=1))
     assert base_mixed["steady_s"].note.startswith("the baseline's processes ran on different")
 
 
 def test_the_processes_hardware_decides_between_the_sides_and_old_records_fall_back():
     moved = rows(_on([XEON] * 5), _on([EPYC] * 5, seed=1))
-    assert moved["steady_s"].verdict == stats.NOT_COMPARABLE
+    assert moved["steady_s"].verdict == Verdict.NOT_COMPARABLE
     assert moved["steady_s"].note == "hardware changed (cpu_model: AMD EPYC -> Intel Xeon)"
     allowed = rows(_on([XEON] * 5), _on([EPYC] * 5, seed=1), allow_hardware_change=True)
-    assert allowed["steady_s"].verdict == stats.EQUIVALENT
+    assert allowed["steady_s"].verdict == Verdict.EQUIVALENT
     # Both sides' processes ran on the same hardware: the driving machine's env does not matter.
     same = rows(_on([EPYC] * 5), _on([EPYC] * 5, seed=1), env_reason="hardware changed (x)")
-    assert same["steady_s"].verdict == stats.EQUIVALENT
+    assert same["steady_s"].verdict == Verdict.EQUIVALENT
     # A baseline recorded before processes said where they ran: the environments decide.
     old = rows(_on([EPYC] * 5), _on([None] * 5, seed=1), env_reason="hardware changed (x)")
     assert old["steady_s"].note == "hardware changed (x)"
@@ -140,12 +141,12 @@ def test_a_process_says_where_it_ran_and_an_older_record_reads_without_it(tmp_pa
 
 
 def test_a_node_builds_an_arms_venv_from_its_spec_and_unpacks_its_checkout(tmp_path):
-    """What a Ray task does on its node before the unit runs (measure.ray_launcher.on_node):
+    """What a Ray task does on its node before the unit runs (launch.ray_backend.on_node):
     the venv the driver planned, under the node's cache, and the other revision's code."""
     from stages.arms.checkout import pack, unpack
     from stages.arms.venv import VenvSpec, python_of
     from stages.core.typed import to_data
-    from stages.measure.ray_launcher import _ready_python
+    from stages.launch.ray_backend import _ready_python
 
     here = f"{sys.version_info.major}.{sys.version_info.minor}"
     spec = VenvSpec(here, installer="uv")              # no packages: built in a blink

@@ -1,7 +1,8 @@
 """The layout's rules, checked on the code itself: dvc.yaml's code deps cover every file each
 stage runs (so `dvc repro` can never serve results of older code), a stage imports no stage,
-the pure rooms touch no files, git or clocks, only render/ writes markdown, measure/ imports
-with torch alone, and no module grows past 400 lines."""
+each room imports only the rooms its table row allows and no module imports itself back in a
+circle, the pure rooms touch no files, git or clocks, only render/ writes markdown, measure/
+imports with torch alone, and no module grows past 400 lines."""
 from __future__ import annotations
 
 import ast
@@ -16,7 +17,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "stages"
-ROOMS = ("core", "arms", "measure", "judge", "render", "workloads")
+ROOMS = ("core", "arms", "measure", "launch", "judge", "render", "workloads")
 PURE = ("judge", "render")
 MODULE = re.compile(r"^stages(\.\w+)+$")
 
@@ -137,7 +138,7 @@ def test_a_stage_imports_no_stage():
         assert not others, f"{path.relative_to(ROOT)} imports the stage(s) {sorted(others)}"
 
 
-FORBIDDEN_IMPORTS = {"subprocess", "tempfile", "shutil", "socket", "stages.core.git",
+FORBIDDEN_IMPORTS = {"subprocess", "tempfile", "shutil", "socket", "stages.core.baseline.git",
                      "stages.core.baseline", "stages.measure"}
 FORBIDDEN_CALLS = {"open", "read_text", "write_text", "read_bytes", "write_bytes",
                    "perf_counter", "perf_counter_ns", "time", "write_record", "load_record"}
@@ -210,3 +211,69 @@ def test_the_measure_room_needs_nothing_but_torch():
     run = subprocess.run([sys.executable, "-c", BLOCKER], cwd=ROOT, capture_output=True,
                          text=True, timeout=120)
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:]
+
+
+# Which room may import which. Rooms are by where their code runs: measure inside a worker
+# process (torch and core only), launch on the host around the workers (it starts them by
+# module name, and uses arms to build their interpreters); judge and render are pure.
+MAY_IMPORT = {
+    "core": set(),
+    "workloads": set(),
+    "measure": {"core", "workloads"},   # a worker imports the workload it runs
+    "arms": {"core"},
+    "launch": {"core", "measure", "arms"},
+    "judge": {"core"},
+    "render": {"core", "judge"},
+}
+
+
+def room_of(name: str) -> str | None:
+    parts = name.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in MAY_IMPORT) else None
+
+
+@pytest.mark.parametrize("room", sorted(MAY_IMPORT))
+def test_each_room_imports_only_what_its_row_allows(room):
+    assert set(MAY_IMPORT) == set(ROOMS)
+    for path in room_modules(room):
+        rooms = {room_of(n) for n in imported(path)} - {None, room}
+        assert rooms <= MAY_IMPORT[room], (
+            f"{path.relative_to(ROOT)} imports the room(s) {sorted(rooms - MAY_IMPORT[room])}; "
+            f"{room}/ may import only {sorted(MAY_IMPORT[room]) or 'no other room'}")
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the stages modules it imports at module level (what runs at import time)."""
+    graph = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        found = set()
+        for node in tree(path).body:
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                for a in node.names:
+                    full = f"{node.module}.{a.name}"
+                    found.add(full if module_file(full) else node.module)
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+        graph[module_name(path)] = {n for n in found if n.startswith("stages.") and module_file(n)}
+    return graph
+
+
+def test_no_import_circles():
+    """Depth-first over the module graph; a back edge is a circle."""
+    graph, state, path = import_graph(), {}, []
+
+    def visit(node: str) -> None:
+        state[node] = "open"
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                circle = path[path.index(nxt):] + [nxt]
+                raise AssertionError("import circle: " + " -> ".join(circle))
+            if nxt not in state:
+                visit(nxt)
+        path.pop()
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)

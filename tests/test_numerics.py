@@ -12,14 +12,28 @@ import torch
 
 from stages import numerics
 from stages.core import config
-from stages.core.inputs import ab_baseline
 from stages.core.records import dumps
-from stages.core.rows import CompareRecord
-from stages.core.schema import (FINGERPRINT_METHOD, ArmId, Coverage, Dynamo,
-                                Fingerprint, FreshProcess, ModeNumerics, ModeOutputs,
-                                NumericsAB, NumericsArm, OutputError, Tolerance, VersusEager)
+from stages.core.records.inputs import ab_baseline
+from stages.core.records.outputs import (
+    FINGERPRINT_METHOD,
+    Coverage,
+    Dynamo,
+    Fingerprint,
+    ModeOutputs,
+    OutputError,
+    VersusEager,
+)
+from stages.core.records.rows import CompareRecord
+from stages.core.records.schema import (
+    ArmId,
+    FreshProcess,
+    ModeNumerics,
+    NumericsAB,
+    NumericsArm,
+    Tolerance,
+)
+from stages.core.vocabulary import Verdict
 from stages.judge import portability as coverage
-from stages.judge import stats
 from stages.judge.numerics import numerics_rows
 from stages.judge.tolerance import evaluate
 from stages.judge.verdicts import finish
@@ -147,11 +161,11 @@ def test_an_error_that_doubles_is_flagged_while_it_still_passes():
     rows = by_key(numerics_rows(CELL, rec({"eager": ev(2.5e-6)}),
                                            rec({"eager": ev(1e-6)})))
     row = rows[("w", "eager", "numerics")]
-    assert row.verdict == stats.REGRESSED and row.now == "PASS"
+    assert row.verdict == Verdict.REGRESSED and row.now == "PASS"
     assert "2.5x the baseline's (1.00e-06 -> 2.50e-06) (still within tolerance)" in row.note
     same = by_key(numerics_rows(CELL, rec({"eager": ev(1.9e-6)}),
                                            rec({"eager": ev(1e-6)})))
-    assert same[("w", "eager", "numerics")].verdict == stats.EQUIVALENT
+    assert same[("w", "eager", "numerics")].verdict == Verdict.EQUIVALENT
 
 
 def test_nondeterminism_is_reported_with_its_magnitude():
@@ -159,11 +173,11 @@ def test_nondeterminism_is_reported_with_its_magnitude():
     now = rec({"eager": ev(rerun_max_abs=2e-7, fresh_process=fresh)})
     base = rec({"eager": ev(fresh_process=FreshProcess(True))})
     row = by_key(numerics_rows(CELL, now, base))[("w", "eager", "determinism")]
-    assert (row.verdict, row.base, row.now) == (stats.REGRESSED, "deterministic",
+    assert (row.verdict, row.base, row.now) == (Verdict.REGRESSED, "deterministic",
                                                 "nondeterministic")
     assert "differ by max abs 2.00e-07" in row.note and "moved 3.00e-08 (rel.)" in row.note
     again = by_key(numerics_rows(CELL, base, base))[("w", "eager", "determinism")]
-    assert again.verdict == stats.EQUIVALENT
+    assert again.verdict == Verdict.EQUIVALENT
 
 
 def test_compiled_vs_eager_is_a_check_of_its_own():
@@ -176,7 +190,7 @@ def test_compiled_vs_eager_is_a_check_of_its_own():
     assert compiled.compiled_vs_eager.status == "FAIL"    # ... but 5x eager's error
     rows = by_key(numerics_rows(CELL, rec({"compiled": compiled}), None))
     row = rows[("w", "compiled", "compiled_vs_eager")]
-    assert row.verdict == stats.FAILED and "> 2x eager's 1.00e-06" in row.note
+    assert row.verdict == Verdict.FAILED and "> 2x eager's 1.00e-06" in row.note
 
 
 def test_op_set_changes_and_new_fallbacks_are_shown():
@@ -186,13 +200,13 @@ def test_op_set_changes_and_new_fallbacks_are_shown():
     rows = by_key(numerics_rows(CELL, rec({"eager": ev()}, now_cov),
                                            rec({"eager": ev()}, base_cov)))
     ops = rows[("w", "eager", "ops")]
-    assert ops.verdict == stats.INCONCLUSIVE
+    assert ops.verdict == Verdict.INCONCLUSIVE
     assert "new: `aten.gelu.default`" in ops.note and "removed: `aten.relu.default`" in ops.note
     off = rows[("w", "eager", "fallback_ops")]
-    assert off.verdict == stats.REGRESSED and "`aten::gelu`" in off.note
+    assert off.verdict == Verdict.REGRESSED and "`aten::gelu`" in off.note
     same = by_key(numerics_rows(CELL, rec({"eager": ev()}, base_cov),
                                            rec({"eager": ev()}, base_cov)))
-    assert same[("w", "eager", "ops")].verdict == stats.EQUIVALENT
+    assert same[("w", "eager", "ops")].verdict == Verdict.EQUIVALENT
 
 
 def test_in_ab_mode_ops_are_compared_with_the_other_interpreters():
@@ -202,7 +216,7 @@ def test_in_ab_mode_ops_are_compared_with_the_other_interpreters():
         NumericsArm("/a/python", workloads={"w": {"eager": ev()}}, coverage={"w": relu}),
         ArmId("/b/python")))
     rows = by_key(numerics_rows(CELL, now, ab_baseline(now)))
-    assert rows[("w", "eager", "ops")].verdict == stats.INCONCLUSIVE
+    assert rows[("w", "eager", "ops")].verdict == Verdict.INCONCLUSIVE
 
 
 def test_a_graph_break_that_only_moved_a_line_is_not_new():
@@ -210,11 +224,11 @@ def test_a_graph_break_that_only_moved_a_line_is_not_new():
     dyn = lambda n, line: Dynamo(n, (reason.format(line),) * n)  # noqa: E731
     moved = numerics_rows(CELL, rec({"compiled": ev(dynamo=dyn(1, 40))}),
                                      rec({"compiled": ev(dynamo=dyn(1, 12))}))
-    assert by_key(moved)[("w", "compiled", "graph_breaks")].verdict == stats.EQUIVALENT
+    assert by_key(moved)[("w", "compiled", "graph_breaks")].verdict == Verdict.EQUIVALENT
     new = numerics_rows(CELL, rec({"compiled": ev(dynamo=dyn(1, 40))}),
                                    rec({"compiled": ev(dynamo=dyn(0, 0))}))
     row = by_key(new)[("w", "compiled", "graph_breaks")]
-    assert row.verdict == stats.REGRESSED and "graph breaks 0 → 1; new: Data-dep" in row.note
+    assert row.verdict == Verdict.REGRESSED and "graph breaks 0 → 1; new: Data-dep" in row.note
 
 
 # ---- real worker processes ---------------------------------------------------------------------
@@ -257,12 +271,12 @@ def test_edited_outputs_drift_beyond_tolerance_with_the_measured_distance(two_ru
     base, now, rows, _ = two_runs
     rows = by_key(rows)
     drift = rows[("edited", "eager", "drift")]
-    assert drift.verdict == stats.REGRESSED
+    assert drift.verdict == Verdict.REGRESSED
     assert drift.note.startswith("outputs moved ") and "(tolerance 1e-05)" in drift.note
     moved = float(drift.note.split()[2])
     assert moved == pytest.approx(1e-3, rel=1e-3), drift.note   # scale 1.001
     for name in list(DEFAULTS) + ["growing"]:             # unedited: bitwise the same outputs
-        assert rows[(name, "eager", "drift")].verdict == stats.EQUIVALENT, name
+        assert rows[(name, "eager", "drift")].verdict == Verdict.EQUIVALENT, name
     assert rows[("matmul_relu", "eager", "drift")].now == 0.0
 
 
@@ -271,7 +285,7 @@ def test_an_error_that_grew_is_flagged_though_it_passes(two_runs):
     base, now, rows, _ = two_runs
     row = by_key(rows)[("growing", "eager", "numerics")]
     assert now.workloads["growing"]["eager"].status == "PASS"
-    assert row.verdict == stats.REGRESSED and "still within tolerance" in row.note
+    assert row.verdict == Verdict.REGRESSED and "still within tolerance" in row.note
 
 
 @pytest.mark.slow
@@ -282,7 +296,7 @@ def test_nan_fails_with_a_clear_message_and_the_rest_completes(two_runs):
     assert broken.problems == ("out.total has 1 NaN/Inf of 1 values",
                                "out.y has 1 NaN/Inf of 256 values")
     row = by_key(rows)[("broken", "eager", "numerics")]
-    assert row.verdict == stats.FAILED and row.note.startswith("was PASS, now out.total has 1")
+    assert row.verdict == Verdict.FAILED and row.note.startswith("was PASS, now out.total has 1")
     assert all(now.workloads[n]["eager"].status == "PASS" for n in DEFAULTS)
 
 
@@ -311,9 +325,9 @@ def test_op_coverage_lists_the_ops_of_each_default_workload_and_the_diff(two_run
     assert all(not c.other_device for c in ops.values())
     keyed = by_key(rows)
     for name in DEFAULTS:
-        assert keyed[(name, "eager", "ops")].verdict == stats.EQUIVALENT
+        assert keyed[(name, "eager", "ops")].verdict == Verdict.EQUIVALENT
     changed = keyed[("edited", "eager", "ops")]
-    assert changed.verdict == stats.INCONCLUSIVE
+    assert changed.verdict == Verdict.INCONCLUSIVE
     assert "new: `aten.clamp.default`" in changed.note
     assert "removed: `aten.relu.default`" in changed.note
     md = details(now, rows)
@@ -356,11 +370,11 @@ def test_a_new_graph_break_shows_in_the_summary_with_its_reason():
     assert now.workloads["tiny"]["compiled"].dynamo.graph_breaks == 2
     rows = numerics_rows(CELL, now, base)
     row = by_key(rows)[("tiny", "compiled", "graph_breaks")]
-    assert row.verdict == stats.REGRESSED and (row.base, row.now) == (0, 2)
+    assert row.verdict == Verdict.REGRESSED and (row.base, row.now) == (0, 2)
     summary = summary_of(rows)
     line = next(ln for ln in summary.splitlines() if "graph breaks: graph breaks 0 → 2" in ln)
     assert "builtin operator `print`" in line and "Data-dependent branching" in line
     assert "numerics_workloads.py:" in line              # where, in the user's file
     check = now.workloads["tiny"]["compiled"].compiled_vs_eager
     assert check.status == "PASS" and math.isclose(check.rel_l2["out.y"], 0, abs_tol=1e-6)
-    assert by_key(rows)[("tiny", "compiled", "compiled_vs_eager")].verdict == stats.EQUIVALENT
+    assert by_key(rows)[("tiny", "compiled", "compiled_vs_eager")].verdict == Verdict.EQUIVALENT

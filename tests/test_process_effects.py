@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 
 from stages.core import config
-from stages.core.schema import BenchProcess
+from stages.core.records.schema import BenchProcess
 from stages.judge.timings import bench_rows, process_values
-from stages.measure.cells import CellRun, measure_bench
+from stages.launch.cells import CellRun, measure_bench
 from stages.measure.worker import compile_cache_state
 
 from .records import DELTA, bench, mode

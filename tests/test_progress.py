@@ -7,11 +7,11 @@ import random
 import re
 
 from stages.core import config
-from stages.core.inputs import Pair, RunInputs
+from stages.core.records.inputs import Pair, RunInputs
 from stages.judge.adaptive import pending_units
 from stages.judge.run import compare_run
-from stages.measure.cells import FRESH, measure_bench, measure_numerics
-from stages.measure.progress import Progress, Tick
+from stages.launch.cells import FRESH, measure_bench, measure_numerics
+from stages.launch.progress import Progress, Tick
 from stages.render.progress import bench_line, clock, counter, numerics_process_line
 from tests.test_adaptive import RAW, fake_worker
 

@@ -14,7 +14,7 @@ import pytest
 
 from stages.compose import compose
 from stages.core import records
-from stages.core.schema import BenchRecord, NumericsRecord
+from stages.core.records.schema import BenchRecord, NumericsRecord
 
 from .conftest import git
 from .test_pipeline import dvc

@@ -11,9 +11,15 @@ import pytest
 from stages.core import baseline, records
 from stages.core.config import parse
 from stages.core.errors import UserError
-from stages.core.schema import (BenchRecord, CompareRecord, EnvRecord, ModeNumerics,
-                                NumericsRecord, Sentinel)
-from stages.core.inputs import Pair, RunInputs, ab_baseline
+from stages.core.records.inputs import Pair, RunInputs, ab_baseline
+from stages.core.records.rows import CompareRecord
+from stages.core.records.schema import (
+    BenchRecord,
+    EnvRecord,
+    ModeNumerics,
+    NumericsRecord,
+    Sentinel,
+)
 from stages.judge.run import compare_run
 
 FIXTURES = Path(__file__).parent / "fixtures" / "schema1"

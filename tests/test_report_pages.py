@@ -8,8 +8,8 @@ import re
 import pytest
 from PIL import Image
 
-from stages.core.rows import CompareRecord
-from stages.core.schema import BenchProcess, Sentinel
+from stages.core.records.rows import CompareRecord
+from stages.core.records.schema import BenchProcess, Sentinel
 from stages.judge.timings import bench_rows
 from stages.judge.verdicts import finish
 from stages.render.metrics import metrics, verdicts

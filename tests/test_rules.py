@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from stages.core.config import BenchSettings, Config, Matrix
-from stages.judge import rules, selfcheck, stats
+from stages.core.config import Config
+from stages.core.config.settings import BenchSettings, Matrix
+from stages.core.vocabulary import Verdict
+from stages.judge import rules, selfcheck
 from stages.judge.rules import RULES, asv, pyperf, torchbench, unit_samples
 from stages.judge.selfcheck import check, verdicts
 from stages.render.selfcheck import report
@@ -114,7 +116,7 @@ def _false_alarms(process_cv: float, trials: int, seed: int) -> dict[str, float]
                                 for o in np.exp(process_cv * rng.standard_normal(PROCESSES))]})
                    for _ in range(2)]
         result = verdicts({"c": tuple(records)}, CFG)
-        counts["torchgate"] += any(r.verdict == stats.REGRESSED for r in result.rows)
+        counts["torchgate"] += any(r.verdict == Verdict.REGRESSED for r in result.rows)
         b, n = (unit_samples(r, "w", "eager") for r in records)
         for rule in RULES:
             counts[rule.name] += rule.regressed(b, n)

@@ -6,10 +6,13 @@ import random
 import pytest
 import torch
 
-from stages.core.config import DeviceSpec, PrecisionSpec, WorkloadSpec
-from stages.core.schema import Dynamo, Job, ModeNumerics, ModeTiming, ShapeRun, Timing
+from stages.core.config import DeviceSpec, PrecisionSpec
+from stages.core.config.settings import WorkloadSpec
+from stages.core.records.job import Job, Timing
+from stages.core.records.outputs import Dynamo
+from stages.core.records.schema import ModeNumerics, ModeTiming, ShapeRun
 from stages.core.typed import from_data, to_data
-from stages.judge import stats
+from stages.core.vocabulary import Verdict
 from stages.judge.numerics import numerics_rows
 from stages.judge.timings import bench_rows
 from stages.judge.verdicts import finish
@@ -82,17 +85,17 @@ def test_a_new_recompile_is_regressed_with_its_reason_and_the_summary_says_it():
     now = with_shapes(*shaped((SIZE, BRANCH), 2), (SIZE, BRANCH))
     rows = finish(bench_rows("cpu-fp32", now, base, DELTA), alpha=0.05, power=0.8).rows
     recompiles = next(r for r in rows if r.metric == "recompiles")
-    assert recompiles.verdict == stats.REGRESSED and (recompiles.base, recompiles.now) == (1, 2)
+    assert recompiles.verdict == Verdict.REGRESSED and (recompiles.base, recompiles.now) == (1, 2)
     assert recompiles.note == "new: " + BRANCH
     assert "**REGRESSED** recompiles 1 → 2 (new: forward: 2 <= x.size()[1] <= 20" in \
         cell_table("cpu-fp32", now, 0.0, rows)
     # Another guard for the same count is a new reason too, and a moved line is not.
     other = with_shapes(*shaped((BRANCH,), 3), (BRANCH,))
     verdict = {r.metric: r for r in bench_rows("c", other, base, DELTA)}["recompiles"]
-    assert verdict.verdict == stats.REGRESSED and BRANCH in verdict.note
+    assert verdict.verdict == Verdict.REGRESSED and BRANCH in verdict.note
     moved = with_shapes(*shaped((SIZE.replace(":17", ":40"),), 4), (SIZE.replace(":17", ":40"),))
     assert {r.metric: r for r in bench_rows("c", moved, base, DELTA)}[
-        "recompiles"].verdict == stats.EQUIVALENT
+        "recompiles"].verdict == Verdict.EQUIVALENT
     page = shape_changes(now)
     row = next(line for line in page.splitlines() if "`seq=32`" in line)
     assert "| 1 " in row and "2 <= x.size()[1] <= 20" in row
@@ -103,7 +106,7 @@ def test_numerics_flags_a_new_recompile_reason_too():
         return numerics({"w": {"compiled": ModeNumerics(
             "PASS", dynamo=Dynamo(recompiles=len(reasons), recompile_reasons=reasons))}})
     rows = {r.metric: r for r in numerics_rows("c", unit((BRANCH,)), unit((SIZE,)))}
-    assert rows["recompiles"].verdict == stats.REGRESSED
+    assert rows["recompiles"].verdict == Verdict.REGRESSED
     assert rows["recompiles"].note == "new: " + BRANCH
 
 
@@ -134,5 +137,5 @@ def test_a_varying_length_recompiles_once_and_a_branch_on_it_adds_one_with_its_r
         return bench({"varlen": [dataclasses.replace(process(breaks=0), modes={"compiled": m})
                                  for _ in range(3)]}, modes=("compiled",))
     rows = {r.metric: r for r in bench_rows("cpu-fp32", record(branched), record(plain), DELTA)}
-    assert rows["recompiles"].verdict == stats.REGRESSED
+    assert rows["recompiles"].verdict == Verdict.REGRESSED
     assert "x.size()[1] <= 20" in rows["recompiles"].note

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+from stages.core.vocabulary import Verdict
 from stages.judge import stats
 
 ALPHA, POWER = 0.05, 0.8
@@ -85,14 +86,14 @@ def test_zero_variance():
     same = stats.shift([0.01] * 5, [0.01] * 5)
     assert (same.log_ratio, same.se, same.spread, same.p_value) == (0.0, 0.0, 0.0, 1.0)
     assert same.interval(0.05) == (1.0, 1.0)
-    assert stats.verdict(same, 1.0, alpha=ALPHA, delta=0.05) == stats.EQUIVALENT
+    assert stats.verdict(same, 1.0, alpha=ALPHA, delta=0.05) == Verdict.EQUIVALENT
     assert stats.minimum_detectable_effect(same, alpha=ALPHA, power=POWER, delta=0.05,
                                            tests=10) == 0.05
     assert stats.processes_needed(same, alpha=ALPHA, power=POWER, delta=0.05, tests=10) is None
 
     moved = stats.shift([0.01] * 5, [0.02] * 5)
     assert moved.p_value == 0.0 and moved.ratio == pytest.approx(2.0)
-    assert stats.verdict(moved, 0.0, alpha=ALPHA, delta=0.05) == stats.REGRESSED
+    assert stats.verdict(moved, 0.0, alpha=ALPHA, delta=0.05) == Verdict.REGRESSED
 
     one_side = stats.shift([0.01] * 5, [0.010, 0.011, 0.012, 0.010, 0.011])
     assert one_side.se > 0 and one_side.df == pytest.approx(4.0)
@@ -118,14 +119,14 @@ def test_bh_adjust_small_cases():
 # ---- verdict ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("log_ratio,spread,p_adjusted,expected", [
-    (math.log(1.30), 0.05, 0.001, stats.REGRESSED),     # significant and beyond +δ
-    (math.log(0.70), 0.05, 0.001, stats.IMPROVED),      # significant and beyond -δ
-    (math.log(1.01), 0.01, 0.30, stats.EQUIVALENT),     # interval inside ±δ
-    (math.log(1.03), 0.005, 0.0001, stats.EQUIVALENT),  # real but smaller than δ
-    (math.log(1.30), 0.50, 0.40, stats.INCONCLUSIVE),   # large, not significant
-    (math.log(1.30), 0.05, 0.06, stats.INCONCLUSIVE),   # significant raw, not after BH
-    (math.log(1.04), 0.05, 0.001, stats.INCONCLUSIVE),  # significant, within δ, wide interval
-    (0.0, 0.20, 1.0, stats.INCONCLUSIVE),               # no change seen, interval too wide
+    (math.log(1.30), 0.05, 0.001, Verdict.REGRESSED),     # significant and beyond +δ
+    (math.log(0.70), 0.05, 0.001, Verdict.IMPROVED),      # significant and beyond -δ
+    (math.log(1.01), 0.01, 0.30, Verdict.EQUIVALENT),     # interval inside ±δ
+    (math.log(1.03), 0.005, 0.0001, Verdict.EQUIVALENT),  # real but smaller than δ
+    (math.log(1.30), 0.50, 0.40, Verdict.INCONCLUSIVE),   # large, not significant
+    (math.log(1.30), 0.05, 0.06, Verdict.INCONCLUSIVE),   # significant raw, not after BH
+    (math.log(1.04), 0.05, 0.001, Verdict.INCONCLUSIVE),  # significant, within δ, wide interval
+    (0.0, 0.20, 1.0, Verdict.INCONCLUSIVE),               # no change seen, interval too wide
 ])
 def test_verdict(log_ratio, spread, p_adjusted, expected):
     s = make_shift(log_ratio, spread)
@@ -135,8 +136,8 @@ def test_verdict(log_ratio, spread, p_adjusted, expected):
 def test_verdict_boundary_is_delta():
     just_over = make_shift(math.log1p(0.05) + 1e-9, 0.001)
     just_under = make_shift(math.log1p(0.05) - 1e-9, 0.001)
-    assert stats.verdict(just_over, 1e-9, alpha=ALPHA, delta=0.05) == stats.REGRESSED
-    assert stats.verdict(just_under, 1e-9, alpha=ALPHA, delta=0.05) != stats.REGRESSED
+    assert stats.verdict(just_over, 1e-9, alpha=ALPHA, delta=0.05) == Verdict.REGRESSED
+    assert stats.verdict(just_under, 1e-9, alpha=ALPHA, delta=0.05) != Verdict.REGRESSED
 
 
 # ---- minimum detectable effect ---------------------------------------------------------------
@@ -198,10 +199,10 @@ def _decided(rng, n, truth, sigma, tests, delta=0.05, trials=400):
 
 
 @pytest.mark.parametrize("ratio,spread,decision", [
-    (1.00, 0.06, stats.EQUIVALENT),
-    (1.02, 0.04, stats.EQUIVALENT),
-    (1.30, 0.30, stats.REGRESSED),
-    (1 / 1.2, 0.20, stats.IMPROVED),
+    (1.00, 0.06, Verdict.EQUIVALENT),
+    (1.02, 0.04, Verdict.EQUIVALENT),
+    (1.30, 0.30, Verdict.REGRESSED),
+    (1 / 1.2, 0.20, Verdict.IMPROVED),
 ])
 def test_processes_needed_decides(ratio, spread, decision):
     """Taking an INCONCLUSIVE run's estimate and spread as the truth, the suggested number of
@@ -209,7 +210,7 @@ def test_processes_needed_decides(ratio, spread, decision):
     tests = 60
     s = make_shift(math.log(ratio), spread)
     assert stats.verdict(s, min(1.0, s.p_value * tests), alpha=ALPHA,
-                         delta=0.05) == stats.INCONCLUSIVE
+                         delta=0.05) == Verdict.INCONCLUSIVE
     n = stats.processes_needed(s, alpha=ALPHA, power=POWER, delta=0.05, tests=tests)
     assert n is not None and n > 5
     rates = _decided(np.random.default_rng(n), n, ratio, spread, tests)
@@ -289,7 +290,7 @@ def _regressed_share(truth, k, spread, tests, trials=2000, delta=0.05):
     for a, b in zip(x, y):
         s = stats.shift(a.tolist(), b.tolist())
         hits += stats.verdict(s, min(1.0, s.p_value * tests), alpha=ALPHA,
-                              delta=delta) == stats.REGRESSED
+                              delta=delta) == Verdict.REGRESSED
     return hits / trials
 
 

@@ -23,13 +23,24 @@ import os
 import numpy as np
 import pytest
 
+from stages.core.vocabulary import Verdict
 from stages.judge import stats
 from stages.judge.history import prior
 from stages.judge.moderation import run_spreads
 from stages.judge.verdicts import Draft, finish
 
-from .test_stats_simulation import (ALPHA, BASE_S, CELLS, DELTAS, FAMILIES, POWER, TARGET,
-                                    TIMED, _column, _phases)
+from .test_stats_simulation import (
+    ALPHA,
+    BASE_S,
+    CELLS,
+    DELTAS,
+    FAMILIES,
+    POWER,
+    TARGET,
+    TIMED,
+    _column,
+    _phases,
+)
 
 HISTORY = 3                  # committed runs of each unit, the baseline the newest
 MATRICES = 1000
@@ -74,7 +85,7 @@ def _drafts(values, m: int, k: int, source: str, confirm: set = frozenset()) -> 
     for (cell, metric), past in runs.items():
         fresh = (cell, metric) in confirm
         now = values[metric][m, cell, -1, :2 * k if fresh else k].tolist()
-        drafts.append(Draft("bench", f"c{cell}", "w", "eager", metric, stats.INCONCLUSIVE,
+        drafts.append(Draft("bench", f"c{cell}", "w", "eager", metric, Verdict.INCONCLUSIVE,
                             shift=stats.shift(past[-1], now), delta=getattr(DELTAS, metric),
                             run=spreads.get((cell, metric), prior(PRIOR)),
                             confirmed=fresh))
@@ -86,7 +97,7 @@ def _judged(values, m: int, k: int, source: str, plan=lambda d: False):
     for every REGRESSED unit, and the final look (2 looks)."""
     first = finish(_drafts(values, m, k, source), alpha=ALPHA, power=POWER, looks=2,
                    plan=lambda d: False)
-    confirm = {(int(r.cell[1:]), r.metric) for r in first.rows if r.verdict == stats.REGRESSED}
+    confirm = {(int(r.cell[1:]), r.metric) for r in first.rows if r.verdict == Verdict.REGRESSED}
     drafts = _drafts(values, m, k, source, confirm)
     return drafts, finish(drafts, alpha=ALPHA, power=POWER, looks=2, plan=plan)
 
@@ -111,7 +122,7 @@ def null_run(family: str, k: int, tau: float, source: str, matrices: int = MATRI
             unmoderated.n_base, unmoderated.n_now, unmoderated.log_ratio, unmoderated.spread,
             (*unmoderated.variance_parts, stats.Part("run", 2 * target.run.variance,
                                                      target.run.df)))
-        false += any(r.verdict == stats.REGRESSED for r in result.rows)
+        false += any(r.verdict == Verdict.REGRESSED for r in result.rows)
         mdes.append(next(r.change.mde for r in result.rows if r.cell == f"c{TARGET}"
                          and r.metric == "steady_s"))
         plain.append(stats.minimum_detectable_effect(unmoderated, alpha=ALPHA / 2, power=POWER,
@@ -126,7 +137,7 @@ def detected(family: str, k: int, tau: float, source: str, slowdown: float,
     hits = 0
     for m in range(matrices):
         _, result = _judged(values, m, k, source)
-        hits += any(r.verdict == stats.REGRESSED and r.cell == f"c{TARGET}"
+        hits += any(r.verdict == Verdict.REGRESSED and r.cell == f"c{TARGET}"
                     and r.metric == "steady_s" for r in result.rows)
     return hits / matrices
 
@@ -153,7 +164,7 @@ def _moderation_run(low: float, high: float, k: int = 4, matrices: int = 300):
     first, warm = _phases(rng, shape)
     false, mdes, plain = 0, [], []
     for m in range(matrices):
-        drafts = [Draft("bench", f"c{cell}", "w", "eager", metric, stats.INCONCLUSIVE,
+        drafts = [Draft("bench", f"c{cell}", "w", "eager", metric, Verdict.INCONCLUSIVE,
                         shift=stats.shift(v[m, cell, 0].tolist(), v[m, cell, 1].tolist()),
                         delta=getattr(DELTAS, metric))
                   for cell in range(CELLS) for metric, v in zip(TIMED, (steady, first, warm))]
@@ -161,7 +172,7 @@ def _moderation_run(low: float, high: float, k: int = 4, matrices: int = 300):
         plain.append(stats.minimum_detectable_effect(target.shift, alpha=ALPHA, power=POWER,
                                                      delta=DELTAS.steady_s, tests=len(drafts)))
         result = finish(drafts, alpha=ALPHA, power=POWER, plan=_is_target)
-        false += any(r.verdict == stats.REGRESSED for r in result.rows)
+        false += any(r.verdict == Verdict.REGRESSED for r in result.rows)
         mdes.append(next(r.change.mde for r in result.rows if r.cell == f"c{TARGET}"
                          and r.metric == "steady_s"))
     return false / matrices, float(np.median(mdes)), float(np.median(plain))

@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from stages.core.config import Delta
-from stages.core.schema import (BenchProcess, BenchRecord, ModeTiming, Sentinel, WorkloadRun)
+from stages.core.config.settings import Delta
+from stages.core.records.schema import BenchProcess, BenchRecord, ModeTiming, Sentinel, WorkloadRun
+from stages.core.vocabulary import Verdict
 from stages.judge import stats
 from stages.judge.timings import bench_rows
 from stages.judge.verdicts import Comparison, Draft, finish
@@ -120,7 +121,7 @@ def _compare_summaries(steady, first, warm) -> Comparison:
     for cell in range(CELLS):
         for metric, values in zip(TIMED, (steady, first, warm)):
             base, now = values[cell]
-            drafts.append(Draft("bench", f"c{cell}", "w", "eager", metric, stats.INCONCLUSIVE,
+            drafts.append(Draft("bench", f"c{cell}", "w", "eager", metric, Verdict.INCONCLUSIVE,
                                 shift=stats.shift(base, now), delta=getattr(DELTAS, metric)))
     return finish(drafts, alpha=ALPHA, power=POWER)
 
@@ -186,19 +187,19 @@ def _count(counts: Counts, result: Comparison, slowed: set[int],
         cell = int(row.cell[1:])
         if row.metric == "steady_s" and cell in slowed:
             counts.slowed_rows += 1
-            counts.slowed_regressed += row.verdict == stats.REGRESSED
-            wrong = row.verdict in (stats.EQUIVALENT, stats.IMPROVED)
+            counts.slowed_regressed += row.verdict == Verdict.REGRESSED
+            wrong = row.verdict in (Verdict.EQUIVALENT, Verdict.IMPROVED)
             counts.slowed_wrong += wrong
             counts.slowed_wrong_split += wrong and split(cell)
             continue
         if row.metric == "steady_s":
             counts.null_steady += 1
-            counts.steady_regressed += row.verdict == stats.REGRESSED
-            counts.steady_regressed_split += row.verdict == stats.REGRESSED and split(cell)
+            counts.steady_regressed += row.verdict == Verdict.REGRESSED
+            counts.steady_regressed_split += row.verdict == Verdict.REGRESSED and split(cell)
             if cell == TARGET:
                 counts.target_mde.append(row.change.mde)
-        regressed |= row.verdict == stats.REGRESSED
-        improved |= row.verdict == stats.IMPROVED
+        regressed |= row.verdict == Verdict.REGRESSED
+        improved |= row.verdict == Verdict.IMPROVED
         significant |= row.change is not None and row.change.p_adjusted is not None \
             and row.change.p_adjusted <= ALPHA
     counts.matrices += 1

@@ -4,11 +4,11 @@ hardware's best point does."""
 import pytest
 
 from stages.core import config
+from stages.core.config.settings import Recommend
 from stages.core.errors import UserError
-from stages.core.inputs import ab_baseline
-from stages.core.schema import Arm
-from stages.core.settings import Recommend
-from stages.measure.cells import measure_bench
+from stages.core.records.inputs import ab_baseline
+from stages.core.records.job import Arm
+from stages.launch.cells import measure_bench
 from stages.render.sweeps import curves, recommended, sweep_pictures, sweeps_section
 
 RAW = {"device": {"cpu": {"type": "cpu", "price_per_hour": 0.36}},

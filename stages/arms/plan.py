@@ -26,12 +26,13 @@ import yaml
 
 from stages.arms import checkout, venv
 from stages.arms.cache import cache_root
-from stages.core import git
-from stages.core.baseline import load_baseline, load_current
-from stages.core.config import Config, WorkloadSpec, parse_workloads
-from stages.core.sweeps import expand
+from stages.core.baseline import git, load_baseline, load_current
+from stages.core.config import Config, parse_workloads
+from stages.core.config.settings import WorkloadSpec
+from stages.core.config.sweeps import expand
 from stages.core.errors import UserError
-from stages.core.schema import Arm, EnvRecord
+from stages.core.records.job import Arm
+from stages.core.records.schema import EnvRecord
 
 NOW = Arm("now")
 

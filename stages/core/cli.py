@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from stages.core import config, git
-from stages.core.baseline import REPORTS
-from stages.core.targets import check_arguments
+from stages.core import config
+from stages.core.baseline import REPORTS, git
+from stages.core.config.targets import check_arguments
 
 
 def cell_stage(kind: str, doc: str, argv: list[str] | None):

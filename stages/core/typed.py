@@ -13,6 +13,7 @@ import functools
 import math
 import types
 import typing
+from enum import Enum
 from typing import Any, Union
 
 from stages.core.errors import UserError
@@ -43,6 +44,8 @@ def to_data(value: Any) -> Any:
         return [to_data(v) for v in value]
     if isinstance(value, float) and not math.isfinite(value):
         return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, Enum):          # the vocabulary's words: their text
+        return value.value
     return value
 
 

@@ -6,9 +6,9 @@ early on a lucky look cannot inflate the false-alarm rate.
 """
 from __future__ import annotations
 
-from stages.core.config import TIMED
-from stages.core.schema import Pending
-from stages.judge import stats
+from stages.core.config.settings import TIMED
+from stages.core.records.schema import Pending
+from stages.core.vocabulary import Verdict
 from stages.judge.verdicts import Comparison
 
 
@@ -20,8 +20,8 @@ def pending_units(result: Comparison, max_processes: int) -> list[Pending]:
     for row in result.rows:
         if row.stage != "bench" or row.metric not in TIMED or row.change is None:
             continue
-        undecided = row.verdict == stats.INCONCLUSIVE and row.change.needed is not None
-        if (undecided or row.verdict == stats.REGRESSED) and row.change.n_now < max_processes:
+        undecided = row.verdict == Verdict.INCONCLUSIVE and row.change.needed is not None
+        if (undecided or row.verdict == Verdict.REGRESSED) and row.change.n_now < max_processes:
             c = row.change
             found.append(Pending(row.workload, row.mode, row.metric, row.verdict, c.ratio,
                                  c.ci_low, c.ci_high))

@@ -5,8 +5,9 @@ the report can show the gate's result without depending on the gate stage. Pure.
 """
 from __future__ import annotations
 
-from stages.core.config import NOTHING_COMPARABLE, TIMED
-from stages.core.rows import FAILED, NEW, NOT_COMPARABLE, SKIPPED, VERDICTS, CompareRecord, Row
+from stages.core.config.settings import NOTHING_COMPARABLE, TIMED
+from stages.core.records.rows import CompareRecord, Row
+from stages.core.vocabulary import VERDICTS, Verdict
 
 # A bench row that stands for every timing of its unit: failed, skipped or missing.
 UNIT_METRICS = ("status", "cell")
@@ -20,12 +21,12 @@ def timing_rows(record: CompareRecord) -> list[Row]:
 
 def tested(row: Row) -> bool:
     """A timing tested against the baseline (whatever the test decided)."""
-    return row.change is not None and row.verdict != NOT_COMPARABLE
+    return row.change is not None and row.verdict != Verdict.NOT_COMPARABLE
 
 
 def _first_seen(row: Row) -> bool:
     """Nothing in the baseline to test it against: new, or failed with no baseline value."""
-    return row.verdict == NEW or (row.verdict == FAILED and row.base is None)
+    return row.verdict == Verdict.NEW or (row.verdict == Verdict.FAILED and row.base is None)
 
 
 UNCHANGED = ("this run's packages and workload code are the baseline's, so no change of "
@@ -45,11 +46,11 @@ def untested(record: CompareRecord) -> str | None:
     timings = timing_rows(record)
     if not record.has_baseline or not timings or any(tested(r) for r in timings):
         return None
-    if any(map(_first_seen, timings)) and all(_first_seen(r) or r.verdict == SKIPPED
+    if any(map(_first_seen, timings)) and all(_first_seen(r) or r.verdict == Verdict.SKIPPED
                                               for r in timings):
         return None
     # The rows' own notes say why (another CPU, the machine's speed); NOT COMPARABLE first.
-    ordered = sorted(timings, key=lambda r: r.verdict != NOT_COMPARABLE)
+    ordered = sorted(timings, key=lambda r: r.verdict != Verdict.NOT_COMPARABLE)
     notes = list(dict.fromkeys(r.note for r in ordered if r.note))
     if not notes:
         return _tally(timings)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 
-from stages.core.config import TIMED
-from stages.core.schema import BenchRecord, EnvRecord
+from stages.core.config.settings import TIMED
+from stages.core.records.schema import BenchRecord, EnvRecord
 from stages.judge.environment import get, hardware_key
 from stages.judge.moderation import RunSpread, run_spreads
 from stages.judge.timings import process_values

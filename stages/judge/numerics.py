@@ -2,9 +2,10 @@
 growth, compiled vs eager, determinism, drift, graph breaks, recompiles, op coverage). Pure."""
 from __future__ import annotations
 
-from stages.core.schema import (OK, CompiledCheck, Coverage, Dynamo, ModeNumerics,
-                                NumericsRecord)
-from stages.judge import portability, stats
+from stages.core.records.outputs import Coverage, Dynamo
+from stages.core.records.schema import CompiledCheck, ModeNumerics, NumericsRecord
+from stages.core.vocabulary import Status, Verdict
+from stages.judge import portability
 from stages.judge.verdicts import Draft
 
 # ---- a cell against the baseline ------------------------------------------------------------
@@ -15,9 +16,9 @@ def numerics_rows(cell: str, now: NumericsRecord | None, base: NumericsRecord | 
     eager, determinism, drift of the outputs against the baseline's, graph breaks and
     recompiles; per workload: its operator set and the ops that ran off the device."""
     if now is None:
-        return [Draft("numerics", cell, "*", "*", "cell", stats.MISSING)] if base else []
-    if now.status == stats.SKIPPED:
-        return [Draft("numerics", cell, "*", "*", "cell", stats.SKIPPED, note=now.reason or "")]
+        return [Draft("numerics", cell, "*", "*", "cell", Verdict.MISSING)] if base else []
+    if now.status == Verdict.SKIPPED:
+        return [Draft("numerics", cell, "*", "*", "cell", Verdict.SKIPPED, note=now.reason or "")]
     rows = []
     tolerance = now.tolerance.rel_l2 if now.tolerance else None
     same_method = now.fingerprint_method, base.fingerprint_method if base else None
@@ -39,24 +40,24 @@ def numerics_rows(cell: str, now: NumericsRecord | None, base: NumericsRecord | 
 
 def _numerics_row(key: dict, ev: ModeNumerics, prev: ModeNumerics | None,
                   growth_factor: float) -> Draft:
-    row = Draft(**key, metric="numerics", verdict=stats.EQUIVALENT, now=ev.status,
+    row = Draft(**key, metric="numerics", verdict=Verdict.EQUIVALENT, now=ev.status,
                 base=prev.status if prev else None)
     problems = "; ".join(ev.problems)
     if prev is None:
-        row.verdict = stats.FAILED if ev.status != "PASS" else stats.NEW
+        row.verdict = Verdict.FAILED if ev.status != "PASS" else Verdict.NEW
         row.note = problems
     elif ev.status != "PASS":
-        row.verdict = stats.FAILED
+        row.verdict = Verdict.FAILED
         row.note = ("was PASS, now " if prev.status == "PASS" else "") + problems
     elif prev.status != "PASS":
-        row.verdict, row.note = stats.IMPROVED, "now passes; was " + "; ".join(prev.problems)
+        row.verdict, row.note = Verdict.IMPROVED, "now passes; was " + "; ".join(prev.problems)
     else:
         grown = [f"{name} error {err / old:.1f}x the baseline's ({old:.2e} -> {err:.2e})"
                  for name, err in ev.rel_l2.items()
                  if (old := prev.rel_l2.get(name)) and err and err > growth_factor * old
                  and err > 1e-12]
         if grown:
-            row.verdict = stats.REGRESSED
+            row.verdict = Verdict.REGRESSED
             row.note = "; ".join(grown[:3]) + " (still within tolerance)"
     return row
 
@@ -84,7 +85,7 @@ def _compiled_row(key: dict, check: CompiledCheck, ev: ModeNumerics,
     if check.status == "NOT MEASURED":
         return []
     before = prev.compiled_vs_eager.status if prev and prev.compiled_vs_eager else None
-    row = Draft(**key, metric="compiled_vs_eager", verdict=stats.EQUIVALENT, now=check.status,
+    row = Draft(**key, metric="compiled_vs_eager", verdict=Verdict.EQUIVALENT, now=check.status,
                 base=before)
     ratios = [err / eager for name, err in ev.rel_l2.items()
               if err is not None and (eager := check.eager_rel_l2.get(name))]
@@ -92,12 +93,12 @@ def _compiled_row(key: dict, check: CompiledCheck, ev: ModeNumerics,
     summary = ((f"compiled error {max(ratios):.2f}x eager's" if ratios else "")
                + (f"; compiled vs eager rel. L2 {max(direct):.1e}" if direct else ""))
     if check.status == "FAIL":
-        row.verdict = stats.FAILED
+        row.verdict = Verdict.FAILED
         row.note = ("was PASS, now " if before == "PASS" else "") + "; ".join(check.problems)
     elif before is None:
-        row.verdict, row.note = stats.NEW, summary
+        row.verdict, row.note = Verdict.NEW, summary
     elif before == "FAIL":
-        row.verdict, row.note = stats.IMPROVED, "now passes; " + summary
+        row.verdict, row.note = Verdict.IMPROVED, "now passes; " + summary
     else:
         row.note = summary
     return [row]
@@ -124,17 +125,17 @@ def _determinism_row(key: dict, ev: ModeNumerics, prev: ModeNumerics | None) -> 
     """Deterministic -> nondeterministic is REGRESSED (the reverse IMPROVED), with the
     magnitudes: within one process (max abs) and against a fresh process (rel. distance)."""
     nondet, _, text = nondeterminism(ev)
-    row = Draft(**key, metric="determinism", verdict=stats.EQUIVALENT,
+    row = Draft(**key, metric="determinism", verdict=Verdict.EQUIVALENT,
                 now="nondeterministic" if nondet else "deterministic", note=text)
     if prev is None or prev.rerun_max_abs is None:
-        row.verdict = stats.NEW
+        row.verdict = Verdict.NEW
         return row
     was, _, was_text = nondeterminism(prev)
     row.base = "nondeterministic" if was else "deterministic"
     if nondet and not was:
-        row.verdict, row.note = stats.REGRESSED, "was deterministic; now " + text
+        row.verdict, row.note = Verdict.REGRESSED, "was deterministic; now " + text
     elif was and not nondet:
-        row.verdict, row.note = stats.IMPROVED, "now deterministic; was: " + was_text
+        row.verdict, row.note = Verdict.IMPROVED, "now deterministic; was: " + was_text
     elif nondet:  # in both: the size of run-to-run noise is itself noisy, so no verdict on it
         row.note = f"{text} (baseline: {was_text})"
     return row
@@ -144,13 +145,13 @@ def _drift_row(key: dict, ev: ModeNumerics, prev: ModeNumerics, tolerance: float
                method: tuple) -> Draft:
     """How far this run's outputs moved from the baseline's, against the precision's
     tolerance (rel. L2): a torch upgrade that changes results beyond it is REGRESSED."""
-    row = Draft(**key, metric="drift", verdict=stats.EQUIVALENT)
+    row = Draft(**key, metric="drift", verdict=Verdict.EQUIVALENT)
     if not prev.fingerprint:
-        row.verdict, row.note = stats.NEW, ("the baseline kept no outputs: drift is measured "
+        row.verdict, row.note = Verdict.NEW, ("the baseline kept no outputs: drift is measured "
                                             "from the next run on")
         return row
     if method[0] != method[1]:
-        row.verdict = stats.NOT_COMPARABLE
+        row.verdict = Verdict.NOT_COMPARABLE
         row.note = f"outputs recorded as {method[1]} in the baseline, {method[0]} now"
         return row
     found = portability.drift(ev.fingerprint, prev.fingerprint)
@@ -159,18 +160,18 @@ def _drift_row(key: dict, ev: ModeNumerics, prev: ModeNumerics, tolerance: float
     others = {n: why for n, why in found["unmeasured"].items() if n not in reshaped}
     extra = "; ".join(f"{n}: {why}" for n, why in sorted(others.items())[:3])
     if reshaped:
-        row.verdict = stats.REGRESSED
+        row.verdict = Verdict.REGRESSED
         row.note = "; ".join(f"{n} {why}" for n, why in sorted(reshaped.items())[:3])
         return row
     if distance is None:
-        row.verdict, row.note = stats.NOT_COMPARABLE, extra or "nothing to compare"
+        row.verdict, row.note = Verdict.NOT_COMPARABLE, extra or "nothing to compare"
         return row
     row.base, row.now = 0.0, distance   # the baseline is where it started
     tol = f" (tolerance {tolerance:.0e})" if tolerance is not None else ""
     row.note = (f"outputs moved {distance:.2e} from the baseline{tol}"
                 + (f", most in {worst}" if distance > 0 else "") + (f"; {extra}" if extra else ""))
     if tolerance is not None and distance > tolerance:
-        row.verdict = stats.REGRESSED
+        row.verdict = Verdict.REGRESSED
     noise = [m for e in (ev, prev) if (m := nondeterminism(e)[1]) is not None]
     if noise:  # context, not an excuse: the tolerance is the contract
         row.note += f" (nondeterministic: a fresh process alone moves it {max(noise):.1e})"
@@ -180,10 +181,10 @@ def _drift_row(key: dict, ev: ModeNumerics, prev: ModeNumerics, tolerance: float
 def _dynamo_rows(key: dict, now: Dynamo, base: Dynamo | None) -> list[Draft]:
     """New graph breaks with their reasons (compared by reason, not line number); recompiles."""
     reasons = now.graph_break_reasons
-    row = Draft(**key, metric="graph_breaks", verdict=stats.EQUIVALENT, now=now.graph_breaks)
+    row = Draft(**key, metric="graph_breaks", verdict=Verdict.EQUIVALENT, now=now.graph_breaks)
     rows = [row]
     if base is None:
-        row.verdict = stats.NEW
+        row.verdict = Verdict.NEW
         row.note = "; ".join(reasons[:5])
     else:
         n, b = now.graph_breaks, base.graph_breaks
@@ -191,10 +192,10 @@ def _dynamo_rows(key: dict, now: Dynamo, base: Dynamo | None) -> list[Draft]:
         new = portability.new_reasons(reasons, base.graph_break_reasons)
         gone = portability.new_reasons(base.graph_break_reasons, reasons)
         if n > b or new:
-            row.verdict = stats.REGRESSED
+            row.verdict = Verdict.REGRESSED
             row.note = f"graph breaks {b} → {n}" + ("; new: " + "; ".join(new[:5]) if new else "")
         elif n < b:
-            row.verdict = stats.IMPROVED
+            row.verdict = Verdict.IMPROVED
             row.note = f"graph breaks {b} → {n}" + ("; gone: " + "; ".join(gone[:5])
                                                     if gone else "")
         elif reasons:
@@ -203,8 +204,8 @@ def _dynamo_rows(key: dict, now: Dynamo, base: Dynamo | None) -> list[Draft]:
     if r_now or r_base:
         new = portability.new_reasons(now.recompile_reasons,
                                       base.recompile_reasons if base else ())
-        verdict = (stats.NEW if base is None else stats.REGRESSED if r_now > r_base or new
-                   else stats.IMPROVED if r_now < r_base else stats.EQUIVALENT)
+        verdict = (Verdict.NEW if base is None else Verdict.REGRESSED if r_now > r_base or new
+                   else Verdict.IMPROVED if r_now < r_base else Verdict.EQUIVALENT)
         rows.append(Draft(**key, metric="recompiles", now=r_now, base=r_base if base else None,
                           verdict=verdict, note=("new: " + "; ".join(new[:3]) if new and base
                                                  else "; ".join(now.recompile_reasons[:3]))))
@@ -214,12 +215,12 @@ def _dynamo_rows(key: dict, now: Dynamo, base: Dynamo | None) -> list[Draft]:
 def coverage_rows(key: dict, now: Coverage, base: Coverage | None) -> list[Draft]:
     """The operator set of one eager step against the baseline's (new / removed ops), and
     the ops that ran elsewhere than the requested device (CPU fallbacks)."""
-    if now.status != OK:
-        return [Draft(**key, metric="ops", verdict=stats.FAILED, now=now.status,
+    if now.status != Status.OK:
+        return [Draft(**key, metric="ops", verdict=Verdict.FAILED, now=now.status,
                       note=f"op coverage not measured: {now.error}")]
-    base = base if base is not None and base.status == OK else None
+    base = base if base is not None and base.status == Status.OK else None
     off = portability.fallback_ops(now)
-    row = Draft(**key, metric="ops", verdict=stats.EQUIVALENT, now=len(now.ops),
+    row = Draft(**key, metric="ops", verdict=Verdict.EQUIVALENT, now=len(now.ops),
                 base=len(base.ops) if base else None)
     rows = [row]
     diff = portability.op_diff(now, base) if base else None
@@ -227,9 +228,9 @@ def coverage_rows(key: dict, now: Coverage, base: Coverage | None) -> list[Draft
     said = "extensions: " + "; ".join(f"{ns} {portability.short_list(ops, 4)}"
                                       for ns, ops in ext.items()) if ext else ""
     if diff is None:
-        row.verdict, row.note = stats.NEW, said
+        row.verdict, row.note = Verdict.NEW, said
     elif diff["added"] or diff["removed"]:
-        row.verdict = stats.INCONCLUSIVE
+        row.verdict = Verdict.INCONCLUSIVE
         row.note = "; ".join(filter(None, [
             "new: " + portability.short_list(diff["added"]) if diff["added"] else "",
             "removed: " + portability.short_list(diff["removed"]) if diff["removed"] else "",
@@ -238,17 +239,17 @@ def coverage_rows(key: dict, now: Coverage, base: Coverage | None) -> list[Draft
         row.note = said
     fell_base = portability.fallback_ops(base) if base else {}
     if off or fell_base or now.device not in (None, "cpu"):
-        fb = Draft(**key, metric="fallback_ops", verdict=stats.EQUIVALENT, now=len(off),
+        fb = Draft(**key, metric="fallback_ops", verdict=Verdict.EQUIVALENT, now=len(off),
                    base=len(fell_base) if base else None,
                    note="; ".join(f"`{op}` ({why})" for op, why in sorted(off.items())[:8]))
         if diff is None:
-            fb.verdict = stats.NEW
+            fb.verdict = Verdict.NEW
         elif diff["new_fallbacks"]:
-            fb.verdict = stats.REGRESSED
+            fb.verdict = Verdict.REGRESSED
             fb.note = (f"now off {now.device}: " + portability.short_list(diff["new_fallbacks"])
                        + "; all: " + fb.note)
         elif diff["gone_fallbacks"]:
-            fb.verdict = stats.IMPROVED
+            fb.verdict = Verdict.IMPROVED
             fb.note = "back on the device: " + portability.short_list(diff["gone_fallbacks"])
         rows.append(fb)
     return rows

@@ -5,8 +5,9 @@ hardware are not compared (unless `compare.allow_hardware_change`). Records with
 (written by an older torchgate) leave the decision to the environments. Pure."""
 from __future__ import annotations
 
-from stages.core.launch import Hardware
-from stages.core.schema import OK, BenchRecord
+from stages.core.records.host import Hardware
+from stages.core.records.schema import BenchRecord
+from stages.core.vocabulary import Status
 
 FIELDS = ("cpu_model", "gpu_names", "torch_threads")
 
@@ -16,7 +17,7 @@ def hardware_of(record: BenchRecord | None, workload: str) -> dict[Hardware, lis
     run = record.workloads.get(workload) if record is not None else None
     found: dict[Hardware, list[str]] = {}
     for proc in run.processes if run else ():
-        if proc.status == OK and proc.host is not None and proc.host.hardware is not None:
+        if proc.status == Status.OK and proc.host is not None and proc.host.hardware is not None:
             hosts = found.setdefault(proc.host.hardware, [])
             name = proc.host.name or "?"
             if name not in hosts:

@@ -13,8 +13,7 @@ import math
 import re
 import struct
 
-from stages.core.schema import Coverage, Fingerprint
-
+from stages.core.records.outputs import Coverage, Fingerprint
 
 # ---- drift across versions -------------------------------------------------------------------
 

@@ -15,7 +15,8 @@ from typing import Callable, Sequence
 
 from scipy import stats as sps
 
-from stages.core.schema import OK, BenchRecord
+from stages.core.records.schema import BenchRecord
+from stages.core.vocabulary import Status
 
 Samples = Sequence[Sequence[float]]     # one tuple of steady-state samples per process
 
@@ -26,8 +27,8 @@ def unit_samples(record: BenchRecord, workload: str, mode: str) -> list[tuple[fl
     run = record.workloads.get(workload)
     found = []
     for proc in run.processes if run else ():
-        m = proc.modes.get(mode) if proc.status == OK else None
-        if m is not None and m.status == OK and m.steady_s:
+        m = proc.modes.get(mode) if proc.status == Status.OK else None
+        if m is not None and m.status == Status.OK and m.steady_s:
             found.append(m.steady_s)
     return found
 

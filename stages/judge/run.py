@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from stages.core.inputs import RunInputs
 from stages.core.config import Config
-from stages.core.schema import BenchRecord
+from stages.core.records.inputs import RunInputs
+from stages.core.records.schema import BenchRecord
 from stages.judge.environment import hardware_changes, python_change
 from stages.judge.history import prior, spreads_of_run
 from stages.judge.numerics import numerics_rows

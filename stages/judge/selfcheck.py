@@ -8,10 +8,10 @@ import random
 import statistics
 
 from stages.core.config import Config
-from stages.core.schema import BenchRecord
-from stages.judge import stats
-from stages.judge.rules import RULES, Rule, unit_samples
+from stages.core.records.schema import BenchRecord
+from stages.core.vocabulary import Verdict
 from stages.judge.history import prior
+from stages.judge.rules import RULES, Rule, unit_samples
 from stages.judge.timings import bench_rows, process_values, units
 from stages.judge.verdicts import Comparison, finish
 
@@ -97,8 +97,8 @@ def check(records: dict, cfg: Config, splits: int, slowdown: float, seed: int = 
     for _ in range(splits):
         pairs = {cell: split(rec, rng, size) for cell, rec in records.items()}
         null = verdicts(pairs, cfg)
-        false_runs += any(r.verdict == stats.REGRESSED for r in null.rows)
-        steady_false += any(r.verdict == stats.REGRESSED and r.metric == "steady_s"
+        false_runs += any(r.verdict == Verdict.REGRESSED for r in null.rows)
+        steady_false += any(r.verdict == Verdict.REGRESSED and r.metric == "steady_s"
                             for r in null.rows)
         rule_false = [n + hit for n, hit in zip(rule_false, _rule_alarms(pairs))]
         for r in null.rows:
@@ -113,7 +113,7 @@ def check(records: dict, cfg: Config, splits: int, slowdown: float, seed: int = 
         pairs[cell] = (base, slow_down(now, workload, mode, slowdown))
         hit = verdicts(pairs, cfg)
         trials += 1
-        detected += any(r.verdict == stats.REGRESSED and (r.cell, r.workload, r.mode, r.metric)
+        detected += any(r.verdict == Verdict.REGRESSED and (r.cell, r.workload, r.mode, r.metric)
                         == (cell, workload, mode, "steady_s") for r in hit.rows)
         slowed = _samples(pairs, cell, workload, mode)
         rule_hits = [n + rule.regressed(*slowed) for n, rule in zip(rule_hits, RULES)]

@@ -31,8 +31,7 @@ from typing import Sequence
 import numpy as np
 from scipy import optimize, special
 
-from stages.core.schema import (EQUIVALENT, FAILED, IMPROVED, INCONCLUSIVE,  # noqa: F401
-                                MISSING, NEW, NOT_COMPARABLE, REGRESSED, SKIPPED, VERDICTS)
+from stages.core.vocabulary import Verdict
 
 
 @dataclass(frozen=True)
@@ -187,20 +186,20 @@ def verdict(s: Shift, p_adjusted: float, *, alpha: float, delta: float,
     otherwise."""
     limit = math.log1p(delta)
     if p_adjusted <= alpha and s.log_ratio > limit:
-        return REGRESSED
+        return Verdict.REGRESSED
     if p_adjusted <= alpha and s.log_ratio < -limit:
-        return IMPROVED
+        return Verdict.IMPROVED
     low, high = s.interval(2 * (alpha if equivalence_alpha is None else equivalence_alpha))
     if math.log(low) >= -limit and math.log(high) <= limit:
-        return EQUIVALENT
-    return INCONCLUSIVE
+        return Verdict.EQUIVALENT
+    return Verdict.INCONCLUSIVE
 
 
 def decided_interval(s: Shift, verdict_: str, alpha: float) -> tuple[float, float, float]:
     """(low, high, confidence) of the interval a verdict was decided on: the two-sided test's
     (1 - alpha) interval for a significant change, the equivalence test's (1 - 2·alpha) one
     otherwise, so that an interval shown inside ±δ is always EQUIVALENT."""
-    level = alpha if verdict_ in (REGRESSED, IMPROVED) else 2 * alpha
+    level = alpha if verdict_ in (Verdict.REGRESSED, Verdict.IMPROVED) else 2 * alpha
     return (*s.interval(level), 1 - level)
 
 

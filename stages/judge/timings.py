@@ -9,8 +9,9 @@ from __future__ import annotations
 import math
 from typing import Iterator
 
-from stages.core.config import LATENCY, TIMED, Delta
-from stages.core.schema import OK, BenchProcess, BenchRecord, Busy, ModeTiming
+from stages.core.config.settings import LATENCY, TIMED, Delta
+from stages.core.records.schema import BenchProcess, BenchRecord, Busy, ModeTiming
+from stages.core.vocabulary import Status, Verdict
 from stages.judge import placement, portability, stats
 from stages.judge.verdicts import Draft
 
@@ -29,8 +30,8 @@ def _summaries(record: BenchRecord, workload: str, mode: str,
     """(process, its mode's result, its value) for every process where the mode succeeded."""
     run = record.workloads.get(workload)
     for proc in run.processes if run else ():
-        m = proc.modes.get(mode) if proc.status == OK else None
-        if m is None or m.status != OK:
+        m = proc.modes.get(mode) if proc.status == Status.OK else None
+        if m is None or m.status != Status.OK:
             continue
         value = metric_value(m, metric)
         if isinstance(value, tuple):
@@ -94,7 +95,7 @@ def busy_shares(record: BenchRecord | None) -> list[float]:
     every process."""
     return [max(taken(b) for b in readings)
             for run in (record.workloads.values() if record else ())
-            for p in run.processes if p.status == OK
+            for p in run.processes if p.status == Status.OK
             for m in p.modes.values()
             if (readings := [b for b in (m.busy_machine, m.busy_first_call, m.busy_warmup)
                              if b is not None])]
@@ -104,11 +105,11 @@ def failures(record: BenchRecord, workload: str, mode: str) -> list[str]:
     found = []
     run = record.workloads.get(workload)
     for proc in run.processes if run else ():
-        if proc.status != OK:
+        if proc.status != Status.OK:
             found.append(f"{proc.status}: {proc.error}")
             continue
         m = proc.modes.get(mode)
-        if m is not None and m.status != OK:
+        if m is not None and m.status != Status.OK:
             found.append(f"{m.status}: {m.error}")
     return found
 
@@ -135,13 +136,13 @@ SENTINELS = (("python_loop_s", "Python loop"), ("copy_32mib_s", "32 MiB copy"))
 
 def sentinel_values(record: BenchRecord, field: str = "python_loop_s") -> list[float]:
     return [v for run in record.workloads.values() for p in run.processes
-            if p.status == OK and p.sentinel is not None
+            if p.status == Status.OK and p.sentinel is not None
             and (v := getattr(p.sentinel, field)) is not None]
 
 
 def sentinel_methods(record: BenchRecord) -> set[str | None]:
     return {p.sentinel.method for run in record.workloads.values() for p in run.processes
-            if p.status == OK and p.sentinel is not None}
+            if p.status == Status.OK and p.sentinel is not None}
 
 
 def machine_unchanged(base: BenchRecord | None, now: BenchRecord, *, alpha: float,
@@ -206,11 +207,11 @@ def bench_rows(cell: str, now: BenchRecord | None, base: BenchRecord | None, del
     judged unit by unit from the processes' own keys (judge.placement); `not_comparable`, the
     environments' hardware change, stands for records that carry none."""
     if now is None:
-        return [Draft("bench", cell, "*", "*", "cell", stats.MISSING,
+        return [Draft("bench", cell, "*", "*", "cell", Verdict.MISSING,
                       note="measured in the baseline, not in this run")] if base else []
-    if now.status == stats.SKIPPED:
-        return [Draft("bench", cell, "*", "*", "cell", stats.SKIPPED, note=now.reason or "")]
-    usable = base if base is not None and base.status == OK else None
+    if now.status == Verdict.SKIPPED:
+        return [Draft("bench", cell, "*", "*", "cell", Verdict.SKIPPED, note=now.reason or "")]
+    usable = base if base is not None and base.status == Status.OK else None
     same_run = same_run or (usable is not None and now.ab is not None)
     sentinel = None if same_run else machine_unchanged(
         usable, now, alpha=alpha, delta=delta.steady_s, python=python)
@@ -229,27 +230,27 @@ def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None,
     in_now = (workload, mode) in units(now)
     in_base = base is not None and (workload, mode) in units(base)
     if not in_now:
-        return [Draft(**key, metric="status", verdict=stats.MISSING,
+        return [Draft(**key, metric="status", verdict=Verdict.MISSING,
                       note="in the baseline, not selected in this run")]
     failed_now = failures(now, workload, mode)
     failed_base = failures(base, workload, mode) if in_base else []
     if failed_now:
         was = ("was OK, now " if in_base and not failed_base else "") + failed_now[0]
-        return [Draft(**key, metric="status", verdict=stats.FAILED,
+        return [Draft(**key, metric="status", verdict=Verdict.FAILED,
                       base="OK" if in_base and not failed_base else None,
                       now=failed_now[0].split(":")[0], note=was)]
     measured = [m for m in (*TIMED, *GPU_TIMED) if process_values(now, workload, mode, m)]
     if not in_base:
-        return [Draft(**key, metric=m, verdict=stats.NEW,
+        return [Draft(**key, metric=m, verdict=Verdict.NEW,
                       now=_middle(process_values(now, workload, mode, m))) for m in measured]
     if failed_base:
-        return [Draft(**key, metric="status", verdict=stats.IMPROVED, base="FAILED", now="OK",
+        return [Draft(**key, metric="status", verdict=Verdict.IMPROVED, base="FAILED", now="OK",
                       note=f"now runs; was {failed_base[0]}")]
     rows = []
     for metric in (*TIMED, *GPU_TIMED):
         if not process_values(base, workload, mode, metric):
             if metric in measured:    # e.g. an older record, which measured it otherwise
-                rows.append(Draft(**key, metric=metric, verdict=stats.NEW,
+                rows.append(Draft(**key, metric=metric, verdict=Verdict.NEW,
                                   now=_middle(process_values(now, workload, mode, metric)),
                                   note="the baseline's record has no value of it"))
             continue
@@ -278,7 +279,7 @@ def _counted_row(key: dict, metric: str, base: int, now: int, reasons_now: tuple
     row = _count_rule(key, metric, base, now)
     new = portability.new_reasons(reasons_now, reasons_base)
     if new:
-        row.verdict = stats.REGRESSED
+        row.verdict = Verdict.REGRESSED
         row.note = "new: " + "; ".join(new[:3])
     return row
 
@@ -292,7 +293,7 @@ def _timing_row(key: dict, metric: str, now: BenchRecord, base: BenchRecord, del
     left_out = everyone - len(b) - len(n)
     shift = (stats.paired_shift(*paired_values(base, now, workload, mode, metric, busy_share))
              if paired else stats.shift(b, n))
-    row = Draft(**key, metric=metric, verdict=stats.INCONCLUSIVE, base=_middle(b),
+    row = Draft(**key, metric=metric, verdict=Verdict.INCONCLUSIVE, base=_middle(b),
                 now=_middle(n), shift=shift, delta=delta)
     if left_out:
         row.note = (f"{left_out} process(es) left out: other programs and hypervisor steal "
@@ -301,9 +302,9 @@ def _timing_row(key: dict, metric: str, now: BenchRecord, base: BenchRecord, del
         row.note = "fewer than 2 processes on a side: no test" + (
             f" ({row.note})" if left_out else "")
         if left_out:
-            row.verdict = stats.NOT_COMPARABLE
+            row.verdict = Verdict.NOT_COMPARABLE
     if not_comparable:
-        row.verdict, row.note = stats.NOT_COMPARABLE, not_comparable
+        row.verdict, row.note = Verdict.NOT_COMPARABLE, not_comparable
     return row
 
 
@@ -334,12 +335,12 @@ def _middle(values: list[float]) -> float | None:
 def _ratio_rule(key: dict, metric: str, base: float, now: float, delta: float) -> Draft:
     """Nearly deterministic metrics (memory): the ratio of medians against δ."""
     ratio = now / base if base else math.inf
-    verdict = (stats.REGRESSED if ratio > 1 + delta else
-               stats.IMPROVED if ratio < 1 / (1 + delta) else stats.EQUIVALENT)
+    verdict = (Verdict.REGRESSED if ratio > 1 + delta else
+               Verdict.IMPROVED if ratio < 1 / (1 + delta) else Verdict.EQUIVALENT)
     return Draft(**key, metric=metric, verdict=verdict, base=base, now=now, delta=delta)
 
 
 def _count_rule(key: dict, metric: str, base: int, now: int) -> Draft:
-    verdict = (stats.REGRESSED if now > base else
-               stats.IMPROVED if now < base else stats.EQUIVALENT)
+    verdict = (Verdict.REGRESSED if now > base else
+               Verdict.IMPROVED if now < base else Verdict.EQUIVALENT)
     return Draft(**key, metric=metric, verdict=verdict, base=base, now=now)

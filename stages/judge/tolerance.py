@@ -6,18 +6,27 @@ from __future__ import annotations
 import dataclasses
 
 from stages.core.config import Cell, Config, PrecisionSpec
-from stages.core.schema import (FINGERPRINT_METHOD, OK, CompiledCheck, FreshOutputs,
-                                FreshProcess, ModeNumerics, ModeOutputs, NumericsAB, NumericsArm,
-                                NumericsProcess, NumericsRecord, Tolerance)
+from stages.core.records.outputs import FINGERPRINT_METHOD, FreshOutputs, ModeOutputs
+from stages.core.records.schema import (
+    CompiledCheck,
+    FreshProcess,
+    ModeNumerics,
+    NumericsAB,
+    NumericsArm,
+    NumericsProcess,
+    NumericsRecord,
+    Tolerance,
+)
+from stages.core.vocabulary import Status
 from stages.judge import portability
 
-FRESH = "fresh process"     # the unit measure.cells reruns a cell's workloads in
+FRESH = "fresh process"     # the unit launch.cells reruns a cell's workloads in
 
 
 def evaluate(result: ModeOutputs, precision: PrecisionSpec) -> ModeNumerics:
     """PASS / FAIL / NONFINITE (or the worker's failure status) with the reasons, for the
     errors against float64; compiled against eager is a check of its own."""
-    if result.status != OK:
+    if result.status != Status.OK:
         return ModeNumerics(result.status, problems=(result.error or "",))
     problems, status = [], "PASS"
     for name, m in sorted(result.outputs.items()):
@@ -77,7 +86,7 @@ def compiled_check(result: ModeOutputs, precision: PrecisionSpec) -> CompiledChe
 
 def compare_fresh(ev: ModeNumerics, fresh: FreshOutputs | None) -> FreshProcess:
     """The eager outputs of this process against a fresh process's: bitwise, else how far."""
-    if fresh is None or fresh.status != OK:
+    if fresh is None or fresh.status != Status.OK:
         return FreshProcess(None, error=(fresh.error if fresh else None) or "not run")
     if fresh.digest == ev.digest:
         return FreshProcess(True)
@@ -91,7 +100,7 @@ def evaluate_modes(procs: list[NumericsProcess], precision: PrecisionSpec,
     if not procs:
         return {}
     proc = procs[0]
-    if proc.status != OK:
+    if proc.status != Status.OK:
         return {m: ModeNumerics(proc.status, problems=(proc.error or "",)) for m in modes}
     return {mode: evaluate(r, precision) for mode, r in proc.modes.items()}
 
@@ -128,7 +137,7 @@ def numerics_record(cfg: Config, cell: Cell, run, fresh: dict[str, FreshOutputs]
                                     coverage=coverage(first.name), hosts=hosts(first.name)),
                         run.arm_id(run.arms[-1]), rebuilt)
     p = cell.precision
-    return NumericsRecord(cell.name, OK, workloads=evaluated[run.now], coverage=coverage(run.now),
+    return NumericsRecord(cell.name, Status.OK, workloads=evaluated[run.now], coverage=coverage(run.now),
                           fingerprint_method=FINGERPRINT_METHOD,
                           tolerance=Tolerance(p.rel_l2_tol, p.cosine_min, p.compiled_multiplier),
                           wall_s=wall_s, ab=ab, hosts=hosts(run.now))

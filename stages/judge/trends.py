@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from stages.core.config import TIMED, HistorySettings
-from stages.core.schema import BenchRecord, EnvRecord
+from stages.core.config.settings import TIMED, HistorySettings
+from stages.core.records.schema import BenchRecord, EnvRecord
 from stages.judge import stats
 from stages.judge.changepoints import Shift, change_points
 from stages.judge.environment import get, hardware_key

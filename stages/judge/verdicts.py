@@ -7,7 +7,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
-from stages.core.schema import Change, Row
+from stages.core.records.rows import Change, Row
+from stages.core.vocabulary import Verdict
 from stages.judge import stats
 from stages.judge.moderation import Prior, RunSpread, squeeze
 
@@ -58,7 +59,7 @@ def finish(drafts: list[Draft], *, alpha: float, power: float, looks: int = 1,
     Stopping early is only ever for an equivalence, so EQUIVALENT is decided at alpha/looks,
     on the two one-sided tests' (1 - 2·alpha/looks) interval. `plan`: which rows get the
     planning figures (MDE, processes needed), which do not change a verdict."""
-    tested = [d for d in drafts if d.shift is not None and d.verdict == stats.INCONCLUSIVE]
+    tested = [d for d in drafts if d.shift is not None and d.verdict == Verdict.INCONCLUSIVE]
     priors = _moderate(tested)
     adjusted = dict(zip(map(id, tested), stats.bh_adjust([d.shift.p_value for d in tested])))
     rows = []
@@ -72,17 +73,17 @@ def finish(drafts: list[Draft], *, alpha: float, power: float, looks: int = 1,
             if p_adj is not None:
                 verdict = stats.verdict(d.shift, p_adj, alpha=significance, delta=d.delta,
                                         equivalence_alpha=equivalence)
-                if verdict in (stats.REGRESSED, stats.IMPROVED) and not d.confirmed:
+                if verdict in (Verdict.REGRESSED, Verdict.IMPROVED) and not d.confirmed:
                     d.note = "; ".join(filter(None, [
                         f"tested at α/{looks}: no fresh processes since an interim look", d.note]))
             if p_adj is not None and plan(d):
                 mde = stats.minimum_detectable_effect(d.shift, alpha=significance, power=power,
                                                       delta=d.delta, tests=len(tested))
-                if verdict == stats.INCONCLUSIVE:
+                if verdict == Verdict.INCONCLUSIVE:
                     needed = stats.processes_needed(d.shift, alpha=equivalence, power=power,
                                                     delta=d.delta, tests=len(tested))
             d.verdict = verdict
-            significant = verdict in (stats.REGRESSED, stats.IMPROVED)
+            significant = verdict in (Verdict.REGRESSED, Verdict.IMPROVED)
             low, high, confidence = stats.decided_interval(
                 d.shift, verdict, significance if significant else equivalence)
             change = Change(ratio=d.shift.ratio, ci_low=low, ci_high=high,

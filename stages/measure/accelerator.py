@@ -18,9 +18,9 @@ from typing import Callable
 
 import torch
 
-from stages.measure.timing import Clock, EventClock, SyncClock
+from stages.measure.clocks import Clock, EventClock, SyncClock
 
-KNOWN = ("cpu", "cuda", "mps", "xpu")     # timed and read by name (timing.py, device.py)
+KNOWN = ("cpu", "cuda", "mps", "xpu")     # timed and read by name (device.py)
 
 
 class Unavailable(Exception):

@@ -1,31 +1,39 @@
-"""The device side of a worker: which device, how a workload is built and compiled there, its
-peak memory, and how a workload's exception becomes a status."""
+"""Device dispatch, in one place: by device type, which device a cell names, how to wait for
+its work (sync_for), how to time it (clock_for) and how to read its peak memory. Types
+torchgate knows by name (cpu, cuda, mps, xpu) are handled here; any other goes through
+measure.accelerator (torch.accelerator and the backend's device module)."""
 from __future__ import annotations
 
 import resource
 import sys
-import traceback
-from functools import partial
+from typing import Callable
 
 import torch
 
 from stages.core.config import DeviceSpec
-from stages.core.schema import Job
 from stages.measure import accelerator
-from stages.measure.accelerator import Unavailable  # noqa: F401  (the worker's SKIPPED)
-from stages.measure.extensions import missing_kernel
+from stages.measure.accelerator import Unavailable
+from stages.measure.clocks import Clock, EventClock, SyncClock
 
 
-def failure(exc: BaseException) -> dict:
-    """A status (OOM or ERROR), a one-line message and a short traceback for an exception
-    raised by a workload."""
-    text = str(exc).lower()
-    oom = (isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError"
-           or "out of memory" in text or "can't allocate memory" in text
-           or "not enough memory" in text)
-    first = missing_kernel(exc) or (str(exc).strip().splitlines()[0] if str(exc).strip() else "")
-    return {"status": "OOM" if oom else "ERROR", "error": f"{type(exc).__name__}: {first}"[:500],
-            "traceback": traceback.format_exc(limit=-3)[-2000:]}
+def sync_for(device_type: str) -> Callable[[], None]:
+    if device_type == "cuda":
+        return torch.cuda.synchronize
+    if device_type == "mps":
+        return torch.mps.synchronize
+    if device_type == "xpu":
+        return torch.xpu.synchronize
+    if device_type != "cpu":    # a backend known by type only: through torch.accelerator
+        return accelerator.generic_sync(device_type)
+    return lambda: None
+
+
+def clock_for(device_type: str) -> Clock:
+    if device_type == "cuda":
+        return EventClock(lambda: torch.cuda.Event(enable_timing=True))
+    if device_type not in ("cpu", "mps", "xpu"):
+        return accelerator.generic_clock(device_type)
+    return SyncClock(sync_for(device_type))
 
 
 def resolve_device(spec: DeviceSpec) -> torch.device:
@@ -40,45 +48,6 @@ def resolve_device(spec: DeviceSpec) -> torch.device:
         raise Unavailable(f"device {spec.name!r} ({spec.type}) is not available on this machine "
                           f"with torch {torch.__version__}")
     return torch.device(spec.type)
-
-
-def configure(job: Job) -> None:
-    threads = job.workload.threads or job.device.threads    # a sweep's unit sets its own
-    if threads:
-        torch.set_num_threads(threads)
-    torch.set_float32_matmul_precision(job.precision.matmul_precision)
-
-
-def compiler(mode: str, dynamic: bool | None = None, backend: str | None = None):
-    """The `compile` a factory gets; `dynamic` as the workload's `_dynamic_` sets it (None:
-    torch.compile's automatic dynamic shapes, after a first recompile), `backend` as the
-    device's `compile_backend` (None: inductor)."""
-    if mode == "eager":
-        return lambda fn: fn
-    chosen = {"dynamic": dynamic, **({"backend": backend} if backend else {})}
-    if mode == "compiled":
-        return partial(torch.compile, **chosen)
-    return partial(torch.compile, mode=mode, **chosen)
-
-
-def build(job: Job, factory, device: torch.device, dtype: torch.dtype, mode: str,
-          workload_index: int = 0):
-    """The workload, built by its factory for this device, dtype and mode (under autocast
-    when the precision asks for it)."""
-    spec = job.workloads[workload_index]
-    workload = factory(device=device, dtype=dtype,
-                       compile=compiler(mode, spec.dynamic, job.device.compile_backend),
-                       seed=job.seed, **spec.kwargs)
-    if job.precision.autocast and dtype != torch.float64:
-        inner = workload.step
-        amp = getattr(torch, job.precision.autocast_dtype)
-        workload.step = lambda: _autocast_call(inner, device.type, amp)
-    return workload
-
-
-def _autocast_call(fn, device_type: str, dtype: torch.dtype):
-    with torch.autocast(device_type, dtype=dtype):
-        return fn()
 
 
 def peak_memory_reset(device: torch.device) -> None:

@@ -7,7 +7,7 @@ import re
 
 import torch
 
-from stages.core.schema import Dynamo
+from stages.core.records.outputs import Dynamo
 
 
 def dynamo_counts() -> dict:

@@ -23,10 +23,19 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from stages.core.gpu_config import CudaTiming
-from stages.core.gpu_schema import GpuMode, GpuSeries
-from stages.measure.gpu_rules import (Peak, StopRule, Window, math_of, peak, reason_names,
-                                      rel_sd, roofline, throttled)
+from stages.core.config.gpu import CudaTiming
+from stages.core.records.gpu import GpuMode, GpuSeries
+from stages.measure.gpu_rules import (
+    Peak,
+    StopRule,
+    Window,
+    math_of,
+    peak,
+    reason_names,
+    rel_sd,
+    roofline,
+    throttled,
+)
 from stages.measure.nvml import Sensor
 
 Sample = Callable[[], tuple[float, Window]]   # seconds per call, and what NVML read

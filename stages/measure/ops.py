@@ -8,9 +8,10 @@ import warnings
 
 import torch
 
-from stages.core.schema import Coverage, Job
-from stages.measure.device import build
-from stages.measure.timing import device_sync
+from stages.core.records.job import Job
+from stages.core.records.outputs import Coverage
+from stages.measure.build import build
+from stages.measure.device import sync_for
 
 _PHASES = ("fwd", "bwd")
 _FALLBACK_WARNING = re.compile(r"operator '([\w:.]+)'[^.]*?(?:fall ?back|not (?:currently )?"
@@ -60,7 +61,7 @@ def op_coverage(job: Job, factory, device: torch.device, dtype: torch.dtype) -> 
         warnings.simplefilter("always")
         with OpLog():
             workload.step()
-        device_sync(torch, device.type)()
+        sync_for(device.type)()
     messages = list(dict.fromkeys(
         f"{w.category.__name__}: {str(w.message).strip().splitlines()[0][:300]}"
         for w in caught if str(w.message).strip()))

@@ -18,8 +18,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
+from stages.core.records.host import Hardware, Host
 from stages.measure.nvml import clocks as nvml_clocks
-from stages.core.launch import Hardware, Host
 
 SECTIONS = ("python", "torch", "hardware", "os", "packages", "distributions", "flags",
             "env_vars")

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from stages.core.schema import ShapeRun
-from stages.measure.timing import Clock
+from stages.core.records.schema import ShapeRun
+from stages.measure.clocks import Clock
 
 
 def declared(shapes) -> list[tuple[str, Callable[[], Any]]]:

@@ -1,8 +1,9 @@
-"""Clocks and the phases of a measurement: first call, warm-up, steady state.
+"""The phases of a measurement: first call, warm-up, steady state; and what else took the CPU
+meanwhile (BusyMachine) and how fast the machine itself was (SentinelProbe).
 
-The only module that reads clocks or synchronizes devices. A clock is a seam: tests pass a
-simulated one. Each steady-state sample times a batch of back-to-back calls between one pair
-of clock reads, which on a GPU cuts process-to-process spread several-fold.
+Phases are timed through a Clock (measure.clocks), which device.clock_for picks per device
+type; tests pass a simulated one. Each steady-state sample times a batch of back-to-back calls
+between one pair of clock reads, which on a GPU cuts process-to-process spread several-fold.
 """
 from __future__ import annotations
 
@@ -11,69 +12,19 @@ import os
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
-from stages.measure.proc import (CGROUP, PROC, allowed_cpus, cpu_quota, cpu_times, hz,
-                                 run_queue_ns, tree_cpu_s)
-
-
-class Clock(Protocol):
-    def start(self) -> None: ...
-    def stop(self) -> float: ...  # seconds since start(), after the device finished the work
-
-
-class SyncClock:
-    """perf_counter around the region, with a device synchronize before each read."""
-
-    def __init__(self, sync: Callable[[], None] = lambda: None):
-        self._sync = sync
-        self._t0 = 0
-
-    def start(self) -> None:
-        self._sync()
-        self._t0 = time.perf_counter_ns()
-
-    def stop(self) -> float:
-        self._sync()
-        return (time.perf_counter_ns() - self._t0) * 1e-9
-
-
-class EventClock:
-    """Device events recorded around the region on the current stream (CUDA events, or
-    torch.Event on another accelerator): device time without host jitter."""
-
-    def __init__(self, make_event: Callable[[], Any]):
-        self._begin, self._end = make_event(), make_event()
-
-    def start(self) -> None:
-        self._begin.record()
-
-    def stop(self) -> float:
-        self._end.record()
-        self._end.synchronize()
-        return self._begin.elapsed_time(self._end) * 1e-3
-
-
-def device_sync(torch_module, device_type: str) -> Callable[[], None]:
-    if device_type == "cuda":
-        return torch_module.cuda.synchronize
-    if device_type == "mps":
-        return torch_module.mps.synchronize
-    if device_type == "xpu":
-        return torch_module.xpu.synchronize
-    if device_type != "cpu":    # a backend known by type only: through torch.accelerator
-        from stages.measure.accelerator import generic_sync
-        return generic_sync(device_type)
-    return lambda: None
-
-
-def make_clock(torch_module, device_type: str) -> Clock:
-    if device_type == "cuda":
-        return EventClock(lambda: torch_module.cuda.Event(enable_timing=True))
-    if device_type not in ("cpu", "mps", "xpu"):
-        from stages.measure.accelerator import generic_clock
-        return generic_clock(device_type)
-    return SyncClock(device_sync(torch_module, device_type))
+from stages.measure.clocks import Clock
+from stages.measure.proc import (
+    CGROUP,
+    PROC,
+    allowed_cpus,
+    cpu_quota,
+    cpu_times,
+    hz,
+    run_queue_ns,
+    tree_cpu_s,
+)
 
 
 class BusyMachine:

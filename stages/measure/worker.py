@@ -16,24 +16,43 @@ import time
 
 import torch
 
+from stages.core.config.targets import load_target
 from stages.core.records import dumps, write_text
-from stages.core.targets import load_target
-from stages.core.schema import (FreshOutputs, Job, ModeOutputs, ModeTiming, VersusEager)
+from stages.core.records.job import Job
+from stages.core.records.outputs import FreshOutputs, ModeOutputs, VersusEager
+from stages.core.records.schema import ModeTiming
 from stages.core.typed import from_data
-from stages.measure.accuracy import (digest, error_metrics, fingerprint, flatten,
-                                     max_abs_difference, nonfinite_count)
+from stages.measure.accelerator import Unavailable
 from stages.measure.accelerator import notes as device_notes
+from stages.measure.accuracy import (
+    digest,
+    error_metrics,
+    fingerprint,
+    flatten,
+    max_abs_difference,
+    nonfinite_count,
+)
+from stages.measure.build import build, configure, failure
 from stages.measure.code import use_code
-from stages.measure.device import (Unavailable, build, configure, failure, peak_memory_bytes,
-                                   peak_memory_reset, resolve_device)
+from stages.measure.device import (
+    clock_for,
+    peak_memory_bytes,
+    peak_memory_reset,
+    resolve_device,
+    sync_for,
+)
 from stages.measure.dynamo import DynamoLog, reset_dynamo
 from stages.measure.gpu_timing import GpuProcess
 from stages.measure.latency import measure_latency
 from stages.measure.ops import op_coverage
 from stages.measure.probe import process_host
 from stages.measure.shapes import run_shapes
-from stages.measure.timing import (PHASES, BusyMachine, SentinelProbe, device_sync,
-                                   make_clock, measure)
+from stages.measure.timing import (
+    PHASES,
+    BusyMachine,
+    SentinelProbe,
+    measure,
+)
 
 
 class Baton:
@@ -70,7 +89,7 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
         reset_dynamo()
     peak_memory_reset(device)
     workload = build(job, factory, device, dtype, mode)
-    clock = make_clock(torch, device.type)
+    clock = clock_for(device.type)
     # A workload of another revision may predate `bytes_moved`.
     bytes_moved = getattr(workload, "bytes_moved", None)
     sampler = gpu.sampler(workload.flops, bytes_moved) if gpu is not None else None
@@ -85,7 +104,7 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
                          after_first=dynamo.mark_first if compiled else lambda: None,
                          turn=turn, busy=busy, sampler=sampler)
         # After the steady state, so that it stays comparable with runs without these.
-        tail = measure_latency(workload.step, device_sync(torch, device.type),
+        tail = measure_latency(workload.step, sync_for(device.type),
                                min(phases.steady_s), min_calls=job.timing.latency_calls,
                                target_s=job.timing.latency_s, turn=turn) \
             if job.workload.latency else {}

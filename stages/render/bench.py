@@ -6,9 +6,10 @@ shown as what they are. Pure.
 """
 from __future__ import annotations
 
-from stages.core.config import LATENCY, TIMED
-from stages.core.rows import Row
-from stages.core.schema import OK, BenchRecord
+from stages.core.config.settings import LATENCY, TIMED
+from stages.core.records.rows import Row
+from stages.core.records.schema import BenchRecord
+from stages.core.vocabulary import Status
 from stages.judge import stats
 from stages.judge.environment import diff as env_diff
 from stages.judge.timings import GPU_TIMED, failures, process_values
@@ -67,8 +68,8 @@ def _modes(record: BenchRecord, workload: str, mode: str):
     """This unit's results in the processes where it ran."""
     run = record.workloads.get(workload)
     for proc in run.processes if run else ():
-        m = proc.modes.get(mode) if proc.status == OK else None
-        if m is not None and m.status == OK:
+        m = proc.modes.get(mode) if proc.status == Status.OK else None
+        if m is not None and m.status == Status.OK:
             yield m
 
 
@@ -176,7 +177,7 @@ def looks(record: BenchRecord) -> str:
 def page(record: BenchRecord, result: Comparison, ab_env: str = "") -> str:
     lines = [f"# bench: {record.cell}", ""]
     lines += [f"> {note}" for note in result.notes] + ([""] if result.notes else [])
-    if record.status != OK:
+    if record.status != Status.OK:
         return "\n".join(lines + [f"**{record.status}**: {record.reason}", ""])
     gpu = gpu_section(record)
     lines += ["## Measured", "", measured(record), "", *([gpu, ""] if gpu else []),

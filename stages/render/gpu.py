@@ -3,7 +3,9 @@ graph), the time per call, how the series stopped, throttling, what NVML read, a
 achieved rates against the device's peak. Pure."""
 from __future__ import annotations
 
-from stages.core.schema import OK, BenchRecord, GpuMode, ModeTiming
+from stages.core.records.gpu import GpuMode
+from stages.core.records.schema import BenchRecord, ModeTiming
+from stages.core.vocabulary import Status
 from stages.judge import stats
 from stages.render.markdown import markdown_table, seconds
 
@@ -12,8 +14,8 @@ METRIC = {"hot": "steady_s", "cold": "cold_s", "graph": "graph_s"}
 
 def _modes(record: BenchRecord, workload: str, mode: str) -> list[ModeTiming]:
     run = record.workloads.get(workload)
-    return [m for p in (run.processes if run else ()) if p.status == OK
-            for m in [p.modes.get(mode)] if m is not None and m.status == OK and m.gpu]
+    return [m for p in (run.processes if run else ()) if p.status == Status.OK
+            for m in [p.modes.get(mode)] if m is not None and m.status == Status.OK and m.gpu]
 
 
 def _median(values) -> float | None:

@@ -1,7 +1,7 @@
 """reports/history.md: the baseline history, its trends and where each lasting shift began. Pure."""
 from __future__ import annotations
 
-from stages.core.config import HistorySettings
+from stages.core.config.settings import HistorySettings
 from stages.judge.changepoints import Shift
 from stages.judge.trends import KEY_METRICS, Point, Series
 from stages.render.markdown import markdown_table, percent, pvalue, seconds

@@ -2,8 +2,8 @@
 files diff cleanly). Pure."""
 from __future__ import annotations
 
-from stages.core.rows import CompareRecord
-from stages.core.schema import BenchRecord, NumericsRecord
+from stages.core.records.rows import CompareRecord
+from stages.core.records.schema import BenchRecord, NumericsRecord
 from stages.judge import stats
 from stages.judge.environment import hardware_key
 from stages.judge.timings import process_values

@@ -3,10 +3,10 @@ throughput, cost, first call, warm-up and peak memory, and the change against th
 Regressions, failures and possible slowdowns first, then by effect. Pure."""
 from __future__ import annotations
 
-
-from stages.core.config import LATENCY
-from stages.core.rows import BAD, IMPROVED, INCONCLUSIVE, Row
-from stages.core.schema import OK, BenchRecord
+from stages.core.config.settings import LATENCY
+from stages.core.records.rows import Row
+from stages.core.records.schema import BenchRecord
+from stages.core.vocabulary import BAD, Status, Verdict
 from stages.judge import stats
 from stages.judge.environment import MISSING, get
 from stages.judge.timings import failures, process_values
@@ -79,7 +79,7 @@ def _rank(rows: list[Row]) -> int:
 
 
 def possible_slowdown(r: Row) -> bool:
-    return (r.verdict == INCONCLUSIVE and r.change is not None and r.delta is not None
+    return (r.verdict == Verdict.INCONCLUSIVE and r.change is not None and r.delta is not None
             and r.change.ci_high > 1 + r.delta)
 
 
@@ -92,7 +92,7 @@ def _flags(rows: list[Row]) -> str:
     """What a unit's verdicts say beyond the steady state's own column."""
     said = []
     for r in sorted(rows, key=lambda r: r.metric):
-        if r.metric == "steady_s" or not (r.verdict in (*BAD, IMPROVED)
+        if r.metric == "steady_s" or not (r.verdict in (*BAD, Verdict.IMPROVED)
                                           or possible_slowdown(r)):
             continue    # the rest is in compare.md; this column is what needs a look
         label = LABELS.get(r.metric, r.metric)
@@ -170,7 +170,7 @@ def numbers_section(bench: dict[str, tuple[BenchRecord, float]], rows: list[Row]
              ""]
     for cell in sorted(bench, key=lambda c: (_rank([r for r in rows if r.cell == c]), c)):
         record, price = bench[cell]
-        if record.status != OK:     # a device not present, a backend not registered
+        if record.status != Status.OK:     # a device not present, a backend not registered
             lines += [f"### `{cell}`", "", f"{record.status}: {record.reason}", ""]
             continue
         lines += [f"### `{cell}`", "", cell_table(cell, record, price, rows), ""]

@@ -6,8 +6,9 @@ from __future__ import annotations
 import math
 
 from stages.core.records import dumps
-from stages.core.rows import Row
-from stages.core.schema import SKETCH_K, WHOLE_MAX, NumericsRecord
+from stages.core.records.outputs import SKETCH_K, WHOLE_MAX
+from stages.core.records.rows import Row
+from stages.core.records.schema import NumericsRecord
 from stages.judge import portability
 from stages.judge.verdicts import Comparison
 from stages.render.markdown import markdown_table, sci

@@ -13,15 +13,15 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
-from stages.core.rows import (EQUIVALENT, IMPROVED, INCONCLUSIVE, NOT_COMPARABLE, REGRESSED,
-                              Row)
-from stages.core.schema import BenchRecord
+from stages.core.records.rows import Row
+from stages.core.records.schema import BenchRecord
+from stages.core.vocabulary import Verdict
 from stages.judge import stats
 from stages.judge.timings import process_values
 from stages.render.numbers import LABELS, unit_numbers
 
-COLOURS = {REGRESSED: "#c62828", IMPROVED: "#2e7d32", EQUIVALENT: "#607d8b",
-           INCONCLUSIVE: "#ef6c00"}
+COLOURS = {Verdict.REGRESSED: "#c62828", Verdict.IMPROVED: "#2e7d32", Verdict.EQUIVALENT: "#607d8b",
+           Verdict.INCONCLUSIVE: "#ef6c00"}
 BASE, NOW = "#90a4ae", "#1565c0"
 MOST_ROWS = 60          # a forest plot past this is unreadable: the largest changes are kept
 
@@ -64,7 +64,7 @@ def _percent_axis(ax, half_width: float) -> None:
 
 def tested(rows) -> list[Row]:
     """The timings a test decided on: a ratio with its interval."""
-    return [r for r in rows if r.change is not None and r.verdict != NOT_COMPARABLE]
+    return [r for r in rows if r.change is not None and r.verdict != Verdict.NOT_COMPARABLE]
 
 
 def unit_label(r: Row, cell: bool = True) -> str:

@@ -3,10 +3,11 @@ many of the planned processes are done, the time so far and an estimate of what 
 lines, no terminal control codes: a CI log and `dvc queue logs` read as a terminal does."""
 from __future__ import annotations
 
-from stages.core.schema import OK, BenchProcess, ModeNumerics, NumericsProcess
+from stages.core.records.schema import BenchProcess, ModeNumerics, NumericsProcess
+from stages.core.vocabulary import Status
 from stages.judge import stats
 
-Tick = tuple[int, int, float, float]    # done, planned, elapsed_s, left_s (measure.progress)
+Tick = tuple[int, int, float, float]    # done, planned, elapsed_s, left_s (launch.progress)
 
 
 def clock(seconds: float) -> str:
@@ -28,11 +29,11 @@ def counter(tick: Tick | None) -> str:
 def bench_line(cell: str, workload: str, arm: str, round_: int, result: BenchProcess,
                tick: Tick | None = None) -> str:
     label = "" if arm == "now" else f" [{arm}]"
-    if result.status != OK:
+    if result.status != Status.OK:
         what = f"{result.status}: {result.error}"
     else:
         what = "; ".join(
-            f"{mode} {m.status}: {m.error}" if m.status != OK else
+            f"{mode} {m.status}: {m.error}" if m.status != Status.OK else
             f"{mode} {stats.median(m.steady_s) * 1e3:.3f} ms (first call "
             f"{m.first_call_s:.2f} s{', warm caches' if m.compile_cache == 'warm' else ''})"
             if m.steady_s else f"{mode} OK"
@@ -46,8 +47,8 @@ def numerics_process_line(cell: str, workload: str, arm: str, round_: int,
                           result: NumericsProcess, tick: Tick | None = None) -> str:
     """A numerics worker as it ends; the verdicts follow when the cell is judged."""
     label = "" if arm == "now" else f" [{arm}]"
-    failed = [f"{mode} {m.status}" for mode, m in result.modes.items() if m.status != OK]
-    what = (f"{result.status}: {result.error}" if result.status != OK else
+    failed = [f"{mode} {m.status}" for mode, m in result.modes.items() if m.status != Status.OK]
+    what = (f"{result.status}: {result.error}" if result.status != Status.OK else
             "ran" + (f" ({', '.join(failed)})" if failed else ""))
     wall = f" [{result.wall_s:.1f} s]" if result.wall_s is not None else ""
     return f"torchgate numerics: {counter(tick)}{cell} {workload}{label}: {what}{wall}"

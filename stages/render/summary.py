@@ -1,17 +1,23 @@
 """reports/summary.md: the page a reviewer reads first. Pure."""
 from __future__ import annotations
 
-from stages.core.rows import (BAD, EQUIVALENT, IMPROVED, INCONCLUSIVE, REGRESSED,
-                              CompareRecord, Row)
-from stages.judge.gate import (NO_TIMING, UNCHANGED, gate_checked, gate_failures,
-                               nothing_comparable, untested)
+from stages.core.records.rows import CompareRecord, Row
+from stages.core.records.schema import BenchRecord
+from stages.core.vocabulary import BAD, Verdict
+from stages.judge.gate import (
+    NO_TIMING,
+    UNCHANGED,
+    gate_checked,
+    gate_failures,
+    nothing_comparable,
+    untested,
+)
 from stages.render.environment import cell as env_cell
-from stages.core.schema import BenchRecord
 from stages.render.markdown import counts, markdown_table, value
 from stages.render.numbers import environment_change, numbers_section, possible_slowdown
 from stages.render.verdicts import by_effect, change, evidence
 
-COMPARED = (REGRESSED, IMPROVED, EQUIVALENT, INCONCLUSIVE)   # verdicts of a comparison made
+COMPARED = (Verdict.REGRESSED, Verdict.IMPROVED, Verdict.EQUIVALENT, Verdict.INCONCLUSIVE)   # verdicts of a comparison made
 
 
 def summary(matrix: str, compare: CompareRecord, changes: list, env_note: str | None,

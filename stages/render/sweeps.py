@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from matplotlib.figure import Figure
 
-from stages.core.settings import Recommend
-from stages.core.schema import BenchRecord
+from stages.core.config.settings import Recommend
+from stages.core.records.schema import BenchRecord
 from stages.render.markdown import markdown_table, nbytes, seconds
 from stages.render.numbers import unit_numbers
 from stages.render.plots import png

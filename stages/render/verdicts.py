@@ -3,10 +3,19 @@ from __future__ import annotations
 
 import math
 
-from stages.core.rows import EQUIVALENT, Row
+from stages.core.records.rows import Row
+from stages.core.vocabulary import Verdict
 from stages.judge.verdicts import Comparison
-from stages.render.markdown import (ORDER, markdown_table, mde, percent, pvalue, ratio_change,
-                                    tally, value)
+from stages.render.markdown import (
+    ORDER,
+    markdown_table,
+    mde,
+    percent,
+    pvalue,
+    ratio_change,
+    tally,
+    value,
+)
 
 
 def change(row: Row) -> str:
@@ -62,8 +71,8 @@ def table(rows: list[Row]) -> str:
             for r in by_effect(found)],
             ["verdict", "stage", "cell", "workload", "mode", "metric", "baseline", "now",
              "change [CI]", "p", "p adj.", "n", "evidence"])
-    shown = [r for r in rows if r.verdict != EQUIVALENT]
-    folded = [r for r in rows if r.verdict == EQUIVALENT]
+    shown = [r for r in rows if r.verdict != Verdict.EQUIVALENT]
+    folded = [r for r in rows if r.verdict == Verdict.EQUIVALENT]
     parts = [body(shown)] if shown or not folded else []
     if folded:
         parts.append(f"<details><summary>{len(folded)} EQUIVALENT (within their δ)</summary>"

@@ -17,7 +17,9 @@ import sys
 from pathlib import Path
 
 from stages.core import config, records
-from stages.core.schema import OK, BenchRecord, CompareRecord
+from stages.core.records.rows import CompareRecord
+from stages.core.records.schema import BenchRecord
+from stages.core.vocabulary import Status
 from stages.judge import stats
 from stages.judge.timings import process_values
 from stages.render.markdown import markdown_table, mde, seconds
@@ -28,8 +30,8 @@ SERIES = {"steady_s": "hot", "cold_s": "cold", "graph_s": "graph"}
 
 def modes_of(record: BenchRecord, workload: str, mode: str) -> list:
     run = record.workloads.get(workload)
-    return [m for p in (run.processes if run else ()) if p.status == OK
-            for m in [p.modes.get(mode)] if m is not None and m.status == OK]
+    return [m for p in (run.processes if run else ()) if p.status == Status.OK
+            for m in [p.modes.get(mode)] if m is not None and m.status == Status.OK]
 
 
 def _median(record, workload, mode, metric) -> float | None:
@@ -105,7 +107,7 @@ def cold_hot(bench: dict[str, BenchRecord]) -> str:
 def health(bench: dict[str, BenchRecord]) -> list[str]:
     lines = []
     for cell, record in bench.items():
-        if record.status != OK:
+        if record.status != Status.OK:
             lines.append(f"- {cell}: {record.status}: {record.reason}")
             continue
         stops: dict[str, int] = {}

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from stages.core.config import DeviceSpec, PrecisionSpec, WorkloadSpec
+from stages.core.config import DeviceSpec, PrecisionSpec
+from stages.core.config.settings import WorkloadSpec
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ import dataclasses
 import itertools
 from typing import Any
 
+from stages.core.config.settings import WorkloadSpec
 from stages.core.errors import UserError
-from stages.core.settings import WorkloadSpec
 
 THREADS = "threads"       # not a workload argument: torch.set_num_threads in the worker
 

@@ -1,21 +1,8 @@
-"""The comparison's vocabulary: verdicts, a row (one metric of one unit against the baseline)
-and the compare record that holds a run's rows."""
+"""A row (one metric of one unit against the baseline) and the compare record that holds a
+run's rows. The verdicts themselves are core.vocabulary's."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-REGRESSED = "REGRESSED"
-IMPROVED = "IMPROVED"
-EQUIVALENT = "EQUIVALENT"
-INCONCLUSIVE = "INCONCLUSIVE"
-NEW = "NEW"
-MISSING = "MISSING"
-FAILED = "FAILED"
-SKIPPED = "SKIPPED"
-NOT_COMPARABLE = "NOT COMPARABLE"
-VERDICTS = (REGRESSED, FAILED, INCONCLUSIVE, NOT_COMPARABLE, IMPROVED, EQUIVALENT, NEW, MISSING,
-            SKIPPED)
-BAD = (REGRESSED, FAILED)
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from stages.core import git
+from stages.core.baseline import git
 from stages.core.errors import UserError
-from stages.core.inputs import RunInputs, needs_recorded, pair
 from stages.core.records import load_record, parse_record
-from stages.core.schema import BenchRecord, EnvRecord, NumericsRecord
+from stages.core.records.inputs import RunInputs, needs_recorded, pair
+from stages.core.records.schema import BenchRecord, EnvRecord, NumericsRecord
 
 KINDS = {"bench": BenchRecord, "numerics": NumericsRecord}
 REPORTS = Path("reports")

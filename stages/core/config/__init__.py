@@ -15,14 +15,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stages.core.config.gpu import CudaTiming, check_timing
+from stages.core.config.launcher import Launcher, Placement
+from stages.core.config.settings import (
+    GATE_CHOICES,
+    INSTALLERS,
+    MEASURE,
+    Arms,
+    Baseline,
+    BenchSettings,
+    Candidate,
+    Cells,
+    CompareSettings,
+    Gate,
+    HistorySettings,
+    Matrix,
+    NumericsSettings,
+    Recommend,
+    StatsSettings,
+    WorkloadSpec,
+)
+from stages.core.config.sweeps import expand
 from stages.core.errors import UserError
-from stages.core.settings import (  # noqa: F401  (re-exported: the sections live there)
-    GATE_CHOICES, INSTALLERS, LATENCY, MEASURE, NOTHING_COMPARABLE, TIMED, Arms, Baseline,
-    BenchSettings, Candidate, Cells, CompareSettings, Delta, Gate, HistorySettings, Matrix,
-    NumericsSettings, Recommend, StatsSettings, WorkloadSpec)
-from stages.core.sweeps import expand
-from stages.core.gpu_config import CudaTiming, check_timing
-from stages.core.launch import Launcher, Placement
 from stages.core.typed import from_data
 
 MODES = ("eager", "compiled", "reduce-overhead", "max-autotune")

@@ -13,8 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from stages.core import schema, upgrades
 from stages.core.errors import UserError
+from stages.core.records import schema, upgrades
 from stages.core.typed import from_data, to_data
 
 SCHEMA = {"bench": 6, "numerics": 3, "compare": 2, "env": 1}

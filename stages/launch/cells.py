@@ -10,24 +10,35 @@ process records here, once.
 from __future__ import annotations
 
 import dataclasses
-import json
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Callable
 
-from stages.core.config import Cell, Config, WorkloadSpec
+from stages.core.config import Cell, Config
+from stages.core.config.settings import WorkloadSpec
 from stages.core.errors import UserError
-from stages.core.schema import (OK, Arm, ArmId, BenchAB, BenchArm, BenchProcess, BenchRecord,
-                                FreshOutputs, Job, Look, NumericsProcess, Pending, Timing,
-                                WorkloadRun)
+from stages.core.records.job import Arm, Job, Timing
+from stages.core.records.outputs import FreshOutputs
+from stages.core.records.schema import (
+    ArmId,
+    BenchAB,
+    BenchArm,
+    BenchProcess,
+    BenchRecord,
+    Look,
+    NumericsProcess,
+    Pending,
+    WorkloadRun,
+)
 from stages.core.typed import from_data
-from stages.measure.launcher import ROOT, run_interleaved, run_worker
-from stages.measure.progress import Progress
+from stages.core.vocabulary import Status
+from stages.launch.environment import capture_env
+from stages.launch.local import run_interleaved, run_worker
+from stages.launch.progress import Progress
 
 PROCESS = {"bench": BenchProcess, "numerics": NumericsProcess, "fresh": NumericsProcess}
 NOW = (Arm("now"),)
@@ -140,8 +151,8 @@ class CellRun:
             self.torch[arm.name] = self.torch[arm.name] or result.torch
             self.results[arm.name][name].append(result)
             for mode in modes:
-                if result.status != OK or result.modes.get(mode) is None \
-                        or result.modes[mode].status != OK:
+                if result.status != Status.OK or result.modes.get(mode) is None \
+                        or result.modes[mode].status != Status.OK:
                     self.failed.add((name, mode))
             self.log(self.cell.name, name, "now" if len(self.arms) == 1 else arm.name,
                      round_, result, self.progress.tick())
@@ -178,7 +189,7 @@ def bench_record(run: CellRun, note: str | None = None, rebuilt: bool = False,
                      run.arm_id(run.arms[-1]), interleaved=run.run_pair is not None,
                      rebuilt=rebuilt)
     return BenchRecord(
-        status=OK, settings=cfg.bench, ab=ab, **base,
+        status=Status.OK, settings=cfg.bench, ab=ab, **base,
         workloads={name: WorkloadRun(tuple(procs), spec_for(run.arms[-1], cfg, name))
                    for name, procs in run.results[run.now].items()}, **extra)
 
@@ -277,8 +288,8 @@ def measure_numerics(cfg: Config, cell: Cell, *, run=run_worker, log=lambda *lin
     if cell_run.skipped:
         return cell_run, {}
     now = cell_run.results[cell_run.now]
-    ran = [name for name, procs in now.items() if procs and procs[0].status == OK
-           and procs[0].modes.get("eager") is not None and procs[0].modes["eager"].status == OK]
+    ran = [name for name, procs in now.items() if procs and procs[0].status == Status.OK
+           and procs[0].modes.get("eager") is not None and procs[0].modes["eager"].status == Status.OK]
     if not ran:  # only what ran cleanly: a crash or a hang is reported once, not twice
         cell_run.progress.plan(-1)
         return cell_run, {}
@@ -290,19 +301,7 @@ def measure_numerics(cfg: Config, cell: Cell, *, run=run_worker, log=lambda *lin
     cell_run.fresh_host = result.host
     log(cell.name, FRESH, "now" if len(arms) == 1 else arm.name, 0, result,
         cell_run.progress.tick())
-    if result.status != OK:
+    if result.status != Status.OK:
         failed = FreshOutputs(result.status, error=result.error or "")
         return cell_run, {name: failed for name in ran}
     return cell_run, result.fresh
-
-
-def capture_env(python: str) -> dict:
-    """The environment as another interpreter sees it (it needs only torch)."""
-    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); "
-            "from stages.measure.probe import capture; print(json.dumps(capture()))")
-    out = subprocess.run([python, "-c", code, str(ROOT)], capture_output=True, text=True,
-                         timeout=120)
-    if out.returncode != 0:
-        tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"error": f"could not capture the environment of {python}: {tail}"}
-    return json.loads(out.stdout.strip().splitlines()[-1])

@@ -1,13 +1,13 @@
 """The sections of the configuration that tune a run (bench, numerics, stats, history, the
 arms, the gate): typed, frozen, with their defaults. `config` parses them; they are re-exported
-there, so `from stages.core.config import BenchSettings` keeps working. Standard library only.
+in the settings module only (no defaults elsewhere). Standard library only.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from stages.core.rows import FAILED, REGRESSED, VERDICTS
+from stages.core.vocabulary import VERDICTS, Verdict
 
 # Tested statistically, higher is worse. first_call_s: with cold compile caches (every eager
 # first call too); first_call_warm_s: with the caches an earlier process of the unit left;
@@ -157,10 +157,10 @@ class CompareSettings:
 # The gate's own token: the run has a baseline and timings, and not one timing could be tested
 # against it (every one NOT COMPARABLE, MISSING, SKIPPED, FAILED or untested).
 NOTHING_COMPARABLE = "NOTHING_COMPARABLE"
-GATE_CHOICES = (*VERDICTS, NOTHING_COMPARABLE)
+GATE_CHOICES = (*(v.value for v in VERDICTS), NOTHING_COMPARABLE)
 
 
 @dataclass(frozen=True)
 class Gate:
     """What fails the run (the `gate` stage, after the reports are written); [] turns it off."""
-    fail_on: tuple[str, ...] = (REGRESSED, FAILED, NOTHING_COMPARABLE)
+    fail_on: tuple[str, ...] = (Verdict.REGRESSED.value, Verdict.FAILED.value, NOTHING_COMPARABLE)

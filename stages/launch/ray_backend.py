@@ -1,7 +1,7 @@
 """The Ray backend (launcher.backend: ray): each unit, a worker process or a lock-step pair as a
-whole, is one Ray task placed by what the cell's device asks for (core.launch.request).
+whole, is one Ray task placed by what the cell's device asks for (launch.ray_resources.request).
 
-Inside the task the unit runs exactly as the local backend runs it (measure.launcher: a fresh
+Inside the task the unit runs exactly as the local backend runs it (launch.local: a fresh
 worker process with its time limit, every failure a status), so isolation, statuses and
 records are the same; the task only adds which node ran it. The project's code travels as
 Ray's runtime environment (`working_dir`); an arm's venv is built on the node from its spec
@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Callable
 
 from stages.core.config import Cell, Config
+from stages.core.config.launcher import RaySettings
 from stages.core.errors import UserError
-from stages.core.launch import RaySettings, describe, offered, request
-from stages.core.schema import Arm, Job
+from stages.core.records.job import Arm, Job
 from stages.core.typed import from_data, to_data
-from stages.measure.launcher import ROOT, run_interleaved, run_worker
+from stages.launch.local import ROOT, run_interleaved, run_worker
+from stages.launch.ray_resources import describe, offered, request
 
 # Not code: history, DVC's cache, environments. Shipped, they would only slow every upload.
 EXCLUDES = (".git", ".dvc", "reports", "__pycache__", "*.pyc", ".venv", "venv")
@@ -140,6 +141,7 @@ def on_node(units: list[dict], timeout_s: float, fresh: bool, cache_dir: str | N
     """The task, on its node: each arm's venv and checkout made ready (cached on the node),
     then the unit run as the local backend runs it, and each result told which node it is."""
     import ray
+
     from stages.arms.cache import cache_at
     from stages.arms.checkout import unpack
     jobs = []
@@ -167,7 +169,7 @@ def on_node(units: list[dict], timeout_s: float, fresh: bool, cache_dir: str | N
 
 
 def capture_on_node(python: str | None, spec: dict | None, cache_dir: str | None) -> dict:
-    from stages.measure.cells import capture_env
+    from stages.launch.environment import capture_env
     return capture_env(_ready_python(python, spec, cache_dir))
 
 
@@ -182,7 +184,7 @@ def _lost_node(exc: Exception) -> str | None:
 
 
 class RayBackend:
-    """Runs a cell's units on the cluster: `run` and `run_pair` take what measure.launcher's
+    """Runs a cell's units on the cluster: `run` and `run_pair` take what launch.local's
     functions take and give what they give."""
 
     def __init__(self, cfg: Config, cell: Cell, arms: tuple[Arm, ...],

@@ -1,6 +1,6 @@
 """Starts worker processes: the one seam between measurement and where it runs.
 
-Local subprocesses; the Ray backend (measure.ray_launcher) runs these same functions inside a
+Local subprocesses; the Ray backend (launch.ray_backend) runs these same functions inside a
 task on a cluster node, so measurement and statistics never see where a unit ran. Every
 failure mode of a worker (exception, crash, hard abort, timeout, missing result) comes back
 as a status with a message, and where it ran (`host`).
@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from stages.core.schema import Job
+from stages.core.records.job import Job
 from stages.core.typed import to_data
 
 ROOT = Path(__file__).resolve().parents[2]

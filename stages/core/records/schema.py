@@ -14,20 +14,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from stages.core.config import BenchSettings, DeviceSpec, PrecisionSpec, WorkloadSpec
-from stages.core.gpu_schema import GpuMode, GpuSeries  # noqa: F401
-from stages.core.job import Arm, Job, Timing  # noqa: F401  (re-exported)
-from stages.core.outputs import (FINGERPRINT_METHOD, SKETCH_K, WHOLE_MAX,  # noqa: F401
-                                 Coverage, Dynamo, Fingerprint, FreshOutputs, ModeOutputs,
-                                 OutputError, VersusEager)
-from stages.core.launch import Hardware, Host  # noqa: F401
-from stages.core.rows import (BAD, EQUIVALENT, FAILED, IMPROVED, INCONCLUSIVE,  # noqa: F401
-                              MISSING, NEW, NOT_COMPARABLE, REGRESSED, SKIPPED, VERDICTS,
-                              Change, CompareRecord, Row)
-
-# Statuses of a worker process or of one mode in it. OK ran; the rest say why not.
-OK = "OK"
-FAILURES = ("ERROR", "OOM", "CRASHED", "TIMEOUT", "NONFINITE")
+from stages.core.config import DeviceSpec, PrecisionSpec
+from stages.core.config.settings import BenchSettings, WorkloadSpec
+from stages.core.records.gpu import GpuMode
+from stages.core.records.host import Host
+from stages.core.records.outputs import (
+    Coverage,
+    Dynamo,
+    Fingerprint,
+    FreshOutputs,
+    ModeOutputs,
+)
+from stages.core.records.rows import CompareRecord
 
 # ---- what one bench worker process measured -------------------------------------------------
 

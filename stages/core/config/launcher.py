@@ -1,4 +1,5 @@
-"""Where worker processes run: the `launcher` section, and what a cell asks of a cluster node.
+"""Where worker processes run: the `launcher` section, and what a device asks of a cluster
+node (its Placement). How that becomes a Ray request is launch.ray_backend's.
 
 `launcher.backend: local` starts every worker process on this machine. `ray` sends each unit
 (one worker process, or a lock-step pair as a whole) to a node of a Ray cluster as one task,
@@ -14,9 +15,6 @@ from dataclasses import dataclass, field
 from stages.core.errors import UserError
 
 BACKENDS = ("local", "ray")
-# Device types whose cells need a GPU of the node (Ray hides the GPUs from a task that asks
-# for none).
-GPU_TYPES = ("cuda", "xpu")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,56 +66,3 @@ class Launcher:
         if not self.ray.address.strip():
             raise UserError("launcher.ray.address is empty; give auto, ray://host:port, "
                             "host:port or local")
-
-
-def request(device_type: str, threads: int, spec: Placement) -> dict:
-    """A unit's Ray resource request. The CPUs are the device's threads (1 when torch picks
-    its own count); a lock-step pair takes turns, so it asks for no more than one unit."""
-    gpus = spec.num_gpus if spec.num_gpus is not None else (
-        1 if device_type in GPU_TYPES else 0)
-    found: dict = {"num_cpus": max(threads, 1), "num_gpus": int(gpus)}
-    if spec.resources:
-        found["resources"] = dict(sorted(spec.resources.items()))
-    if spec.accelerator_type:
-        found["accelerator_type"] = spec.accelerator_type
-    return found
-
-
-def offered(request_: dict) -> dict[str, float]:
-    """The request in the names a node lists its resources by (CPU, GPU, custom, and
-    accelerator_type:<name>, which Ray gives a node of that type)."""
-    found = {"CPU": float(request_["num_cpus"])}
-    if request_.get("num_gpus"):
-        found["GPU"] = float(request_["num_gpus"])
-    found.update({k: float(v) for k, v in request_.get("resources", {}).items()})
-    if request_.get("accelerator_type"):
-        found[f"accelerator_type:{request_['accelerator_type']}"] = 0.001
-    return found
-
-
-def describe(resources: dict[str, float]) -> str:
-    """{CPU: 1, host_c: 1}: how the reports name a request."""
-    def amount(v: float) -> str:
-        return str(int(v)) if float(v).is_integer() else f"{v:g}"
-    return "{" + ", ".join(f"{k}: {amount(v)}" if not k.startswith("accelerator_type:") else k
-                           for k, v in resources.items()) + "}"
-
-
-@dataclass(frozen=True)
-class Hardware:
-    """What a worker process's timings ran on: the fields of the environment's hardware key
-    (judge.environment), read by the process itself. gpu_names: the accelerators the
-    process used (none for a CPU cell: naming them would start a GPU context)."""
-    cpu_model: str | None
-    gpu_names: tuple[str, ...]
-    torch_threads: int | None
-
-
-@dataclass(frozen=True)
-class Host:
-    """Where a worker process ran: the machine's name, the Ray node (None: started here by
-    the local backend) and its hardware (None when the process died before reading it)."""
-    name: str | None
-    node: str | None
-    hardware: Hardware | None
-    retried: str | None = None           # the system failure of a first try on another node

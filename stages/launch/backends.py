@@ -1,5 +1,5 @@
 """The launcher backend a stage measures with: `local` (worker processes on this machine) or
-`ray` (measure.ray_launcher, imported only when chosen). Either gives the same three calls,
+`ray` (launch.ray_backend, imported only when chosen). Either gives the same three calls,
 so cells and statistics never see which ran them."""
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from stages.core.config import Cell, Config
-from stages.core.schema import Arm
-from stages.measure.cells import capture_env
-from stages.measure.launcher import run_interleaved, run_worker
+from stages.core.records.job import Arm
+from stages.launch.environment import capture_env
+from stages.launch.local import run_interleaved, run_worker
 
 
 @dataclass(frozen=True)
 class Backend:
-    run: Callable            # one unit: measure.launcher.run_worker's signature and result
+    run: Callable            # one unit: launch.local.run_worker's signature and result
     run_pair: Callable       # a lock-step pair: run_interleaved's
     capture_env: Callable    # an interpreter's environment, where its units run
 
@@ -29,7 +29,7 @@ def backend(cfg: Config, cell: Cell, arms: tuple[Arm, ...],
     if cfg.launcher.backend == "local":
         yield LOCAL
         return
-    from stages.measure.ray_launcher import RayBackend
+    from stages.launch.ray_backend import RayBackend
     cluster = RayBackend(cfg, cell, arms, log)
     try:
         yield Backend(cluster.run, cluster.run_pair, cluster.capture_env)

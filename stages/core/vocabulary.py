@@ -1,0 +1,83 @@
+"""The words every room shares: verdicts, statuses, the unit key and where reports live.
+
+Each is a `str` enum, so a record's JSON holds the same text as before ("REGRESSED", "OK",
+"NOT MEASURED") and a loaded string compares equal to its member. Standard library only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import PurePosixPath
+
+
+class Word(str, Enum):
+    """A str enum whose str() and format() are its value, on every Python torchgate runs on."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    __format__ = str.__format__
+
+
+class Verdict(Word):
+    """One metric of one unit against the baseline (judge.verdicts decides; DESIGN §4)."""
+    REGRESSED = "REGRESSED"
+    IMPROVED = "IMPROVED"
+    EQUIVALENT = "EQUIVALENT"
+    INCONCLUSIVE = "INCONCLUSIVE"
+    NEW = "NEW"
+    MISSING = "MISSING"
+    FAILED = "FAILED"
+    SKIPPED = "SKIPPED"
+    NOT_COMPARABLE = "NOT COMPARABLE"
+
+
+# Every verdict, in the order a page lists them: what needs a look first.
+VERDICTS = (Verdict.REGRESSED, Verdict.FAILED, Verdict.INCONCLUSIVE, Verdict.NOT_COMPARABLE,
+            Verdict.IMPROVED, Verdict.EQUIVALENT, Verdict.NEW, Verdict.MISSING, Verdict.SKIPPED)
+BAD = (Verdict.REGRESSED, Verdict.FAILED)                         # what fails a gate by default
+DECIDED = (Verdict.REGRESSED, Verdict.IMPROVED, Verdict.EQUIVALENT)   # a test reached a decision
+QUIET = (Verdict.EQUIVALENT, Verdict.NEW, Verdict.SKIPPED)        # nothing for a reviewer to do
+
+
+class Status(Word):
+    """How a worker process, or one mode in it, ended. OK ran; SKIPPED could not run here
+    (the device is absent); the rest are FAILURES."""
+    OK = "OK"
+    SKIPPED = "SKIPPED"
+    ERROR = "ERROR"
+    OOM = "OOM"
+    CRASHED = "CRASHED"
+    TIMEOUT = "TIMEOUT"
+    NONFINITE = "NONFINITE"
+
+
+FAILURES = (Status.ERROR, Status.OOM, Status.CRASHED, Status.TIMEOUT, Status.NONFINITE)
+
+
+class Check(Word):
+    """A numerics check's outcome against its tolerances."""
+    PASS = "PASS"
+    FAIL = "FAIL"
+    NONFINITE = "NONFINITE"
+    NOT_MEASURED = "NOT MEASURED"
+
+
+@dataclass(frozen=True, order=True)
+class UnitKey:
+    """What one verdict is about: a metric of a workload's mode in one cell, as a stage saw it."""
+    stage: str
+    cell: str
+    workload: str
+    mode: str
+    metric: str
+
+
+# Where the reports live, relative to the project's root (and inside any revision of it).
+REPORTS = PurePosixPath("reports")
+ENV_JSON = REPORTS / "env" / "env.json"
+SHORT_COMMIT = 10           # characters of a commit id shown to people
+
+
+def short(commit: str) -> str:
+    return commit[:SHORT_COMMIT]

@@ -1,0 +1,64 @@
+"""How a workload is built in a worker: threads and matmul precision for the job, the
+`compile` its factory gets, autocast where the precision asks for it, and how a workload's
+exception becomes a status."""
+from __future__ import annotations
+
+import traceback
+from functools import partial
+
+import torch
+
+from stages.core.records.job import Job
+from stages.core.vocabulary import Status
+from stages.measure.extensions import missing_kernel
+
+
+def failure(exc: BaseException) -> dict:
+    """A status (OOM or ERROR), a one-line message and a short traceback for an exception
+    raised by a workload."""
+    text = str(exc).lower()
+    oom = (isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError"
+           or "out of memory" in text or "can't allocate memory" in text
+           or "not enough memory" in text)
+    first = missing_kernel(exc) or (str(exc).strip().splitlines()[0] if str(exc).strip() else "")
+    return {"status": Status.OOM if oom else Status.ERROR, "error": f"{type(exc).__name__}: {first}"[:500],
+            "traceback": traceback.format_exc(limit=-3)[-2000:]}
+
+
+def configure(job: Job) -> None:
+    threads = job.workload.threads or job.device.threads    # a sweep's unit sets its own
+    if threads:
+        torch.set_num_threads(threads)
+    torch.set_float32_matmul_precision(job.precision.matmul_precision)
+
+
+def compiler(mode: str, dynamic: bool | None = None, backend: str | None = None):
+    """The `compile` a factory gets; `dynamic` as the workload's `_dynamic_` sets it (None:
+    torch.compile's automatic dynamic shapes, after a first recompile), `backend` as the
+    device's `compile_backend` (None: inductor)."""
+    if mode == "eager":
+        return lambda fn: fn
+    chosen = {"dynamic": dynamic, **({"backend": backend} if backend else {})}
+    if mode == "compiled":
+        return partial(torch.compile, **chosen)
+    return partial(torch.compile, mode=mode, **chosen)
+
+
+def build(job: Job, factory, device: torch.device, dtype: torch.dtype, mode: str,
+          workload_index: int = 0):
+    """The workload, built by its factory for this device, dtype and mode (under autocast
+    when the precision asks for it)."""
+    spec = job.workloads[workload_index]
+    workload = factory(device=device, dtype=dtype,
+                       compile=compiler(mode, spec.dynamic, job.device.compile_backend),
+                       seed=job.seed, **spec.kwargs)
+    if job.precision.autocast and dtype != torch.float64:
+        inner = workload.step
+        amp = getattr(torch, job.precision.autocast_dtype)
+        workload.step = lambda: _autocast_call(inner, device.type, amp)
+    return workload
+
+
+def _autocast_call(fn, device_type: str, dtype: torch.dtype):
+    with torch.autocast(device_type, dtype=dtype):
+        return fn()
