@@ -206,7 +206,7 @@ def test_each_phase_is_judged_by_its_own_reading():
 # Process-to-process spread (SD of log) of the sentinel taken as the worker takes it (the
 # fastest of 20 loops and of 6 copies over three bursts), measured on a shared 2-core VM while
 # other programs took half of it or more: loop 2-4 % (the more they took, the wider), copy
-# 8-10 %. At the loop's 4 % the test passes in 3 % of runs (README).
+# 8-10 %. At the loop's 4 % the test passes in 3 % of runs (stages/judge/__init__.py).
 LOOP_SPREAD, COPY_SPREAD = 0.02, 0.09
 
 

@@ -298,7 +298,7 @@ def test_delta_bounds_the_estimate_not_the_truth():
     """REGRESSED needs the estimate beyond δ, not the interval: a true change of 0.9·δ is
     flagged in up to ~30 % of runs where the spread is ~0.4·δ (2 % at δ = 5 %) and many
     processes make it significant, and almost never on a quiet unit; 1.1·δ is caught in most.
-    The README quotes these figures."""
+    stages/judge/__init__.py quotes these figures."""
     worst = _regressed_share(1.045, 8, 0.02, tests=60)
     quiet = _regressed_share(1.045, 15, 0.002, tests=60)
     caught = _regressed_share(1.055, 15, 0.005, tests=60)

@@ -1,0 +1,147 @@
+"""The judge room: statistics and rules, pure (records in, rows out; no files, git, clocks or
+markdown). This docstring is the theory behind a verdict: how far to trust one.
+
+The test
+--------
+
+The worker process, not the iteration, is the unit of replication. Each process contributes
+one summary per metric (its median sample); the comparison is a t-test on the log of these
+summaries, so a change reads as a ratio: Welch's against a recorded baseline, a paired one
+against a baseline measured in lock-step beside this run (see `stages/arms`). A test on
+pooled samples takes the offsets between worker processes for a change of the code.
+
+- REGRESSED / IMPROVED: the change is significant after Benjamini-Hochberg adjustment over
+  every tested metric of the run (false discovery rate `stats.alpha`, default 0.05) *and*
+  larger than the metric's minimum effect δ (`stats.delta`: 5 % steady state, 20 % first
+  call / compile, cold and warm, 25 % warm-up, 5 / 10 / 20 % latency p50 / p90 / p99, 5 %
+  memory). It is the estimate that must lie beyond δ, not the whole interval, so a true
+  change just under δ is sometimes flagged: a true +4.5 % (0.9·δ) came out REGRESSED in 29 %
+  of simulated runs at a 2 % process spread with 8 processes a side, and in none at a 0.2 %
+  spread; a true +5.5 % was caught in all runs at 0.5 % spread and 15 processes
+  (`tests/test_stats.py::test_delta_bounds_the_estimate_not_the_truth`). Read δ as the size
+  of change worth a look, not a sharp line.
+- EQUIVALENT: the change lies within ±δ by two one-sided tests, i.e. its (1 − 2α) interval
+  (90 %; 1 − 2α/`max_looks` with adaptive sampling) lies within ±δ. A report shows the
+  interval each verdict was decided on: the test's (1 − α) interval for REGRESSED /
+  IMPROVED, the equivalence interval otherwise, so an interval shown inside ±δ is always
+  EQUIVALENT.
+- INCONCLUSIVE: neither; the report says roughly how many worker processes per side would
+  decide.
+
+Two things borrow strength from outside the unit: its process variance is moderated across
+the run's units, and a recorded baseline adds the variance of two runs measured apart.
+
+How far to trust a verdict
+--------------------------
+
+Adaptive sampling (on by default, `bench.adaptive_budget_s: 60` per cell; `adaptive.py`).
+When a baseline exists and a timing comes out INCONCLUSIVE (or REGRESSED: a regression is
+confirmed with a fresh batch, which a noisy bimodal cell whose few processes happened to split
+between its modes does not survive), the bench stage adds worker processes for that workload
+and mode (up to `bench.max_processes`) and looks again, at most `bench.max_looks` times. The
+error budget follows the looks: a look only ever stops early for an equivalence, so
+EQUIVALENT is decided at α / `max_looks`; an interim REGRESSED always gets a fresh batch, so
+a regression decided on processes no interim look had seen is tested at the full α, and one
+decided on processes a look had already seen (out of budget) at α / `max_looks`, with a note.
+`bench.adaptive_budget_s=0` turns it off.
+
+Variance moderation (`moderation.py`). At 4 processes a side a unit's variance has 3 degrees
+of freedom, and the t-test's critical value at the run's level is about 6. The run's units of
+one metric share most of their noise, so each unit's variance is moderated towards theirs
+(empirical Bayes, Smyth 2004, as in limma's `squeezeVar`): it gains the prior's degrees of
+freedom, and a unit whose variance is far above the others' (a bimodal workload) keeps its
+own. `compare.md` prints the prior per metric. Simulated at K = 4 processes
+(`tests/test_stats_run_level.py`), the median MDE is 10.0 % against plain Welch's 14.4 % when
+the units' process spreads range over 1–4 %, and 28.4 % against 30.9 % over 1–15 %, with
+false alarms within α in both.
+
+Run-to-run variance (against a recorded baseline only). Two runs measured apart differ by more
+than their processes do (machine state, memory layout, a noisy neighbour), and no number of
+processes shrinks that. Each timing's standard error includes the variance of a run's offset,
+estimated per unit from the committed history (the bench reports at the last
+`stats.history_runs` commits with the baseline's hardware, torch version and workload
+settings; at least 3 runs, moderated across the run's units) or, without enough history, the
+prior `stats.run_spread` (3 % relative SD). `compare.md` says which source each run used. A
+baseline measured again beside this run, in lock-step, needs none: both arms share the moment,
+which is why the arms give much tighter verdicts.
+
+The machine-speed sentinel (`timings.py`). Every worker process also times a pure-Python loop
+and a 32 MiB memory copy (the standard library's memmove), code that no torch upgrade
+touches, in short bursts before its first mode and after each; its reading is the fastest
+repetition of each. Against a recorded baseline a cell's timings are compared only when the
+sentinel shows the machine unchanged, and the guard fails closed: the 1 − 2α (90 %) interval
+of the loop's ratio now / baseline over the cell's processes must lie within ±δ/2 (±2.5 %),
+two one-sided tests. Otherwise every timing of the cell is NOT COMPARABLE with one line naming
+the sentinel, its ratio and interval: "machine speed changed" when the interval lies wholly
+beyond ±δ/2, "machine speed not shown steady" when it is too wide or a side has fewer than two
+readings. So a machine a few percent slower is never blamed on the code in every row at once.
+The copy only vetoes (its interval wholly beyond ±δ/2 voids the timings): memory bandwidth on
+a shared host wanders with the neighbours, too much to be shown steady. With another Python
+version (`python.version` of the two environments) the loop times the interpreter, not the
+machine: the copy alone decides, and must then be shown within ±δ/2. A baseline measured side
+by side saw the same machine at the same moment, so no sentinel is used there. A baseline
+whose sentinel was taken another way (by an earlier torchgate) is not compared: measure it
+again (`baseline.measure=rebuild`) or commit a new one.
+
+  Measured on a shared 2-core VM while other programs took half of it or more: the loop's
+  process-to-process spread (SD of the log) was 6 % for one burst and 2–4 % for the fastest
+  over three bursts (the more the others took, the wider; 4–5 % in the workers of an
+  eager-only run, two bursts each); the copy's 4–10 %. At the default 12 readings a side
+  (3 workloads × 4 processes) an unchanged machine passes in 95 % of A/A comparisons at a
+  1.5 % loop spread, 79 % at 2 %, 52 % at 2.5 %, 25 % at 3 % and 3 % at 4 %; held to the same
+  test, a copy spread of 8–10 % would pass in none. The one-burst sentinel used before spread
+  2–12 % (loop) and 4–36 % (copy) in the 18 arms of 13 bench runs on that machine, and between
+  runs of one afternoon its loop moved by up to 17 %: 2 of 100 pairs of arms passed the loop's
+  test, none the copy's. On such a machine a recorded baseline is usually NOT COMPARABLE,
+  which is true, and the baseline measured again beside the run is the comparison to trust.
+
+Busy machine (`timings.py`; the readings come from `stages/measure`). Over every timed phase
+(the first call, the warm-up, each steady-state sample; not the waits for a lock-step turn)
+the worker reads what else took the CPU: other programs' busy time on the CPUs it may run on
+(Linux `/proc/stat` per CPU of its affinity mask), minus the CPU time of the worker and its
+descendants (torch.compile's compile workers are its own), and hypervisor steal. Under a
+cgroup CPU quota (a container started with `--cpus`, a Kubernetes limit: `cpu.max`, or
+`cpu.cfs_quota_us` in cgroup v1) other programs count only where they ate into that quota, so
+a container limited to 2 CPUs on a busy 64-CPU host is not read as busy. A process is left out
+of a timing's test when, during that timing's phase, other programs and steal together took
+more than `compare.busy_share` (25 %) of the CPU it could use, and the report says how many
+were; when fewer than two remain on a side, the unit is NOT COMPARABLE. The record also keeps
+each phase's run-queue delay (seconds the worker's threads waited for a CPU per second, from
+`/proc/self/task/*/schedstat`), which the rule does not use: a workload with more runnable
+threads than CPUs waits on its own threads. A phase too short for `/proc`'s 10 ms clock ticks
+to read (an eager first call of a few milliseconds) is judged by the steady samples' reading;
+where these files do not exist (macOS, some containers) there is no reading and no process is
+left out. The sentinel cannot see what this sees: on a 2-core VM, with a test suite running
+beside the bench stage, every 2-thread workload of a cell ran 1.6–13× slower while the
+single-threaded loop ran at full speed, and the run reported nine false REGRESSED verdicts
+before this rule. Leaving processes out on a reading that does not depend on the code keeps
+the test fair; a workload that hands its work to a process outside its own tree (a server
+started elsewhere) would count it as another program, so set `compare.busy_share=1` for such
+a workload.
+
+The self-check (`selfcheck.py`, `rules.py`) measures this machine's real error rates for the
+selected matrix:
+
+    python -m stages.selfcheck              # reports/selfcheck.md
+    python -m stages.selfcheck --repeat 3   # also 3 fresh runs in sequence against the first
+
+It measures every cell with twice `bench.processes` worker processes, then splits each unit's
+processes at random into two halves many times and runs the real comparison on them (A/A: the
+false-alarm rate), and again with a 10 % slowdown injected into one unit (the detection rate),
+and prints the minimum detectable effect of every unit. `--repeat N` adds N fresh runs
+compared with the first, which includes the machine's drift over time.
+
+A table then sets torchgate beside the rules other tools apply, each judging the same splits
+and the same injected slowdowns on the steady-state samples, with each rule's one-line
+description, its false-alarm rate (the share of A/A comparisons in which it called any unit of
+the run slower) and its detection rate: TorchBench's 7 % threshold on the median, `asv
+compare`'s factor 1.1 with a Mann–Whitney U test at p < 0.002, and `pyperf compare_to`'s t-test
+at 95 % (`rules.py`; each follows the tool's source, named there). torchgate's row counts its
+steady-state verdicts only, as the rules see. The other rules are given every process's
+samples of a side, pooled, as asv and pyperf pool theirs (TorchBench times one process a
+side); a test on pooled samples takes the offsets between worker processes for a change of
+the code, which is why torchgate tests one value per process.
+
+Lasting shifts in the history (`changepoints.py`, `trends.py`) are found by Apache Otava's
+method; `reports/README.md` ("The history") gives its derivation and what it finds.
+"""

@@ -14,7 +14,7 @@ Workload whose `step()` does one unit of work and returns its outputs.
 A workload whose input shapes vary (sequence lengths, batch sizes) declares them in `shapes`:
 a label and a step per shape, in the order to run, the first being `step`'s own. Compiled
 modes run each further shape after the steady state and record the recompiles and the time
-each shape change cost (see README, "Dynamic shapes").
+each shape change cost (see reports/README.md, "Dynamic shapes").
 """
 from __future__ import annotations
 
