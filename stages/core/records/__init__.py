@@ -91,7 +91,10 @@ def parse_record(text: str, cls: type, source: str) -> Any:
         raise UserError(f"{source} has schema_version {version}, written by a newer torchgate; "
                         f"this one reads {kind} records up to {SCHEMA[kind]}: upgrade torchgate "
                         "or rerun the stage to rewrite it")
-    while version < SCHEMA[kind]:
+    while True:
+        data = upgrades.SAME_VERSION.get((kind, version), dict)(data)
+        if version == SCHEMA[kind]:
+            break
         data = upgrades.UPGRADES[(kind, version)](data)
         version += 1
     body = {k: v for k, v in data.items() if k not in ("schema_version", "kind")}

@@ -1,4 +1,5 @@
-"""Upgrades of older record formats, one function per (kind, version) -> version + 1.
+"""Upgrades of older record formats, one function per (kind, version) -> version + 1, and
+per version whose shape changed without a bump, one that reads its older shape (SAME_VERSION).
 
 Users commit their baseline history; a torchgate upgrade must still read and compare it.
 Each function takes and returns plain data, so that every later reader sees one format.
@@ -27,33 +28,41 @@ def _bench_2(data: dict) -> dict:
     return {**data, "schema_version": 3}
 
 
+def _each_mode(data: dict, fix) -> dict:
+    """The bench record with `fix` applied to every mode of every process, in its workloads
+    and in its A/B baseline arm's."""
+    def workloads(runs: dict) -> dict:
+        out = {}
+        for name, run in (runs or {}).items():
+            processes = []
+            for proc in (run or {}).get("processes") or []:
+                if isinstance(proc, dict):
+                    proc = {**proc, "modes": {mode: fix(mode, m) if isinstance(m, dict) else m
+                                              for mode, m in (proc.get("modes") or {}).items()}}
+                processes.append(proc)
+            out[name] = {**run, "processes": processes}
+        return out
+
+    out = {**data, "workloads": workloads(data.get("workloads"))}
+    ab = data.get("ab")
+    if isinstance(ab, dict) and isinstance(ab.get("baseline"), dict):
+        out["ab"] = {**ab, "baseline": {**ab["baseline"],
+                                        "workloads": workloads(ab["baseline"].get("workloads"))}}
+    return out
+
+
 def _bench_3(data: dict) -> dict:
     """Schema 4 measures warm-up as the calls until steady-state speed, found from the data.
     A schema-3 `warmup_s` was the configured `bench.warmup_s` plus one call, whatever the
     workload did: not the same quantity, so it is dropped rather than compared. Schema 4 also
     says which compile cache a first call found; every schema-3 process compiled cold."""
-    def fix(workloads: dict) -> dict:
-        out = {}
-        for name, run in (workloads or {}).items():
-            processes = []
-            for proc in (run or {}).get("processes") or []:
-                modes = {}
-                for mode, m in ((proc or {}).get("modes") or {}).items():
-                    if isinstance(m, dict):
-                        m = {**m, "warmup_s": None, "warmup_calls": None}
-                        if mode != "eager" and m.get("first_call_s") is not None:
-                            m["compile_cache"] = "cold"
-                    modes[mode] = m
-                processes.append({**proc, "modes": modes} if isinstance(proc, dict) else proc)
-            out[name] = {**run, "processes": processes}
-        return out
+    def fix(mode: str, m: dict) -> dict:
+        m = {**m, "warmup_s": None, "warmup_calls": None}
+        if mode != "eager" and m.get("first_call_s") is not None:
+            m["compile_cache"] = "cold"
+        return m
 
-    out = {**data, "schema_version": 4, "workloads": fix(data.get("workloads"))}
-    ab = data.get("ab")
-    if isinstance(ab, dict) and isinstance(ab.get("baseline"), dict):
-        out["ab"] = {**ab, "baseline": {**ab["baseline"],
-                                        "workloads": fix(ab["baseline"].get("workloads"))}}
-    return out
+    return {**_each_mode(data, fix), "schema_version": 4}
 
 
 def _bench_4(data: dict) -> dict:
@@ -115,6 +124,23 @@ def _compare_1(data: dict) -> dict:
     return {**data, "schema_version": 2, "rows": rows}
 
 
+def _without_control(data: dict) -> dict:
+    """Bench records written from 3c30acb to e897b3a (schemas 5 and 6) may carry the in-process
+    control, removed without a schema bump: `settings.control` and each mode's `control_s` (a
+    numpy kernel timed beside each sample). Both are dropped: the steady state is tested as it
+    is, as every record without the control was (a control only replaced it in the test
+    where it cut the process spread)."""
+    out = _each_mode(data, lambda mode, m: {k: v for k, v in m.items() if k != "control_s"})
+    settings = data.get("settings")
+    if isinstance(settings, dict):
+        out["settings"] = {k: v for k, v in settings.items() if k != "control"}
+    return out
+
+
 UPGRADES = {("bench", 1): _bench_1, ("bench", 2): _bench_2, ("bench", 3): _bench_3,
             ("bench", 4): _bench_4, ("bench", 5): _bench_5, ("numerics", 1): _numerics_1,
             ("numerics", 2): _numerics_2, ("compare", 1): _compare_1}
+
+# A version whose shape changed without a bump: its records, as read, are first made the shape
+# the version has now (before its upgrade to the next one, if any).
+SAME_VERSION = {("bench", 5): _without_control, ("bench", 6): _without_control}
