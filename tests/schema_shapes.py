@@ -23,7 +23,7 @@ SHAPES = Path(__file__).parent / "fixtures" / "schema" / "shapes.json"
 
 # The one place that names the record modules: `records` (SCHEMA, load_record ...) and
 # `schema` (KINDS, the record dataclasses).
-MODULES = {"records": "stages.core.records", "schema": "stages.core.schema"}
+MODULES = {"records": "stages.core.records", "schema": "stages.core.records.schema"}
 
 
 def module(name: str) -> types.ModuleType:

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from stages.core.config import parse
-from stages.core.inputs import Pair, RunInputs
+from stages.core.records.inputs import Pair, RunInputs
 from stages.judge.run import compare_run
 from tests.schema_shapes import SHAPES, classes, current, module, shape
 
