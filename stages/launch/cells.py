@@ -32,9 +32,10 @@ from stages.core.records.schema import (
     Look,
     NumericsProcess,
     Pending,
+    RecordedWorkload,
     WorkloadRun,
 )
-from stages.core.typed import from_data
+from stages.core.typed import from_data, to_data
 from stages.core.vocabulary import Status
 from stages.launch.environment import capture_env
 from stages.launch.local import run_interleaved, run_worker
@@ -59,6 +60,12 @@ def job_for(cfg: Config, cell: Cell, workloads: list[WorkloadSpec], kind: str,
 def spec_for(arm: Arm, cfg: Config, name: str) -> WorkloadSpec | None:
     """The workload as the arm runs it: its revision's config; None when it has none."""
     return cfg.workloads[name] if arm.workloads is None else arm.workloads.get(name)
+
+
+def recorded(spec: WorkloadSpec | None) -> RecordedWorkload | None:
+    """The record's snapshot of a workload: a setting the snapshot lacks is a record shape
+    change (a schema version), and fails here loudly rather than being dropped."""
+    return None if spec is None else from_data(RecordedWorkload, to_data(spec), "workload")
 
 
 def parsed(kind: str, raw: dict, where: str):
@@ -175,22 +182,22 @@ class CellRun:
 def bench_record(run: CellRun, note: str | None = None, rebuilt: bool = False,
                  **extra) -> BenchRecord:
     cell, cfg = run.cell, run.cfg
-    base = dict(cell=cell.name, device=cell.device, precision=cell.precision, modes=cfg.modes,
-                arms_note=note)
+    base = dict(cell=cell.name, device=to_data(cell.device), precision=to_data(cell.precision),
+                modes=cfg.modes, arms_note=note)
     if run.skipped:
-        return BenchRecord(status="SKIPPED", reason=run.skipped, **base)
+        return BenchRecord(status=Status.SKIPPED, reason=run.skipped, **base)
     ab = None
     if len(run.arms) > 1:
         first = run.arms[0]
         ab = BenchAB(BenchArm(**vars(run.arm_id(first)),
                               workloads={name: WorkloadRun(tuple(procs),
-                                                           spec_for(first, cfg, name))
+                                                           recorded(spec_for(first, cfg, name)))
                                          for name, procs in run.results[first.name].items()}),
                      run.arm_id(run.arms[-1]), interleaved=run.run_pair is not None,
                      rebuilt=rebuilt)
     return BenchRecord(
-        status=Status.OK, settings=cfg.bench, ab=ab, **base,
-        workloads={name: WorkloadRun(tuple(procs), spec_for(run.arms[-1], cfg, name))
+        status=Status.OK, settings=to_data(cfg.bench), ab=ab, **base,
+        workloads={name: WorkloadRun(tuple(procs), recorded(spec_for(run.arms[-1], cfg, name)))
                    for name, procs in run.results[run.now].items()}, **extra)
 
 

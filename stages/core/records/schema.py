@@ -14,8 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from stages.core.config import DeviceSpec, PrecisionSpec
-from stages.core.config.settings import BenchSettings, WorkloadSpec
 from stages.core.records.gpu import GpuMode
 from stages.core.records.host import Host
 from stages.core.records.outputs import (
@@ -142,9 +140,25 @@ class NumericsProcess(Process):
 
 
 @dataclass(frozen=True)
+class RecordedWorkload:
+    """A workload as the record's arm ran it: the record's own type, not the configuration's,
+    so that a change of conf/workload/ never changes what an old record reads as. Sweeps and
+    the history read it (which unit of a sweep, whether a point is like the baseline's)."""
+    name: str
+    target: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    timeout_s: float | None = None
+    latency: bool = False
+    dynamic: bool | None = None
+    threads: int | None = None
+    family: str | None = None
+    point: tuple[tuple[Any, ...], ...] = ()
+
+
+@dataclass(frozen=True)
 class WorkloadRun:
     processes: tuple[BenchProcess, ...] = ()
-    spec: WorkloadSpec | None = None
+    spec: RecordedWorkload | None = None
 
 
 @dataclass(frozen=True)
@@ -195,9 +209,12 @@ class BenchRecord:
     status: str                        # OK or SKIPPED
     modes: tuple[str, ...] = ()
     reason: str | None = None
-    device: DeviceSpec | None = None
-    precision: PrecisionSpec | None = None
-    settings: BenchSettings | None = None
+    # The device, precision and bench sections as they were configured, as plain data: read
+    # by people, never interpreted, so that removing or adding a setting leaves every
+    # record readable (removing bench.control once made a month of records unreadable).
+    device: dict[str, Any] | None = None
+    precision: dict[str, Any] | None = None
+    settings: dict[str, Any] | None = None
     workloads: dict[str, WorkloadRun] = field(default_factory=dict)
     looks_planned: int = 1
     adaptive_processes: int = 0
