@@ -22,6 +22,7 @@ from stages.core.errors import UserError, one_line_errors
 from stages.core.records import dumps, write_record, write_text
 from stages.core.records.schema import EnvRecord
 from stages.core.typed import from_data
+from stages.core.vocabulary import REPORTS
 from stages.judge.environment import diff, hardware_changes
 from stages.measure.probe import capture, fingerprint
 from stages.render.environment import render_md
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--params", default="params.yaml", type=Path,
                         help="params file; baseline.rev names the baseline (default HEAD)")
-    parser.add_argument("--out", default="reports/env", type=Path,
+    parser.add_argument("--out", default=REPORTS / "env", type=Path,
                         help="folder for env.json and env.md")
     args = parser.parse_args(argv)
     with one_line_errors("env"):

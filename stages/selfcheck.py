@@ -24,7 +24,7 @@ from pathlib import Path
 from stages.core import config
 from stages.core.errors import one_line_errors
 from stages.core.records import write_text
-from stages.core.vocabulary import Verdict
+from stages.core.vocabulary import REPORTS, Status, Verdict
 from stages.judge.selfcheck import check, split, verdicts
 from stages.launch.cells import measure_bench
 from stages.render.progress import bench_line
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--splits", type=int, default=200)
     parser.add_argument("--slowdown", type=float, default=0.10)
     parser.add_argument("--repeat", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=Path("reports/selfcheck.md"))
+    parser.add_argument("--out", type=Path, default=REPORTS / "selfcheck.md")
     args = parser.parse_args(argv)
     with one_line_errors("selfcheck"):
         cfg = config.load(args.params)
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> None:
         doubled = dataclasses.replace(once, bench=dataclasses.replace(
             once.bench, processes=2 * cfg.bench.processes))
         records = {cell.name: measure_bench(doubled, cell, log=_log) for cell in cfg.cells()}
-        records = {c: r for c, r in records.items() if r.status == "OK"}
+        records = {c: r for c, r in records.items() if r.status == Status.OK}
         checked = check(records, cfg, args.splits, args.slowdown)
         repeats = None
         if args.repeat:

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from stages.core import config
 from stages.compose import compose
+from stages.core import config
 from stages.core.errors import UserError
 
 from .venvs import child_venv

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from stages.core import config, records
-from stages.core.records.host import Hardware, Host
 from stages.core.errors import UserError
+from stages.core.records.host import Hardware, Host
 from stages.core.records.schema import BenchRecord
 from stages.core.vocabulary import Verdict
 from stages.judge.timings import bench_rows

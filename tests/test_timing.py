@@ -11,8 +11,7 @@ import time
 import pytest
 
 from stages.measure.proc import tree_cpu_s
-from stages.measure.timing import (BusyMachine, SentinelProbe, measure, steady_start,
-                                   still_falling)
+from stages.measure.timing import BusyMachine, SentinelProbe, measure, steady_start, still_falling
 
 
 class FakeClock:

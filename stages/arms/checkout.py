@@ -13,6 +13,7 @@ from pathlib import Path
 
 from stages.arms.cache import building, ready
 from stages.core.errors import UserError
+from stages.core.vocabulary import short
 
 
 def _git(*args: str, root: Path, text: bool = True) -> subprocess.CompletedProcess:
@@ -31,7 +32,7 @@ def export(commit: str, cache: Path, root: Path = Path(".")) -> Path:
     archive = _git("archive", "--format=tar", commit, "--", ".", root=Path(root), text=False)
     if archive.returncode != 0:
         tail = (archive.stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1]
-        raise UserError(f"cannot export the project at {commit[:10]}: {tail}")
+        raise UserError(f"cannot export the project at {short(commit)}: {tail}")
     return unpack(archive.stdout, target)
 
 
@@ -71,7 +72,7 @@ def differs(commit: str, paths: list[str], root: Path = Path(".")) -> bool:
         return False
     changed = _git("diff", "--quiet", commit, "--", *paths, root=root)
     if changed.returncode not in (0, 1):
-        raise UserError(f"git diff against {commit[:10]} failed: "
+        raise UserError(f"git diff against {short(commit)} failed: "
                         f"{(changed.stderr.strip().splitlines() or ['?'])[-1]}")
     untracked = _git("ls-files", "--others", "--exclude-standard", "--", *paths, root=root)
     return changed.returncode == 1 or bool(untracked.stdout.strip())

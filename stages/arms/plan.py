@@ -31,10 +31,9 @@ from stages.core.config import Config, parse_workloads
 from stages.core.config.settings import WorkloadSpec
 from stages.core.config.sweeps import expand
 from stages.core.errors import UserError
-from stages.core.records.job import Arm
+from stages.core.records.job import NOW_ARM, Arm
 from stages.core.records.schema import EnvRecord
-
-NOW = Arm("now")
+from stages.core.vocabulary import ENV_JSON, short
 
 
 @dataclass(frozen=True)
@@ -43,10 +42,6 @@ class Plan:
     note: str                  # how timings are compared, and why: one line for the reports
     rebuilt: bool = False      # the first arm is the baseline, measured again
     unchanged: bool = False    # this run's packages and workload code are the baseline's
-
-    @property
-    def side_by_side(self) -> bool:
-        return len(self.arms) > 1
 
 
 def workload_paths(workloads: dict[str, WorkloadSpec], root: Path = Path(".")) -> list[str]:
@@ -68,14 +63,14 @@ def plan(cfg: Config, log: Callable[[str], None] = lambda line: None,
     if cfg.candidate.wanted:
         return _candidate(cfg, log, root)
     if cfg.baseline.measure == "recorded":
-        return Plan((NOW,), "Timings compare with the baseline's recorded numbers "
+        return Plan((NOW_ARM,), "Timings compare with the baseline's recorded numbers "
                             "(baseline.measure=recorded).")
     try:
         return _rebuilt_baseline(cfg, log, root)
     except UserError as exc:
         if cfg.baseline.measure == "rebuild":
             raise
-        return Plan((NOW,), f"Timings compare with the baseline's recorded numbers: the "
+        return Plan((NOW_ARM,), f"Timings compare with the baseline's recorded numbers: the "
                             f"baseline could not be measured again ({exc}).")
 
 
@@ -83,7 +78,7 @@ def _candidate(cfg: Config, log, root: Path) -> Plan:
     cache = cache_root(cfg)
     python, spec = cfg.candidate.python, None
     if cfg.candidate.pip:
-        here = load_current(root / "reports" / "env" / "env.json", EnvRecord)
+        here = load_current(root / ENV_JSON, EnvRecord)
         if here is None or not here.env.get("distributions"):
             raise UserError("candidate.pip builds on this environment's package set, recorded by "
                             "the env stage; run `python -m stages.env` (or dvc repro) first")
@@ -99,7 +94,7 @@ def _candidate(cfg: Config, log, root: Path) -> Plan:
     what = ", ".join(filter(None, [f"`{python}`" if cfg.candidate.python else "",
                                    f"{' '.join(cfg.candidate.pip)} on this environment"
                                    if cfg.candidate.pip else "",
-                                   f"the workloads at {rev[:10]}" if rev else ""]))
+                                   f"the workloads at {short(rev)}" if rev else ""]))
     return Plan((Arm("baseline"), Arm("candidate", python, code, rev, workloads, spec)),
                 f"Timings compare the candidate ({what}) with this environment and working tree, "
                 "measured side by side in lock-step pairs.")
@@ -108,11 +103,11 @@ def _candidate(cfg: Config, log, root: Path) -> Plan:
 def _rebuilt_baseline(cfg: Config, log, root: Path) -> Plan:
     commit = git.resolve_rev(cfg.baseline.rev, root)
     if commit is None:
-        return Plan((NOW,), "No baseline yet: this run's numbers are recorded for the next.")
-    env_path = Path("reports") / "env" / "env.json"
+        return Plan((NOW_ARM,), "No baseline yet: this run's numbers are recorded for the next.")
+    env_path = ENV_JSON
     base_env = load_baseline(commit, env_path, EnvRecord, root)
     if base_env is None:
-        return Plan((NOW,), f"No baseline at {cfg.baseline.rev} yet: this run's numbers are "
+        return Plan((NOW_ARM,), f"No baseline at {cfg.baseline.rev} yet: this run's numbers are "
                             "recorded for the next.")
     here = load_current(root / env_path, EnvRecord)
     if here is None:
@@ -128,8 +123,8 @@ def _rebuilt_baseline(cfg: Config, log, root: Path) -> Plan:
     code_differs = (checkout.differs(commit, workload_paths(cfg.workloads, root), root)
                     or _specs(base_workloads, cfg) != _specs(cfg.workloads, cfg))
     if not (packages_differ or code_differs) and cfg.baseline.measure == "auto":
-        return Plan((NOW,), f"Timings compare with the baseline's recorded numbers: its "
-                            f"packages and workload code are this run's ({commit[:10]}).",
+        return Plan((NOW_ARM,), f"Timings compare with the baseline's recorded numbers: its "
+                            f"packages and workload code are this run's ({short(commit)}).",
                     unchanged=True)
     cache = cache_root(cfg)
     python, spec = None, None
@@ -145,10 +140,10 @@ def _rebuilt_baseline(cfg: Config, log, root: Path) -> Plan:
     torch = base_packages.get("torch")
     baseline = (Arm("baseline", python, code, commit, base_workloads, spec) if code_differs
                 else Arm("baseline", python, venv=spec))   # the same workloads: this tree's
-    return Plan((baseline, NOW),
+    return Plan((baseline, NOW_ARM),
                 f"Timings compare with the baseline measured again beside this run, in "
                 f"lock-step pairs: its {changed} from this run's; the baseline arm runs "
-                f"torch {torch}" + (f" and the workloads at {commit[:10]}" if code_differs
+                f"torch {torch}" + (f" and the workloads at {short(commit)}" if code_differs
                                     else "") + ".", rebuilt=True)
 
 
@@ -164,10 +159,10 @@ def _materialise(cfg: Config, spec: venv.VenvSpec, cache: Path, log) -> str:
 def _checkout(cfg: Config, commit: str, cache: Path, log, root: Path):
     code = checkout.export(commit, cache, root)
     if not (code / "stages" / "workloads" / "__init__.py").is_file():
-        raise UserError(f"the revision {commit[:10]} keeps its workloads outside "
+        raise UserError(f"the revision {short(commit)} keeps its workloads outside "
                         "stages/workloads/ (an older layout) and cannot be measured by this "
                         "harness")
-    log(f"the workloads at {commit[:10]} are in {code}")
+    log(f"the workloads at {short(commit)} are in {code}")
     return str(code), _workloads_at(commit, cfg, root)
 
 
@@ -176,11 +171,11 @@ def _workloads_at(commit: str, cfg: Config, root: Path) -> dict[str, WorkloadSpe
     sweeps (the sweep is a setting of the run, not of the workloads)."""
     text = git.read_file(commit, "params.yaml", root)
     if text is None:
-        raise UserError(f"params.yaml is not committed at {commit[:10]}")
+        raise UserError(f"params.yaml is not committed at {short(commit)}")
     try:
         raw = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
-        raise UserError(f"params.yaml at {commit[:10]} is not valid YAML "
+        raise UserError(f"params.yaml at {short(commit)} is not valid YAML "
                         f"({str(exc).splitlines()[0]})") from None
     return expand(parse_workloads(raw.get("workload") or {}), cfg.sweep, strict=False)
 
@@ -194,10 +189,4 @@ def _specs(workloads: dict[str, WorkloadSpec], cfg: Config) -> dict:
 def _without_harness(packages: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in packages.items() if k not in venv.NOT_PINNED}
 
-
-def job_workloads(arm: Arm, cfg: Config) -> dict[str, WorkloadSpec]:
-    """The workloads an arm runs: its revision's configs, for the names this run selects."""
-    if arm.workloads is None:
-        return cfg.workloads
-    return {name: arm.workloads[name] for name in cfg.workloads if name in arm.workloads}
 

@@ -6,8 +6,9 @@ import argparse
 from pathlib import Path
 
 from stages.core import config
-from stages.core.baseline import REPORTS, git
+from stages.core.baseline import git
 from stages.core.config.targets import check_arguments
+from stages.core.vocabulary import REPORTS
 
 
 def cell_stage(kind: str, doc: str, argv: list[str] | None):

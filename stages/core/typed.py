@@ -49,9 +49,14 @@ def to_data(value: Any) -> Any:
     return value
 
 
+def _plain(value: Any) -> Any:
+    return value.value if isinstance(value, Enum) else value
+
+
 def _is_default(f: dataclasses.Field, value: Any) -> bool:
     if f.default is not dataclasses.MISSING:
-        return value is f.default or (type(value) is type(f.default) and value == f.default)
+        value, default = _plain(value), _plain(f.default)
+        return value is default or (type(value) is type(default) and value == default)
     if f.default_factory is not dataclasses.MISSING:
         return value == f.default_factory()
     return False

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from pathlib import PurePosixPath
+from pathlib import Path
+from typing import NamedTuple
 
 
 class Word(str, Enum):
@@ -73,8 +74,18 @@ class UnitKey:
     metric: str
 
 
+class Tick(NamedTuple):
+    """Where a running stage is (launch.progress counts, render.progress writes the line)."""
+    done: int
+    planned: int
+    elapsed_s: float
+    left_s: float          # at the mean pace of the units done so far
+
+
+FRESH = "fresh process"     # the unit that reruns a cell's workloads (determinism check)
+
 # Where the reports live, relative to the project's root (and inside any revision of it).
-REPORTS = PurePosixPath("reports")
+REPORTS = Path("reports")
 ENV_JSON = REPORTS / "env" / "env.json"
 SHORT_COMMIT = 10           # characters of a commit id shown to people
 

@@ -12,6 +12,7 @@ import math
 
 from stages.core.config.settings import TIMED
 from stages.core.records.schema import BenchRecord, EnvRecord
+from stages.core.vocabulary import Status
 from stages.judge.environment import get, hardware_key
 from stages.judge.moderation import RunSpread, run_spreads
 from stages.judge.timings import process_values
@@ -30,7 +31,7 @@ def unit_runs(history: list[tuple[BenchRecord, EnvRecord]], base: BenchRecord,
     for record, env in history:
         # A what-if A/B record holds the candidate's processes, not this environment's.
         what_if = record.ab is not None and not record.ab.rebuilt
-        if record.status != "OK" or what_if or not like_the_baseline(env, base_env):
+        if record.status != Status.OK or what_if or not like_the_baseline(env, base_env):
             continue
         for name, run in record.workloads.items():
             wanted = base.workloads.get(name)

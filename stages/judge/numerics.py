@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from stages.core.records.outputs import Coverage, Dynamo
 from stages.core.records.schema import CompiledCheck, ModeNumerics, NumericsRecord
-from stages.core.vocabulary import Status, Verdict
+from stages.core.vocabulary import Check, Status, Verdict
 from stages.judge import portability
 from stages.judge.verdicts import Draft
 
@@ -44,12 +44,12 @@ def _numerics_row(key: dict, ev: ModeNumerics, prev: ModeNumerics | None,
                 base=prev.status if prev else None)
     problems = "; ".join(ev.problems)
     if prev is None:
-        row.verdict = Verdict.FAILED if ev.status != "PASS" else Verdict.NEW
+        row.verdict = Verdict.FAILED if ev.status != Check.PASS else Verdict.NEW
         row.note = problems
-    elif ev.status != "PASS":
+    elif ev.status != Check.PASS:
         row.verdict = Verdict.FAILED
-        row.note = ("was PASS, now " if prev.status == "PASS" else "") + problems
-    elif prev.status != "PASS":
+        row.note = ("was PASS, now " if prev.status == Check.PASS else "") + problems
+    elif prev.status != Check.PASS:
         row.verdict, row.note = Verdict.IMPROVED, "now passes; was " + "; ".join(prev.problems)
     else:
         grown = [f"{name} error {err / old:.1f}x the baseline's ({old:.2e} -> {err:.2e})"
@@ -66,7 +66,7 @@ def portability_rows(key: dict, ev: ModeNumerics, prev: ModeNumerics | None,
                      tolerance: float | None, method: tuple) -> list[Draft]:
     prev = prev if prev is not None and prev.ran else None
     rows = []
-    finite = ev.status != "NONFINITE"  # NaN/Inf: FAILED already; nothing to measure
+    finite = ev.status != Check.NONFINITE  # NaN/Inf: FAILED already; nothing to measure
     if ev.compiled_vs_eager is not None and finite:
         rows.extend(_compiled_row(key, ev.compiled_vs_eager, ev, prev))
     if ev.rerun_max_abs is not None and finite:
@@ -82,7 +82,7 @@ def _compiled_row(key: dict, check: CompiledCheck, ev: ModeNumerics,
                   prev: ModeNumerics | None) -> list[Draft]:
     """dynamo's accuracy rule as a check of its own: FAILED when the compiled error exceeds
     the multiplier times eager's."""
-    if check.status == "NOT MEASURED":
+    if check.status == Check.NOT_MEASURED:
         return []
     before = prev.compiled_vs_eager.status if prev and prev.compiled_vs_eager else None
     row = Draft(**key, metric="compiled_vs_eager", verdict=Verdict.EQUIVALENT, now=check.status,
@@ -92,12 +92,12 @@ def _compiled_row(key: dict, check: CompiledCheck, ev: ModeNumerics,
     direct = [v for v in check.rel_l2.values() if v is not None]
     summary = ((f"compiled error {max(ratios):.2f}x eager's" if ratios else "")
                + (f"; compiled vs eager rel. L2 {max(direct):.1e}" if direct else ""))
-    if check.status == "FAIL":
+    if check.status == Check.FAIL:
         row.verdict = Verdict.FAILED
-        row.note = ("was PASS, now " if before == "PASS" else "") + "; ".join(check.problems)
+        row.note = ("was PASS, now " if before == Check.PASS else "") + "; ".join(check.problems)
     elif before is None:
         row.verdict, row.note = Verdict.NEW, summary
-    elif before == "FAIL":
+    elif before == Check.FAIL:
         row.verdict, row.note = Verdict.IMPROVED, "now passes; " + summary
     else:
         row.note = summary

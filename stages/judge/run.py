@@ -11,6 +11,7 @@ import dataclasses
 from stages.core.config import Config
 from stages.core.records.inputs import RunInputs
 from stages.core.records.schema import BenchRecord
+from stages.core.vocabulary import REPORTS, Status
 from stages.judge.environment import hardware_changes, python_change
 from stages.judge.history import prior, spreads_of_run
 from stages.judge.numerics import numerics_rows
@@ -99,7 +100,7 @@ def compare_run(cfg: Config, inputs: RunInputs) -> Comparison:
         elif now is not None:
             from_git += 1
             if inputs.commit is not None and base is None:
-                missing.append(f"reports/{stage}/{cell}.json")
+                missing.append(f"{REPORTS}/{stage}/{cell}.json")
         if stage == "bench":
             if now is not None and now.arms_note:
                 notes.insert(0, now.arms_note)
@@ -127,7 +128,7 @@ def compare_run(cfg: Config, inputs: RunInputs) -> Comparison:
                      "Commit `reports/` to make this run the baseline.")
     notes.append(run_level_note(sources, cfg.stats.run_spread))
     benches = [p.now for (stage, _), p in inputs.pairs.items()
-               if stage == "bench" and p.now is not None and p.now.status == "OK"]
+               if stage == "bench" and p.now is not None and p.now.status == Status.OK]
     result = finish(drafts, alpha=cfg.stats.alpha, power=cfg.stats.power, looks=looks,
                     notes=list(dict.fromkeys(notes)), baseline=inputs.rev,
                     has_baseline=inputs.commit is not None)

@@ -46,7 +46,8 @@ def verdicts(pairs: dict, cfg: Config, *, apart: bool = False) -> Comparison:
     measured `apart` (--repeat) face both, as a recorded baseline does (with the prior)."""
     drafts = []
     for cell, (base, now) in pairs.items():
-        rows = bench_rows(cell, now, base, cfg.stats.delta, alpha=cfg.stats.alpha,
+        rows = bench_rows(cell, now, base, cfg.stats.delta, None, cfg.compare.busy_share,
+                          alpha=cfg.stats.alpha,
                           same_run=not apart)
         for row in rows if apart else ():
             row.run = prior(cfg.stats.run_spread) if row.shift is not None else None

@@ -80,10 +80,6 @@ class Shift:
             return (Part("pair", 2 * self.spread ** 2),)
         return Part("base", self.spread ** 2), Part("now", self.spread ** 2)
 
-    @property
-    def run_part(self) -> Part | None:
-        return next((p for p in self.parts if p.side == "run"), None)
-
 
 def shift(base: Sequence[float], now: Sequence[float]) -> Shift | None:
     """Welch's t-test on log values; None when either side has fewer than two processes or a

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Iterator
 
-from stages.core.config.settings import LATENCY, TIMED, Delta
+from stages.core.config.settings import LATENCY, TIMED, CompareSettings, Delta, StatsSettings
 from stages.core.records.schema import BenchProcess, BenchRecord, Busy, ModeTiming
 from stages.core.vocabulary import Status, Verdict
 from stages.judge import placement, portability, stats
@@ -195,8 +195,9 @@ def machine_unchanged(base: BenchRecord | None, now: BenchRecord, *, alpha: floa
 # ---- rows --------------------------------------------------------------------------------
 
 def bench_rows(cell: str, now: BenchRecord | None, base: BenchRecord | None, delta: Delta,
-               not_comparable: str | None = None, busy_share: float = 0.25, *,
-               paired: bool = False, alpha: float = 0.05, python: str | None = None,
+               not_comparable: str | None = None,
+               busy_share: float = CompareSettings.busy_share, *,
+               paired: bool = False, alpha: float = StatsSettings.alpha, python: str | None = None,
                same_run: bool = False, allow_hardware_change: bool = False) -> list[Draft]:
     """`paired`: base is the other arm of an interleaved A/B run, measured in lock-step
     pairs with this one. A base that is another arm of this run (or, `same_run`, part of
@@ -237,15 +238,15 @@ def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None,
     if failed_now:
         was = ("was OK, now " if in_base and not failed_base else "") + failed_now[0]
         return [Draft(**key, metric="status", verdict=Verdict.FAILED,
-                      base="OK" if in_base and not failed_base else None,
+                      base=Status.OK if in_base and not failed_base else None,
                       now=failed_now[0].split(":")[0], note=was)]
     measured = [m for m in (*TIMED, *GPU_TIMED) if process_values(now, workload, mode, m)]
     if not in_base:
         return [Draft(**key, metric=m, verdict=Verdict.NEW,
                       now=_middle(process_values(now, workload, mode, m))) for m in measured]
     if failed_base:
-        return [Draft(**key, metric="status", verdict=Verdict.IMPROVED, base="FAILED", now="OK",
-                      note=f"now runs; was {failed_base[0]}")]
+        return [Draft(**key, metric="status", verdict=Verdict.IMPROVED, base=Verdict.FAILED,
+                      now=Status.OK, note=f"now runs; was {failed_base[0]}")]
     rows = []
     for metric in (*TIMED, *GPU_TIMED):
         if not process_values(base, workload, mode, metric):

@@ -17,10 +17,8 @@ from stages.core.records.schema import (
     NumericsRecord,
     Tolerance,
 )
-from stages.core.vocabulary import Status
+from stages.core.vocabulary import FRESH, Check, Status
 from stages.judge import portability
-
-FRESH = "fresh process"     # the unit launch.cells reruns a cell's workloads in
 
 
 def evaluate(result: ModeOutputs, precision: PrecisionSpec) -> ModeNumerics:
@@ -28,15 +26,15 @@ def evaluate(result: ModeOutputs, precision: PrecisionSpec) -> ModeNumerics:
     errors against float64; compiled against eager is a check of its own."""
     if result.status != Status.OK:
         return ModeNumerics(result.status, problems=(result.error or "",))
-    problems, status = [], "PASS"
+    problems, status = [], Check.PASS
     for name, m in sorted(result.outputs.items()):
         if m.ref_nonfinite:
-            status = "NONFINITE"
+            status = Check.NONFINITE
             problems.append(f"{name} has {m.nonfinite} NaN/Inf of {m.numel} values and its "
                             f"float64 reference {m.ref_nonfinite}: the workload produces them "
                             "at any precision")
         elif m.nonfinite:
-            status = "NONFINITE"
+            status = Check.NONFINITE
             problems.append(f"{name} has {m.nonfinite} NaN/Inf of {m.numel} values")
         elif m.rel_l2 is not None:   # None: an empty output, nothing to compare
             if m.rel_l2 > precision.rel_l2_tol:
@@ -44,8 +42,8 @@ def evaluate(result: ModeOutputs, precision: PrecisionSpec) -> ModeNumerics:
                                 f"{precision.rel_l2_tol:.0e}")
             if m.cosine < precision.cosine_min:
                 problems.append(f"{name} cosine {m.cosine:.4f} < {precision.cosine_min}")
-    if problems and status == "PASS":
-        status = "FAIL"
+    if problems and status == Check.PASS:
+        status = Check.FAIL
     nan = float("nan")   # NaN/Inf outputs: measured, and not finite
 
     def errors(field: str) -> dict:
@@ -64,7 +62,7 @@ def compiled_check(result: ModeOutputs, precision: PrecisionSpec) -> CompiledChe
     x eager's error + tolerance/10 (at least 3x for outputs under 1000 values); plus the
     direct difference between compiled and eager, for the record."""
     if result.vs_eager is None:
-        return CompiledCheck("NOT MEASURED",
+        return CompiledCheck(Check.NOT_MEASURED,
                              (f"eager failed: {result.vs_eager_error or 'not run'}",))
     problems, measured = [], False
     for name, m in sorted(result.outputs.items()):
@@ -78,7 +76,8 @@ def compiled_check(result: ModeOutputs, precision: PrecisionSpec) -> CompiledChe
             problems.append(f"{name} compiled error {m.rel_l2:.2e} > {mult:g}x "
                             f"eager's {eager.eager_rel_l2:.2e} + tolerance/10")
     vs = result.vs_eager
-    return CompiledCheck("FAIL" if problems else "PASS" if measured else "NOT MEASURED",
+    status = Check.FAIL if problems else Check.PASS if measured else Check.NOT_MEASURED
+    return CompiledCheck(status,
                          tuple(problems), {n: v.rel_l2 for n, v in vs.items()},
                          {n: v.max_abs for n, v in vs.items()},
                          {n: v.eager_rel_l2 for n, v in vs.items()})
@@ -111,7 +110,7 @@ def numerics_record(cfg: Config, cell: Cell, run, fresh: dict[str, FreshOutputs]
     fresh-process check folded into the reported arm's eager results, op coverage, the
     tolerances used; with two arms, the first as `ab.baseline`."""
     if run.skipped:
-        return NumericsRecord(cell.name, "SKIPPED", reason=run.skipped, wall_s=wall_s)
+        return NumericsRecord(cell.name, Status.SKIPPED, reason=run.skipped, wall_s=wall_s)
     evaluated = {a: {name: evaluate_modes(procs, cell.precision, cfg.modes)
                      for name, procs in per_arm.items()} for a, per_arm in run.results.items()}
     for name, check in fresh.items():
@@ -137,7 +136,8 @@ def numerics_record(cfg: Config, cell: Cell, run, fresh: dict[str, FreshOutputs]
                                     coverage=coverage(first.name), hosts=hosts(first.name)),
                         run.arm_id(run.arms[-1]), rebuilt)
     p = cell.precision
-    return NumericsRecord(cell.name, Status.OK, workloads=evaluated[run.now], coverage=coverage(run.now),
+    return NumericsRecord(cell.name, Status.OK, workloads=evaluated[run.now],
+                          coverage=coverage(run.now),
                           fingerprint_method=FINGERPRINT_METHOD,
                           tolerance=Tolerance(p.rel_l2_tol, p.cosine_min, p.compiled_multiplier),
                           wall_s=wall_s, ab=ab, hosts=hosts(run.now))

@@ -14,6 +14,7 @@ from typing import Any
 
 from stages.core.config.settings import TIMED, HistorySettings
 from stages.core.records.schema import BenchRecord, EnvRecord
+from stages.core.vocabulary import Status
 from stages.judge import stats
 from stages.judge.changepoints import Shift, change_points
 from stages.judge.environment import get, hardware_key
@@ -76,7 +77,7 @@ def _changes(before: tuple[str | None, str | None, Any], after: tuple,
 def _usable(run: Run) -> bool:
     # A what-if A/B record holds the candidate's processes, not this environment's.
     what_if = run.bench.ab is not None and not run.bench.ab.rebuilt
-    return run.bench.status == "OK" and not what_if
+    return run.bench.status == Status.OK and not what_if
 
 
 def series(runs: dict[str, list[Run]], settings: HistorySettings) -> list[Series]:

@@ -21,7 +21,7 @@ from typing import Callable
 from stages.core.config import Cell, Config
 from stages.core.config.settings import WorkloadSpec
 from stages.core.errors import UserError
-from stages.core.records.job import Arm, Job, Timing
+from stages.core.records.job import NOW_ARM, Arm, Job, Timing
 from stages.core.records.outputs import FreshOutputs
 from stages.core.records.schema import (
     ArmId,
@@ -36,14 +36,13 @@ from stages.core.records.schema import (
     WorkloadRun,
 )
 from stages.core.typed import from_data, to_data
-from stages.core.vocabulary import Status
+from stages.core.vocabulary import FRESH, Status
 from stages.launch.environment import capture_env
 from stages.launch.local import run_interleaved, run_worker
 from stages.launch.progress import Progress
 
 PROCESS = {"bench": BenchProcess, "numerics": NumericsProcess, "fresh": NumericsProcess}
-NOW = (Arm("now"),)
-FRESH = "fresh process"     # the unit that reruns a cell's workloads for determinism
+NOW = (NOW_ARM,)
 
 
 def job_for(cfg: Config, cell: Cell, workloads: list[WorkloadSpec], kind: str,
@@ -74,7 +73,7 @@ def parsed(kind: str, raw: dict, where: str):
     try:
         return from_data(PROCESS[kind], raw, where)
     except UserError as exc:
-        return PROCESS[kind]("ERROR", error=f"unreadable worker result: {exc}"[:500])
+        return PROCESS[kind](Status.ERROR, error=f"unreadable worker result: {exc}"[:500])
 
 
 class CellRun:
@@ -150,7 +149,7 @@ class CellRun:
             ran = (self.run(job, timeout_s=timeout_s, python=python,
                             fresh_compile_cache=self.fresh) for job, python in jobs)
         for arm, raw in zip(order, ran):
-            if raw.get("status") == "SKIPPED":
+            if raw.get("status") == Status.SKIPPED:
                 self.skipped = str(raw.get("error"))
                 return
             result = parsed(self.kind, {**raw, "round": round_},
@@ -296,7 +295,8 @@ def measure_numerics(cfg: Config, cell: Cell, *, run=run_worker, log=lambda *lin
         return cell_run, {}
     now = cell_run.results[cell_run.now]
     ran = [name for name, procs in now.items() if procs and procs[0].status == Status.OK
-           and procs[0].modes.get("eager") is not None and procs[0].modes["eager"].status == Status.OK]
+           and procs[0].modes.get("eager") is not None
+           and procs[0].modes["eager"].status == Status.OK]
     if not ran:  # only what ran cleanly: a crash or a hang is reported once, not twice
         cell_run.progress.plan(-1)
         return cell_run, {}

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from stages.core.records.job import Job
 from stages.core.typed import to_data
+from stages.core.vocabulary import Status
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED_INDUCTOR_CACHE = Path(tempfile.gettempdir()) / "torchgate-inductor-cache"
@@ -77,7 +78,7 @@ class _Worker:
         wall_s = time.perf_counter() - self.started
         here = {"name": socket.gethostname(), "node": None, "hardware": None}
         if timed_out:
-            return {"status": "TIMEOUT", "wall_s": wall_s, "host": here,
+            return {"status": Status.TIMEOUT, "wall_s": wall_s, "host": here,
                     "error": f"no result within the {timeout_s:g} s time limit "
                              "(raise bench.timeout_s or the workload's _timeout_s_)",
                     "stderr_tail": _tail(self.stderr_path)}
@@ -85,9 +86,9 @@ class _Worker:
             return json.loads(self.result_path.read_text(encoding="utf-8"))
         code = self.proc.returncode
         tail = _tail(self.stderr_path)
-        status = "OOM" if code == -signal.SIGKILL else "CRASHED"
+        status = Status.OOM if code == -signal.SIGKILL else Status.CRASHED
         reason = _describe_exit(code) + (" (likely the out-of-memory killer)"
-                                         if status == "OOM" else "")
+                                         if status == Status.OOM else "")
         last = tail.splitlines()[-1] if tail else "no output on stderr"
         return {"status": status, "wall_s": wall_s, "error": f"worker {reason}: {last}"[:500],
                 "stderr_tail": tail, "host": here}

@@ -4,14 +4,9 @@ writes the line."""
 from __future__ import annotations
 
 import time
-from typing import Callable, NamedTuple
+from typing import Callable
 
-
-class Tick(NamedTuple):
-    done: int
-    planned: int
-    elapsed_s: float
-    left_s: float          # at the mean pace of the units done so far
+from stages.core.vocabulary import Tick
 
 
 class Progress:

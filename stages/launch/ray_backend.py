@@ -25,6 +25,7 @@ from stages.core.config.launcher import RaySettings
 from stages.core.errors import UserError
 from stages.core.records.job import Arm, Job
 from stages.core.typed import from_data, to_data
+from stages.core.vocabulary import Status
 from stages.launch.local import ROOT, run_interleaved, run_worker
 from stages.launch.ray_resources import describe, offered, request
 
@@ -236,7 +237,7 @@ class RayBackend:
         while True:
             missing = unavailable(ray, self.wanted, lost)
             if missing:
-                return [{"status": "SKIPPED", "error": missing + (
+                return [{"status": Status.SKIPPED, "error": missing + (
                     f" (the node that ran it was lost: {first})" if first else "")}
                         for _ in jobs]
             # Elsewhere: the label selector keeps a retry off the node just lost.
@@ -250,13 +251,13 @@ class RayBackend:
                     ray.exceptions.RaySystemError) as exc:
                 reason = _line(exc)[:300]
                 if first is not None:
-                    return [{"status": "CRASHED", "error": f"lost twice on the cluster: "
+                    return [{"status": Status.CRASHED, "error": f"lost twice on the cluster: "
                              f"{first}; then {reason}"} for _ in jobs]
                 first, node = reason, _lost_node(exc)
                 lost = (node,) if node else ()
                 continue
             except ray.exceptions.OutOfMemoryError as exc:   # Ray's memory monitor: its result
-                return [{"status": "OOM", "error": _line(exc)[:500]} for _ in jobs]
+                return [{"status": Status.OOM, "error": _line(exc)[:500]} for _ in jobs]
             except ray.exceptions.RayError as exc:      # the cluster cannot run it at all
                 raise UserError(f"the Ray cluster could not run a unit of this cell: "
                                 f"{_line(exc)}") from None

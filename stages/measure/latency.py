@@ -15,7 +15,6 @@ from stages.measure.clocks import Clock, SyncClock
 from stages.measure.timing import BusyMachine
 
 QUANTILES = {"latency_p50_s": 0.50, "latency_p90_s": 0.90, "latency_p99_s": 0.99}
-MIN_CALLS = 100      # below this a p99 is the slowest call, not a percentile
 
 
 def percentile(ordered: list[float], q: float) -> float:

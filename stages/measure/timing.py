@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from stages.core.config.settings import BenchSettings
 from stages.measure.clocks import Clock
 from stages.measure.proc import (
     CGROUP,
@@ -225,7 +226,8 @@ Sampler = Callable[[Callable[[], Any], int, Callable[[], None], Any], list[float
 
 
 def measure(step: Callable[[], Any], clock: Clock, *, samples: int, sample_target_s: float,
-            warmup_s: float, min_warmup_calls: int, warmup_max_s: float = 10.0,
+            warmup_s: float, min_warmup_calls: int,
+            warmup_max_s: float = BenchSettings.warmup_max_s,
             after_first: Callable[[], None] = lambda: None,
             turn: Callable[[], None] = lambda: None, busy: dict | None = None,
             sampler: Sampler | None = None) -> Phases:

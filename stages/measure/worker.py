@@ -22,6 +22,7 @@ from stages.core.records.job import Job
 from stages.core.records.outputs import FreshOutputs, ModeOutputs, VersusEager
 from stages.core.records.schema import ModeTiming
 from stages.core.typed import from_data
+from stages.core.vocabulary import Status
 from stages.measure.accelerator import Unavailable
 from stages.measure.accelerator import notes as device_notes
 from stages.measure.accuracy import (
@@ -116,10 +117,10 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
             if compiled else ()
     bad = sum(nonfinite_count(t) for t in flatten(phases.first_output).values())
     if bad:
-        return ModeTiming("NONFINITE", error=f"first call returned {bad} NaN/Inf values")
+        return ModeTiming(Status.NONFINITE, error=f"first call returned {bad} NaN/Inf values")
     counts = dynamo.summary() if compiled else None
     return ModeTiming(
-        "OK", first_call_s=phases.first_call_s, warmup_s=phases.warmup_s,
+        Status.OK, first_call_s=phases.first_call_s, warmup_s=phases.warmup_s,
         warmup_calls=phases.warmup_calls, warmup_excess_s=phases.warmup_excess_s,
         warmup_settled=phases.warmup_settled, calls_per_sample=phases.calls_per_sample,
         steady_s=tuple(phases.steady_s), peak_bytes=peak, **tail, shapes=shapes,
@@ -184,7 +185,7 @@ def fresh_process_outputs(job: Job) -> dict:
             named = outputs_after_steps(job, load_target(spec.target), device, dtype, "eager",
                                         workload_index=i)
             found[spec.name] = FreshOutputs(
-                "OK", digest=digest(named),
+                Status.OK, digest=digest(named),
                 fingerprint={n: fingerprint(t) for n, t in named.items()})
         except Exception as exc:
             found[spec.name] = failure(exc)
@@ -238,7 +239,7 @@ def mode_outputs(job: Job, factory, device, dtype, mode: str, reference: dict,
         except Exception as exc:
             versus_error = failure(exc)["error"]
     return ModeOutputs(
-        "OK", outputs={name: error_metrics(t, reference[name]) for name, t in first.items()},
+        Status.OK, outputs={name: error_metrics(t, reference[name]) for name, t in first.items()},
         rerun_max_abs=max_abs_difference(first, again), digest=digest(first),
         fingerprint={name: fingerprint(t) for name, t in first.items()},
         dynamo=dynamo, vs_eager=versus, vs_eager_error=versus_error)
@@ -270,9 +271,9 @@ def main(argv: list[str]) -> int:
     run = {"bench": run_bench, "numerics": run_numerics, "fresh": fresh_process_outputs}
     try:
         body = run[job.kind](job)
-        body["status"] = "OK"
+        body["status"] = Status.OK
     except Unavailable as exc:
-        body = {"status": "SKIPPED", "error": str(exc)}
+        body = {"status": Status.SKIPPED, "error": str(exc)}
     except Exception as exc:
         body = failure(exc)
     body.update(torch=torch.__version__, pid=os.getpid(), wall_s=time.perf_counter() - started,

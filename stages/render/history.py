@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from stages.core.config.settings import HistorySettings
+from stages.core.vocabulary import short
 from stages.judge.changepoints import Shift
 from stages.judge.trends import KEY_METRICS, Point, Series
 from stages.render.markdown import markdown_table, percent, pvalue, seconds
@@ -15,7 +16,7 @@ BARS = "▁▂▃▄▅▆▇█"
 
 
 def run_name(point: Point) -> str:
-    return "workspace" if point.commit is None else f"`{point.commit[:10]}`"
+    return "workspace" if point.commit is None else f"`{short(point.commit)}`"
 
 
 def day(point: Point) -> str:

@@ -9,6 +9,7 @@ from stages.core.records import dumps
 from stages.core.records.outputs import SKETCH_K, WHOLE_MAX
 from stages.core.records.rows import Row
 from stages.core.records.schema import NumericsRecord
+from stages.core.vocabulary import Check, Status
 from stages.judge import portability
 from stages.judge.verdicts import Comparison
 from stages.render.markdown import markdown_table, sci
@@ -55,7 +56,7 @@ def compiled(record: NumericsRecord) -> str:
             rows.append([workload, mode, name, sci(ev.rel_l2[name]),
                          sci(check.eager_rel_l2.get(name)), sci(check.rel_l2.get(name)),
                          sci(check.max_abs.get(name)), check.status])
-        if not ev.rel_l2 or check.status == "NOT MEASURED":
+        if not ev.rel_l2 or check.status == Check.NOT_MEASURED:
             rows.append([workload, mode, "; ".join(check.problems), "", "", "", "",
                          check.status])
     if not rows:
@@ -117,7 +118,7 @@ def ops(record: NumericsRecord, rows: list[Row]) -> str:
              "TorchDispatchMode; `fwd` is everything outside backward. Namespaces beyond "
              "PyTorch's own (`torch.ops.<namespace>`) are extensions: custom operators.", ""]
     for workload, c in sorted(record.coverage.items()):
-        if c.status != "OK":
+        if c.status != Status.OK:
             lines += [f"### {workload}", "", f"Not measured: {c.error}", ""]
             continue
         off = portability.fallback_ops(c)

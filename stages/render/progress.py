@@ -4,10 +4,8 @@ lines, no terminal control codes: a CI log and `dvc queue logs` read as a termin
 from __future__ import annotations
 
 from stages.core.records.schema import BenchProcess, ModeNumerics, NumericsProcess
-from stages.core.vocabulary import Status
+from stages.core.vocabulary import Status, Tick
 from stages.judge import stats
-
-Tick = tuple[int, int, float, float]    # done, planned, elapsed_s, left_s (launch.progress)
 
 
 def clock(seconds: float) -> str:

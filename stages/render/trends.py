@@ -6,6 +6,7 @@ import math
 
 from matplotlib.figure import Figure
 
+from stages.core.vocabulary import short
 from stages.judge.trends import Series
 from stages.render.plots import png, time_unit
 
@@ -17,7 +18,7 @@ NAMES = {"steady_s": "steady state per call", "first_call_s": "first call (cold 
 
 
 def _label(point) -> str:
-    return "workspace" if point.commit is None else point.commit[:7]
+    return "workspace" if point.commit is None else short(point.commit)
 
 
 def trend(found: list[Series], title: str) -> bytes | None:

@@ -24,6 +24,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
+
 @dataclass
 class Workload:
     step: Callable[[], Any]          # one unit of work; returns its outputs (tensor/tuple/dict)

@@ -15,9 +15,9 @@ from stages.core.errors import UserError
 from stages.core.records import load_record, parse_record
 from stages.core.records.inputs import RunInputs, needs_recorded, pair
 from stages.core.records.schema import BenchRecord, EnvRecord, NumericsRecord
+from stages.core.vocabulary import REPORTS
 
 KINDS = {"bench": BenchRecord, "numerics": NumericsRecord}
-REPORTS = Path("reports")
 
 
 def load_baseline(commit: str | None, path: Path, cls: type, root: Path = Path(".")) -> Any:

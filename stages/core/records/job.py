@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stages.core.config import DeviceSpec, PrecisionSpec
-from stages.core.config.settings import WorkloadSpec
+from stages.core.config.settings import BenchSettings, WorkloadSpec
 
 
 @dataclass(frozen=True)
@@ -15,9 +15,9 @@ class Timing:
     sample_target_s: float
     warmup_s: float
     min_warmup_calls: int
-    warmup_max_s: float = 10.0
-    latency_calls: int = 200
-    latency_s: float = 0.5
+    warmup_max_s: float = BenchSettings.warmup_max_s
+    latency_calls: int = BenchSettings.latency_calls
+    latency_s: float = BenchSettings.latency_s
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,9 @@ class Arm:
     rev: str | None = None
     workloads: dict[str, WorkloadSpec] | None = None   # that revision's; None: this config's
     venv: Any = None                   # arms.venv.VenvSpec `python` was built from, if any
+
+
+NOW_ARM = Arm("now")      # a run that measures only itself
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from stages.core.records.outputs import (
     ModeOutputs,
 )
 from stages.core.records.rows import CompareRecord
+from stages.core.vocabulary import Check
 
 # ---- what one bench worker process measured -------------------------------------------------
 
@@ -264,7 +265,7 @@ class ModeNumerics:
 
     @property
     def ran(self) -> bool:
-        return self.status in ("PASS", "FAIL", "NONFINITE")
+        return self.status in (Check.PASS, Check.FAIL, Check.NONFINITE)
 
 
 @dataclass(frozen=True)
