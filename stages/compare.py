@@ -14,6 +14,7 @@ from stages.core.errors import one_line_errors
 from stages.core.records import write_record, write_text
 from stages.core.records.rows import CompareRecord
 from stages.judge.run import compare_run
+from stages.judge.verdicts import findings
 from stages.render.markdown import tally
 from stages.render.verdicts import page
 
@@ -29,7 +30,7 @@ def main(argv: list[str] | None = None) -> None:
             result.power, tuple(result.notes), tuple(result.rows), result.unchanged))
         write_text(args.reports / "compare.md", page(result, f"compare: matrix "
                                                               f"{cfg.matrix.name}"))
-        print(f"torchgate compare: {tally(r.verdict for r in result.rows)}")
+        print(f"torchgate compare: {tally(r.verdict for r in findings(result.rows))}")
 
 
 if __name__ == "__main__":

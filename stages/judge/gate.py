@@ -8,6 +8,7 @@ from __future__ import annotations
 from stages.core.config.settings import NOTHING_COMPARABLE, TIMED
 from stages.core.records.rows import CompareRecord, Row
 from stages.core.vocabulary import VERDICTS, Verdict
+from stages.judge.verdicts import findings
 
 # A bench row that stands for every timing of its unit: failed, skipped or missing.
 UNIT_METRICS = ("status", "cell")
@@ -61,7 +62,7 @@ def untested(record: CompareRecord) -> str | None:
 def gate_failures(record: CompareRecord, fail_on: tuple[str, ...]) -> list[str]:
     """Why the run fails, one reason a line (the verdicts counted together); [] passes."""
     failures = []
-    counted = _tally([r for r in record.rows if r.verdict in fail_on])
+    counted = _tally([r for r in findings(record.rows) if r.verdict in fail_on])
     if counted:
         failures.append(counted)
     why = nothing_comparable(record) if NOTHING_COMPARABLE in fail_on else None
@@ -77,7 +78,7 @@ def gate_checked(record: CompareRecord, fail_on: tuple[str, ...]) -> str:
     said = []
     verdicts = [v for v in VERDICTS if v in fail_on]
     if verdicts:
-        said.append(f"no {' or '.join(verdicts)} among {len(record.rows)} verdicts")
+        said.append(f"no {' or '.join(verdicts)} among {len(findings(record.rows))} verdicts")
     if NOTHING_COMPARABLE in fail_on:
         count = sum(map(tested, timing_rows(record)))
         said.append(f"{count} timing(s) tested against the baseline" if count else

@@ -3,12 +3,13 @@ row adjusted together (Benjamini-Hochberg over the run) and decided. Pure: recor
 out."""
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterable
 
 from stages.core.records.rows import Change, Row
-from stages.core.vocabulary import Verdict
+from stages.core.vocabulary import VERDICTS, Verdict
 from stages.judge import stats
 from stages.judge.moderation import Prior, RunSpread, squeeze
 
@@ -98,6 +99,30 @@ def finish(drafts: list[Draft], *, alpha: float, power: float, looks: int = 1,
                         d.delta, change, d.note))
     return Comparison(rows, [n for n in (notes or []) if n], baseline, has_baseline, alpha,
                       power, len(tested), looks, priors)
+
+
+SEVERITY = {v: i for i, v in enumerate(VERDICTS)}
+
+
+def findings(rows: Iterable[Row]) -> list[Row]:
+    """One row per finding: the same metric of the same unit judged by several stages (a new
+    graph break seen by bench, by numerics and by numerics against the rebuilt baseline) is
+    one finding, counted once. Its most serious row stands for it (the first stage's on a
+    tie); its stage names every source, and a source that decided otherwise is noted."""
+    groups: dict[tuple, list[Row]] = {}
+    for r in rows:
+        groups.setdefault((r.cell, r.workload, r.mode, r.metric), []).append(r)
+    found = []
+    for members in groups.values():
+        if len(members) == 1:
+            found.append(members[0])
+            continue
+        worst = min(members, key=lambda r: SEVERITY.get(r.verdict, len(SEVERITY)))
+        sources = list(dict.fromkeys(r.stage for r in members))
+        others = [f"{r.stage}: {r.verdict}" for r in members if r.verdict != worst.verdict]
+        note = "; ".join(filter(None, [worst.note, *others]))
+        found.append(dataclasses.replace(worst, stage=" + ".join(sources), note=note))
+    return found
 
 
 def _moderate(tested: list[Draft]) -> dict[str, Prior]:

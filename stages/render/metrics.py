@@ -7,6 +7,7 @@ from stages.core.records.schema import BenchRecord, NumericsRecord
 from stages.judge import stats
 from stages.judge.environment import hardware_key
 from stages.judge.timings import process_values
+from stages.judge.verdicts import findings
 from stages.render.markdown import counts, short_number
 from stages.render.numbers import unit_numbers
 
@@ -61,7 +62,7 @@ def sentinel_ms(record: BenchRecord) -> float | None:
 
 def verdict_counts(compare: CompareRecord) -> dict[str, int]:
     return {v.lower().replace(" ", "_"): n
-            for v, n in counts(r.verdict for r in compare.rows).items()}
+            for v, n in counts(r.verdict for r in findings(compare.rows)).items()}
 
 
 def metrics(bench: dict[str, tuple[BenchRecord, float]], numerics: dict[str, NumericsRecord],

@@ -12,6 +12,7 @@ from stages.judge.gate import (
     nothing_comparable,
     untested,
 )
+from stages.judge.verdicts import findings
 from stages.render.environment import cell as env_cell
 from stages.render.markdown import counts, markdown_table, value
 from stages.render.numbers import environment_change, numbers_section, possible_slowdown
@@ -30,7 +31,7 @@ def summary(matrix: str, compare: CompareRecord, changes: list, env_note: str | 
     `images`: (caption, path relative to the reports folder) embedded after the numbers;
     `env`: this run's environment, named when there is no baseline's to diff against;
     `sweeps`: the sweeps' section (render.sweeps), after the numbers and pictures."""
-    rows = compare.rows
+    rows = findings(compare.rows)
     lines = [f"# torchgate summary: matrix `{matrix}`", ""]
     lines += [f"> {n}" for n in compare.notes] + ([""] if compare.notes else [])
     lines += [environment_change(changes, env_note, env), ""]
@@ -38,7 +39,7 @@ def summary(matrix: str, compare: CompareRecord, changes: list, env_note: str | 
     lines += [headline(compare, bad) + " " + ", ".join(
         f"{n} {v}" for v, n in counts(r.verdict for r in rows).items()), ""]
     lines += [gate_line(compare, fail_on), ""]
-    lines += numbers_section(bench or {}, list(rows))
+    lines += numbers_section(bench or {}, list(compare.rows))   # per unit, every stage's row
     for caption, path in images:
         lines += [f"![{caption}]({path})", ""]
     lines += list(sweeps)
@@ -49,7 +50,7 @@ def summary(matrix: str, compare: CompareRecord, changes: list, env_note: str | 
                                  ["verdict", "stage", "cell", "workload", "mode", "metric",
                                   "change", "detail"]), ""]
     lines += slowdowns_section(rows)
-    lines += numerics_section(rows)
+    lines += numerics_section(compare.rows)
     lines += ["## Environment", ""]
     if env_note:
         lines.append(f"Environment change: {env_note}.")

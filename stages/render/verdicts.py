@@ -5,7 +5,7 @@ import math
 
 from stages.core.records.rows import Row
 from stages.core.vocabulary import Verdict
-from stages.judge.verdicts import Comparison
+from stages.judge.verdicts import Comparison, findings
 from stages.render.markdown import (
     ORDER,
     markdown_table,
@@ -116,7 +116,8 @@ def _df(df: float) -> str:
 def page(result: Comparison, title: str, extra: str = "", footer: str | None = None) -> str:
     lines = [f"# {title}", ""]
     lines += [f"> {note}" for note in result.notes] + ([""] if result.notes else [])
-    lines += [f"**{tally(r.verdict for r in result.rows)}**", "", table(result.rows), ""]
+    found = findings(result.rows)
+    lines += [f"**{tally(r.verdict for r in found)}**", "", table(found), ""]
     if extra:
         lines += [extra, ""]
     lines += [method(result) if footer is None else footer, ""]
