@@ -14,10 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 
+from stages.core.numbers import median
 from stages.launch.local import ROOT
 
 ROUND = """
@@ -71,8 +71,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"round {r + 1}: torchgate {ours[-1] * 1e6:.1f} µs, "
               f"Timer.blocked_autorange {theirs[-1] * 1e6:.1f} µs ({(ratios[-1] - 1) * 100:+.1f} %)")
     print(f"matmul_relu {args.size}x{args.size} fp32 CPU, {args.rounds} processes: torchgate "
-          f"{statistics.median(ours) * 1e6:.1f} µs, Timer {statistics.median(theirs) * 1e6:.1f} µs; "
-          f"median per-process difference {(statistics.median(ratios) - 1) * 100:+.1f} %")
+          f"{median(ours) * 1e6:.1f} µs, Timer {median(theirs) * 1e6:.1f} µs; "
+          f"median per-process difference {(median(ratios) - 1) * 100:+.1f} %")
 
 
 if __name__ == "__main__":
