@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 
 from stages import env
-from stages.core.records import dumps, load_record, record_data
+from stages.core.records import dotted, dumps, load_record, record_data
 from stages.core.records.schema import EnvRecord
-from stages.core.records import dotted
 from stages.judge import environment
 from stages.measure import probe
 

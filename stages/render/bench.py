@@ -37,7 +37,9 @@ def measured(summary: CellSummary) -> str:
             rows.append([key.workload, key.mode, "0", why, "", "", "", "", "", "", ""])
             continue
         rows.append([
-            key.workload, key.mode, str(n.processes_kept), seconds(n.steady_s),
+            key.workload, key.mode, str(n.processes_kept) + (
+                f" ({n.processes_busy} busy left out)" if n.processes_busy else ""),
+            seconds(n.steady_s),
             spread(n.steady_per_process_s), _seconds(n.first_call_s),
             _seconds(n.first_call_warm_s), _seconds(n.warmup_s),
             f"{n.warmup_calls:g}" if n.warmup_calls is not None else "",
