@@ -21,8 +21,9 @@ from stages.core.numbers import median
 from stages.launch.local import ROOT
 
 ROUND = """
-import json, statistics, sys, torch
+import json, sys, torch
 from torch.utils.benchmark import Timer
+from stages.core.numbers import median
 from stages.measure.clocks import SyncClock
 from stages.measure.timing import measure
 from stages.workloads import matmul_relu
@@ -35,7 +36,7 @@ w = matmul_relu(device=torch.device("cpu"), dtype=torch.float32, compile=lambda 
 def ours():
     phases = measure(w.step, SyncClock(), samples=12, sample_target_s=0.02, warmup_s=0.2,
                      min_warmup_calls=3)
-    return statistics.median(phases.steady_s)
+    return median(phases.steady_s)
 
 def theirs():
     timer = Timer("step()", globals={"step": w.step}, num_threads=torch.get_num_threads())
