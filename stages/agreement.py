@@ -14,15 +14,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 
+from stages.core.numbers import median
 from stages.launch.local import ROOT
 
 ROUND = """
-import json, statistics, sys, torch
+import json, sys, torch
 from torch.utils.benchmark import Timer
+from stages.core.numbers import median
 from stages.measure.clocks import SyncClock
 from stages.measure.timing import measure
 from stages.workloads import matmul_relu
@@ -35,7 +36,7 @@ w = matmul_relu(device=torch.device("cpu"), dtype=torch.float32, compile=lambda 
 def ours():
     phases = measure(w.step, SyncClock(), samples=12, sample_target_s=0.02, warmup_s=0.2,
                      min_warmup_calls=3)
-    return statistics.median(phases.steady_s)
+    return median(phases.steady_s)
 
 def theirs():
     timer = Timer("step()", globals={"step": w.step}, num_threads=torch.get_num_threads())
@@ -71,8 +72,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"round {r + 1}: torchgate {ours[-1] * 1e6:.1f} µs, "
               f"Timer.blocked_autorange {theirs[-1] * 1e6:.1f} µs ({(ratios[-1] - 1) * 100:+.1f} %)")
     print(f"matmul_relu {args.size}x{args.size} fp32 CPU, {args.rounds} processes: torchgate "
-          f"{statistics.median(ours) * 1e6:.1f} µs, Timer {statistics.median(theirs) * 1e6:.1f} µs; "
-          f"median per-process difference {(statistics.median(ratios) - 1) * 100:+.1f} %")
+          f"{median(ours) * 1e6:.1f} µs, Timer {median(theirs) * 1e6:.1f} µs; "
+          f"median per-process difference {(median(ratios) - 1) * 100:+.1f} %")
 
 
 if __name__ == "__main__":

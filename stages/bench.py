@@ -17,7 +17,9 @@ from stages.core.errors import one_line_errors
 from stages.core.records import write_record, write_text
 from stages.core.records.inputs import with_record
 from stages.judge.adaptive import pending_units
+from stages.judge.environment import diff
 from stages.judge.run import compare_run
+from stages.judge.summary import summarize
 from stages.launch.backends import backend
 from stages.launch.cells import measure_bench
 from stages.render import bench as page
@@ -26,6 +28,16 @@ from stages.render.progress import bench_line
 
 def say(line: str) -> None:
     print(f"torchgate bench: {line}", flush=True)
+
+
+def candidate_env(here: dict | None, candidate: dict | None) -> str:
+    """In A/B mode, the page's section on how the candidate's environment differs from this
+    one's (or why it was not captured)."""
+    if not candidate:
+        return ""
+    if "error" in candidate:
+        return page.ab_environments(None, candidate["error"])
+    return page.ab_environments(diff(here or {}, candidate))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -45,7 +57,9 @@ def main(argv: list[str] | None = None) -> None:
                 run=where.run, run_pair=where.run_pair, capture=where.capture_env)
         write_record(out / f"{cell.name}.json", record)
         here = load_env_pair(cfg.baseline.rev)[0]
-        write_text(out / f"{cell.name}.md", page.page(record, judged(record), page.ab_environments(
+        summary = summarize(cell.name, record, cell.device.price_per_hour,
+                            cfg.compare.busy_share)
+        write_text(out / f"{cell.name}.md", page.page(summary, judged(record), candidate_env(
             here.env if here else None, record.env_candidate)))
         print(f"torchgate bench: wrote {out / cell.name}.json and .md")
 

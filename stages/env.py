@@ -23,7 +23,7 @@ from stages.core.records import dumps, write_record, write_text
 from stages.core.records.schema import EnvRecord
 from stages.core.typed import from_data
 from stages.core.vocabulary import REPORTS
-from stages.judge.environment import diff, hardware_changes
+from stages.judge.environment import diff, hardware_changes, hardware_first
 from stages.measure.probe import capture, fingerprint
 from stages.render.environment import render_md
 
@@ -64,6 +64,14 @@ def _digest(env: object) -> str:
     return hashlib.sha256(dumps(env).encode()).hexdigest()
 
 
+def page(base: dict | None, now: dict, label: str, error: str | None = None) -> str:
+    """env.md: the environment, and what changed against the baseline's (`label`), the
+    hardware fields first; `error`: why the baseline's could not be read."""
+    changes = None if base is None else hardware_first(diff(base, now))
+    hardware = [] if base is None else hardware_changes(base, now)
+    return render_md(now, label, changes, hardware, baseline_error=error)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m stages.env",
                                      description=__doc__.splitlines()[0])
@@ -83,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
             base = record.env if record is not None else None
         except UserError as exc:
             error = str(exc)
-        write_text(args.out / "env.md", render_md(base, now, rev, baseline_error=error))
+        write_text(args.out / "env.md", page(base, now, rev, error))
         if error is not None:
             summary = f"baseline unreadable ({error})"
         elif base is None:

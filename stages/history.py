@@ -14,7 +14,8 @@ from stages.core import cli, config
 from stages.core.baseline import git, load_timeline
 from stages.core.errors import one_line_errors
 from stages.core.records import replace_pictures, write_text
-from stages.judge.trends import KEY_METRICS, Run, series
+from stages.judge.summary import KEY_METRICS
+from stages.judge.trends import Run, series
 from stages.render.history import history
 from stages.render.trends import trend_images
 
@@ -28,7 +29,7 @@ def main(argv: list[str] | None = None) -> None:
         runs = {cell: [Run(*found) for found in timeline]
                 for cell, timeline in load_timeline(head, cells, cfg.history.runs,
                                                     reports=args.reports).items()}
-        found = series(runs, cfg.history)
+        found = series(runs, cfg.history, cfg.compare.busy_share)
         images = trend_images(found, KEY_METRICS)
         folder = args.reports / "trends"
         replace_pictures(folder, images)    # a series that is gone leaves no picture behind

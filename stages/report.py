@@ -13,8 +13,9 @@ from stages.core.errors import one_line_errors
 from stages.core.records import dumps, load_record, replace_pictures, write_text
 from stages.core.records.rows import CompareRecord
 from stages.core.records.schema import BenchRecord, NumericsRecord
-from stages.judge.environment import diff
+from stages.judge.environment import diff, hardware_key
 from stages.judge.gate import gate_failures
+from stages.judge.summary import summarize
 from stages.render.metrics import metrics, verdicts
 from stages.render.plots import CAPTIONS, pictures, plot_data
 from stages.render.summary import summary
@@ -26,46 +27,51 @@ def main(argv: list[str] | None = None) -> None:
     with one_line_errors("report"):
         cfg = config.load(args.params)
         compare = load_record(args.reports / "compare.json", CompareRecord)
-        bench, numerics = {}, {}
+        bench, numerics, prices = {}, {}, {}
         for cell in cfg.cells():
             found = load_current(args.reports / "bench" / f"{cell.name}.json", BenchRecord)
             if found is not None:
-                bench[cell.name] = (found, cell.device.price_per_hour)
+                bench[cell.name] = found
+                prices[cell.name] = cell.device.price_per_hour
             found = load_current(args.reports / "numerics" / f"{cell.name}.json", NumericsRecord)
             if found is not None:
                 numerics[cell.name] = found
         now, base, why = load_env_pair(cfg.baseline.rev, args.reports)
+        recorded = load_run(cfg.baseline.rev, list(bench), ("bench",), reports=args.reports)
+        # Each unit's numbers, once: the summary, metrics.json, the pictures and the sweeps
+        # read these, never the records.
+        summaries = {cell: summarize(cell, record, prices[cell], cfg.compare.busy_share,
+                                     recorded.pairs["bench", cell].base)
+                     for cell, record in bench.items()}
+        env = now.env if now is not None else None
         write_text(args.reports / "metrics.json", dumps(metrics(
-            bench, numerics, compare, now.env if now is not None else None)))
+            summaries, numerics, compare, hardware_key(env) if env else None)))
         write_text(args.reports / "verdicts.json", dumps(verdicts(
             compare, gate_failures(compare, cfg.gate.fail_on))))
-        recorded = load_run(cfg.baseline.rev, list(bench), ("bench",), reports=args.reports)
-        base_bench = {cell: recorded.pairs["bench", cell].base for cell in bench}
-        images, curves = write_plots(args.reports / "plots", bench, base_bench, compare,
-                                     cfg.recommend)
+        images, curves = write_plots(args.reports / "plots", summaries, compare, cfg.recommend)
         if why is None and base is None:
             why = "no baseline environment"
         changes = diff(base.env, now.env) if now is not None and base is not None else []
         write_text(args.reports / "summary.md", summary(cfg.matrix.name, compare, changes, why,
                                                         [c.name for c in cfg.cells()],
-                                                        cfg.gate.fail_on, bench, images,
-                                                        now.env if now is not None else None,
-                                                        sweeps_section(bench, base_bench,
-                                                                       cfg.recommend, curves)))
+                                                        cfg.gate.fail_on, summaries, images, env,
+                                                        sweeps_section(summaries, cfg.recommend,
+                                                                       curves)))
         print(f"torchgate report: wrote {args.reports / 'summary.md'}, metrics.json and "
               f"{len(images)} picture(s) in {args.reports / 'plots'}")
 
 
-def write_plots(folder: Path, bench: dict, base: dict, compare: CompareRecord,
+def write_plots(folder: Path, summaries: dict, compare: CompareRecord,
                 rule) -> tuple[list[tuple[str, str]], dict[str, str]]:
-    """The pictures and their data. Returns (caption, path from the reports folder) of each
-    picture drawn, and each swept cell's curve (cell -> path)."""
-    for name, text in plot_data(bench, compare.rows).items():
+    """The pictures and their data, from each cell's judge.summary. Returns (caption, path
+    from the reports folder) of each picture drawn, and each swept cell's curve (cell ->
+    path)."""
+    for name, text in plot_data(summaries, compare.rows).items():
         write_text(folder / name, text)
-    drawn = {name: data for name, data in pictures(bench, base, compare.rows).items()
+    drawn = {name: data for name, data in pictures(summaries, compare.rows).items()
              if data is not None}      # nothing to draw this run: no picture
     curves = {f"sweep-{cell}.png": (cell, data)
-              for cell, data in sweep_pictures(bench, rule).items()}
+              for cell, data in sweep_pictures(summaries, rule).items()}
     replace_pictures(folder, {**drawn, **{name: data for name, (_, data) in curves.items()}})
     return ([(CAPTIONS[name], f"{folder.name}/{name}") for name in drawn],
             {cell: f"{folder.name}/{name}" for name, (cell, _) in curves.items()})

@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from stages.core.config.settings import Delta
+from stages.core.config.settings import CompareSettings, Delta
 from stages.core.records.schema import (
     ArmId,
     BenchAB,
@@ -20,6 +20,7 @@ from stages.core.records.schema import (
 )
 
 DELTA = Delta()
+BUSY = CompareSettings().busy_share      # compare.busy_share, as configured by default
 
 
 def mode(steady=(1e-3,), first=0.5, warm=0.1, peak=1000, busy=None, **extra) -> ModeTiming:

@@ -12,6 +12,7 @@ from stages.core.records.job import Job, Timing
 from stages.core.records.schema import BenchProcess, NumericsProcess
 from stages.core.typed import from_data
 from stages.core.vocabulary import Verdict
+from stages.judge.summary import summarize
 from stages.judge.timings import bench_rows
 from stages.launch.cells import measure_bench
 from stages.launch.local import run_worker
@@ -22,7 +23,7 @@ from stages.measure.device import resolve_device
 from stages.render.bench import unmeasured
 from stages.render.numbers import numbers_section
 
-from .records import DELTA, bench
+from .records import BUSY, DELTA, bench
 
 STANDIN = DeviceSpec("trn", "tgaccel", modules=("tests.accel_standin",))
 
@@ -72,7 +73,7 @@ def test_the_registered_backend_runs_through_the_generic_path():
     assert m.clock == "synchronize" and m.peak_bytes is None
     assert m.unmeasured == {"peak_bytes": "the tgaccel backend keeps no memory statistics "
                                           "(torch.accelerator.memory_stats raised RuntimeError)"}
-    page = unmeasured(bench({"matmul_relu": [process]}))
+    page = unmeasured(summarize("c", bench({"matmul_relu": [process]}), 0.0, BUSY))
     assert "peak_bytes not measured: the tgaccel backend keeps no memory statistics" in page
     assert "host clock between device synchronizations" in page
 
@@ -105,6 +106,7 @@ def test_a_cell_whose_backend_is_missing_is_skipped_with_the_reason():
         in record.reason
     rows = bench_rows("trn-fp32", record, None, DELTA)
     assert [(r.verdict, r.note) for r in rows] == [(Verdict.SKIPPED, record.reason)]
-    summary = "\n".join(numbers_section({"trn-fp32": (record, 0.0)}, []))
+    summary = "\n".join(numbers_section(
+        {"trn-fp32": summarize("trn-fp32", record, 0.0, BUSY)}, []))
     assert f"### `trn-fp32`\n\nSKIPPED: {record.reason}" in summary
     assert torch.accelerator.current_accelerator() is None   # nothing registered here

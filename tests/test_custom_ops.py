@@ -11,10 +11,10 @@ from stages.core.config import DeviceSpec, PrecisionSpec
 from stages.core.config.settings import WorkloadSpec
 from stages.core.config.targets import load_target
 from stages.core.records.job import Job, Timing
+from stages.core.records.ops import extensions, namespaces
 from stages.core.records.outputs import Coverage
 from stages.core.records.schema import ModeNumerics
 from stages.core.vocabulary import Verdict
-from stages.judge import portability
 from stages.judge.numerics import numerics_rows
 from stages.judge.timings import bench_rows
 from stages.measure.build import failure
@@ -36,8 +36,8 @@ def job(**kwargs) -> Job:
 def test_a_user_extension_appears_in_the_op_coverage_under_its_own_namespace():
     coverage = op_coverage(job(), scaled, torch.device("cpu"), torch.float32)
     assert "userlib.scale.default" in coverage.ops and "aten.mm.default" in coverage.ops
-    assert portability.extensions(coverage) == {"userlib": ["userlib.scale.default"]}
-    assert list(portability.namespaces(coverage)) == ["aten", "userlib"]
+    assert extensions(coverage) == {"userlib": ["userlib.scale.default"]}
+    assert list(namespaces(coverage)) == ["aten", "userlib"]
     record = numerics({"scaled": {"eager": ModeNumerics("PASS")}},
                       coverage={"scaled": coverage})
     page = ops_section(record, [])

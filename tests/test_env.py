@@ -9,11 +9,10 @@ from pathlib import Path
 import pytest
 
 from stages import env
-from stages.core.records import dumps, load_record, record_data
+from stages.core.records import dotted, dumps, load_record, record_data
 from stages.core.records.schema import EnvRecord
 from stages.judge import environment
 from stages.measure import probe
-from stages.render.environment import render_md
 
 
 def _git(*args: str, cwd: Path) -> None:
@@ -67,7 +66,7 @@ def test_env_vars_keep_relevant_and_drop_volatile():
 
 
 def test_flatten_uses_dotted_keys_and_keeps_lists():
-    flat = environment.flatten({"a": {"b": 1, "c": {"d": None}}, "e": [1, 2], "f": {}})
+    flat = dotted.flatten({"a": {"b": 1, "c": {"d": None}}, "e": [1, 2], "f": {}})
     assert flat == {"a.b": 1, "a.c.d": None, "e": [1, 2]}
 
 
@@ -77,12 +76,12 @@ def test_diff_reports_changed_added_removed_sorted():
     now["packages"]["triton"] = "3.5.0"
     del now["packages"]["numpy"]
     assert environment.diff(SAMPLE, now) == [
-        ("packages.numpy", "2.4.6", environment.MISSING),
-        ("packages.triton", environment.MISSING, "3.5.0"),
+        ("packages.numpy", "2.4.6", dotted.MISSING),
+        ("packages.triton", dotted.MISSING, "3.5.0"),
         ("torch.version", "2.13.0", "2.14.0"),
     ]
     assert environment.diff(SAMPLE, copy.deepcopy(SAMPLE)) == []
-    assert all(before is environment.MISSING for _, before, _ in environment.diff(None, SAMPLE))
+    assert all(before is dotted.MISSING for _, before, _ in environment.diff(None, SAMPLE))
 
 
 def test_hardware_key():
@@ -92,7 +91,7 @@ def test_hardware_key():
 
 
 def test_render_md_without_baseline():
-    md = render_md(None, SAMPLE, "HEAD")
+    md = env.page(None, SAMPLE, "HEAD")
     assert md.startswith("# Environment\n")
     assert "| CPU " in md and "AMD EPYC 9654" in md and "NVIDIA H100" in md
     assert "## Change against the baseline (HEAD)" in md
@@ -100,7 +99,7 @@ def test_render_md_without_baseline():
 
 
 def test_render_md_identical():
-    md = render_md(copy.deepcopy(SAMPLE), SAMPLE, "main")
+    md = env.page(copy.deepcopy(SAMPLE), SAMPLE, "main")
     assert "No environment change against the baseline." in md
     assert "Hardware changed" not in md
 
@@ -109,7 +108,7 @@ def test_render_md_hardware_change_comes_first():
     base = copy.deepcopy(SAMPLE)
     base["hardware"]["gpu_names"] = ["NVIDIA A100"]
     base["packages"]["numpy"] = "2.0.0"
-    md = render_md(base, SAMPLE, "v1")
+    md = env.page(base, SAMPLE, "v1")
     section = md.split("## Change against the baseline (v1)")[1]
     assert "Hardware changed: timings are not comparable" in section
     assert section.index("Hardware changed") < section.index("| field")
@@ -120,7 +119,7 @@ def test_render_md_hardware_change_comes_first():
 def test_render_md_escapes_pipes():
     now = copy.deepcopy(SAMPLE)
     now["hardware"]["cpu_model"] = "odd|name"
-    assert "odd\\|name" in render_md(None, now, "HEAD")
+    assert "odd\\|name" in env.page(None, now, "HEAD")
 
 
 def test_main_first_run_then_hardware_change(repo, capsys):

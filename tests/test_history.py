@@ -18,7 +18,7 @@ from stages.judge.changepoints import change_points
 from stages.judge.trends import Run, series
 
 from .conftest import git
-from .records import bench, process
+from .records import BUSY, bench, process
 
 STEPS = {60: 1.05, 120: 1.10, 160: 0.92}
 SPIKES = {35: 1.30, 140: 1.25}
@@ -165,7 +165,7 @@ def test_a_change_of_hardware_starts_a_new_series():
         env = EnvRecord({**ENV, "hardware": {"cpu_model": cpu}})
         return Run(f"{i:040x}", "2026-01-01", dataclasses.replace(rec, cell="c"), env)
     runs = [run(i, "old cpu") for i in range(4)] + [run(i, "new cpu") for i in range(4, 6)]
-    steady = [s for s in series({"c": runs}, HistorySettings()) if s.metric == "steady_s"]
+    steady = [s for s in series({"c": runs}, HistorySettings(), BUSY) if s.metric == "steady_s"]
     assert [(s.era, len(s.points)) for s in steady] == [(0, 4), (1, 2)]
     assert dict(steady[1].hardware)["cpu_model"] == "new cpu"
 

@@ -9,6 +9,7 @@ from stages.core.config import DeviceSpec, PrecisionSpec
 from stages.core.config.settings import WorkloadSpec
 from stages.core.records.job import Job, Timing
 from stages.core.vocabulary import Verdict
+from stages.judge.summary import summarize
 from stages.judge.timings import bench_rows
 from stages.judge.verdicts import finish
 from stages.measure.latency import latency_calls, percentile, time_latency
@@ -17,7 +18,7 @@ from stages.render.bench import latency as latency_table
 from stages.render.numbers import cell_table
 
 from .latency_workloads import sleepy
-from .records import DELTA, bench, process
+from .records import BUSY, DELTA, bench, process
 from .test_timing import FakeClock
 
 
@@ -88,9 +89,9 @@ def test_the_p99_regresses_with_its_own_delta_while_the_median_is_equivalent():
 
 def test_the_reports_show_the_percentiles():
     now = latency_record(1e-4, 0.02, seed=2)
-    page = latency_table(now)
+    page = latency_table(summarize("c", now, 0.0, BUSY))
     row = next(line.split("|") for line in page.splitlines() if "sleepy" in line)
     assert [c.strip() for c in row[1:5]] == ["sleepy", "eager", "6", "200"]
     assert row[7].strip().endswith(" ms") and row[5].strip().endswith(" µs")   # p99, p50
-    table = cell_table("c", now, 0.0, [])
+    table = cell_table(summarize("c", now, 0.0, BUSY), [])
     assert "latency p50 / p99" in table

@@ -242,6 +242,17 @@ def test_each_room_imports_only_what_its_row_allows(room):
             f"{room}/ may import only {sorted(MAY_IMPORT[room]) or 'no other room'}")
 
 
+def test_render_imports_judge_for_verdicts_only():
+    """render reads numbers from the typed summary; judge gives it verdicts and their
+    reasons, never a way back into a raw record."""
+    allowed = {"stages.judge.verdicts", "stages.judge.gate", "stages.judge.summary"}
+    for path in room_modules("render"):
+        used = {n for n in imported(path) if n.startswith("stages.judge.")}
+        modules = {n if module_file(n) and n.count(".") == 2 else n.rpartition(".")[0]
+                   for n in used}
+        assert modules <= allowed, (f"{path.relative_to(ROOT)} reads {sorted(modules - allowed)}")
+
+
 def import_graph() -> dict[str, set[str]]:
     """module -> the stages modules it imports at module level (what runs at import time)."""
     graph = {}

@@ -10,15 +10,17 @@ from PIL import Image
 
 from stages.core.records.rows import CompareRecord
 from stages.core.records.schema import BenchProcess, Sentinel
+from stages.judge.environment import hardware_key
+from stages.judge.summary import summarize
 from stages.judge.timings import bench_rows
 from stages.judge.verdicts import finish
 from stages.render.metrics import metrics, verdicts
-from stages.render.numbers import environment_change, unit_numbers
+from stages.render.numbers import environment_change
 from stages.render.plots import forest, medians, nice_ticks, pictures, plot_data, speedup
 from stages.render.summary import summary
 from stages.render.verdicts import table
 
-from .records import DELTA, bench, mode, process
+from .records import BUSY, DELTA, bench, mode, process
 
 PRICE = 0.36          # $ per device-hour: 1e-4 $ per second
 
@@ -33,6 +35,11 @@ def two_modes(steady: float, compiled: float, seed: int, n: int = 5) -> list[Ben
         out.append(BenchProcess("OK", sentinel=Sentinel(0.02, 0.004),
                                 modes={"eager": one(steady), "compiled": one(compiled)}))
     return out
+
+
+def summaries(now, base=None, cell="cpu-fp32"):
+    """The judge's summary of a cell, as the report stage computes it once per run."""
+    return {cell: summarize(cell, now, PRICE, BUSY, base)}
 
 
 def run(now: dict, base: dict | None):
@@ -56,7 +63,7 @@ def test_the_numbers_come_first_with_throughput_cost_and_the_regression_on_top()
     now, base, compare = run(NOW, BASE)
     page = summary("cpu", compare, [("torch.version", "2.13.0+cpu", "2.14.1"),
                                     ("os.release", "6.1", "6.2")], None, ["cpu-fp32"],
-                   ("REGRESSED",), {"cpu-fp32": (now, PRICE)})
+                   ("REGRESSED",), summaries(now))
     head = page.split("## Numbers")[0]
     assert "Environment: torch 2.13.0+cpu → 2.14.1 (and 1 more field" in head
     assert "1 regressed or failed" in head
@@ -69,11 +76,11 @@ def test_the_numbers_come_first_with_throughput_cost_and_the_regression_on_top()
     assert float(fast[4].replace(",", "")) == pytest.approx(1000, rel=0.02)
     assert float(fast[5].lstrip("$")) == pytest.approx(0.1, rel=0.02)
     assert fast[6] == "500.000 ms" and fast[8] == "200.0 MiB"
-    numbers = unit_numbers(now, "fast", "eager", PRICE)
-    assert numbers["usd_per_million"] == pytest.approx(0.1, rel=0.02)
+    numbers = summaries(now)["cpu-fp32"].unit("fast", "eager")
+    assert numbers.usd_per_million == pytest.approx(0.1, rel=0.02)
     # Changes only: the baseline's numbers are not repeated when nothing is recorded.
     first = summary("cpu", run(NOW, None)[2], [], "no baseline environment", ["cpu-fp32"], (),
-                    {"cpu-fp32": (now, PRICE)}, env={"torch": {"version": "2.13.0+cpu"}})
+                    summaries(now), env={"torch": {"version": "2.13.0+cpu"}})
     assert "Environment: torch 2.13.0+cpu (no baseline environment)." in first
     assert "| NEW " in first
 
@@ -112,12 +119,12 @@ def png_size(data: bytes) -> tuple[int, int]:
 
 def test_the_pictures_are_real_pngs_drawn_the_same_way_twice():
     now, base, compare = run(NOW, BASE)
-    drawn = pictures({"cpu-fp32": (now, PRICE)}, {"cpu-fp32": base}, compare.rows)
+    drawn = pictures(summaries(now, base), compare.rows)
     assert set(drawn) == {"changes.png", "steady.png", "speedup.png"}
     for data in drawn.values():
         width, height = png_size(data)
         assert width >= 400 and height >= 250
-    again = pictures({"cpu-fp32": (now, PRICE)}, {"cpu-fp32": base}, compare.rows)
+    again = pictures(summaries(now, base), compare.rows)
     assert again == drawn                       # no date or version stamp: clean git diffs
     # One row per tested change: the forest grows with the run.
     small = forest([r for r in compare.rows if r.workload == "fast"])
@@ -128,13 +135,13 @@ def test_nothing_to_draw_is_no_picture():
     now, _, first = run(NOW, None)
     assert forest(first.rows) is None                     # no baseline: no change to draw
     only_eager = bench({"w": [process()]})
-    assert speedup({"c": (only_eager, PRICE)}) is None    # one mode: no compiled over eager
-    assert medians({}, {}) is None
+    assert speedup(summaries(only_eager, cell="c")) is None   # one mode: nothing compiled
+    assert medians({}) is None
 
 
 def test_the_plot_data_is_what_the_pictures_draw():
     now, base, compare = run(NOW, BASE)
-    data = plot_data({"cpu-fp32": (now, PRICE)}, compare.rows)
+    data = plot_data(summaries(now), compare.rows)
     changes = data["changes.csv"].splitlines()
     assert changes[0] == "unit,ratio,ci_low,ci_high,delta,verdict"
     slower = next(line for line in changes if line.startswith("cpu-fp32 · slower · eager · "
@@ -155,8 +162,7 @@ def test_the_verdict_file_is_small_and_says_what_the_gate_decides():
     found = verdicts(compare, ["1 REGRESSED"])
     assert found["gate_failed"] == 1 and found["verdicts"]["regressed"] >= 1
     assert 25 < found["steady_change_pct"]["cpu-fp32"]["slower"]["eager"] < 35
-    flat = metrics({"cpu-fp32": (now, PRICE)}, {}, compare,
-                   {"hardware": {"cpu_model": "AMD EPYC", "gpu_names": []},
-                    "torch": {"num_threads": 2}})
+    flat = metrics(summaries(now), {}, compare, hardware_key(
+        {"hardware": {"cpu_model": "AMD EPYC", "gpu_names": []}, "torch": {"num_threads": 2}}))
     assert flat["hardware"] == {"cpu_model": "AMD EPYC", "gpu_names": "", "torch_threads": 2}
     assert flat["bench"]["cpu-fp32"]["sentinel_loop_ms"] == pytest.approx(20.0)

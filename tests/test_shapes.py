@@ -14,6 +14,7 @@ from stages.core.records.schema import ModeNumerics, ModeTiming, ShapeRun
 from stages.core.typed import from_data, to_data
 from stages.core.vocabulary import Verdict
 from stages.judge.numerics import numerics_rows
+from stages.judge.summary import summarize
 from stages.judge.timings import bench_rows
 from stages.judge.verdicts import finish
 from stages.measure.shapes import declared, run_shapes
@@ -21,7 +22,7 @@ from stages.measure.worker import bench_mode
 from stages.render.bench import shape_changes
 from stages.render.numbers import cell_table
 
-from .records import DELTA, bench, numerics, process
+from .records import BUSY, DELTA, bench, numerics, process
 from .shape_workloads import varlen
 from .test_timing import FakeClock
 
@@ -88,7 +89,7 @@ def test_a_new_recompile_is_regressed_with_its_reason_and_the_summary_says_it():
     assert recompiles.verdict == Verdict.REGRESSED and (recompiles.base, recompiles.now) == (1, 2)
     assert recompiles.note == "new: " + BRANCH
     assert "**REGRESSED** recompiles 1 → 2 (new: forward: 2 <= x.size()[1] <= 20" in \
-        cell_table("cpu-fp32", now, 0.0, rows)
+        cell_table(summarize("cpu-fp32", now, 0.0, BUSY), rows)
     # Another guard for the same count is a new reason too, and a moved line is not.
     other = with_shapes(*shaped((BRANCH,), 3), (BRANCH,))
     verdict = {r.metric: r for r in bench_rows("c", other, base, DELTA)}["recompiles"]
@@ -96,7 +97,7 @@ def test_a_new_recompile_is_regressed_with_its_reason_and_the_summary_says_it():
     moved = with_shapes(*shaped((SIZE.replace(":17", ":40"),), 4), (SIZE.replace(":17", ":40"),))
     assert {r.metric: r for r in bench_rows("c", moved, base, DELTA)}[
         "recompiles"].verdict == Verdict.EQUIVALENT
-    page = shape_changes(now)
+    page = shape_changes(summarize("cpu-fp32", now, 0.0, BUSY))
     row = next(line for line in page.splitlines() if "`seq=32`" in line)
     assert "| 1 " in row and "2 <= x.size()[1] <= 20" in row
 

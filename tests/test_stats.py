@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+from stages.core.numbers import median
 from stages.core.vocabulary import Verdict
 from stages.judge import stats
 
@@ -232,8 +233,9 @@ def test_processes_needed_edges():
 
 
 def test_median_is_the_middle():
-    assert stats.median([3.0, 1.0, 2.0]) == 2.0
-    assert stats.median([4.0, 1.0, 2.0, 3.0]) == 2.5
+    assert median([3.0, 1.0, 2.0]) == 2.0
+    assert median([4.0, 1.0, 2.0, 3.0]) == 2.5
+    assert median([]) is None
 
 
 # ---- paired (interleaved A/B) ----------------------------------------------------------------

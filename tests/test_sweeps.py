@@ -4,10 +4,11 @@ hardware's best point does."""
 import pytest
 
 from stages.core import config
-from stages.core.config.settings import Recommend
+from stages.core.config.settings import CompareSettings, Recommend
 from stages.core.errors import UserError
 from stages.core.records.inputs import ab_baseline
 from stages.core.records.job import Arm
+from stages.judge.summary import summarize
 from stages.launch.cells import measure_bench
 from stages.render.sweeps import curves, recommended, sweep_pictures, sweeps_section
 
@@ -17,6 +18,9 @@ RAW = {"device": {"cpu": {"type": "cpu", "price_per_hour": 0.36}},
                     "matmul_relu": {"_target_": "x.mm", "size": 256}},
        "matrix": {"modes": ["eager"]}, "bench": {"processes": 2, "adaptive_budget_s": 0},
        "sweep": {"batch": [16, 32, 64, 128, 256], "threads": [1, 2]}}
+
+
+BUSY = CompareSettings().busy_share
 
 
 def parsed(**changes):
@@ -72,24 +76,24 @@ def test_the_curve_names_a_recommended_point_and_how_it_moved():
     cell = cfg.cells()[0]
     base = measure_bench(cfg, cell, run=fake_worker(BEFORE))
     now = measure_bench(cfg, cell, run=fake_worker(AFTER))
-    found = curves(now, 0.36)
+    found = curves(summarize(cell.name, now, 0.36, BUSY))
     points = found["mlp_train", "eager"]
     assert [p.label for p in points][:3] == ["batch=16, threads=1", "batch=16, threads=2",
                                              "batch=32, threads=1"]
     best = recommended(points, Recommend())
     assert best.label == "batch=128, threads=2"
-    assert best.numbers["usd_per_million"] == pytest.approx(
+    assert best.numbers.usd_per_million == pytest.approx(
         0.36 / 3600 * 1e6 * 1.5e-5 / 1.9, rel=1e-6)
     # A memory limit rules the larger batches out.
     assert recommended(points, Recommend(max_peak_mib=100)).label == "batch=64, threads=2"
-    text = "\n".join(sweeps_section({cell.name: (now, 0.36)}, {cell.name: base}, Recommend(),
-                                    {cell.name: "plots/sweep-cpu-fp32.png"}))
+    text = "\n".join(sweeps_section({cell.name: summarize(cell.name, now, 0.36, BUSY, base)},
+                                    Recommend(), {cell.name: "plots/sweep-cpu-fp32.png"}))
     assert "`cpu-fp32` mlp_train eager: batch=64, threads=2 → **batch=128, threads=2**" in text
     assert "| batch=128, threads=2 ◀ " in text
     assert "![cpu-fp32: throughput across the sweep](plots/sweep-cpu-fp32.png)" in text
-    drawn = sweep_pictures({cell.name: (now, 0.36)}, Recommend())
+    drawn = sweep_pictures({cell.name: summarize(cell.name, now, 0.36, BUSY)}, Recommend())
     assert drawn[cell.name][:8] == b"\x89PNG\r\n\x1a\n"
-    first = "\n".join(sweeps_section({cell.name: (now, 0.36)}, {cell.name: None},
+    first = "\n".join(sweeps_section({cell.name: summarize(cell.name, now, 0.36, BUSY)},
                                      Recommend(), {}))
     assert "`cpu-fp32` mlp_train eager: **batch=128, threads=2** ($" in first
 
@@ -104,6 +108,8 @@ def test_a_baseline_measured_beside_the_sweep_has_its_own_curve():
         return (before if python == "/baseline/python" else after)(job, timeout_s)
     record = measure_bench(cfg, cell, run=run, run_pair=None,
                            arms=(Arm("baseline", "/baseline/python"), Arm("now")))
-    text = "\n".join(sweeps_section({cell.name: (record, 0.36)},
-                                    {cell.name: ab_baseline(record)}, Recommend(), {}))
+    # The record carries its baseline arm: the summary reads it from there.
+    assert record.ab is not None and ab_baseline(record) is not None
+    text = "\n".join(sweeps_section({cell.name: summarize(cell.name, record, 0.36, BUSY)},
+                                    Recommend(), {}))
     assert "batch=64, threads=2 → **batch=128, threads=2**" in text

@@ -105,19 +105,20 @@ cgroup CPU quota (a container started with `--cpus`, a Kubernetes limit: `cpu.ma
 a container limited to 2 CPUs on a busy 64-CPU host is not read as busy. A process is left out
 of a timing's test when, during that timing's phase, other programs and steal together took
 more than `compare.busy_share` (25 %) of the CPU it could use, and the report says how many
-were; when fewer than two remain on a side, the unit is NOT COMPARABLE. The record also keeps
-each phase's run-queue delay (seconds the worker's threads waited for a CPU per second, from
-`/proc/self/task/*/schedstat`), which the rule does not use: a workload with more runnable
-threads than CPUs waits on its own threads. A phase too short for `/proc`'s 10 ms clock ticks
-to read (an eager first call of a few milliseconds) is judged by the steady samples' reading;
-where these files do not exist (macOS, some containers) there is no reading and no process is
-left out. The sentinel cannot see what this sees: on a 2-core VM, with a test suite running
-beside the bench stage, every 2-thread workload of a cell ran 1.6–13× slower while the
-single-threaded loop ran at full speed, and the run reported nine false REGRESSED verdicts
-before this rule. Leaving processes out on a reading that does not depend on the code keeps
-the test fair; a workload that hands its work to a process outside its own tree (a server
-started elsewhere) would count it as another program, so set `compare.busy_share=1` for such
-a workload.
+were; when fewer than two remain on a side, the unit is NOT COMPARABLE. The numbers the pages
+show are over the same processes (`summary.py` decides whose numbers are shown). The record
+also keeps each phase's run-queue delay (seconds the worker's threads waited for a CPU per
+second, from `/proc/self/task/*/schedstat`), which the rule does not use: a workload with more
+runnable threads than CPUs waits on its own threads. A phase too short for `/proc`'s 10 ms
+clock ticks to read (an eager first call of a few milliseconds) is judged by the steady
+samples' reading; where these files do not exist (macOS, some containers) there is no reading
+and no process is left out. The sentinel cannot see what this sees: on a 2-core VM, with a test
+suite running beside the bench stage, every 2-thread workload of a cell ran 1.6–13× slower
+while the single-threaded loop ran at full speed, and the run reported nine false REGRESSED
+verdicts before this rule. Leaving processes out on a reading that does not depend on the code
+keeps the test fair; a workload that hands its work to a process outside its own tree (a server
+started elsewhere) would count it as another program, so set `compare.busy_share=1` for such a
+workload.
 
 The self-check (`selfcheck.py`, `rules.py`) measures this machine's real error rates for the
 selected matrix:

@@ -41,10 +41,11 @@ departures suit a short, noisy history of runs, and each was needed in simulatio
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
+
+from stages.judge.summary import Shift
 
 WINDOW = 50
 MAX_PVALUE = 0.001
@@ -52,18 +53,6 @@ MIN_POINTS = 3
 MAX_RHO = 0.8
 SPIKE_HALF = 3      # Hampel's window: the 3 runs on each side
 SPIKE_K = 5.0       # and how many scaled MADs from their median make a spike
-
-
-@dataclass(frozen=True)
-class Shift:
-    index: int          # the first point of the new level
-    ratio: float        # geometric mean after / before, over the neighbouring segments
-    pvalue: float
-
-    @property
-    def magnitude(self) -> float:
-        """Otava's size of a change: the larger of the relative changes up and down."""
-        return math.exp(abs(math.log(self.ratio))) - 1
 
 
 def _energy_split(x: np.ndarray) -> tuple[int, float]:

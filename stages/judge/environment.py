@@ -3,31 +3,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from stages.core.records.dotted import MISSING, flatten, get
+
 # The fields whose change makes timings incomparable, as (dotted field, hardware_key name).
 HARDWARE_FIELDS = (
     ("hardware.cpu_model", "cpu_model"),
     ("hardware.gpu_names", "gpu_names"),
     ("torch.num_threads", "torch_threads"),
 )
-
-
-class _Missing:
-    """A field absent on one side of a diff (distinct from a recorded None)."""
-
-    def __repr__(self) -> str:
-        return "(absent)"
-
-
-MISSING = _Missing()
-
-
-def get(env: dict | None, dotted: str) -> Any:
-    node: Any = env
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
+Change = tuple[str, object, object]      # (dotted field, baseline's value, this run's)
 
 
 def hardware_key(env: dict) -> dict:
@@ -35,22 +19,7 @@ def hardware_key(env: dict) -> dict:
     return {name: get(env, dotted) for dotted, name in HARDWARE_FIELDS}
 
 
-def flatten(env: dict, prefix: str = "") -> dict[str, object]:
-    """Nested dict to dotted keys ("torch.version"); lists and scalars are leaves.
-
-    An empty dict contributes no keys, so setting the first env var reads as one added field.
-    """
-    flat: dict[str, object] = {}
-    for key, value in env.items():
-        dotted = f"{prefix}{key}"
-        if isinstance(value, dict):
-            flat.update(flatten(value, dotted + "."))
-        else:
-            flat[dotted] = value
-    return flat
-
-
-def diff(base: dict | None, now: dict) -> list[tuple[str, object, object]]:
+def diff(base: dict | None, now: dict) -> list[Change]:
     """Changed, added and removed dotted fields, sorted; an absent side is MISSING."""
     old, new = flatten(base or {}), flatten(now)
     changes = []
@@ -59,6 +28,12 @@ def diff(base: dict | None, now: dict) -> list[tuple[str, object, object]]:
         if before != after:
             changes.append((key, before, after))
     return changes
+
+
+def hardware_first(changes: list[Change]) -> list[Change]:
+    """A diff with the hardware fields (what makes timings incomparable) first."""
+    first = {dotted for dotted, _ in HARDWARE_FIELDS}
+    return sorted(changes, key=lambda c: (c[0] not in first, c[0]))
 
 
 def hardware_changes(base: dict, now: dict) -> list[tuple[str, Any, Any]]:

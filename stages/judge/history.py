@@ -11,9 +11,10 @@ from __future__ import annotations
 import math
 
 from stages.core.config.settings import TIMED
+from stages.core.records.dotted import get
 from stages.core.records.schema import BenchRecord, EnvRecord
 from stages.core.vocabulary import Status
-from stages.judge.environment import get, hardware_key
+from stages.judge.environment import hardware_key
 from stages.judge.moderation import RunSpread, run_spreads
 from stages.judge.timings import process_values
 

@@ -2,6 +2,7 @@
 growth, compiled vs eager, determinism, drift, graph breaks, recompiles, op coverage). Pure."""
 from __future__ import annotations
 
+from stages.core.records.ops import extensions, fallback_ops
 from stages.core.records.outputs import Coverage, Dynamo
 from stages.core.records.schema import CompiledCheck, ModeNumerics, NumericsRecord
 from stages.core.vocabulary import Check, Status, Verdict
@@ -219,12 +220,12 @@ def coverage_rows(key: dict, now: Coverage, base: Coverage | None) -> list[Draft
         return [Draft(**key, metric="ops", verdict=Verdict.FAILED, now=now.status,
                       note=f"op coverage not measured: {now.error}")]
     base = base if base is not None and base.status == Status.OK else None
-    off = portability.fallback_ops(now)
+    off = fallback_ops(now)
     row = Draft(**key, metric="ops", verdict=Verdict.EQUIVALENT, now=len(now.ops),
                 base=len(base.ops) if base else None)
     rows = [row]
     diff = portability.op_diff(now, base) if base else None
-    ext = portability.extensions(now)
+    ext = extensions(now)
     said = "extensions: " + "; ".join(f"{ns} {portability.short_list(ops, 4)}"
                                       for ns, ops in ext.items()) if ext else ""
     if diff is None:
@@ -237,7 +238,7 @@ def coverage_rows(key: dict, now: Coverage, base: Coverage | None) -> list[Draft
             "the operators changed: review (not a regression by itself)", said]))
     else:
         row.note = said
-    fell_base = portability.fallback_ops(base) if base else {}
+    fell_base = fallback_ops(base) if base else {}
     if off or fell_base or now.device not in (None, "cpu"):
         fb = Draft(**key, metric="fallback_ops", verdict=Verdict.EQUIVALENT, now=len(off),
                    base=len(fell_base) if base else None,

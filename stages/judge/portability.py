@@ -13,6 +13,7 @@ import math
 import re
 import struct
 
+from stages.core.records.ops import fallback_ops
 from stages.core.records.outputs import Coverage, Fingerprint
 
 # ---- drift across versions -------------------------------------------------------------------
@@ -84,14 +85,6 @@ def drift(now: dict[str, Fingerprint], base: dict[str, Fingerprint]) -> dict:
 
 # ---- op coverage ------------------------------------------------------------------------------
 
-def fallback_ops(coverage: Coverage) -> dict[str, str]:
-    """Ops that ran (or had tensors) elsewhere than the requested device: op -> where."""
-    found = {op: "tensors on " + "/".join(devs) for op, devs in coverage.other_device.items()}
-    for op in coverage.fallback_ops:
-        found.setdefault(op, "fallback warning")
-    return found
-
-
 def op_diff(now: Coverage, base: Coverage) -> dict:
     """New and removed operators, and ops newly running elsewhere than the device."""
     a, b = set(now.ops), set(base.ops)
@@ -99,26 +92,6 @@ def op_diff(now: Coverage, base: Coverage) -> dict:
     return {"added": sorted(a - b), "removed": sorted(b - a),
             "new_fallbacks": sorted(set(fell_now) - set(fell_base)),
             "gone_fallbacks": sorted(set(fell_base) - set(fell_now))}
-
-
-# PyTorch's own operator namespaces; any other an op coverage sees is an extension's (a
-# `torch.library` custom op, a loaded C++ operator library: `torch.ops.<namespace>`).
-TORCH_NAMESPACES = frozenset({"aten", "prims", "prim", "quantized", "_quantized", "profiler",
-                              "c10d", "_c10d_functional", "c10d_functional", "_dtensor",
-                              "inductor", "higher_order", "debugprims", "rngprims"})
-
-
-def namespaces(coverage: Coverage) -> dict[str, list[str]]:
-    """The ops of one coverage by namespace (`aten.mm.default` -> aten), PyTorch's first."""
-    found: dict[str, list[str]] = {}
-    for op in coverage.ops:
-        found.setdefault(op.split(".", 1)[0], []).append(op)
-    return dict(sorted(found.items(), key=lambda kv: (kv[0] not in TORCH_NAMESPACES, kv[0])))
-
-
-def extensions(coverage: Coverage) -> dict[str, list[str]]:
-    """The ops of namespaces beyond PyTorch's own: a user's extensions."""
-    return {ns: ops for ns, ops in namespaces(coverage).items() if ns not in TORCH_NAMESPACES}
 
 
 def short_list(names: list[str], limit: int = 8) -> str:

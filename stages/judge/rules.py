@@ -15,6 +15,7 @@ from typing import Callable, Sequence
 
 from scipy import stats as sps
 
+from stages.core.numbers import median
 from stages.core.records.schema import BenchRecord
 from stages.core.vocabulary import Status
 
@@ -47,7 +48,7 @@ TORCHBENCH_THRESHOLD = 0.07
 
 
 def torchbench(base: Samples, now: Samples) -> bool:
-    b, n = statistics.median(_pooled(base)), statistics.median(_pooled(now))
+    b, n = median(_pooled(base)), median(_pooled(now))
     return bool((n - b) / b > TORCHBENCH_THRESHOLD)
 
 
@@ -66,7 +67,7 @@ ASV_P = 0.002
 
 def asv(base: Samples, now: Samples, factor: float = ASV_FACTOR) -> bool:
     a, b = _pooled(base), _pooled(now)
-    if not statistics.median(a) < statistics.median(b) / factor:
+    if not median(a) < median(b) / factor:
         return False            # decided without the test (the cheaper half of asv's "and")
     if len(a) == 1 or len(b) == 1:
         return True
@@ -110,7 +111,7 @@ def _laplace_ppf(y: list[float], q: float) -> float:
     """LaplacePosterior(y).ppf(q) of asv_runner: the posterior of the location under Laplace
     noise, p(beta) ~ (sum |y - beta|) ** -(nu + 1), nu = n - 1, integrated piecewise."""
     n, nu = len(y), len(y) - 1
-    mle = statistics.median(y)
+    mle = median(y)
     scale = sum(abs(v - mle) for v in y) * nu ** (1 / (nu + 1))
     if scale == 0:
         return mle

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import statistics
 
 from stages.core.config import Config
+from stages.core.numbers import median
 from stages.core.records.schema import BenchRecord
 from stages.core.vocabulary import Verdict
 from stages.judge.history import prior
@@ -121,5 +121,5 @@ def check(records: dict, cfg: Config, splits: int, slowdown: float, seed: int = 
     rates = tuple(RuleRates(rule, n / splits, hits / trials if trials else None)
                   for rule, n, hits in zip(RULES, rule_false, rule_hits))
     return SelfCheck(false_runs / splits, detected / trials if trials else None,
-                     {k: statistics.median(v) for k, v in mdes.items()},
+                     {k: median(v) for k, v in mdes.items()},
                      steady_false / splits, rates)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import bisect
 import functools
 import math
-import statistics
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -389,6 +388,3 @@ def _equivalence_power(effect: float, se: float, law: tuple, *, alpha: float,
               - special.ndtr(ratios - (limit + effect) / se))
     return float(np.maximum(inside, 0.0).sum()) / ratios.size
 
-
-def median(values: Sequence[float]) -> float:
-    return statistics.median(values)

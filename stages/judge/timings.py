@@ -9,7 +9,15 @@ from __future__ import annotations
 import math
 from typing import Iterator
 
-from stages.core.config.settings import LATENCY, TIMED, CompareSettings, Delta, StatsSettings
+from stages.core.config.settings import (
+    GPU_TIMED,
+    LATENCY,
+    TIMED,
+    CompareSettings,
+    Delta,
+    StatsSettings,
+)
+from stages.core.numbers import median
 from stages.core.records.schema import BenchProcess, BenchRecord, Busy, ModeTiming
 from stages.core.vocabulary import Status, Verdict
 from stages.judge import placement, portability, stats
@@ -17,9 +25,7 @@ from stages.judge.verdicts import Draft
 
 COUNTED = ("graph_breaks", "recompiles")           # exact: more, or a new reason, is worse
 REASONS = {"graph_breaks": "graph_break_reasons", "recompiles": "recompile_reasons"}
-# The CUDA series beside steady_s (the hot one), tested alike, at steady_s's δ, where both
-# sides measured them; each metric's series in the record's `gpu` block.
-GPU_TIMED = ("cold_s", "graph_s")
+# Each GPU_TIMED metric's series in the record's `gpu` block (steady_s: the hot one).
 SERIES = {"steady_s": "hot", "cold_s": "cold", "graph_s": "graph"}
 
 
@@ -36,7 +42,7 @@ def _summaries(record: BenchRecord, workload: str, mode: str,
         value = metric_value(m, metric)
         if isinstance(value, tuple):
             if value:
-                yield proc, m, stats.median(value)
+                yield proc, m, median(value)
         elif value is not None:
             yield proc, m, value
 
@@ -243,7 +249,7 @@ def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None,
     measured = [m for m in (*TIMED, *GPU_TIMED) if process_values(now, workload, mode, m)]
     if not in_base:
         return [Draft(**key, metric=m, verdict=Verdict.NEW,
-                      now=_middle(process_values(now, workload, mode, m))) for m in measured]
+                      now=median(process_values(now, workload, mode, m))) for m in measured]
     if failed_base:
         return [Draft(**key, metric="status", verdict=Verdict.IMPROVED, base=Verdict.FAILED,
                       now=Status.OK, note=f"now runs; was {failed_base[0]}")]
@@ -252,7 +258,7 @@ def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None,
         if not process_values(base, workload, mode, metric):
             if metric in measured:    # e.g. an older record, which measured it otherwise
                 rows.append(Draft(**key, metric=metric, verdict=Verdict.NEW,
-                                  now=_middle(process_values(now, workload, mode, metric)),
+                                  now=median(process_values(now, workload, mode, metric)),
                                   note="the baseline's record has no value of it"))
             continue
         # The GPU series (cold, graph replay) are steady states too: the steady state's δ.
@@ -262,7 +268,7 @@ def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None,
                                 busy_share, paired))
     b, n = (process_values(r, workload, mode, "peak_bytes") for r in (base, now))
     if b and n:
-        rows.append(_ratio_rule(key, "peak_bytes", _middle(b), _middle(n), delta.peak_bytes))
+        rows.append(_ratio_rule(key, "peak_bytes", median(b), median(n), delta.peak_bytes))
     for metric in COUNTED:
         b, n = (process_values(r, workload, mode, metric) for r in (base, now))
         if b and n:
@@ -294,8 +300,8 @@ def _timing_row(key: dict, metric: str, now: BenchRecord, base: BenchRecord, del
     left_out = everyone - len(b) - len(n)
     shift = (stats.paired_shift(*paired_values(base, now, workload, mode, metric, busy_share))
              if paired else stats.shift(b, n))
-    row = Draft(**key, metric=metric, verdict=Verdict.INCONCLUSIVE, base=_middle(b),
-                now=_middle(n), shift=shift, delta=delta)
+    row = Draft(**key, metric=metric, verdict=Verdict.INCONCLUSIVE, base=median(b),
+                now=median(n), shift=shift, delta=delta)
     if left_out:
         row.note = (f"{left_out} process(es) left out: other programs and hypervisor steal "
                     f"took more than {busy_share:.0%} of the CPU while they ran")
@@ -327,10 +333,6 @@ def reasons(record: BenchRecord, workload: str, mode: str, metric: str) -> tuple
     found = (r for _, m, _ in _summaries(record, workload, mode, metric)
              for r in getattr(m, REASONS[metric]))
     return tuple(dict.fromkeys(found))
-
-
-def _middle(values: list[float]) -> float | None:
-    return stats.median(values) if values else None
 
 
 def _ratio_rule(key: dict, metric: str, base: float, now: float, delta: float) -> Draft:

@@ -18,12 +18,12 @@ a simulated one whose timeline they control.
 """
 from __future__ import annotations
 
-import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from stages.core.config.gpu import CudaTiming
+from stages.core.numbers import median
 from stages.core.records.gpu import GpuMode, GpuSeries
 from stages.measure.gpu_rules import (
     Peak,
@@ -232,7 +232,7 @@ class GpuSampler:
 
     def _series(self, name: str, s: Series) -> GpuSeries:
         p = self.process
-        achieved = roofline(statistics.median(s.samples), self.flops, self.bytes_moved,
+        achieved = roofline(median(s.samples), self.flops, self.bytes_moved,
                             p.limit, p.spec.roofline_margin, check_bandwidth=name == "cold")
         clocks = tuple(w.sm_clock_mhz for w in s.windows)
         mask = 0

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import math
 import os
-import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from stages.core.config.settings import BenchSettings
+from stages.core.numbers import median
 from stages.measure.clocks import Clock
 from stages.measure.proc import (
     CGROUP,
@@ -173,16 +173,12 @@ class Phases:
     warmup_settled: bool = True              # False: still not steady at bench.warmup_max_s
 
 
-def _median(values: list[float]) -> float:
-    return statistics.median(values)
-
-
 def still_falling(times: list[float], window: int = WINDOW, tolerance: float = SETTLED) -> bool:
     """Whether the newest calls are still getting faster: the last window's median more than
     `tolerance` below the window before it."""
     if len(times) < 2 * window:
         return True
-    return _median(times[-window:]) < (1 - tolerance) * _median(times[-2 * window:-window])
+    return median(times[-window:]) < (1 - tolerance) * median(times[-2 * window:-window])
 
 
 def steady_start(times: list[float], window: int = WINDOW,
@@ -192,10 +188,10 @@ def steady_start(times: list[float], window: int = WINDOW,
     median is too: where the calls first reach steady-state speed. Windows, not single calls,
     and the first arrival, not the last: a slow call, or a slow patch later on, is noise, not
     warm-up."""
-    level = _median(times[-window:])
+    level = median(times[-window:])
     limit = (1 + tolerance) * level
     k = next((i for i in range(max(1, len(times) - window + 1))
-              if _median(times[i:i + window]) <= limit), len(times) - 1)
+              if median(times[i:i + window]) <= limit), len(times) - 1)
     # A window's median hides its first slow calls: those are warm-up still.
     while k < len(times) - 1 and times[k] > limit:
         k += 1

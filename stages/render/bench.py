@@ -6,13 +6,11 @@ shown as what they are. Pure.
 """
 from __future__ import annotations
 
-from stages.core.config.settings import LATENCY, TIMED
+from stages.core.config.settings import GPU_TIMED, LATENCY, TIMED
+from stages.core.numbers import median
 from stages.core.records.rows import Row
-from stages.core.records.schema import BenchRecord
 from stages.core.vocabulary import Status
-from stages.judge import stats
-from stages.judge.environment import diff as env_diff
-from stages.judge.timings import GPU_TIMED, failures, process_values
+from stages.judge.summary import CellSummary
 from stages.judge.verdicts import Comparison
 from stages.render.environment import cell
 from stages.render.gpu import section as gpu_section
@@ -20,74 +18,55 @@ from stages.render.markdown import markdown_table, pvalue, seconds, value
 from stages.render.verdicts import change, ordered
 
 
-def spread(values: list[float]) -> str:
+def spread(values: tuple[float, ...]) -> str:
     """Process-to-process spread: the range of process medians around their median."""
     if len(values) < 2:
         return ""
-    mid = stats.median(values)
+    mid = median(values)
     return f"±{(max(values) - min(values)) / 2 / mid:.1%}" if mid else ""
 
 
-def measured(record: BenchRecord) -> str:
+def measured(summary: CellSummary) -> str:
     rows = []
-    for workload in sorted(record.workloads):
-        for mode in record.modes:
-            steady = process_values(record, workload, mode, "steady_s")
-            failed = failures(record, workload, mode)
-            if not steady:
-                rows.append([workload, mode, "0", failed[0] if failed else "not measured",
-                             "", "", "", "", "", "", ""])
-                continue
-            middle = stats.median(steady)
-            items = process_values(record, workload, mode, "items")
-            peak = process_values(record, workload, mode, "peak_bytes")
-            rows.append([
-                workload, mode, str(len(steady)), seconds(middle), spread(steady),
-                _middle(record, workload, mode, "first_call_s"),
-                _middle(record, workload, mode, "first_call_warm_s"),
-                _middle(record, workload, mode, "warmup_s"),
-                _middle(record, workload, mode, "warmup_calls", as_time=False),
-                f"{items[0] / middle:,.0f}" if items else "",
-                value("peak_bytes", stats.median(peak)) if peak else ""])
+    for key in summary.keys():
+        n = summary.units[key]
+        if not n.measured:
+            why = n.failures[0] if n.failures else (
+                f"{n.processes_busy} left out: busy machine" if n.processes_busy
+                else "not measured")
+            rows.append([key.workload, key.mode, "0", why, "", "", "", "", "", "", ""])
+            continue
+        rows.append([
+            key.workload, key.mode, str(n.processes_kept) + (
+                f" ({n.processes_busy} busy left out)" if n.processes_busy else ""),
+            seconds(n.steady_s),
+            spread(n.steady_per_process_s), _seconds(n.first_call_s),
+            _seconds(n.first_call_warm_s), _seconds(n.warmup_s),
+            f"{n.warmup_calls:g}" if n.warmup_calls is not None else "",
+            f"{n.items_per_s:,.0f}" if n.items_per_s is not None else "",
+            value("peak_bytes", n.peak_bytes) if n.peak_bytes is not None else ""])
     return markdown_table(rows, ["workload", "mode", "processes", "steady state (median)",
                                  "spread", "first call (cold caches)", "first call (warm)",
                                  "warm-up", "warm-up calls", "items/s", "peak memory"])
 
 
-def _middle(record: BenchRecord, workload: str, mode: str, metric: str,
-            as_time: bool = True) -> str:
-    """The median over processes, or blank where none measured it."""
-    found = process_values(record, workload, mode, metric)
-    if not found:
-        return ""
-    middle = stats.median(found)
-    return seconds(middle) if as_time else f"{middle:g}"
+def _seconds(v: float | None) -> str:
+    """A median over processes, or blank where none measured it."""
+    return "" if v is None else seconds(v)
 
 
-def _modes(record: BenchRecord, workload: str, mode: str):
-    """This unit's results in the processes where it ran."""
-    run = record.workloads.get(workload)
-    for proc in run.processes if run else ():
-        m = proc.modes.get(mode) if proc.status == Status.OK else None
-        if m is not None and m.status == Status.OK:
-            yield m
-
-
-def latency(record: BenchRecord) -> str:
+def latency(summary: CellSummary) -> str:
     """The units that timed single calls: medians over processes of each percentile."""
     rows = []
-    for workload in sorted(record.workloads):
-        for mode in record.modes:
-            calls = [m.latency_calls for m in _modes(record, workload, mode) if m.latency_calls]
-            if not calls:
-                continue
-            middle = {q: stats.median(process_values(record, workload, mode, q))
-                      for q in LATENCY}
-            rows.append([workload, mode, str(len(calls)), f"{min(calls)}–{max(calls)}"
-                         if min(calls) != max(calls) else str(calls[0]),
-                         *(seconds(middle[q]) for q in LATENCY),
-                         f"{middle['latency_p99_s'] / middle['latency_p50_s']:.2f}x"
-                         if middle["latency_p50_s"] else ""])
+    for key in summary.keys():
+        n = summary.units[key]
+        calls = n.latency_calls
+        if not calls or n.latency_p50_s is None:
+            continue
+        rows.append([key.workload, key.mode, str(len(calls)), f"{min(calls)}–{max(calls)}"
+                     if min(calls) != max(calls) else str(calls[0]),
+                     *(seconds(n.value(q)) for q in LATENCY),
+                     f"{n.latency_p99_s / n.latency_p50_s:.2f}x" if n.latency_p50_s else ""])
     if not rows:
         return ""
     return ("## Tail latency\n\nSingle calls, each between two device synchronizations, after "
@@ -98,24 +77,15 @@ def latency(record: BenchRecord) -> str:
                        "p99", "p99 / p50"]))
 
 
-def shape_changes(record: BenchRecord) -> str:
+def shape_changes(summary: CellSummary) -> str:
     """Per workload, compiled mode and shape after the first: what the change cost."""
     rows = []
-    for workload in sorted(record.workloads):
-        for mode in record.modes:
-            # Processes that compiled cold, where there are: a warm cache holds the recompiles.
-            measured = [m for m in _modes(record, workload, mode) if m.shapes]
-            runs = [m.shapes for m in measured if m.compile_cache != "warm"] or [
-                m.shapes for m in measured]
-            for i, shape in enumerate(runs[0] if runs else ()):
-                same = [r[i] for r in runs if len(r) > i and r[i].shape == shape.shape]
-                first = stats.median([s.first_call_s for s in same])
-                again = [s.call_s for s in same if s.call_s is not None]
-                call = stats.median(again) if again else None
-                reasons = dict.fromkeys(r for s in same for r in s.recompile_reasons)
-                rows.append([workload, mode, f"`{shape.shape}`", seconds(first), seconds(call),
-                             seconds(max(first - call, 0.0)) if call is not None else "",
-                             str(max(s.recompiles for s in same)), "<br>".join(reasons)])
+    for key in summary.keys():
+        for s in summary.units[key].shapes:
+            rows.append([key.workload, key.mode, f"`{s.shape}`", seconds(s.first_call_s),
+                         seconds(s.call_s), seconds(max(s.first_call_s - s.call_s, 0.0))
+                         if s.call_s is not None else "", str(s.recompiles),
+                         "<br>".join(s.reasons)])
     if not rows:
         return ""
     return ("## Shape changes\n\nCompiled modes of a workload that declares several input "
@@ -129,16 +99,15 @@ def shape_changes(record: BenchRecord) -> str:
                        "recompiles", "reasons"]))
 
 
-def unmeasured(record: BenchRecord) -> str:
+def unmeasured(summary: CellSummary) -> str:
     """What the device's backend could not provide, and how its calls were timed."""
     said: dict[str, None] = {}
-    for workload in sorted(record.workloads):
-        for mode in record.modes:
-            for m in _modes(record, workload, mode):
-                if m.clock:
-                    said[f"calls timed with {CLOCKS.get(m.clock, m.clock)}"] = None
-                for metric, why in sorted(m.unmeasured.items()):
-                    said[f"{metric} not measured: {why}"] = None
+    for key in summary.keys():
+        n = summary.units[key]
+        for clock in n.clocks:
+            said[f"calls timed with {CLOCKS.get(clock, clock)}"] = None
+        for metric, why in n.unmeasured:
+            said[f"{metric} not measured: {why}"] = None
     if not said:
         return ""
     return "## What this device provides\n\n" + "\n".join(f"- {line}" for line in said)
@@ -159,46 +128,48 @@ def diff(rows: list[Row]) -> str:
                                  "change [CI]", "p (this test)", "n", "note"])
 
 
-def looks(record: BenchRecord) -> str:
-    if not record.looks:
+def looks(summary: CellSummary) -> str:
+    if not summary.looks:
         return ""
     lines = ["## Adaptive sampling (interim looks of this cell)", "",
              "Each look compared this cell alone with the baseline and gave the units below "
              "more processes; these are interim readings, not verdicts.", ""]
-    for i, look in enumerate(record.looks, 1):
+    for i, look in enumerate(summary.looks, 1):
         units = "; ".join(f"{p.workload} {p.mode} {p.metric} {p.verdict} "
                           f"{(p.ratio - 1) * 100:+.1f} % [{(p.ci_low - 1) * 100:+.1f}, "
                           f"{(p.ci_high - 1) * 100:+.1f}]" for p in look.pending)
         lines.append(f"- look {i}, at {look.processes} processes per side: {units}")
-    lines.append(f"\n{record.adaptive_processes} processes added in all.")
+    lines.append(f"\n{summary.adaptive_processes} processes added in all.")
     return "\n".join(lines)
 
 
-def page(record: BenchRecord, result: Comparison, ab_env: str = "") -> str:
-    lines = [f"# bench: {record.cell}", ""]
+def page(summary: CellSummary, result: Comparison, ab_env: str = "") -> str:
+    """`summary`: the cell's judge.summary; `result`: its rows (judge.run)."""
+    lines = [f"# bench: {summary.cell}", ""]
     lines += [f"> {note}" for note in result.notes] + ([""] if result.notes else [])
-    if record.status != Status.OK:
-        return "\n".join(lines + [f"**{record.status}**: {record.reason}", ""])
-    gpu = gpu_section(record)
-    lines += ["## Measured", "", measured(record), "", *([gpu, ""] if gpu else []),
+    if summary.status != Status.OK:
+        return "\n".join(lines + [f"**{summary.status}**: {summary.reason}", ""])
+    gpu = gpu_section(summary)
+    lines += ["## Measured", "", measured(summary), "", *([gpu, ""] if gpu else []),
               "## Against the baseline", "",
               "The verdicts (REGRESSED, EQUIVALENT, ...) are decided once over the whole run, in "
               "[compare.md](../compare.md), with p-values adjusted over every tested metric; "
               "the gate uses those.", "", diff(result.rows), ""]
-    for extra in (latency(record), shape_changes(record), unmeasured(record), looks(record),
+    for extra in (latency(summary), shape_changes(summary), unmeasured(summary), looks(summary),
                   ab_env):
         if extra:
             lines += [extra, ""]
     return "\n".join(lines)
 
 
-def ab_environments(here: dict | None, candidate: dict | None) -> str:
-    """In A/B mode: how the candidate's environment differs from this one's."""
-    if not candidate:
+def ab_environments(changes: list | None, error: str | None = None) -> str:
+    """In A/B mode: how the candidate's environment differs from this one's
+    (judge.environment.diff; None: no candidate), or why it could not be captured."""
+    if error is not None:
+        return f"Candidate environment: {error}"
+    if changes is None:
         return ""
-    if "error" in candidate:
-        return f"Candidate environment: {candidate['error']}"
-    changes = sorted(env_diff(here or {}, candidate),   # what explains timings first
+    changes = sorted(changes,   # what explains timings first
                      key=lambda c: (not c[0].startswith(FIRST), c[0]))
     lines = ["## A/B environments (baseline → candidate)", ""]
     lines += [f"- `{k}`: `{cell(a)}` → `{cell(b)}`" for k, a, b in changes[:30]] or ["- identical"]

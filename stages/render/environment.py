@@ -1,7 +1,7 @@
 """reports/env/env.md: the environment, then what changed against the baseline."""
 from __future__ import annotations
 
-from stages.judge.environment import HARDWARE_FIELDS, MISSING, diff, get, hardware_changes
+from stages.core.records.dotted import MISSING, get
 from stages.render.markdown import markdown_table
 
 # The rows of the summary table, in order: (label, dotted field).
@@ -41,28 +41,25 @@ def cell(value: object) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def render_md(base: dict | None, now: dict, baseline_label: str,
+def render_md(now: dict, baseline_label: str, changes: list | None, hardware: list,
               baseline_error: str | None = None) -> str:
-    """The env report: the current environment, then what changed against the baseline."""
+    """The env report: the current environment, then what changed against the baseline:
+    `changes` (judge.environment.diff, the hardware fields first; None: no baseline) and
+    `hardware`, the hardware fields among them (judge.environment.hardware_changes)."""
     rows = [(label, cell(get(now, dotted))) for label, dotted in MAIN_FIELDS]
     lines = ["# Environment", "", markdown_table(rows, ["field", "value"]),
              "", f"## Change against the baseline ({baseline_label})", ""]
     if baseline_error is not None:
         lines.append(f"Baseline env.json unreadable: {baseline_error}")
-    elif base is None:
+    elif changes is None:
         lines.append("No baseline yet: commit `reports/` to make this run the baseline.")
+    elif not changes:
+        lines.append("No environment change against the baseline.")
     else:
-        changes = diff(base, now)
-        if not changes:
-            lines.append("No environment change against the baseline.")
-        else:
-            hardware = hardware_changes(base, now)
-            if hardware:
-                lines += ["**Hardware changed: timings are not comparable with the baseline** ("
-                          + "; ".join(f"{name}: {cell(a)} → {cell(b)}" for name, a, b in hardware)
-                          + ").", ""]
-            first = {dotted for dotted, _ in HARDWARE_FIELDS}
-            changes.sort(key=lambda c: (c[0] not in first, c[0]))
-            table = [(key, cell(before), cell(after)) for key, before, after in changes]
-            lines.append(markdown_table(table, ["field", "baseline", "now"]))
+        if hardware:
+            lines += ["**Hardware changed: timings are not comparable with the baseline** ("
+                      + "; ".join(f"{name}: {cell(a)} → {cell(b)}" for name, a, b in hardware)
+                      + ").", ""]
+        table = [(key, cell(before), cell(after)) for key, before, after in changes]
+        lines.append(markdown_table(table, ["field", "baseline", "now"]))
     return "\n".join(lines) + "\n"

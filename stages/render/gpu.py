@@ -3,24 +3,8 @@ graph), the time per call, how the series stopped, throttling, what NVML read, a
 achieved rates against the device's peak. Pure."""
 from __future__ import annotations
 
-from stages.core.records.gpu import GpuMode
-from stages.core.records.schema import BenchRecord, ModeTiming
-from stages.core.vocabulary import Status
-from stages.judge import stats
+from stages.judge.summary import CellSummary, GpuSeriesSummary
 from stages.render.markdown import markdown_table, seconds
-
-METRIC = {"hot": "steady_s", "cold": "cold_s", "graph": "graph_s"}
-
-
-def _modes(record: BenchRecord, workload: str, mode: str) -> list[ModeTiming]:
-    run = record.workloads.get(workload)
-    return [m for p in (run.processes if run else ()) if p.status == Status.OK
-            for m in [p.modes.get(mode)] if m is not None and m.status == Status.OK and m.gpu]
-
-
-def _median(values) -> float | None:
-    known = [v for v in values if v is not None]
-    return stats.median(known) if known else None
 
 
 def _rate(value: float | None, peak: float | None) -> str:
@@ -29,55 +13,35 @@ def _rate(value: float | None, peak: float | None) -> str:
     return f"{value:,.1f}" + (f" ({value / peak:.0%})" if peak else "")
 
 
-def _stops(series) -> str:
-    found: dict[str, int] = {}
-    for s in series:
-        found[s.stop] = found.get(s.stop, 0) + 1
-    return ", ".join(f"{stop} {n}" for stop, n in sorted(found.items()))
-
-
-def _row(workload: str, mode: str, name: str, modes: list[ModeTiming], hot: float | None):
-    series = [m.gpu.series[name] for m in modes if name in m.gpu.series]
-    per_call = _median(stats.median(getattr(m, METRIC[name])) for m in modes
-                       if getattr(m, METRIC[name]))
-    gpu: GpuMode = modes[0].gpu
-    clocks = [c for s in series for c in s.sm_clock_mhz if c is not None]
-    notes = sorted({s.impossible for s in series if s.impossible})
-    return [workload, mode, name, seconds(per_call),
-            f"{per_call / hot:.2f}x" if per_call and hot and name != "hot" else "",
-            _stops(series), f"{_median(s.rel_sd for s in series) or 0:.2%}",
-            f"{sum(s.redone for s in series)}/{sum(len(s.throttled) for s in series)}",
-            f"{_median(clocks):.0f}" if clocks else "",
-            _number(max((s.temperature_c for s in series if s.temperature_c is not None),
-                        default=None), "°C"),
-            _number(max((s.power_w for s in series if s.power_w is not None), default=None),
-                    "W"),
-            _rate(_median(s.tflops for s in series), gpu.peak_tflops),
-            _rate(_median(s.gbps for s in series), gpu.peak_gbps),
-            "IMPOSSIBLE: " + "; ".join(notes) if notes else ""]
+def _row(workload: str, mode: str, s: GpuSeriesSummary, hot: float | None,
+         peak_tflops: float | None, peak_gbps: float | None) -> list[str]:
+    per_call = s.per_call_s
+    return [workload, mode, s.name, seconds(per_call),
+            f"{per_call / hot:.2f}x" if per_call and hot and s.name != "hot" else "",
+            ", ".join(f"{stop} {n}" for stop, n in s.stops), f"{s.rel_sd or 0:.2%}",
+            f"{s.redone}/{s.throttled}",
+            f"{s.sm_clock_mhz:.0f}" if s.sm_clock_mhz is not None else "",
+            _number(s.temperature_c, "°C"), _number(s.power_w, "W"),
+            _rate(s.tflops, peak_tflops), _rate(s.gbps, peak_gbps),
+            "IMPOSSIBLE: " + "; ".join(s.impossible) if s.impossible else ""]
 
 
 def _number(value: float | None, unit: str) -> str:
     return "" if value is None else f"{value:.0f} {unit}"
 
 
-def section(record: BenchRecord) -> str:
+def section(summary: CellSummary) -> str:
     """"" when no mode was timed with device.<name>.timing."""
     rows, facts, errors = [], set(), set()
-    for workload in sorted(record.workloads):
-        for mode in record.modes:
-            modes = _modes(record, workload, mode)
-            if not modes:
-                continue
-            hot = _median(stats.median(m.steady_s) for m in modes if m.steady_s)
-            for name in METRIC:
-                if any(name in m.gpu.series for m in modes):
-                    rows.append(_row(workload, mode, name, modes, hot))
-            g = modes[0].gpu
-            facts.add((g.math, g.peak_tflops, g.peak_gbps, g.peak_source,
-                       g.reference_sm_clock_mhz, g.flush_bytes))
-            errors |= {f"{workload} {mode}: {m.gpu.graph_error}" for m in modes
-                       if m.gpu.graph_error}
+    for key in summary.keys():
+        g = summary.units[key].gpu
+        if g is None:
+            continue
+        rows += [_row(key.workload, key.mode, s, g.hot_s, g.peak_tflops, g.peak_gbps)
+                 for s in g.series]
+        facts.add((g.math, g.peak_tflops, g.peak_gbps, g.peak_source,
+                   g.reference_sm_clock_mhz, g.flush_bytes))
+        errors |= set(g.graph_errors)
     if not rows:
         return ""
     lines = ["## GPU timing", "",

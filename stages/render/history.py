@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from stages.core.config.settings import HistorySettings
 from stages.core.vocabulary import short
-from stages.judge.changepoints import Shift
-from stages.judge.trends import KEY_METRICS, Point, Series
+from stages.judge.summary import KEY_METRICS, Point, Series, Shift
 from stages.render.markdown import markdown_table, percent, pvalue, seconds
 from stages.render.trends import image_name
 

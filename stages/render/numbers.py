@@ -1,15 +1,13 @@
 """The numbers a reader wants first: per cell, every workload and mode with its steady state,
-throughput, cost, first call, warm-up and peak memory, and the change against the baseline.
-Regressions, failures and possible slowdowns first, then by effect. Pure."""
+throughput, cost, first call, warm-up and peak memory (its judge.summary), and the change
+against the baseline. Regressions, failures and possible slowdowns first, then by effect.
+Pure."""
 from __future__ import annotations
 
-from stages.core.config.settings import LATENCY
+from stages.core.records.dotted import MISSING, get
 from stages.core.records.rows import Row
-from stages.core.records.schema import BenchRecord
 from stages.core.vocabulary import BAD, Status, Verdict
-from stages.judge import stats
-from stages.judge.environment import MISSING, get
-from stages.judge.timings import failures, process_values
+from stages.judge.summary import CellSummary, UnitSummary
 from stages.render.markdown import markdown_table, nbytes, seconds
 from stages.render.verdicts import change
 from stages.render.verdicts import effect as row_effect
@@ -50,27 +48,6 @@ def _shown(v) -> str:
     return "none" if v is None or v is MISSING else str(v)
 
 
-def unit_numbers(record: BenchRecord, workload: str, mode: str,
-                 price_per_hour: float) -> dict | None:
-    """Medians over the processes of this run's arm; None when no process measured it."""
-    steady = process_values(record, workload, mode, "steady_s")
-    if not steady:
-        return None
-    per_call = stats.median(steady)
-
-    def middle(metric: str) -> float | None:
-        found = process_values(record, workload, mode, metric)
-        return stats.median(found) if found else None
-    items = process_values(record, workload, mode, "items")
-    per_s = items[0] / per_call if items and per_call > 0 else None
-    cost = price_per_hour / 3600 * 1e6 / per_s if per_s and price_per_hour else None
-    return {"steady_s": per_call, "items_per_s": per_s, "usd_per_million": cost,
-            "first_call_s": middle("first_call_s"),
-            "first_call_warm_s": middle("first_call_warm_s"), "warmup_s": middle("warmup_s"),
-            "peak_bytes": middle("peak_bytes"), "processes": len(steady),
-            **{metric: middle(metric) for metric in LATENCY}}
-
-
 def _rank(rows: list[Row]) -> int:
     """0: regressed or failed, 1: a possible slowdown, 2: anything else."""
     if any(r.verdict in BAD for r in rows):
@@ -105,48 +82,46 @@ def _flags(rows: list[Row]) -> str:
     return "; ".join(said)
 
 
-def cell_table(cell: str, record: BenchRecord, price_per_hour: float, rows: list[Row]) -> str:
+def cell_table(summary: CellSummary, rows: list[Row]) -> str:
     """One row per workload and mode of the cell, the units that need a look first."""
     units = []
-    for workload in sorted(record.workloads):
-        for mode in record.modes:
-            mine = [r for r in rows if r.cell == cell and r.workload == workload
-                    and r.mode == mode and r.stage == "bench"]
-            units.append((_rank(mine), -effect(mine), workload, mode, mine))
+    for key in summary.keys():
+        mine = [r for r in rows if r.cell == key.cell and r.workload == key.workload
+                and r.mode == key.mode and r.stage == "bench"]
+        units.append((_rank(mine), -effect(mine), key.workload, key.mode, mine))
     body = []
-    tails = any((n := unit_numbers(record, w, m, price_per_hour)) and n["latency_p50_s"]
-                for _, _, w, m, _ in units)
+    tails = any(summary.units[key].latency_p50_s for key in summary.keys())
     for _, _, workload, mode, mine in sorted(units):
-        numbers = unit_numbers(record, workload, mode, price_per_hour)
+        n = summary.unit(workload, mode)
         steady = next((r for r in mine if r.metric == "steady_s"), None)
         verdict = "" if steady is None else (
             "possible slowdown" if possible_slowdown(steady) else steady.verdict)
         moved = change(steady) if steady is not None else ""
-        if numbers is None:
-            failed = failures(record, workload, mode)
-            body.append([workload, mode, "FAILED" if failed else "not measured", "", "", "",
-                         "", "", *[""] * tails, "", _flags(mine) or (failed[0] if failed else "")])
+        if not n.measured:
+            why = "FAILED" if n.failures else "busy machine" if n.processes_busy else \
+                "not measured"
+            body.append([workload, mode, why, "", "", "", "", "", *[""] * tails, "",
+                         _flags(mine) or (n.failures[0] if n.failures else "")])
             continue
         body.append([
-            workload, mode, seconds(numbers["steady_s"]),
+            workload, mode, seconds(n.steady_s),
             f"{moved} {verdict}".strip() if moved else verdict,
-            _count(numbers["items_per_s"]), _dollars(numbers["usd_per_million"]),
-            _first_call(numbers), seconds(numbers["warmup_s"]), *[_tail(numbers)] * tails,
-            nbytes(numbers["peak_bytes"]) if numbers["peak_bytes"] is not None else "",
-            _flags(mine)])
+            _count(n.items_per_s), _dollars(n.usd_per_million),
+            _first_call(n), seconds(n.warmup_s), *[_tail(n)] * tails,
+            nbytes(n.peak_bytes) if n.peak_bytes is not None else "", _flags(mine)])
     return markdown_table(body, ["workload", "mode", "steady state", "change [CI]",
                                  "items/s", "$ / M items", "first call (cold / warm)", "warm-up",
                                  *["latency p50 / p99"] * tails, "peak memory", "also"])
 
 
-def _tail(numbers: dict) -> str:
-    p50, p99 = numbers["latency_p50_s"], numbers["latency_p99_s"]
+def _tail(n: UnitSummary) -> str:
+    p50, p99 = n.latency_p50_s, n.latency_p99_s
     return "" if p50 is None else f"{seconds(p50)} / {seconds(p99)}"
 
 
-def _first_call(numbers: dict) -> str:
+def _first_call(n: UnitSummary) -> str:
     """The first call with cold compile caches, and with warm ones where measured."""
-    cold, warm = numbers["first_call_s"], numbers["first_call_warm_s"]
+    cold, warm = n.first_call_s, n.first_call_warm_s
     if warm is None:
         return seconds(cold)
     return f"{seconds(cold) if cold is not None else '–'} / {seconds(warm)}"
@@ -160,7 +135,7 @@ def _dollars(v: float | None) -> str:
     return "" if v is None else f"${v:.3g}" if v < 1000 else f"${v:,.0f}"
 
 
-def numbers_section(bench: dict[str, tuple[BenchRecord, float]], rows: list[Row]) -> list[str]:
+def numbers_section(bench: dict[str, CellSummary], rows: list[Row]) -> list[str]:
     """`## Numbers`: a table per cell; the cell whose units need a look first comes first."""
     if not bench:
         return []
@@ -169,9 +144,9 @@ def numbers_section(bench: dict[str, tuple[BenchRecord, float]], rows: list[Row]
              "confidence interval; cost: the device's `price_per_hour` over the throughput.",
              ""]
     for cell in sorted(bench, key=lambda c: (_rank([r for r in rows if r.cell == c]), c)):
-        record, price = bench[cell]
-        if record.status != Status.OK:     # a device not present, a backend not registered
-            lines += [f"### `{cell}`", "", f"{record.status}: {record.reason}", ""]
+        summary = bench[cell]
+        if summary.status != Status.OK:     # a device not present, a backend not registered
+            lines += [f"### `{cell}`", "", f"{summary.status}: {summary.reason}", ""]
             continue
-        lines += [f"### `{cell}`", "", cell_table(cell, record, price, rows), ""]
+        lines += [f"### `{cell}`", "", cell_table(summary, rows), ""]
     return lines

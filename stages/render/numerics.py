@@ -6,11 +6,11 @@ from __future__ import annotations
 import math
 
 from stages.core.records import dumps
+from stages.core.records.ops import TORCH_NAMESPACES, fallback_ops, namespaces
 from stages.core.records.outputs import SKETCH_K, WHOLE_MAX
 from stages.core.records.rows import Row
 from stages.core.records.schema import NumericsRecord
 from stages.core.vocabulary import Check, Status
-from stages.judge import portability
 from stages.judge.verdicts import Comparison
 from stages.render.markdown import markdown_table, sci
 from stages.render.verdicts import page as verdict_page
@@ -121,12 +121,12 @@ def ops(record: NumericsRecord, rows: list[Row]) -> str:
         if c.status != Status.OK:
             lines += [f"### {workload}", "", f"Not measured: {c.error}", ""]
             continue
-        off = portability.fallback_ops(c)
+        off = fallback_ops(c)
         lines += [f"### {workload}: {len(c.ops)} ops, {c.calls} calls on {c.device}", "",
                   "Namespaces: " + ", ".join(
                       f"`{ns}` {len(ops)}" + (" (extension)" if ns not in
-                                              portability.TORCH_NAMESPACES else "")
-                      for ns, ops in portability.namespaces(c).items()), ""]
+                                              TORCH_NAMESPACES else "")
+                      for ns, ops in namespaces(c).items()), ""]
         row = diffs.get(workload)
         if row is not None and row.note:
             lines += [f"Against the baseline ({row.verdict}): {row.note}", ""]

@@ -13,12 +13,11 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
+from stages.core.numbers import median
 from stages.core.records.rows import Row
-from stages.core.records.schema import BenchRecord
 from stages.core.vocabulary import Verdict
-from stages.judge import stats
-from stages.judge.timings import process_values
-from stages.render.numbers import LABELS, unit_numbers
+from stages.judge.summary import BASELINE, CellSummary
+from stages.render.numbers import LABELS
 
 COLOURS = {Verdict.REGRESSED: "#c62828", Verdict.IMPROVED: "#2e7d32", Verdict.EQUIVALENT: "#607d8b",
            Verdict.INCONCLUSIVE: "#ef6c00"}
@@ -149,21 +148,19 @@ def _time_axis(ax) -> None:
     ax.tick_params(axis="x", labelsize=7)
 
 
-def medians(bench: dict[str, tuple[BenchRecord, float]],
-            base: dict[str, BenchRecord | None]) -> bytes | None:
+def medians(bench: dict[str, CellSummary]) -> bytes | None:
     """Per cell, each workload and mode: every worker process's median steady state, the
     baseline's (grey, above) beside this run's (blue, below); a bar marks each side's
     median. The spread shows how far one process can be from the next."""
     panels = {}
-    for cell, (record, _) in sorted(bench.items()):
+    for cell, summary in sorted(bench.items()):
         units = {}
-        for workload in sorted(record.workloads):
-            for mode in record.modes:
-                now = process_values(record, workload, mode, "steady_s")
-                old = process_values(base[cell], workload, mode, "steady_s") \
-                    if base.get(cell) is not None else []
-                if now or old:
-                    units[workload, mode] = (old, now)
+        for key in summary.keys():
+            now = summary.units[key].steady_per_process_s
+            base = summary.unit(key.workload, key.mode, BASELINE)
+            old = base.steady_per_process_s if base is not None else ()
+            if now or old:
+                units[key.workload, key.mode] = (old, now)
         if units:
             panels[cell] = units
     if not panels:
@@ -177,7 +174,7 @@ def medians(bench: dict[str, tuple[BenchRecord, float]],
                 if values:
                     ax.plot(values, [y + offset] * len(values), "o", color=colour, ms=4,
                             alpha=0.8)
-                    ax.plot([stats.median(values)] * 2, [y + offset - 0.14, y + offset + 0.14],
+                    ax.plot([median(values)] * 2, [y + offset - 0.14, y + offset + 0.14],
                             color=colour, lw=2)
         _time_axis(ax)
         ax.set_yticks(range(len(units)), [f"{w} · {m}" for w, m in units], fontsize=8)
@@ -186,29 +183,26 @@ def medians(bench: dict[str, tuple[BenchRecord, float]],
         ax.set_title(cell, fontsize=10)
         ax.set_xlabel("steady state per call, one dot per process", fontsize=8)
     handles = [Line2D([], [], marker="o", ls="", color=NOW, label="this run")]
-    if any(base.get(cell) is not None for cell in panels):
+    if any(bench[cell].has_baseline for cell in panels):
         handles.insert(0, Line2D([], [], marker="o", ls="", color=BASE, label="baseline"))
     fig.legend(handles=handles, loc="upper right", fontsize=7, frameon=False)
     fig.tight_layout(rect=(0, 0, 1, 0.93))
     return png(fig)
 
 
-def speedups(bench: dict[str, tuple[BenchRecord, float]], compiled: str = "compiled",
+def speedups(bench: dict[str, CellSummary], compiled: str = "compiled",
              eager: str = "eager") -> dict[tuple[str, str], float]:
     """(cell, workload) -> eager steady state over compiled: above 1, compiling pays."""
     out = {}
-    for cell, (record, price) in sorted(bench.items()):
-        if compiled not in record.modes or eager not in record.modes:
-            continue
-        for workload in sorted(record.workloads):
-            a = unit_numbers(record, workload, eager, price)
-            b = unit_numbers(record, workload, compiled, price)
-            if a and b and b["steady_s"] > 0:
-                out[cell, workload] = a["steady_s"] / b["steady_s"]
+    for cell, summary in sorted(bench.items()):
+        for workload in sorted({key.workload for key in summary.keys()}):
+            a, b = summary.unit(workload, eager), summary.unit(workload, compiled)
+            if a and b and a.measured and b.measured and b.steady_s > 0:
+                out[cell, workload] = a.steady_s / b.steady_s
     return out
 
 
-def speedup(bench: dict[str, tuple[BenchRecord, float]]) -> bytes | None:
+def speedup(bench: dict[str, CellSummary]) -> bytes | None:
     """Compiled over eager across the matrix: one group per workload, a bar per cell."""
     found = speedups(bench)
     if not found:
@@ -240,7 +234,7 @@ def csv_text(header: list[str], rows: list[list]) -> str:
     return out.getvalue()
 
 
-def plot_data(bench: dict[str, tuple[BenchRecord, float]], rows) -> dict[str, str]:
+def plot_data(bench: dict[str, CellSummary], rows) -> dict[str, str]:
     """The pictures' data as CSV files, for `dvc plots diff` (the `plots:` of dvc.yaml)."""
     changes = csv_text(["unit", "ratio", "ci_low", "ci_high", "delta", "verdict"], [
         [unit_label(r), f"{r.change.ratio:.4f}", f"{r.change.ci_low:.4f}",
@@ -253,10 +247,10 @@ def plot_data(bench: dict[str, tuple[BenchRecord, float]], rows) -> dict[str, st
     return {"changes.csv": changes, "steady.csv": steady, "speedup.csv": gains}
 
 
-def pictures(bench: dict[str, tuple[BenchRecord, float]], base: dict[str, BenchRecord | None],
-             rows) -> dict[str, bytes | None]:
-    """file name -> PNG bytes, None where there is nothing to draw (no baseline, one mode)."""
-    return {"changes.png": forest(rows), "steady.png": medians(bench, base),
+def pictures(bench: dict[str, CellSummary], rows) -> dict[str, bytes | None]:
+    """file name -> PNG bytes, None where there is nothing to draw (no baseline, one mode);
+    `bench`: each cell's judge.summary, this run's arm and the baseline's."""
+    return {"changes.png": forest(rows), "steady.png": medians(bench),
             "speedup.png": speedup(bench)}
 
 

@@ -3,9 +3,9 @@ many of the planned processes are done, the time so far and an estimate of what 
 lines, no terminal control codes: a CI log and `dvc queue logs` read as a terminal does."""
 from __future__ import annotations
 
+from stages.core.numbers import median
 from stages.core.records.schema import BenchProcess, ModeNumerics, NumericsProcess
 from stages.core.vocabulary import Status, Tick
-from stages.judge import stats
 
 
 def clock(seconds: float) -> str:
@@ -32,7 +32,7 @@ def bench_line(cell: str, workload: str, arm: str, round_: int, result: BenchPro
     else:
         what = "; ".join(
             f"{mode} {m.status}: {m.error}" if m.status != Status.OK else
-            f"{mode} {stats.median(m.steady_s) * 1e3:.3f} ms (first call "
+            f"{mode} {median(m.steady_s) * 1e3:.3f} ms (first call "
             f"{m.first_call_s:.2f} s{', warm caches' if m.compile_cache == 'warm' else ''})"
             if m.steady_s else f"{mode} OK"
             for mode, m in result.modes.items())

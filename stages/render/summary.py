@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from stages.core.records.rows import CompareRecord, Row
-from stages.core.records.schema import BenchRecord
 from stages.core.vocabulary import BAD, Verdict
 from stages.judge.gate import (
     NO_TIMING,
@@ -12,6 +11,7 @@ from stages.judge.gate import (
     nothing_comparable,
     untested,
 )
+from stages.judge.summary import CellSummary
 from stages.judge.verdicts import findings
 from stages.render.environment import cell as env_cell
 from stages.render.markdown import counts, markdown_table, value
@@ -23,11 +23,11 @@ COMPARED = (Verdict.REGRESSED, Verdict.IMPROVED, Verdict.EQUIVALENT, Verdict.INC
 
 def summary(matrix: str, compare: CompareRecord, changes: list, env_note: str | None,
             cells: list[str], fail_on: tuple[str, ...] = (),
-            bench: dict[str, tuple[BenchRecord, float]] | None = None,
+            bench: dict[str, CellSummary] | None = None,
             images: list[tuple[str, str]] = (), env: dict | None = None,
             sweeps: list[str] = ()) -> str:
     """`fail_on`: gate.fail_on, to say what the gate stage decides on the same record;
-    `bench`: cell -> (bench record, price per device-hour), for the numbers;
+    `bench`: cell -> its judge.summary, for the numbers;
     `images`: (caption, path relative to the reports folder) embedded after the numbers;
     `env`: this run's environment, named when there is no baseline's to diff against;
     `sweeps`: the sweeps' section (render.sweeps), after the numbers and pictures."""

@@ -8,9 +8,8 @@ from dataclasses import dataclass
 from matplotlib.figure import Figure
 
 from stages.core.config.settings import Recommend
-from stages.core.records.schema import BenchRecord
+from stages.judge.summary import BASELINE, NOW, CellSummary, UnitSummary
 from stages.render.markdown import markdown_table, nbytes, seconds
-from stages.render.numbers import unit_numbers
 from stages.render.plots import png
 
 
@@ -18,24 +17,20 @@ from stages.render.plots import png
 class Point:
     unit: str
     values: tuple[tuple, ...]         # (("batch", 64), ("threads", 2))
-    numbers: dict | None              # unit_numbers(); None: not measured (failed)
+    numbers: UnitSummary              # its judge.summary (not measured: failed)
 
     @property
     def label(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in self.values)
 
 
-def curves(record: BenchRecord | None, price: float) -> dict[tuple[str, str], list[Point]]:
-    """(workload, mode) -> its sweep's points, in the order of their values."""
+def curves(summary: CellSummary, arm: str = NOW) -> dict[tuple[str, str], list[Point]]:
+    """(workload, mode) -> its sweep's points in one arm, in the order of their values."""
     found: dict[tuple[str, str], list[Point]] = {}
-    for unit, run in sorted((record.workloads if record else {}).items()):
-        spec = run.spec
-        if spec is None or not spec.point:
-            continue
-        for mode in record.modes:
-            found.setdefault((spec.family, mode), []).append(
-                Point(unit, tuple(map(tuple, spec.point)),
-                      unit_numbers(record, unit, mode, price)))
+    for key in summary.keys(arm):
+        n = summary.units[key]
+        if n.family is not None:
+            found.setdefault((n.family, key.mode), []).append(Point(key.workload, n.point, n))
     return {key: sorted(points, key=lambda p: [(k, _order(v)) for k, v in p.values])
             for key, points in found.items()}
 
@@ -47,11 +42,11 @@ def _order(v) -> tuple:
 def why_not(p: Point, rule: Recommend) -> str | None:
     """Why a point cannot be recommended, or None."""
     n = p.numbers
-    if n is None:
+    if not n.measured:
         return "not measured"
-    if rule.max_peak_mib is not None and (n["peak_bytes"] or 0) > rule.max_peak_mib * 2 ** 20:
+    if rule.max_peak_mib is not None and (n.peak_bytes or 0) > rule.max_peak_mib * 2 ** 20:
         return f"over {rule.max_peak_mib:g} MiB"
-    if rule.max_latency_ms is not None and n["steady_s"] * 1e3 > rule.max_latency_ms:
+    if rule.max_latency_ms is not None and n.steady_s * 1e3 > rule.max_latency_ms:
         return f"over {rule.max_latency_ms:g} ms"
     return None
 
@@ -59,8 +54,8 @@ def why_not(p: Point, rule: Recommend) -> str | None:
 def recommended(points: list[Point], rule: Recommend) -> Point | None:
     """The lowest cost per million items within the limits (the highest throughput where the
     device has no price: the same order)."""
-    fit = [p for p in points if why_not(p, rule) is None and p.numbers["items_per_s"]]
-    return max(fit, key=lambda p: p.numbers["items_per_s"], default=None)
+    fit = [p for p in points if why_not(p, rule) is None and p.numbers.items_per_s]
+    return max(fit, key=lambda p: p.numbers.items_per_s, default=None)
 
 
 def recommendation_line(cell: str, workload: str, mode: str, now: Point | None,
@@ -69,9 +64,9 @@ def recommendation_line(cell: str, workload: str, mode: str, now: Point | None,
     where = f"`{cell}` {workload} {mode}"
     if now is None:
         return f"- {where}: no point fits the limits (`recommend`)."
-    cost = now.numbers["usd_per_million"]
+    cost = now.numbers.usd_per_million
     price = f" (${cost:.3g} per M items)" if cost else \
-        f" ({now.numbers['items_per_s']:,.0f} items/s)"
+        f" ({now.numbers.items_per_s:,.0f} items/s)"
     if not had_base:
         return f"- {where}: **{now.label}**{price}."
     if base is None:
@@ -84,12 +79,12 @@ def recommendation_line(cell: str, workload: str, mode: str, now: Point | None,
 def curve_table(points: list[Point], best: Point | None, rule: Recommend) -> str:
     rows = []
     for p in points:
-        n = p.numbers or {}
-        cost = n.get("usd_per_million")
+        n = p.numbers
+        cost = n.usd_per_million
         rows.append([p.label + (" ◀" if p is best else ""),
-                     seconds(n.get("steady_s")) if n else "not measured",
-                     f"{n['items_per_s']:,.0f}" if n.get("items_per_s") else "",
-                     nbytes(n["peak_bytes"]) if n.get("peak_bytes") is not None else "",
+                     seconds(n.steady_s) if n.measured else "not measured",
+                     f"{n.items_per_s:,.0f}" if n.items_per_s else "",
+                     nbytes(n.peak_bytes) if n.peak_bytes is not None else "",
                      f"${cost:.3g}" if cost else "", why_not(p, rule) or ""])
     return markdown_table(rows, ["point", "steady state (one call)", "items/s",
                                  "peak memory", "$ / M items", "outside the limits"])
@@ -100,7 +95,7 @@ def sweep_figure(cell: str, found: dict[tuple[str, str], list[Point]],
     """Items/s against the first swept parameter, one line per value of the others; the
     recommended point circled."""
     panels = [(key, points) for key, points in found.items()
-              if any(p.numbers for p in points)]
+              if any(p.numbers.measured for p in points)]
     if not panels:
         return None
     fig = Figure(figsize=(4.6 * len(panels), 3.6))
@@ -112,14 +107,14 @@ def sweep_figure(cell: str, found: dict[tuple[str, str], list[Point]],
             lines.setdefault(tuple(kv for kv in p.values if kv[0] != axis), []).append(p)
         numeric = all(isinstance(dict(p.values)[axis], (int, float)) for p in points)
         for rest, mine in lines.items():
-            xs = [dict(p.values)[axis] for p in mine if p.numbers]
-            ys = [p.numbers["items_per_s"] for p in mine if p.numbers]
+            xs = [dict(p.values)[axis] for p in mine if p.numbers.measured]
+            ys = [p.numbers.items_per_s for p in mine if p.numbers.measured]
             label = ", ".join(f"{k}={v}" for k, v in rest) or None
             ax.plot(xs if numeric else list(map(str, xs)), ys, "o-", ms=4, label=label)
         pick = best.get((workload, mode))
         if pick is not None:
             x = dict(pick.values)[axis]
-            ax.plot([x if numeric else str(x)], [pick.numbers["items_per_s"]], "o", ms=12,
+            ax.plot([x if numeric else str(x)], [pick.numbers.items_per_s], "o", ms=12,
                     mfc="none", mec="#c62828", mew=2, label="recommended")
         if numeric and min(dict(p.values)[axis] for p in points) > 0:
             ax.set_xscale("log", base=2)
@@ -136,16 +131,16 @@ def sweep_figure(cell: str, found: dict[tuple[str, str], list[Point]],
     return png(fig)
 
 
-def sweeps_section(bench: dict[str, tuple[BenchRecord, float]],
-                   base: dict[str, BenchRecord | None], rule: Recommend,
+def sweeps_section(bench: dict[str, CellSummary], rule: Recommend,
                    images: dict[str, str]) -> list[str]:
-    """`## Sweeps` of the summary; `images`: cell -> path of its sweep picture."""
+    """`## Sweeps` of the summary; `bench`: each cell's judge.summary, the baseline's arm
+    included; `images`: cell -> path of its sweep picture."""
     lines = []
-    for cell, (record, price) in sorted(bench.items()):
-        found = curves(record, price)
+    for cell, summary in sorted(bench.items()):
+        found = curves(summary)
         if not found:
             continue
-        before = curves(base.get(cell), price)
+        before = curves(summary, BASELINE)
         lines += [f"### `{cell}`", ""]
         for (workload, mode), points in found.items():
             best = recommended(points, rule)
@@ -172,12 +167,11 @@ def sweeps_section(bench: dict[str, tuple[BenchRecord, float]],
             "against the baseline.", ""] + lines
 
 
-def sweep_pictures(bench: dict[str, tuple[BenchRecord, float]],
-                   rule: Recommend) -> dict[str, bytes]:
+def sweep_pictures(bench: dict[str, CellSummary], rule: Recommend) -> dict[str, bytes]:
     """cell -> its sweep picture, for the cells that swept something."""
     out = {}
-    for cell, (record, price) in sorted(bench.items()):
-        found = curves(record, price)
+    for cell, summary in sorted(bench.items()):
+        found = curves(summary)
         drawn = sweep_figure(cell, found, {k: recommended(p, rule) for k, p in found.items()})
         if drawn is not None:
             out[cell] = drawn

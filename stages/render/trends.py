@@ -7,7 +7,7 @@ import math
 from matplotlib.figure import Figure
 
 from stages.core.vocabulary import short
-from stages.judge.trends import Series
+from stages.judge.summary import Series
 from stages.render.plots import png, time_unit
 
 SHIFT, LINE = "#c62828", "#1565c0"

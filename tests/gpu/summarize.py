@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from stages.core import config, records
+from stages.core.numbers import median
 from stages.core.records.rows import CompareRecord
 from stages.core.records.schema import BenchRecord
 from stages.core.vocabulary import Status
@@ -36,7 +37,7 @@ def modes_of(record: BenchRecord, workload: str, mode: str) -> list:
 
 def _median(record, workload, mode, metric) -> float | None:
     values = process_values(record, workload, mode, metric)
-    return stats.median(values) if values else None
+    return median(values)
 
 
 def matmul_rates(bench: dict[str, BenchRecord]) -> str:

@@ -14,6 +14,9 @@ from stages.core.vocabulary import VERDICTS, Verdict
 # latency_*: percentiles of single calls, for workloads that ask for them (`_latency_`).
 LATENCY = ("latency_p50_s", "latency_p90_s", "latency_p99_s")
 TIMED = ("steady_s", "first_call_s", "first_call_warm_s", "warmup_s", *LATENCY)
+# The CUDA series beside steady_s (the hot one), tested alike, at steady_s's δ, where both
+# sides measured them; each metric's series in the record's `gpu` block.
+GPU_TIMED = ("cold_s", "graph_s")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,13 @@
+"""The one median every room uses: a worker's steady-state detection (measure), one number per
+process and per run (judge), a progress line (render). Standard library only, so the other
+interpreter of an A/B run, which has torch alone, imports it too."""
+from __future__ import annotations
+
+import statistics
+from typing import Iterable
+
+
+def median(values: Iterable[float]) -> float | None:
+    """The middle value (the mean of the two middle ones of an even count); None for none."""
+    found = list(values)
+    return statistics.median(found) if found else None

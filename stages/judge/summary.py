@@ -1,0 +1,300 @@
+"""The numbers a page shows of each unit (a workload's mode in one cell), computed once per run
+from a bench record: the steady state, throughput, cost, first call, warm-up, memory, tail
+latency, shape changes and GPU series, with how many processes were kept and left out.
+
+This is the one place that decides whose numbers are shown: the processes the tests use
+(judge.timings): a process that failed, or whose mode failed, is left out of everything; a
+timing also leaves out the processes whose phase of it ran while other programs and steal
+took more than `compare.busy_share` of the CPU. Memory, items and the counted metrics (graph
+breaks, recompiles) keep every process that measured them, as their rules do. Each number is
+the median over its processes of one number per process (a series' median sample, or the
+phase's value). The history (judge.trends) is a series of these per unit, one point per
+committed run, with the lasting shifts found in it (judge.changepoints). Render reads these
+types and never the record. Pure.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from stages.core.config.settings import GPU_TIMED, TIMED
+from stages.core.numbers import median
+from stages.core.records.inputs import ab_baseline
+from stages.core.records.schema import BenchRecord, Look, ModeTiming
+from stages.core.vocabulary import Status
+from stages.judge.timings import SERIES, busy, failures, process_values
+
+NOW, BASELINE = "now", "baseline"          # a unit's arm: this run's, or its baseline's
+
+
+@dataclass(frozen=True, order=True)
+class UnitId:
+    """Which unit a summary is of: a workload's mode in one cell, in one arm."""
+    cell: str
+    workload: str
+    mode: str
+    arm: str = NOW
+
+
+@dataclass(frozen=True)
+class ShapeChange:
+    """A compiled mode at a shape after the first (medians over the processes that compiled
+    with empty caches, where any did)."""
+    shape: str
+    first_call_s: float                    # the change, recompile included
+    call_s: float | None                   # one more call at that shape
+    recompiles: int                        # the most in any process
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class GpuSeriesSummary:
+    """One CUDA timing series of a unit (hot, cold or graph) over its processes."""
+    name: str
+    per_call_s: float | None
+    stops: tuple[tuple[str, int], ...]     # how the processes' series ended, and how often
+    rel_sd: float | None
+    redone: int                            # throttled samples taken again, all processes
+    throttled: int                         # kept samples still throttled
+    sm_clock_mhz: float | None
+    temperature_c: float | None            # the hottest window of any process
+    power_w: float | None
+    tflops: float | None
+    gbps: float | None
+    impossible: tuple[str, ...]            # rates beyond the device's peak: why
+
+
+@dataclass(frozen=True)
+class GpuSummary:
+    """How a unit was timed on a CUDA device: its series, the peaks the rates are against
+    and the CUDA graphs that could not be captured."""
+    series: tuple[GpuSeriesSummary, ...]
+    hot_s: float | None
+    math: str | None
+    peak_tflops: float | None
+    peak_gbps: float | None
+    peak_source: str | None
+    reference_sm_clock_mhz: float | None
+    flush_bytes: int | None
+    graph_errors: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class UnitSummary:
+    """A unit's numbers: medians over the processes kept for each (None: none measured it)."""
+    steady_s: float | None                 # per call
+    steady_per_process_s: tuple[float, ...]   # the kept processes' own, in process order
+    items_per_s: float | None
+    usd_per_million: float | None          # the device's price_per_hour over the throughput
+    first_call_s: float | None             # with empty compile caches
+    first_call_warm_s: float | None        # with the caches an earlier process left
+    warmup_s: float | None
+    warmup_calls: float | None
+    latency_p50_s: float | None            # single calls, nearest rank per process
+    latency_p90_s: float | None
+    latency_p99_s: float | None
+    latency_calls: tuple[int, ...]         # calls per process that timed single calls
+    cold_s: float | None                   # CUDA: L2 flushed before each call
+    graph_s: float | None                  # CUDA: replayed as a CUDA graph
+    peak_bytes: float | None
+    graph_breaks: int | None               # the most in any process
+    recompiles: int | None
+    processes_kept: int                    # measured the steady state, on a quiet machine
+    processes_busy: int                    # measured it while others took the CPU: left out
+    processes_failed: int                  # the process, or this mode in it, failed
+    failures: tuple[str, ...] = ()         # "STATUS: error", one per failed process
+    family: str | None = None              # a sweep: the workload it is a point of
+    point: tuple[tuple[str, Any], ...] = ()   # ... and its values (("batch", 64),)
+    shapes: tuple[ShapeChange, ...] = ()
+    gpu: GpuSummary | None = None
+    clocks: tuple[str, ...] = ()           # how its calls were timed (the device's clock)
+    unmeasured: tuple[tuple[str, str], ...] = ()   # (metric, why the backend could not)
+
+    @property
+    def measured(self) -> bool:
+        return self.steady_s is not None
+
+    def value(self, metric: str) -> float | None:
+        """A timing by its record name (settings.TIMED, GPU_TIMED)."""
+        return getattr(self, metric)
+
+
+@dataclass(frozen=True)
+class CellSummary:
+    """Every unit of one cell's record, this run's arm and the baseline's where there is one
+    (the other arm of an A/B record, or the recorded baseline)."""
+    cell: str
+    status: str
+    reason: str | None
+    units: dict[UnitId, UnitSummary] = field(default_factory=dict)
+    has_baseline: bool = False
+    sentinel_loop_s: float | None = None   # the machine-speed sentinel, all processes
+    looks: tuple[Look, ...] = ()           # adaptive sampling's interim looks
+    adaptive_processes: int = 0
+
+    def unit(self, workload: str, mode: str, arm: str = NOW) -> UnitSummary | None:
+        return self.units.get(UnitId(self.cell, workload, mode, arm))
+
+    def keys(self, arm: str = NOW) -> list[UnitId]:
+        """The arm's units, workloads by name, modes in the record's order."""
+        return [k for k in self.units if k.arm == arm]
+
+
+def summarize(cell: str, record: BenchRecord, price_per_hour: float | None, busy_share: float,
+              recorded: BenchRecord | None = None) -> CellSummary:
+    """Every unit's summary of `record`, each built once; the baseline arm from the record's
+    own (A/B) or, for a record without one, from `recorded` (the committed baseline's record).
+    `price_per_hour`: the cell's device (None: no cost); `busy_share`: compare.busy_share."""
+    base = ab_baseline(record) if record.ab is not None else recorded
+    units = {}
+    for arm, found in ((NOW, record), (BASELINE, base)):
+        if found is None or found.status != Status.OK:
+            continue
+        for workload in sorted(found.workloads):
+            for mode in found.modes:
+                units[UnitId(cell, workload, mode, arm)] = unit_summary(
+                    found, workload, mode, price_per_hour, busy_share)
+    loops = [p.sentinel.python_loop_s for run in record.workloads.values()
+             for p in run.processes if p.sentinel is not None]
+    return CellSummary(cell, record.status, record.reason, units, base is not None,
+                       median(loops), record.looks, record.adaptive_processes)
+
+
+def unit_summary(record: BenchRecord, workload: str, mode: str, price_per_hour: float | None,
+                 busy_share: float) -> UnitSummary:
+    """One unit of one arm, from the processes the tests use (see the module's docstring)."""
+    def kept(metric: str) -> list[float]:
+        timed = metric in TIMED or metric in GPU_TIMED
+        return process_values(record, workload, mode, metric, busy_share if timed else None)
+
+    def middle(metric: str) -> float | None:
+        return median(kept(metric))
+
+    steady = kept("steady_s")
+    per_call = median(steady)
+    items = kept("items")
+    per_s = items[0] / per_call if items and per_call else None
+    failed = failures(record, workload, mode)
+    modes = _measured(record, workload, mode)
+    run = record.workloads.get(workload)
+    spec = run.spec if run is not None else None
+    counted = {m: max(kept(m), default=None) for m in ("graph_breaks", "recompiles")}
+    return UnitSummary(
+        steady_s=per_call, steady_per_process_s=tuple(steady), items_per_s=per_s,
+        usd_per_million=price_per_hour / 3600 * 1e6 / per_s if per_s and price_per_hour
+        else None,
+        first_call_s=middle("first_call_s"), first_call_warm_s=middle("first_call_warm_s"),
+        warmup_s=middle("warmup_s"), warmup_calls=middle("warmup_calls"),
+        latency_p50_s=middle("latency_p50_s"), latency_p90_s=middle("latency_p90_s"),
+        latency_p99_s=middle("latency_p99_s"),
+        latency_calls=tuple(m.latency_calls for m in modes if m.latency_calls
+                            and not busy(m, busy_share, "latency_p50_s")),
+        cold_s=middle("cold_s"), graph_s=middle("graph_s"), peak_bytes=middle("peak_bytes"),
+        graph_breaks=counted["graph_breaks"], recompiles=counted["recompiles"],
+        processes_kept=len(steady),
+        processes_busy=len(process_values(record, workload, mode, "steady_s")) - len(steady),
+        processes_failed=len(failed), failures=tuple(failed),
+        family=spec.family if spec is not None and spec.point else None,
+        point=tuple(map(tuple, spec.point)) if spec is not None and spec.point else (),
+        shapes=_shapes(modes), gpu=_gpu(workload, mode, [m for m in modes if m.gpu]),
+        clocks=tuple(dict.fromkeys(m.clock for m in modes if m.clock)),
+        unmeasured=tuple(dict.fromkeys(kv for m in modes for kv in sorted(m.unmeasured.items()))))
+
+
+def _measured(record: BenchRecord, workload: str, mode: str) -> list[ModeTiming]:
+    """The mode's results in the processes where it ran: the process and the mode OK."""
+    run = record.workloads.get(workload)
+    return [m for p in (run.processes if run else ()) if p.status == Status.OK
+            for m in [p.modes.get(mode)] if m is not None and m.status == Status.OK]
+
+
+def _shapes(modes: list[ModeTiming]) -> tuple[ShapeChange, ...]:
+    """Per shape after the first: what the change cost, from the processes that compiled cold
+    where there are (a warm cache holds the recompiles)."""
+    measured = [m for m in modes if m.shapes]
+    runs = [m.shapes for m in measured if m.compile_cache != "warm"] or [
+        m.shapes for m in measured]
+    found = []
+    for i, shape in enumerate(runs[0] if runs else ()):
+        same = [r[i] for r in runs if len(r) > i and r[i].shape == shape.shape]
+        found.append(ShapeChange(
+            shape.shape, median(s.first_call_s for s in same),
+            median(s.call_s for s in same if s.call_s is not None),
+            max(s.recompiles for s in same),
+            tuple(dict.fromkeys(r for s in same for r in s.recompile_reasons))))
+    return tuple(found)
+
+
+def _gpu(workload: str, mode: str, modes: list[ModeTiming]) -> GpuSummary | None:
+    """The CUDA series of the processes that timed the unit with device.<name>.timing."""
+    if not modes:
+        return None
+    series = []
+    for metric, name in SERIES.items():
+        found = [m.gpu.series[name] for m in modes if name in m.gpu.series]
+        if not found:
+            continue
+        stops: dict[str, int] = {}
+        for s in found:
+            stops[s.stop] = stops.get(s.stop, 0) + 1
+        series.append(GpuSeriesSummary(
+            name, median(median(getattr(m, metric)) for m in modes if getattr(m, metric)),
+            tuple(sorted(stops.items())), median(s.rel_sd for s in found if s.rel_sd is not None),
+            sum(s.redone for s in found), sum(len(s.throttled) for s in found),
+            median(c for s in found for c in s.sm_clock_mhz if c is not None),
+            max((s.temperature_c for s in found if s.temperature_c is not None), default=None),
+            max((s.power_w for s in found if s.power_w is not None), default=None),
+            median(s.tflops for s in found if s.tflops is not None),
+            median(s.gbps for s in found if s.gbps is not None),
+            tuple(sorted({s.impossible for s in found if s.impossible}))))
+    g = modes[0].gpu
+    return GpuSummary(tuple(series), median(median(m.steady_s) for m in modes if m.steady_s),
+                      g.math, g.peak_tflops, g.peak_gbps, g.peak_source, g.reference_sm_clock_mhz,
+                      g.flush_bytes, tuple(f"{workload} {mode}: {m.gpu.graph_error}"
+                                           for m in modes if m.gpu.graph_error))
+
+
+# ---- the history: a unit's summaries over the committed runs -------------------------------
+
+KEY_METRICS = ("steady_s", "first_call_s")   # a table each; every timed metric is searched
+
+
+@dataclass(frozen=True)
+class Shift:
+    """A lasting shift in a series of runs (judge.changepoints)."""
+    index: int          # the first point of the new level
+    ratio: float        # geometric mean after / before, over the neighbouring segments
+    pvalue: float
+
+    @property
+    def magnitude(self) -> float:
+        """Otava's size of a change: the larger of the relative changes up and down."""
+        return math.exp(abs(math.log(self.ratio))) - 1
+
+
+@dataclass(frozen=True)
+class Point:
+    """One run of a series: the unit's summary of that timing in that run."""
+    run: int                    # the run's place in its cell's history, oldest first
+    commit: str | None
+    date: str | None
+    value: float
+    torch: str | None = None
+    driver: str | None = None
+    changes: tuple[str, ...] = ()   # what changed since the series' previous point
+
+
+@dataclass(frozen=True)
+class Series:
+    cell: str
+    workload: str
+    mode: str
+    metric: str
+    hardware: tuple[tuple[str, str], ...]
+    era: int                    # the cell's hardware eras, oldest first
+    points: tuple[Point, ...]
+    shifts: tuple[Shift, ...] = field(default=())
+
+    def started(self, shift: Shift) -> Point:
+        return self.points[shift.index]
