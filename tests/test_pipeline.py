@@ -106,7 +106,7 @@ def test_dvc_repro_twice_with_a_baseline(project):
     git("commit", "-qam", "corrupt", cwd=project)
     dvc("repro", "-f", "bench@cpu-fp32", "compare")
     compare = read("reports/compare.md")
-    assert "Baseline unreadable" in compare and "is not valid JSON" in compare
+    assert "baseline present but unusable: unreadable" in compare and "is not valid JSON" in compare
 
     # A baseline from another CPU model: timings NOT COMPARABLE, numerics still compared.
     git("checkout", "HEAD~1", "--", "reports/bench/cpu-fp32.json", cwd=project)

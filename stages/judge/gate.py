@@ -8,7 +8,7 @@ from __future__ import annotations
 from stages.core.config.settings import NOTHING_COMPARABLE, TIMED
 from stages.core.records.rows import CompareRecord, Row
 from stages.core.vocabulary import VERDICTS, Verdict
-from stages.judge.verdicts import findings
+from stages.judge.verdicts import UNUSABLE, findings
 
 # A bench row that stands for every timing of its unit: failed, skipped or missing.
 UNIT_METRICS = ("status", "cell")
@@ -16,8 +16,27 @@ NO_TIMING = "no timing was tested against the baseline"
 
 
 def timing_rows(record: CompareRecord) -> list[Row]:
-    """The bench rows that are, or stand for, timings (memory and counts are exact rules)."""
-    return [r for r in record.rows if r.stage == "bench" and r.metric in (*TIMED, *UNIT_METRICS)]
+    """The bench rows that are, or stand for, timings (memory and counts are exact rules);
+    a cell whose baseline is present but unusable is its own reason (`unusable`)."""
+    return [r for r in record.rows if r.stage == "bench" and r.metric in (*TIMED, *UNIT_METRICS)
+            and not is_unusable(r)]
+
+
+def is_unusable(row: Row) -> bool:
+    return row.metric == "cell" and row.verdict == Verdict.NOT_COMPARABLE \
+        and row.note.startswith(UNUSABLE)
+
+
+def unusable(record: CompareRecord) -> str | None:
+    """The cells whose committed baseline is there but cannot be used (unreadable, or
+    SKIPPED where this run measured them), each with why; None when there is none. Never a
+    first run: the gate fails on it whether or not the run changed anything."""
+    found = [f"{r.stage} {r.cell}: {r.note[len(UNUSABLE) + 2:]}" for r in record.rows
+             if is_unusable(r)]
+    if not found:
+        return None
+    more = f" (and {len(found) - 2} more)" if len(found) > 2 else ""
+    return f"Baseline present but unusable: {'; '.join(found[:2])}{more}"
 
 
 def tested(row: Row) -> bool:
@@ -65,6 +84,9 @@ def gate_failures(record: CompareRecord, fail_on: tuple[str, ...]) -> list[str]:
     counted = _tally([r for r in findings(record.rows) if r.verdict in fail_on])
     if counted:
         failures.append(counted)
+    broken = unusable(record) if NOTHING_COMPARABLE in fail_on else None
+    if broken:
+        failures.append(broken)
     why = nothing_comparable(record) if NOTHING_COMPARABLE in fail_on else None
     if why:
         failures.append(f"Nothing could be compared: {why}; {NO_TIMING}")

@@ -7,7 +7,7 @@ from stages.core.records.outputs import Coverage, Dynamo
 from stages.core.records.schema import CompiledCheck, ModeNumerics, NumericsRecord
 from stages.core.vocabulary import Check, Status, Verdict
 from stages.judge import portability
-from stages.judge.verdicts import Draft
+from stages.judge.verdicts import Draft, skipped_baseline, unusable_row
 
 # ---- a cell against the baseline ------------------------------------------------------------
 
@@ -20,7 +20,8 @@ def numerics_rows(cell: str, now: NumericsRecord | None, base: NumericsRecord | 
         return [Draft("numerics", cell, "*", "*", "cell", Verdict.MISSING)] if base else []
     if now.status == Verdict.SKIPPED:
         return [Draft("numerics", cell, "*", "*", "cell", Verdict.SKIPPED, note=now.reason or "")]
-    rows = []
+    skipped = skipped_baseline(base, now)
+    rows = [unusable_row("numerics", cell, skipped)] if skipped else []
     tolerance = now.tolerance.rel_l2 if now.tolerance else None
     same_method = now.fingerprint_method, base.fingerprint_method if base else None
     for workload, modes in sorted(now.workloads.items()):

@@ -16,7 +16,7 @@ from stages.judge.environment import hardware_changes, python_change
 from stages.judge.history import prior, spreads_of_run
 from stages.judge.numerics import numerics_rows
 from stages.judge.timings import bench_rows, busy_shares, fresh_since_last_look
-from stages.judge.verdicts import Comparison, finish
+from stages.judge.verdicts import Comparison, finish, unusable_row
 
 
 def hardware_change(inputs: RunInputs) -> str | None:
@@ -95,11 +95,14 @@ def compare_run(cfg: Config, inputs: RunInputs) -> Comparison:
                              inputs.env_base, cfg.stats.run_spread)
     for (stage, cell), pair in inputs.pairs.items():
         now, base = pair.now, pair.base
+        unreadable = None if pair.ab else inputs.unusable.get((stage, cell))
+        if unreadable and now is not None and now.status != Status.SKIPPED:
+            drafts.append(unusable_row(stage, cell, unreadable))
         if pair.ab:
             notes.append(_ab_note(stage, cell, now))
         elif now is not None:
             from_git += 1
-            if inputs.commit is not None and base is None:
+            if inputs.commit is not None and base is None and not unreadable:
                 missing.append(f"{REPORTS}/{stage}/{cell}.json")
         if stage == "bench":
             if now is not None and now.arms_note:

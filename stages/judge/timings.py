@@ -21,7 +21,7 @@ from stages.core.numbers import median
 from stages.core.records.schema import BenchProcess, BenchRecord, Busy, ModeTiming
 from stages.core.vocabulary import Status, Verdict
 from stages.judge import placement, portability, stats
-from stages.judge.verdicts import Draft
+from stages.judge.verdicts import Draft, skipped_baseline, unusable_row
 
 COUNTED = ("graph_breaks", "recompiles")           # exact: more, or a new reason, is worse
 REASONS = {"graph_breaks": "graph_break_reasons", "recompiles": "recompile_reasons"}
@@ -222,7 +222,8 @@ def bench_rows(cell: str, now: BenchRecord | None, base: BenchRecord | None, del
     same_run = same_run or (usable is not None and now.ab is not None)
     sentinel = None if same_run else machine_unchanged(
         usable, now, alpha=alpha, delta=delta.steady_s, python=python)
-    rows = []
+    skipped = skipped_baseline(base, now)
+    rows = [unusable_row("bench", cell, skipped)] if skipped else []
     for workload, mode in sorted(units(now) | (units(usable) if usable else set())):
         hardware = placement.unit_reason(now, usable, workload, env_reason=not_comparable,
                                          allow_change=allow_hardware_change, same_run=same_run)

@@ -32,6 +32,26 @@ class Draft:
     confirmed: bool = True         # fresh processes since adaptive sampling's last look at it
 
 
+# A committed baseline cell that cannot be used: unreadable, or SKIPPED where this run measured
+# it. One row stands for the cell (metric "cell", NOT COMPARABLE); the gate fails on it.
+UNUSABLE = "baseline present but unusable"
+
+
+def unusable_row(stage: str, cell: str, why: str) -> Draft:
+    return Draft(stage, cell, "*", "*", "cell", Verdict.NOT_COMPARABLE,
+                 note=f"{UNUSABLE}: {why}")
+
+
+def skipped_baseline(base, now) -> str | None:
+    """Why a committed baseline record cannot stand for a cell this run measured: it was
+    SKIPPED there (a run on a machine without the device, committed)."""
+    if base is None or now is None or base.status != Verdict.SKIPPED \
+            or now.status == Verdict.SKIPPED:
+        return None
+    return ("the baseline's record of it is SKIPPED (" + (base.reason or "no reason given")
+            + "); commit a run measured where the cell runs")
+
+
 @dataclass
 class Comparison:
     rows: list[Row] = field(default_factory=list)

@@ -9,6 +9,7 @@ from stages.judge.gate import (
     gate_checked,
     gate_failures,
     nothing_comparable,
+    unusable,
     untested,
 )
 from stages.judge.summary import CellSummary
@@ -73,6 +74,11 @@ def headline(compare: CompareRecord, bad: list[Row]) -> str:
     """Never "No regressions" unless something was compared."""
     why = nothing_comparable(compare)
     said = [f"**Nothing could be compared:** {why}; {NO_TIMING}."] if why else []
+    broken = unusable(compare)
+    if broken:
+        head, _, rest = broken.partition(": ")
+        said.insert(0, f"**{head}:** {rest}.")
+        why = why or "unusable"
     if compare.unchanged and untested(compare):
         said.append(f"**Timings not compared:** {untested(compare)}; {UNCHANGED}.")
         why = "unchanged"

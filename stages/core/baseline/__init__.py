@@ -2,8 +2,10 @@
 
 The baseline is `reports/` as committed at `baseline.rev` (read from git, relative to the
 project folder, which may be a subdirectory of the repository), or, in A/B mode, the other
-arm that this run's record carries. An unreadable baseline is a note, not a failure: the
-comparison goes on as if it were absent and says why.
+arm that this run's record carries. An unreadable baseline environment is a note: the
+comparison goes on without it and says why. An unreadable baseline record of a cell is
+carried as that cell's reason (RunInputs.unusable): a baseline present but unusable, which
+the gate fails on, never a first run.
 """
 from __future__ import annotations
 
@@ -62,7 +64,10 @@ def load_run(rev: str, cells: list[str], stages: tuple[str, ...] = ("bench", "nu
                                                else None)
             base = None
             if needs_recorded(now):
-                base = _baseline_or_note(commit, path, KINDS[stage], found.notes, root)
+                try:
+                    base = load_baseline(commit, path, KINDS[stage], root)
+                except UserError as exc:       # present but unreadable: not a first run
+                    found.unusable[stage, cell] = f"unreadable: {exc}"
             found.pairs[stage, cell] = pair(now, base)
     if "bench" in stages and any(not p.ab for (s, _), p in found.pairs.items() if s == "bench"):
         found.history = load_history(commit, cells, history_runs, root, reports)

@@ -40,6 +40,9 @@ class RunInputs:
     notes: list[str] = field(default_factory=list)
     # per cell, committed bench runs with their environments, the baseline's first
     history: dict[str, list[tuple[BenchRecord, EnvRecord]]] = field(default_factory=dict)
+    # per (stage, cell), why its committed baseline record is there but unreadable (the
+    # loader's message): not a first run, a baseline present but unusable
+    unusable: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
 def pair(now: Any, base: Any) -> Pair:
