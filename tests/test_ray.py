@@ -76,6 +76,7 @@ def _devices(project, **resources):
 def _compose(project, devices, *extra):
     compose(project / "params.yaml", [f"device=[{','.join(devices)}]", "precision=[fp32]",
                                       "matrix.modes=[eager]", "bench.processes=1",
+                                      "bench.cold_compile_processes=1",
                                       "bench.samples=3", "bench.adaptive_budget_s=0",
                                       "gate.fail_on=[]", *extra], conf=project / "conf")
 

@@ -21,12 +21,14 @@ from stages.core.errors import UserError
 NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
-def from_data(cls: type, data: Any, where: str, *, context: str = "") -> Any:
+def from_data(cls: type, data: Any, where: str, *, context: str = "",
+              finite: bool = False) -> Any:
     """Build `cls` (a dataclass or a typing form) from plain data; `where` is the path of
     `data` (e.g. "bench" or "workloads.mlp.processes[0]"), `context` prefixes the message
-    (e.g. the file)."""
+    (e.g. the file). finite: every number must be finite (the configuration: a NaN or an
+    infinity passes every range check, `value < low` being false); records keep theirs."""
     try:
-        return _build(cls, data, where)
+        return _build(cls, data, where, finite)
     except UserError as exc:
         raise UserError(f"{context}{exc}") from None
 
@@ -98,7 +100,7 @@ def _wrong(tp: Any, value: Any, where: str) -> UserError:
     return UserError(f"{where} must be {_name(tp)}, got {value!r}")
 
 
-def _build(tp: Any, value: Any, where: str) -> Any:
+def _build(tp: Any, value: Any, where: str, finite: bool = False) -> Any:
     if tp is Any:
         return value
     origin, args = typing.get_origin(tp), typing.get_args(tp)
@@ -111,30 +113,35 @@ def _build(tp: Any, value: Any, where: str) -> Any:
         errors = []
         for option in options:
             try:
-                return _build(option, value, where)
+                return _build(option, value, where, finite)
             except UserError as exc:
                 errors.append(exc)
         raise errors[0] if len(options) == 1 else _wrong(tp, value, where)
     if dataclasses.is_dataclass(tp):
-        return _dataclass(tp, value, where)
+        return _dataclass(tp, value, where, finite)
     if origin in (list, tuple):
         if not isinstance(value, (list, tuple)):
             raise _wrong(tp, value, where)
-        return tuple(_build(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+        return tuple(_build(args[0], v, f"{where}[{i}]", finite) for i, v in enumerate(value))
     if origin is dict:
         if not isinstance(value, dict):
             raise _wrong(tp, value, where)
-        return {str(k): _build(args[1], v, f"{where}.{k}") for k, v in value.items()}
+        return {str(k): _build(args[1], v, f"{where}.{k}", finite) for k, v in value.items()}
     if tp is bool:
         if isinstance(value, bool):
             return value
         raise _wrong(tp, value, where)
     if tp is float:
+        number = None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str) and value in NONFINITE:
-            return NONFINITE[value]
-        raise _wrong(tp, value, where)
+            number = float(value)
+        elif isinstance(value, str) and value in NONFINITE:
+            number = NONFINITE[value]
+        if number is None:
+            raise _wrong(tp, value, where)
+        if finite and not math.isfinite(number):
+            raise UserError(f"{where} must be a finite number, got {value!r}")
+        return number
     if tp is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
@@ -146,7 +153,7 @@ def _build(tp: Any, value: Any, where: str) -> Any:
     raise TypeError(f"typed: no rule for {tp!r} at {where}")
 
 
-def _dataclass(cls: type, value: Any, where: str) -> Any:
+def _dataclass(cls: type, value: Any, where: str, finite: bool = False) -> Any:
     if not isinstance(value, dict):
         raise _wrong(cls, value, where)
     hints = _hints(cls)
@@ -158,7 +165,7 @@ def _dataclass(cls: type, value: Any, where: str) -> Any:
     values = {}
     for name, f in fields.items():
         if name in value:
-            values[name] = _build(hints[name], value[name], _join(where, name))
+            values[name] = _build(hints[name], value[name], _join(where, name), finite)
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise UserError(f"{_join(where, name)} is missing")
     return cls(**values)

@@ -9,6 +9,7 @@ reads the specs below with torch alone.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -148,7 +149,8 @@ def _group(raw: dict, key: str) -> dict:
 def _named(cls, name: str, body: Any, where: str):
     if isinstance(body, dict) and "name" in body:
         raise UserError(f"unknown key {where}.name; the name is the entry's key ({name!r})")
-    return from_data(cls, {**body, "name": name} if isinstance(body, dict) else body, where)
+    return from_data(cls, {**body, "name": name} if isinstance(body, dict) else body, where,
+                     finite=True)
 
 
 def _device(name: str, body: Any) -> DeviceSpec:
@@ -195,7 +197,7 @@ def _workload(name: str, body: Any) -> WorkloadSpec:
                         f"{', '.join(RESERVED)}")
     timeout = body.get("_timeout_s_")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
-                                or timeout <= 0):
+                                or not 0 < timeout < math.inf):
         raise UserError(f"{where}._timeout_s_ must be a number > 0, got {timeout!r}")
     latency, dynamic = body.get("_latency_", False), body.get("_dynamic_")
     if not isinstance(latency, bool):
@@ -224,6 +226,18 @@ def _check_bench(bench: BenchSettings) -> None:
     if bench.latency_calls < 100:
         raise UserError(f"bench.latency_calls must be >= 100 (a p99 of fewer calls is their "
                         f"maximum), got {bench.latency_calls}")
+    if bench.max_processes < bench.processes:
+        raise UserError(f"bench.max_processes ({bench.max_processes}) is below bench.processes "
+                        f"({bench.processes}); raise bench.max_processes to at least "
+                        "bench.processes (it caps them, adaptive rounds included)")
+    if bench.warmup_max_s < bench.warmup_s:
+        raise UserError(f"bench.warmup_max_s ({bench.warmup_max_s:g}) is below bench.warmup_s "
+                        f"({bench.warmup_s:g}); raise bench.warmup_max_s to at least "
+                        "bench.warmup_s (the warm-up's cap)")
+    if bench.cold_compile_processes > bench.processes:
+        raise UserError(f"bench.cold_compile_processes ({bench.cold_compile_processes}) is more "
+                        f"than bench.processes ({bench.processes}): no process would measure "
+                        "first_call_warm_s; lower it to at most bench.processes")
 
 
 def _check_stats(stats: StatsSettings) -> None:
@@ -280,14 +294,17 @@ def parse(raw: Any) -> Config:
         raise UserError(f"unknown top-level key {unknown[0]!r} in params.yaml; valid keys: "
                         f"{', '.join(TOP_LEVEL)}")
     _check_gate(raw.get("gate"))
-    sections = {key: from_data(cls, {} if raw.get(key) is None else raw[key], key)
+    sections = {key: from_data(cls, {} if raw.get(key) is None else raw[key], key, finite=True)
                 for key, cls in SECTIONS.items() if key != "matrix"}
     matrix = raw.get("matrix") or {}
     if isinstance(matrix, dict) and not matrix.get("modes"):
         raise UserError("matrix.modes is empty; list at least one of " + ", ".join(MODES))
-    matrix = from_data(Matrix, matrix, "matrix")
+    matrix = from_data(Matrix, matrix, "matrix", finite=True)
     for i, mode in enumerate(matrix.modes):
         _choice(mode, MODES, f"matrix.modes[{i}]")
+        if mode in matrix.modes[:i]:
+            raise UserError(f"matrix.modes lists {mode} twice; list each mode once, e.g. "
+                            f"{list(dict.fromkeys(matrix.modes))}")
     devices = {str(n): _device(str(n), b) for n, b in _group(raw, "device").items()}
     precisions = {str(n): _precision(str(n), b) for n, b in _group(raw, "precision").items()}
     sweep = raw.get("sweep") or {}

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from typing import Any
 
 from stages.core.config.settings import WorkloadSpec
 from stages.core.errors import UserError
 
 THREADS = "threads"       # not a workload argument: torch.set_num_threads in the worker
+# Parameters that count something: each value must be a whole number > 0.
+COUNTS = (THREADS, "batch")
 
 
 def _values(key: str, values: Any) -> list:
@@ -25,9 +28,11 @@ def _values(key: str, values: Any) -> list:
     for v in values:
         if isinstance(v, (list, dict)) or v is None:
             raise UserError(f"sweep.{key} holds {v!r}; each value must be a number or a string")
-    if key == THREADS and not all(isinstance(v, int) and not isinstance(v, bool) and v > 0
-                                  for v in values):
-        raise UserError(f"sweep.threads must list whole numbers > 0, got {values!r}")
+        if isinstance(v, float) and not math.isfinite(v):
+            raise UserError(f"sweep.{key} holds {v!r}; each number must be finite")
+    if key in COUNTS and not all(isinstance(v, int) and not isinstance(v, bool) and v > 0
+                                 for v in values):
+        raise UserError(f"sweep.{key} must list whole numbers > 0, got {values!r}")
     if len(set(map(str, values))) != len(values):
         raise UserError(f"sweep.{key} lists a value twice: {values!r}")
     return values

@@ -1,0 +1,102 @@
+"""Configuration values that pass each range check and still make no sense: non-finite numbers
+(NaN passes `value < low`) and settings that contradict each other. Each is one line naming
+the key and what to fix; records keep their NaN measurements."""
+import json
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from stages.core import config
+from stages.core.errors import UserError
+from stages.core.records import dumps, parse_record, record_data
+from stages.core.records.schema import BenchRecord
+from stages.core.typed import from_data
+from tests.records import record
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _raw():
+    return yaml.safe_load((ROOT / "params.yaml").read_text())
+
+
+def _rejected(edit) -> str:
+    raw = _raw()
+    edit(raw)
+    with pytest.raises(UserError) as err:
+        config.parse(raw)
+    assert "\n" not in str(err.value)
+    return str(err.value)
+
+
+@pytest.mark.parametrize("value", [math.nan, "NaN", math.inf, "Infinity", "-Infinity"])
+@pytest.mark.parametrize("section, key", [
+    ("stats.delta", "steady_s"), ("bench", "timeout_s"), ("stats", "run_spread"),
+    ("numerics", "timeout_s"), ("launcher.ray", "connect_timeout_s")])
+def test_a_non_finite_number_in_the_configuration_is_one_line_naming_the_key(
+        section, key, value):
+    def edit(raw):
+        node = raw
+        for part in section.split("."):
+            node = node.setdefault(part, {})
+        node[key] = value
+    message = _rejected(edit)
+    assert message.startswith(f"{section}.{key} must be a finite number, got "), message
+
+
+@pytest.mark.parametrize("value", [math.nan, "NaN", math.inf])
+def test_a_non_finite_tolerance_or_workload_timeout_is_rejected(value):
+    def tol(raw):
+        raw["precision"]["fp32"]["rel_l2_tol"] = value
+    assert _rejected(tol).startswith("precision.fp32.rel_l2_tol must be a finite number")
+
+    def timeout(raw):
+        raw["workload"]["matmul_relu"]["_timeout_s_"] = value
+    if not isinstance(value, str):
+        assert "workload.matmul_relu._timeout_s_ must be a number > 0" in _rejected(timeout)
+
+
+def test_steady_delta_nan_on_the_command_line_is_refused(tmp_path):
+    """`dvc exp run -S stats.delta.steady_s=NaN` composes a YAML NaN into params.yaml."""
+    from stages.compose import compose
+    out = tmp_path / "params.yaml"
+    compose(out, ["stats.delta.steady_s=NaN"])
+    with pytest.raises(UserError, match=r"^stats.delta.steady_s must be a finite number"):
+        config.load(out)
+
+
+def test_records_still_carry_nan_measurements():
+    data = json.loads(dumps(record_data(record(n=1))))
+    data["workloads"]["w"]["processes"][0]["modes"]["eager"]["first_call_s"] = "NaN"
+    loaded = parse_record(json.dumps(data), BenchRecord, "test")
+    assert math.isnan(loaded.workloads["w"].processes[0].modes["eager"].first_call_s)
+    assert '"first_call_s": "NaN"' in dumps(record_data(loaded))
+    assert from_data(float, 1, "x", finite=True) == 1.0
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda r: r["bench"].update(processes=4, max_processes=3),
+     "bench.max_processes (3) is below bench.processes (4); raise bench.max_processes to at "
+     "least bench.processes"),
+    (lambda r: r["bench"].update(warmup_s=2, warmup_max_s=1),
+     "bench.warmup_max_s (1) is below bench.warmup_s (2); raise bench.warmup_max_s"),
+    (lambda r: r["bench"].update(processes=2, cold_compile_processes=3),
+     "bench.cold_compile_processes (3) is more than bench.processes (2): no process would "
+     "measure first_call_warm_s; lower it to at most bench.processes"),
+    (lambda r: r["matrix"].update(modes=["eager", "compiled", "eager"]),
+     "matrix.modes lists eager twice; list each mode once, e.g. ['eager', 'compiled']"),
+    (lambda r: r.update(sweep={"batch": [0]}), "sweep.batch must list whole numbers > 0, got [0]"),
+    (lambda r: r.update(sweep={"batch": [16, -1]}), "sweep.batch must list whole numbers > 0"),
+    (lambda r: r.update(sweep={"batch": [16, 16]}), "sweep.batch lists a value twice: [16, 16]"),
+    (lambda r: r.update(sweep={"size": [64, math.nan]}),
+     "sweep.size holds nan; each number must be finite"),
+])
+def test_settings_that_contradict_each_other_are_one_line_saying_what_to_fix(edit, message):
+    assert message in _rejected(edit)
+
+
+def test_the_composed_defaults_pass_every_cross_check():
+    cfg = config.parse(_raw())
+    assert cfg.bench.max_processes >= cfg.bench.processes >= cfg.bench.cold_compile_processes
