@@ -23,7 +23,8 @@ FAULTS = {  # workload -> (status, words of its message)
     "memory_error": ("OOM", "MemoryError: simulated"),
     "hang": ("TIMEOUT", "no result within the 4 s time limit"),
     "raises": ("ERROR", "shape mismatch in layer 3"),
-    "import_error": ("ERROR", "cannot import workload _target_ 'fault_import_error.build'"),
+    "import_error": ("ERROR", "cannot import workload _target_ "
+                     "'stages.workloads.fault_import_error.build'"),
     "returns_nan": ("NONFINITE", "NaN/Inf"),
 }
 
@@ -38,11 +39,12 @@ def stage(*args, check=True):
 
 def write_workloads(project: Path) -> None:
     for name in ("fault_workloads.py", "fault_import_error.py"):
-        shutil.copy(HERE / name, project / name)
+        shutil.copy(HERE / name, project / "stages" / "workloads" / name)
     conf = project / "conf" / "workload"
     for name in ["good", "good_too", *FAULTS]:
-        target = {"import_error": "fault_import_error.build", "good_too": "fault_workloads.good"
-                  }.get(name, f"fault_workloads.{name}")
+        target = {"import_error": "stages.workloads.fault_import_error.build",
+                  "good_too": "stages.workloads.fault_workloads.good"
+                  }.get(name, f"stages.workloads.fault_workloads.{name}")
         extra = "  _timeout_s_: 4\n" if name == "hang" else ""
         (conf / f"{name}.yaml").write_text(f"{name}:\n  _target_: {target}\n{extra}")
 
@@ -87,7 +89,7 @@ def test_an_interrupted_stage_leaves_the_previous_report_and_no_worker(project, 
     write_workloads(project)
     pid_file = tmp_path / "worker.pid"
     (project / "conf/workload/hang.yaml").write_text(
-        f"hang:\n  _target_: fault_workloads.hang\n  pid_file: {pid_file}\n")
+        f"hang:\n  _target_: stages.workloads.fault_workloads.hang\n  pid_file: {pid_file}\n")
     compose(project / "params.yaml", ["matrix=smoke", "workload=[hang]"], conf=project / "conf")
     previous = project / "reports/bench/cpu-fp32.json"
     previous.parent.mkdir(parents=True)

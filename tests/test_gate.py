@@ -189,7 +189,7 @@ def stage(name):
 
 def select(project, scale):
     (project / "conf/workload/scaled.yaml").write_text(
-        f"scaled:\n  _target_: my_workloads.scaled\n  scale: {scale}\n")
+        f"scaled:\n  _target_: stages.workloads.my_workloads.scaled\n  scale: {scale}\n")
     compose(project / "params.yaml", ["matrix=smoke", "workload=[scaled]", "bench.processes=2",
                                       "bench.samples=3", "bench.adaptive_budget_s=0",
                                       "baseline.measure=recorded"], conf=project / "conf")
@@ -197,7 +197,7 @@ def select(project, scale):
 
 @pytest.mark.slow
 def test_a_red_gate_leaves_this_runs_summary_and_nothing_comparable_fails(project):
-    (project / "my_workloads.py").write_text(MODULE)
+    (project / "stages/workloads/my_workloads.py").write_text(MODULE)
     select(project, 1.0)
     first = dvc("repro")                                   # no baseline yet: passes
     assert first.returncode == 0, first.stdout + first.stderr

@@ -42,11 +42,11 @@ def read(path):
 
 @pytest.mark.slow
 def test_dvc_repro_twice_with_a_baseline(project):
-    (project / "my_workloads.py").write_text(USER_MODULE)
+    (project / "stages/workloads/my_workloads.py").write_text(USER_MODULE)
     (project / "conf/workload/mine.yaml").write_text(
-        "mine:\n  _target_: my_workloads.scaled_matmul\n  size: 32\n")
+        "mine:\n  _target_: stages.workloads.my_workloads.scaled_matmul\n  size: 32\n")
     (project / "conf/workload/broken.yaml").write_text(
-        "broken:\n  _target_: my_workloads.broken\n")
+        "broken:\n  _target_: stages.workloads.my_workloads.broken\n")
     # gate.fail_on=[]: a workload broken on purpose must not stop `dvc repro` at the gate (the
     # gate itself is tested in test_gate.py).
     compose(project / "params.yaml", ["matrix=smoke", "device=[cpu,cuda]",

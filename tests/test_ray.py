@@ -192,9 +192,10 @@ def test_a_node_lost_mid_unit_is_retried_on_another(project, cluster, tmp_path):
     """Last: it takes the host_b node away. Only that node offers `pool` when the unit starts;
     another joins before it is lost."""
     marker = tmp_path / "started"
-    (project / "my_workloads.py").write_text(MARKED)
+    (project / "stages/workloads/my_workloads.py").write_text(MARKED)
     (project / "conf/workload/marked.yaml").write_text(
-        f"marked:\n  _target_: my_workloads.marked\n  marker: {marker}\n  seconds: 10\n")
+        f"marked:\n  _target_: stages.workloads.my_workloads.marked\n  marker: {marker}\n"
+        "  seconds: 10\n")
     _devices(project, p="pool")
     _compose(project, ["p"], "workload=[marked]", "bench.processes=1", "launcher.backend=ray",
              f"launcher.ray.address={cluster.address}")

@@ -30,6 +30,7 @@ from stages.core.baseline import git, load_baseline, load_current
 from stages.core.config import Config, parse_workloads
 from stages.core.config.settings import WorkloadSpec
 from stages.core.config.sweeps import expand
+from stages.core.config.targets import module_paths
 from stages.core.errors import UserError
 from stages.core.records.job import NOW_ARM, Arm
 from stages.core.records.schema import EnvRecord
@@ -49,10 +50,7 @@ def workload_paths(workloads: dict[str, WorkloadSpec], root: Path = Path(".")) -
     a `_target_` names (an installed package is not the project's)."""
     paths = {"stages/workloads"}
     for spec in workloads.values():
-        module = spec.target.rpartition(".")[0]
-        for candidate in (module.replace(".", "/") + ".py", module.replace(".", "/")):
-            if (root / candidate).exists() and not candidate.startswith("stages/"):
-                paths.add(candidate)
+        paths.update(p for p in module_paths(spec.target, root) if not p.startswith("stages/"))
     return sorted(paths)
 
 

@@ -7,13 +7,14 @@ from pathlib import Path
 
 from stages.core import config
 from stages.core.baseline import git
-from stages.core.config.targets import check_arguments
+from stages.core.config.targets import check_arguments, check_tracked
 from stages.core.vocabulary import REPORTS
 
 
 def cell_stage(kind: str, doc: str, argv: list[str] | None):
-    """(config, cell, report folder). An unknown cell, a bad baseline.rev or a workload key
-    that is a typo stops the stage before it measures."""
+    """(config, cell, report folder). An unknown cell, a bad baseline.rev, a workload key
+    that is a typo or a workload module that dvc.yaml does not track stops the stage before
+    it measures."""
     parser = argparse.ArgumentParser(prog=f"python -m stages.{kind}", description=doc)
     parser.add_argument("--device", required=True)
     parser.add_argument("--precision", required=True)
@@ -25,6 +26,7 @@ def cell_stage(kind: str, doc: str, argv: list[str] | None):
     git.resolve_rev(cfg.baseline.rev)
     for spec in cfg.workloads.values():
         check_arguments(spec.name, spec.target, spec.kwargs)
+    check_tracked(cfg.workloads, kind)
     return cfg, cell, args.out
 
 
