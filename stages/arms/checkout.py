@@ -33,18 +33,25 @@ def export(commit: str, cache: Path, root: Path = Path(".")) -> Path:
     if archive.returncode != 0:
         tail = (archive.stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1]
         raise UserError(f"cannot export the project at {short(commit)}: {tail}")
-    return unpack(archive.stdout, target)
+    return unpack(archive.stdout, target, f"the project at {short(commit)}")
 
 
-def unpack(archive: bytes, target: Path) -> Path:
-    """A checkout from its tar archive, read-only, unless `target` holds it already."""
+def unpack(archive: bytes, target: Path, what: str = "the checkout") -> Path:
+    """A checkout from its tar archive, read-only, unless `target` holds it already. A member
+    the "data" filter refuses (a committed symbolic link to an absolute path or out of the
+    project, a device file) or a broken archive is a UserError, so that baseline.measure=auto
+    falls back to the recorded numbers."""
     if ready(target):
         return target
     with building(target) as tmp:
-        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-            # "data": no links out of the folder, no device files (Python >= 3.10.12)
-            tar.extractall(tmp, **({"filter": "data"} if hasattr(tarfile, "data_filter")
-                                   else {}))
+        try:
+            with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+                # "data": no links out of the folder, no device files (Python >= 3.10.12)
+                tar.extractall(tmp, **({"filter": "data"} if hasattr(tarfile, "data_filter")
+                                       else {}))
+        except tarfile.TarError as exc:
+            raise UserError(f"cannot export {what}: {exc} (a committed link must stay inside "
+                            "the project folder)") from None
         _read_only(tmp)
     return target
 

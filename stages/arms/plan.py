@@ -80,7 +80,7 @@ def _candidate(cfg: Config, log, root: Path) -> Plan:
         if here is None or not here.env.get("distributions"):
             raise UserError("candidate.pip builds on this environment's package set, recorded by "
                             "the env stage; run `python -m stages.env` (or dvc repro) first")
-        spec = venv.spec_from(here.env["distributions"], here.env["python"]["version"],
+        spec = venv.spec_from(here.env["distributions"], _python_version(here, "this run's"),
                               overrides=cfg.candidate.pip, installer=cfg.arms.installer)
         python = _materialise(cfg, spec, cache, log)
     code, rev, workloads = None, None, None
@@ -127,7 +127,7 @@ def _rebuilt_baseline(cfg: Config, log, root: Path) -> Plan:
     cache = cache_root(cfg)
     python, spec = None, None
     if packages_differ:
-        spec = venv.spec_from(base_packages, base_env.env["python"]["version"],
+        spec = venv.spec_from(base_packages, _python_version(base_env, "the baseline's"),
                               torch=base_packages.get("torch"), installer=cfg.arms.installer)
         python = _materialise(cfg, spec, cache, log)
     code = None
@@ -182,6 +182,17 @@ def _specs(workloads: dict[str, WorkloadSpec], cfg: Config) -> dict:
     """What runs for this run's selection: target and arguments per selected workload."""
     return {name: (w.target, w.kwargs, w.timeout_s) for name, w in workloads.items()
             if name in cfg.workloads}
+
+
+def _python_version(env: EnvRecord, whose: str) -> str:
+    """The Python version an environment record names; UserError when it names none."""
+    python = env.env.get("python")
+    version = python.get("version") if isinstance(python, dict) else None
+    if not isinstance(version, str) or not version:
+        raise UserError(f"{whose} env.json lists its packages but not its Python version (no "
+                        "python section): rerun the env stage there (`python -m stages.env`) "
+                        "and commit reports/env/env.json")
+    return version
 
 
 def _without_harness(packages: dict[str, str]) -> dict[str, str]:
