@@ -26,9 +26,12 @@ def main(argv: list[str] | None = None) -> None:
         cfg = config.load(args.params)
         cells = [c.name for c in cfg.cells()]
         head = git.resolve_rev("HEAD")
+        skipped: list[str] = []
         runs = {cell: [Run(*found) for found in timeline]
                 for cell, timeline in load_timeline(head, cells, cfg.history.runs,
-                                                    reports=args.reports).items()}
+                                                    reports=args.reports, notes=skipped).items()}
+        for note in skipped:
+            print(f"torchgate history: {note.removeprefix('History: ')}")
         found = series(runs, cfg.history, cfg.compare.busy_share)
         images = trend_images(found, KEY_METRICS)
         folder = args.reports / "trends"

@@ -17,7 +17,7 @@ from stages.core.errors import UserError
 from stages.core.records import load_record, parse_record
 from stages.core.records.inputs import RunInputs, needs_recorded, pair
 from stages.core.records.schema import BenchRecord, EnvRecord, NumericsRecord
-from stages.core.vocabulary import REPORTS
+from stages.core.vocabulary import REPORTS, short
 
 KINDS = {"bench": BenchRecord, "numerics": NumericsRecord}
 
@@ -70,15 +70,26 @@ def load_run(rev: str, cells: list[str], stages: tuple[str, ...] = ("bench", "nu
                     found.unusable[stage, cell] = f"unreadable: {exc}"
             found.pairs[stage, cell] = pair(now, base)
     if "bench" in stages and any(not p.ab for (s, _), p in found.pairs.items() if s == "bench"):
-        found.history = load_history(commit, cells, history_runs, root, reports)
+        found.history = load_history(commit, cells, history_runs, root, reports, found.notes)
     return found
 
 
+def skipped_run(notes: list[str] | None, past: str, path: Path, exc: Exception) -> None:
+    """One line for a committed run the history leaves out: which, and why."""
+    if notes is not None:
+        why = exc if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+        first = (str(why).strip().splitlines() or [""])[0][:300]
+        notes.append(f"History: the run committed at {short(past)} is skipped, "
+                     f"{Path(path).as_posix()} is unreadable there ({first})")
+
+
 def load_history(commit: str | None, cells: list[str], runs: int, root: Path = Path("."),
-                 reports: Path = REPORTS) -> dict[str, list[tuple[BenchRecord, EnvRecord]]]:
+                 reports: Path = REPORTS, notes: list[str] | None = None
+                 ) -> dict[str, list[tuple[BenchRecord, EnvRecord]]]:
     """Per cell, the bench records committed up to `commit` (the baseline first) with the
     environment committed beside each: the baseline history the run-to-run variance is
-    estimated from. Unreadable or older runs are skipped: history is evidence, not input."""
+    estimated from. Unreadable runs are skipped, whatever fails in reading one (a malformed
+    record of an old schema), each with a line in `notes`: history is evidence, not input."""
     found: dict[str, list[tuple[BenchRecord, EnvRecord]]] = {}
     env_path = reports / "env" / "env.json"
     for cell in cells:
@@ -87,7 +98,8 @@ def load_history(commit: str | None, cells: list[str], runs: int, root: Path = P
             try:
                 bench = load_baseline(past, path, BenchRecord, root)
                 env = load_baseline(past, env_path, EnvRecord, root)
-            except UserError:
+            except Exception as exc:   # noqa: BLE001  one bad old record must not stop a run
+                skipped_run(notes, past, path, exc)
                 continue
             if bench is not None and env is not None:
                 found.setdefault(cell, []).append((bench, env))
@@ -95,10 +107,12 @@ def load_history(commit: str | None, cells: list[str], runs: int, root: Path = P
 
 
 def load_timeline(commit: str | None, cells: list[str], runs: int, root: Path = Path("."),
-                  reports: Path = REPORTS) -> dict[str, list[tuple]]:
+                  reports: Path = REPORTS, notes: list[str] | None = None
+                  ) -> dict[str, list[tuple]]:
     """Per cell, (commit, date, bench record, environment or None) of the newest `runs`
     commits up to `commit` that changed its bench report, oldest first, and last the
-    workspace's record (commit and date None) when it is not the one committed there."""
+    workspace's record (commit and date None) when it is not the one committed there. A run
+    that cannot be read, whatever fails, is skipped with a line in `notes`."""
     found: dict[str, list[tuple]] = {}
     envs: dict[str, EnvRecord | None] = {}
     env_path = reports / "env" / "env.json"
@@ -107,7 +121,7 @@ def load_timeline(commit: str | None, cells: list[str], runs: int, root: Path = 
         if past not in envs:
             try:
                 envs[past] = load_baseline(past, env_path, EnvRecord, root)
-            except UserError:
+            except Exception:   # noqa: BLE001  a run without its environment is still a run
                 envs[past] = None
         return envs[past]
 
@@ -116,8 +130,9 @@ def load_timeline(commit: str | None, cells: list[str], runs: int, root: Path = 
         for past, date in reversed(git.log_touching(commit, path.as_posix(), runs, root)):
             try:
                 bench = load_baseline(past, path, BenchRecord, root)
-            except UserError:
-                continue   # history is evidence, not input
+            except Exception as exc:   # noqa: BLE001  history is evidence, not input
+                skipped_run(notes, past, path, exc)
+                continue
             if bench is not None:
                 found.setdefault(cell, []).append((past, date, bench, env_at(past)))
         if path.exists() and path.read_text(encoding="utf-8") != git.read_file(

@@ -91,12 +91,20 @@ def parse_record(text: str, cls: type, source: str) -> Any:
         raise UserError(f"{source} has schema_version {version}, written by a newer torchgate; "
                         f"this one reads {kind} records up to {SCHEMA[kind]}: upgrade torchgate "
                         "or rerun the stage to rewrite it")
-    while True:
-        data = upgrades.SAME_VERSION.get((kind, version), dict)(data)
-        if version == SCHEMA[kind]:
-            break
-        data = upgrades.UPGRADES[(kind, version)](data)
-        version += 1
+    try:
+        while True:
+            data = upgrades.SAME_VERSION.get((kind, version), dict)(data)
+            if version == SCHEMA[kind]:
+                break
+            data = upgrades.UPGRADES[(kind, version)](data)
+            version += 1
+    except Exception as exc:   # noqa: BLE001  an upgrade assumes its version's shape
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise UserError(f"{source} is a malformed {kind} record of schema_version {version} "
+                        f"({type(exc).__name__}: {first}); restore it from git or delete it "
+                        "and rerun") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{source} is not a torchgate {kind} record")
     body = {k: v for k, v in data.items() if k not in ("schema_version", "kind")}
     return from_data(cls, body, "", context=f"{source}: ")
 
