@@ -7,6 +7,7 @@ only: nothing here (or anywhere in torchgate) loads pickles.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -32,11 +33,24 @@ def write_text(path: str | Path, text: str) -> None:
     write_bytes(path, text.encode("utf-8"))
 
 
+# A full disk or quota, a read-only or too-small file system: what to do about it.
+_FULL = {errno.ENOSPC: "free space on that disk and rerun",
+         errno.EDQUOT: "free space within your disk quota and rerun",
+         errno.EFBIG: "the file system takes no file this large",
+         errno.EROFS: "the file system is read-only; rerun where reports/ can be written",
+         errno.EACCES: "make the folder writable and rerun",
+         errno.EPERM: "make the folder writable and rerun"}
+
+
 def write_bytes(path: str | Path, data: bytes) -> None:
-    """Write atomically: a temp file in the same folder, fsync, then rename over the target."""
+    """Write atomically: a temp file in the same folder, fsync, then rename over the target.
+    A failed write leaves the previous file in place and is one line naming the file."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise _unwritten(path, exc) from None
     try:
         os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; reports are ordinary files
         with os.fdopen(fd, "wb") as fh:
@@ -44,9 +58,20 @@ def write_bytes(path: str | Path, data: bytes) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.errno in _FULL:
+            raise _unwritten(path, exc) from None
         raise
+
+
+def _unwritten(path: Path, exc: OSError) -> Exception:
+    if exc.errno not in _FULL:
+        return exc
+    name = errno.errorcode.get(exc.errno, str(exc.errno))
+    kept = "the previous file is kept" if path.exists() else "nothing was written"
+    return UserError(f"cannot write {path}: {exc.strerror or exc} ({name}); {kept}: "
+                     f"{_FULL[exc.errno]}")
 
 
 def replace_pictures(folder: str | Path, pictures: dict[str, bytes]) -> None:
