@@ -16,6 +16,7 @@ import os
 import re
 import socket
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable
@@ -32,6 +33,37 @@ from stages.launch.ray_resources import describe, offered, request
 # Not code: history, DVC's cache, environments. Shipped, they would only slow every upload.
 EXCLUDES = (".git", ".dvc", "reports", "__pycache__", "*.pyc", ".venv", "venv")
 NODE_ID = "ray.io/node-id"      # the label Ray gives every node
+# Waiting for a unit's result: beyond its own time limit (per worker process), the time to
+# start it on its node (a venv built there on first use, a checkout unpacked, a queue); in
+# slices, between which the cluster is asked whether it is still there.
+START_MARGIN_S = 1800.0
+POLL_S = 30.0
+
+
+class Overdue(Exception):
+    """No result within a unit's time limit and the margin for its start."""
+
+
+def ask_cluster(fn: Callable, address: str, wait_s: float):
+    """fn() against the cluster (ray.nodes() and the like). A head that died raises, or
+    leaves the call waiting for ever: either is one line."""
+    out: list = []
+    failed: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            out.append(fn())
+        except BaseException as exc:    # noqa: BLE001  reported below, in one line
+            failed.append(exc)
+    asking = threading.Thread(target=call, daemon=True)
+    asking.start()
+    asking.join(wait_s)
+    if out:
+        return out[0]
+    why = _line(failed[0]) if failed else f"no answer within {wait_s:g} s"
+    raise UserError(f"the Ray cluster at {address} stopped answering ({why[:300]}): its head "
+                    "may have died; restart it (`ray start --head`) and run the stage again, "
+                    "or set launcher.backend=local")
 
 
 def _import_ray():
@@ -107,10 +139,12 @@ def connect(settings: RaySettings, root: Path) -> str:
     return settings.address
 
 
-def unavailable(ray, wanted: dict[str, float], lost: tuple[str, ...] = ()) -> str | None:
+def unavailable(ray, wanted: dict[str, float], lost: tuple[str, ...] = (),
+                ask: Callable = lambda fn: fn()) -> str | None:
     """"no node offers {...}" when no live node (but those just lost) has the resources a
-    unit asks for, so that it is not queued for ever."""
-    for node in ray.nodes():
+    unit asks for, so that it is not queued for ever. `ask` makes the cluster call
+    (RayBackend's: a dead head is one line)."""
+    for node in ask(ray.nodes):
         have = node.get("Resources") or {}
         if node.get("Alive") and node["NodeID"] not in lost \
                 and all(have.get(k, 0) >= v for k, v in wanted.items()):
@@ -192,6 +226,7 @@ class RayBackend:
                  log: Callable[[str], None] = lambda line: None):
         from stages.arms.checkout import pack
         self.address = connect(cfg.launcher.ray, Path.cwd())
+        self.wait_s = cfg.launcher.ray.connect_timeout_s
         self.ray = ray = _import_ray()
         device = cell.device
         self.asked = request(device.type, device.threads, device)
@@ -201,9 +236,16 @@ class RayBackend:
         self.codes = {a.code: ray.put(pack(Path(a.code))) for a in arms if a.code}
         # Retries are this backend's: once, and only for a lost node or worker.
         self.task = ray.remote(on_node)
+        alive = len([n for n in self._ask(ray.nodes) if n.get("Alive")])
         log(f"{cell.name}: each unit is a Ray task asking for {describe(self.wanted)} "
-            f"({len([n for n in ray.nodes() if n.get('Alive')])} nodes at {self.address})"
-            + (f"; {why}" if (why := unavailable(ray, self.wanted)) else ""))
+            f"({alive} nodes at {self.address})"
+            + (f"; {why}" if (why := self._unavailable()) else ""))
+
+    def _ask(self, fn: Callable):
+        return ask_cluster(fn, self.address, self.wait_s)
+
+    def _unavailable(self, lost: tuple[str, ...] = ()) -> str | None:
+        return unavailable(self.ray, self.wanted, lost, self._ask)
 
     def run(self, job: Job, *, timeout_s: float, python: str | None = None,
             fresh_compile_cache: bool = True) -> dict:
@@ -215,13 +257,14 @@ class RayBackend:
         return self._units(jobs, timeout_s, fresh_compile_cache)
 
     def capture_env(self, python: str) -> dict:
-        if unavailable(self.ray, self.wanted):
-            return {"error": f"could not capture the environment of {python}: "
-                             + unavailable(self.ray, self.wanted)}
+        missing = self._unavailable()
+        if missing:
+            return {"error": f"could not capture the environment of {python}: {missing}"}
         task = self.ray.remote(capture_on_node).options(max_retries=1, **self.asked)
         try:
-            return self._get(task.remote(python, self.venvs.get(python), self.cache_dir))
-        except (self.ray.exceptions.RayError, UserError) as exc:
+            return self._get(task.remote(python, self.venvs.get(python), self.cache_dir),
+                             START_MARGIN_S)
+        except (self.ray.exceptions.RayError, UserError, Overdue) as exc:
             return {"error": f"could not capture the environment of {python}: "
                              f"{(str(exc).strip().splitlines() or ['?'])[0]}"}
 
@@ -235,7 +278,7 @@ class RayBackend:
                  for job, python in jobs]
         lost, first = (), None
         while True:
-            missing = unavailable(ray, self.wanted, lost)
+            missing = self._unavailable(lost)
             if missing:
                 return [{"status": Status.SKIPPED, "error": missing + (
                     f" (the node that ran it was lost: {first})" if first else "")}
@@ -243,9 +286,16 @@ class RayBackend:
             # Elsewhere: the label selector keeps a retry off the node just lost.
             elsewhere = {"label_selector": {NODE_ID: f"!{lost[0]}"}} if lost else {}
             task = self.task.options(max_retries=0, **self.asked, **elsewhere)
+            # Each process's limit counts its own time (a pair's take turns), then the start.
+            deadline_s = len(jobs) * timeout_s + START_MARGIN_S
             try:
                 results = self._get(task.remote(units, timeout_s, fresh, self.cache_dir,
-                                                self.codes))
+                                                self.codes), deadline_s)
+            except Overdue:
+                return [{"status": Status.TIMEOUT, "error": f"no result from the Ray cluster "
+                         f"within {deadline_s:g} s (the unit's time limit, {timeout_s:g} s per "
+                         f"process, and {START_MARGIN_S:g} s to start it on its node)"}
+                        for _ in jobs]
             except (ray.exceptions.NodeDiedError, ray.exceptions.WorkerCrashedError,
                     ray.exceptions.LocalRayletDiedError, ray.exceptions.ObjectLostError,
                     ray.exceptions.RaySystemError) as exc:
@@ -266,12 +316,22 @@ class RayBackend:
                     result["host"]["retried"] = first
             return results
 
-    def _get(self, ref):
-        """The task's result; this stage interrupted: the task too (its worker process is
-        killed as locally). A failure of the task itself, not of its unit, is one line."""
+    def _get(self, ref, deadline_s: float):
+        """The task's result, waited for in slices, asking the cluster between them whether
+        it is still there (a dead head is one line); past `deadline_s` the task is cancelled
+        and Overdue raised. This stage interrupted: the task too (its worker process is killed
+        as locally). A failure of the task itself, not of its unit, is one line."""
         ray = self.ray
+        end = time.monotonic() + deadline_s
         try:
-            return ray.get(ref)
+            while True:
+                try:
+                    return ray.get(ref, timeout=max(0.0, min(POLL_S, end - time.monotonic())))
+                except ray.exceptions.GetTimeoutError:
+                    self._ask(ray.nodes)
+                    if time.monotonic() >= end:
+                        ray.cancel(ref, force=True)
+                        raise Overdue from None
         except ray.exceptions.RayTaskError as exc:
             cause = getattr(exc, "cause", None) or exc
             raise UserError(f"a task failed on the Ray cluster: "
@@ -279,3 +339,9 @@ class RayBackend:
         except (KeyboardInterrupt, SystemExit):
             ray.cancel(ref)     # not forced: the task kills its worker process on the way out
             raise
+        except Exception as exc:
+            if isinstance(exc, (ray.exceptions.RayError, UserError, Overdue)):
+                raise           # the unit's fate: _units decides
+            self._ask(ray.nodes)                     # a head that died: one line
+            raise UserError(f"the Ray cluster at {self.address} failed while a unit ran: "
+                            f"{_line(exc)[:300]}") from None
