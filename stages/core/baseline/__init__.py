@@ -74,6 +74,13 @@ def load_run(rev: str, cells: list[str], stages: tuple[str, ...] = ("bench", "nu
     return found
 
 
+def shallow_note(notes: list[str] | None, commit: str | None, runs: int, root: Path) -> None:
+    """A shallow clone holds the newest commits only: the history shrinks without a word."""
+    if notes is not None and commit is not None and runs > 0 and git.is_shallow(root):
+        notes.append("History: this clone is shallow, so the runs committed before its oldest "
+                     f"commit are missing; {git.UNSHALLOW}")
+
+
 def skipped_run(notes: list[str] | None, past: str, path: Path, exc: Exception) -> None:
     """One line for a committed run the history leaves out: which, and why."""
     if notes is not None:
@@ -92,6 +99,7 @@ def load_history(commit: str | None, cells: list[str], runs: int, root: Path = P
     record of an old schema), each with a line in `notes`: history is evidence, not input."""
     found: dict[str, list[tuple[BenchRecord, EnvRecord]]] = {}
     env_path = reports / "env" / "env.json"
+    shallow_note(notes, commit, runs, root)
     for cell in cells:
         path = reports / "bench" / f"{cell}.json"
         for past in git.commits_touching(commit, path.as_posix(), runs, root):
@@ -116,6 +124,7 @@ def load_timeline(commit: str | None, cells: list[str], runs: int, root: Path = 
     found: dict[str, list[tuple]] = {}
     envs: dict[str, EnvRecord | None] = {}
     env_path = reports / "env" / "env.json"
+    shallow_note(notes, commit, runs, root)
 
     def env_at(past: str) -> EnvRecord | None:
         if past not in envs:

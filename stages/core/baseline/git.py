@@ -6,6 +6,7 @@ repository that holds only the experiment's own refs; both are handled here.
 """
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -13,6 +14,8 @@ from stages.core.errors import UserError
 
 # DVC's temporary and queued executors live in <original project>/.dvc/tmp/exps/...
 _EXECUTOR_DIR = (".dvc", "tmp", "exps")
+UNSHALLOW = ("fetch the history with `git fetch --unshallow` (or actions/checkout with "
+             "fetch-depth: 0)")
 
 
 def _git(*args: str, root: Path) -> subprocess.CompletedProcess:
@@ -22,6 +25,25 @@ def _git(*args: str, root: Path) -> subprocess.CompletedProcess:
                               encoding="utf-8", errors="replace")
     except FileNotFoundError:
         raise UserError("git is not installed; torchgate keeps its baseline history in git") from None
+
+
+def is_shallow(root: Path = Path(".")) -> bool:
+    """Whether this clone holds only part of its history (`git clone --depth`, GitHub's
+    actions/checkout by default): older commits, and the runs committed in them, are absent."""
+    found = _git("rev-parse", "--is-shallow-repository", root=root)
+    return found.returncode == 0 and found.stdout.strip() == "true"
+
+
+def _not_a_repository(root: Path, stderr: str) -> UserError:
+    """Why git will not work in `root`: not a repository, or one git refuses to trust."""
+    if "dubious ownership" in stderr:
+        found = re.search(r"dubious ownership in repository at '([^']+)'", stderr)
+        where = found.group(1) if found else str(Path(root).resolve())
+        return UserError(f"git refuses the repository at {where}: it is owned by another user "
+                         "(\"dubious ownership\"); if you trust it, run `git config --global "
+                         f"--add safe.directory {where}`")
+    return UserError(f"{Path(root).resolve()} is not a git repository; run `git init` "
+                     "(torchgate keeps its baseline history in git)")
 
 
 def _commit(rev: str, root: Path) -> str | None:
@@ -51,8 +73,7 @@ def resolve_rev(rev: str, root: Path = Path("."), setting: str = "baseline.rev")
     """
     inside = _git("rev-parse", "--is-inside-work-tree", root=root)
     if inside.returncode != 0 or inside.stdout.strip() != "true":
-        raise UserError(f"{Path(root).resolve()} is not a git repository; run `git init` "
-                        "(torchgate keeps its baseline history in git)")
+        raise _not_a_repository(root, inside.stderr)
     if _commit("HEAD", root) is None:
         return None  # no commits yet: there is no baseline
     commit = _commit(rev, root)
@@ -60,6 +81,9 @@ def resolve_rev(rev: str, root: Path = Path("."), setting: str = "baseline.rev")
         return commit
     original = _original_project(root)
     commit = _commit(rev, original) if original is not None else None
+    if commit is None and is_shallow(root):
+        raise UserError(f"{setting} {rev!r} is not a commit in this clone, and this clone is "
+                        f"shallow: {UNSHALLOW}")
     if commit is None:
         raise UserError(f"{setting} {rev!r} is not a commit in this repository; "
                         f"set {setting} to a branch, tag or commit")
