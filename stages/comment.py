@@ -3,11 +3,14 @@
     python -m stages.comment --repo owner/name --pr 12 --body-file comment.md
 
 Talks to GitHub's REST API at $GITHUB_API_URL (default https://api.github.com; GitHub
-Enterprise sets it in its runners) with the token in $GITHUB_TOKEN. The comment carries a
-hidden marker: the pull request's first comment that holds it is edited, else one is created,
-so a pull request has one torchgate comment however often it is pushed to. Only the standard
-library: the follow-up workflow that comments on a fork's pull request runs it without
-installing the project.
+Enterprise sets it in its runners) with the token in $GITHUB_TOKEN, which goes to that host
+only (never along a redirect or a next-page link to another). The comment carries a hidden
+marker: the pull request's first comment that holds it and was written by the token's own
+user (GET /user; a workflow's GITHUB_TOKEN, which may not ask, posts as github-actions[bot];
+--author names another) is edited, else one is created, so a pull request has one torchgate
+comment however often it is pushed to, and nobody else's comment is ever overwritten. Only the
+standard library: the follow-up workflow that comments on a fork's pull request runs it
+without installing the project.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import json
 import os
 import re
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -25,6 +29,8 @@ MARKER = "<!-- torchgate -->"
 MAX_BODY = 65536          # GitHub refuses a longer comment
 TRUNCATED = "\n\n… (cut to fit a comment; the run's artifact holds the full reports)\n"
 NEXT_PAGE = re.compile(r'<([^>]+)>;\s*rel="next"')
+# Who a workflow's GITHUB_TOKEN (an installation token, which GET /user refuses) posts as.
+ACTIONS_BOT = "github-actions[bot]"
 # A markdown link or image whose target is a path in the reports folder (not a URL or anchor).
 RELATIVE = re.compile(r"(!?)\[([^\]]*)\]\((?![a-z][a-z0-9+.-]*:|#|/)([^)\s]+)\)")
 
@@ -43,31 +49,72 @@ def with_reports_at(body: str, url: str) -> str:
     return RELATIVE.sub(absolute, body)
 
 
+class Refused(UserError):
+    """GitHub answered with an error status: the one-line message, and the status."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+def origin(url: str) -> tuple[str, str]:
+    """(scheme, host[:port]) of a URL: where a token may be sent."""
+    parts = urllib.parse.urlsplit(url)
+    return parts.scheme.lower(), parts.netloc.lower()
+
+
+class _SameOrigin(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect only within the API's origin (and never carries the token along:
+    it is an unredirected header)."""
+
+    def __init__(self, api: str):
+        self.api = api
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        if origin(newurl) != origin(self.api):
+            raise UserError(f"{req.get_method()} {req.full_url} was redirected to "
+                            f"{origin(newurl)[1] or newurl}, not {origin(self.api)[1]}; not "
+                            "following it (check GITHUB_API_URL)")
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
 class GitHub:
     """The few REST calls a comment needs; every refusal becomes a UserError saying what to
     fix."""
 
     def __init__(self, repo: str, token: str, api: str):
         self.repo, self.token, self.api = repo, token, api.rstrip("/")
+        self.opener = urllib.request.build_opener(_SameOrigin(self.api))
 
     def call(self, method: str, url: str, payload: dict | None = None) -> tuple[object, str]:
-        """(decoded JSON, the Link header)."""
+        """(decoded JSON, the Link header). The token goes to the API's own host only."""
         if not url.startswith(("http://", "https://")):
             url = self.api + url
+        if origin(url) != origin(self.api):
+            raise UserError(f"GitHub's reply pointed {method} at {origin(url)[1] or url}, not at "
+                            f"{origin(self.api)[1]}; not sending GITHUB_TOKEN there (check "
+                            "GITHUB_API_URL and any proxy in between)")
         request = urllib.request.Request(
             url, method=method, data=None if payload is None else json.dumps(payload).encode(),
             headers={"Accept": "application/vnd.github+json",
-                     "Authorization": f"Bearer {self.token}",
                      "X-GitHub-Api-Version": "2022-11-28",
                      "Content-Type": "application/json", "User-Agent": "torchgate"})
+        request.add_unredirected_header("Authorization", f"Bearer {self.token}")
         try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                return json.loads(response.read() or b"null"), response.headers.get("Link", "")
+            with self.opener.open(request, timeout=30) as response:
+                raw, link = response.read(), response.headers.get("Link", "")
+                kind = response.headers.get("Content-Type", "") or "no content type"
         except urllib.error.HTTPError as exc:
-            raise UserError(self.refusal(exc.code, method, url, exc.read())) from None
+            raise Refused(exc.code, self.refusal(exc.code, method, url, exc.read())) from None
         except urllib.error.URLError as exc:
             raise UserError(f"cannot reach {self.api} ({exc.reason}); check GITHUB_API_URL "
                             "and the network") from None
+        try:
+            return json.loads(raw or b"null"), link
+        except ValueError:        # a proxy's or a login page, not the API
+            raise UserError(f"{method} {url} answered with something that is not JSON "
+                            f"({kind.split(';')[0]}, {len(raw)} bytes): not GitHub's API; "
+                            "check GITHUB_API_URL and any proxy in between") from None
 
     def refusal(self, code: int, method: str, url: str, body: bytes) -> str:
         try:
@@ -99,7 +146,22 @@ class GitHub:
 
     def head_sha(self, pr: int) -> str:
         pull, _ = self.call("GET", f"/repos/{self.repo}/pulls/{pr}")
-        return (pull or {}).get("head", {}).get("sha", "")
+        return (pull or {}).get("head", {}).get("sha", "") if isinstance(pull, dict) else ""
+
+    def login(self) -> str:
+        """Who the token posts as: GET /user; a workflow's installation token may not ask,
+        and posts as github-actions[bot]."""
+        try:
+            user, _ = self.call("GET", "/user")
+        except Refused as exc:
+            if exc.code == 403:
+                return ACTIONS_BOT
+            raise
+        login = user.get("login") if isinstance(user, dict) else None
+        if not isinstance(login, str) or not login:
+            raise UserError(f"GET {self.api}/user does not name the token's user; pass "
+                            "--author with the login the comments are posted as")
+        return login
 
 
 def with_marker(body: str) -> str:
@@ -110,16 +172,27 @@ def with_marker(body: str) -> str:
     return text
 
 
-def post(github: GitHub, pr: int, body: str) -> tuple[str, str]:
-    """Edit this pull request's marked comment, or create it: (what was done, its URL)."""
+def _author(comment: dict) -> str | None:
+    user = comment.get("user")
+    return user.get("login") if isinstance(user, dict) else None
+
+
+def post(github: GitHub, pr: int, body: str, author: str) -> tuple[str, str]:
+    """Edit this pull request's marked comment that `author` wrote, or create one: (what was
+    done, its URL). A marked comment by anyone else (quoting the report, say) is left be."""
     text = with_marker(body)
-    mine = [c for c in github.comments(pr) if MARKER in (c.get("body") or "")]
+    mine = [c for c in github.comments(pr) if isinstance(c, dict)
+            and MARKER in (c.get("body") or "") and _author(c) == author]
     if mine:
         done, _ = github.call("PATCH", f"/repos/{github.repo}/issues/comments/{mine[0]['id']}",
                               {"body": text})
-        return "updated", (done or {}).get("html_url", "")
+        return "updated", _html_url(done)
     done, _ = github.call("POST", f"/repos/{github.repo}/issues/{pr}/comments", {"body": text})
-    return "created", (done or {}).get("html_url", "")
+    return "created", _html_url(done)
+
+
+def _html_url(done: object) -> str:
+    return str(done.get("html_url") or "") if isinstance(done, dict) else ""
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -130,6 +203,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--body-file", required=True, type=Path)
     parser.add_argument("--head-sha", help="refuse unless the pull request's head is this "
                                            "commit (a fork's artifact names its own number)")
+    parser.add_argument("--author", help="the login the token posts as, whose marked comment "
+                                         "is edited (default: GET /user; a workflow's "
+                                         f"GITHUB_TOKEN: {ACTIONS_BOT})")
     parser.add_argument("--reports-url", help="where the body's relative links point: a URL "
                                               "with {path} (filled per link), or one page "
                                               "for all of them (the run that holds the "
@@ -156,7 +232,7 @@ def main(argv: list[str] | None = None) -> None:
             if head != args.head_sha:
                 raise UserError(f"pull request {args.pr} of {args.repo} is at {head[:10]}, "
                                 f"not at the run's {args.head_sha[:10]}; not commenting")
-        done, url = post(github, args.pr, body)
+        done, url = post(github, args.pr, body, args.author or github.login())
         print(f"torchgate comment: {done} the comment on {args.repo}#{args.pr}"
               + (f": {url}" if url else ""))
 

@@ -1,7 +1,10 @@
 """A stand-in for the few GitHub REST calls that stages.comment makes, on 127.0.0.1: issue
 comments of pull requests (paged by a Link header, as GitHub pages them), creating and editing
-them, and a pull request's head commit. A token named "read-only" is refused writes as a fork's
-pull request's token is."""
+them, a pull request's head commit and the token's user. A token named "read-only" is refused
+writes as a fork's pull request's token is; a token without a user (`users`) is a workflow's
+installation token: GET /user refuses it and it posts as github-actions[bot]. Faults on demand:
+`html` (a proxy's page instead of JSON), `next_base` (next-page links to another host),
+`redirect` (comments moved to another host); `tokens` lists every token received."""
 from __future__ import annotations
 
 import json
@@ -19,6 +22,11 @@ class GitHubStandIn:
         self.pulls = pulls if pulls is not None else {7: "a" * 40}   # number -> head sha
         self.comments: dict[int, list[dict]] = {n: [] for n in self.pulls}
         self.requests: list[tuple[str, str]] = []
+        self.tokens: list[str] = []
+        self.users = {"t0ken": "torchgate-bot", "read-only": "fork-reader"}
+        self.html = False
+        self.next_base: str | None = None
+        self.redirect: str | None = None
         self.next_id = 100
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self.handler())
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -56,8 +64,28 @@ class GitHubStandIn:
                 url = urlparse(self.path)
                 hub.requests.append((method, url.path))
                 token = self.headers.get("Authorization", "").removeprefix("Bearer ")
+                if token:
+                    hub.tokens.append(token)
+                if hub.redirect and method == "GET" and "/comments" in url.path:
+                    self.send_response(302)
+                    self.send_header("Location", hub.redirect + self.path)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return None
                 if not token:
                     return self.reply(401, {"message": "Requires authentication"})
+                if hub.html:
+                    raw = b"<html><body>Sign in to the corporate proxy</body></html>"
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/html; charset=utf-8")
+                    self.send_header("Content-Length", str(len(raw)))
+                    self.end_headers()
+                    self.wfile.write(raw)
+                    return None
+                if url.path == "/user":
+                    if token in hub.users:
+                        return self.reply(200, {"login": hub.users[token]})
+                    return self.reply(403, {"message": "Resource not accessible by integration"})
                 base = f"/repos/{hub.repo}"
                 if method in ("POST", "PATCH") and token == "read-only":
                     return self.reply(403, {"message": "Resource not accessible by integration"})
@@ -68,7 +96,7 @@ class GitHubStandIn:
                     if method == "GET":
                         return self.page(pr, int(parse_qs(url.query).get("page", ["1"])[0]))
                     body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                    hub.add(pr, body["body"], "torchgate-bot")
+                    hub.add(pr, body["body"], hub.users.get(token, "github-actions[bot]"))
                     return self.reply(201, {**hub.comments[pr][-1], "html_url": "c"})
                 if m := re.fullmatch(base + r"/issues/comments/(\d+)", url.path):
                     body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -86,7 +114,8 @@ class GitHubStandIn:
                 chunk = comments[(page - 1) * PAGE:page * PAGE]
                 link = ""
                 if page * PAGE < len(comments):
-                    nxt = f"{hub.url}{urlparse(self.path).path}?per_page={PAGE}&page={page + 1}"
+                    nxt = (f"{hub.next_base or hub.url}{urlparse(self.path).path}"
+                           f"?per_page={PAGE}&page={page + 1}")
                     link = f'<{nxt}>; rel="next", <{hub.url}/x?page=1>; rel="first"'
                 self.reply(200, chunk, link)
 
