@@ -158,7 +158,8 @@ class CompareSettings:
 
 
 # The gate's own token: the run has a baseline and timings, and not one timing could be tested
-# against it (every one NOT COMPARABLE, MISSING, SKIPPED, FAILED or untested).
+# against it (every one NOT COMPARABLE, MISSING, SKIPPED, FAILED or untested); or a cell's
+# committed baseline is there but unusable (unreadable, or SKIPPED where this run measured it).
 NOTHING_COMPARABLE = "NOTHING_COMPARABLE"
 GATE_CHOICES = (*(v.value for v in VERDICTS), NOTHING_COMPARABLE)
 
