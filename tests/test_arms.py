@@ -1,6 +1,7 @@
 """Arms: which arms a run measures and why, checkouts of other revisions, rebuilt venvs, and a
 worker running another revision's workloads with this harness."""
 import json
+import os
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -244,3 +245,38 @@ def test_a_rebuilt_environment_must_hold_the_recorded_versions(tmp_path, monkeyp
                                         r"in 1 package\(s\), e.g. tabulate==.* \(got 0.1\)"):
         venv.materialise(small_spec("uv"), tmp_path)
     assert list((tmp_path / "venvs").iterdir()) == []
+
+
+# ---- what stops a rebuild: one line, and under auto the recorded numbers -------------------
+
+def test_a_committed_link_out_of_the_project_falls_back_to_the_recorded_numbers(repo, tmp_path):
+    os.symlink("/etc", repo / "outside")                   # an absolute link, committed
+    commit_all(repo, "a link to an absolute path")
+    (repo / "stages" / "workloads" / "tagged.py").write_text(WORKLOAD.format(items=2))
+    head = git("rev-parse", "HEAD", cwd=repo).stdout.strip()
+    with pytest.raises(UserError) as err:
+        checkout.export(head, tmp_path / "export", repo)
+    message = str(err.value)
+    assert message.startswith(f"cannot export the project at {head[:10]}: 'outside' is a link "
+                              "to an absolute path"), message
+    assert "\n" not in message
+    assert not list((tmp_path / "export" / "code").iterdir())   # nothing half-made is kept
+    found = plan(cfg_of(repo))
+    assert found.arms == (Arm("now"),)
+    assert "the baseline could not be measured again (cannot export the project at" in found.note
+    with pytest.raises(UserError, match="'outside' is a link to an absolute path"):
+        plan(cfg_of(repo, measure="rebuild"))
+
+
+def test_a_baseline_env_without_a_python_section_is_one_line(repo):
+    write_record(repo / "reports" / "env" / "env.json",
+                 EnvRecord({"distributions": {"torch": "2.12.0+cpu"}}))
+    commit_all(repo, "an env.json without its python section")
+    write_record(repo / "reports" / "env" / "env.json", EnvRecord(
+        {"python": {"version": "3.11.7"}, "distributions": {"torch": "2.13.0+cpu"}}))
+    found = plan(cfg_of(repo))                             # packages differ: a rebuild is due
+    assert found.arms == (Arm("now"),)
+    assert ("the baseline's env.json lists its packages but not its Python version (no python "
+            "section)") in found.note
+    with pytest.raises(UserError, match="not its Python version"):
+        plan(cfg_of(repo, measure="rebuild"))
