@@ -48,11 +48,14 @@ def test_dvc_repro_twice_with_a_baseline(project):
     (project / "conf/workload/broken.yaml").write_text(
         "broken:\n  _target_: stages.workloads.my_workloads.broken\n")
     # gate.fail_on=[]: a workload broken on purpose must not stop `dvc repro` at the gate (the
-    # gate itself is tested in test_gate.py).
+    # gate itself is tested in test_gate.py). compare.busy_share=1: this test checks the
+    # pipeline's files, which must hold numbers even when it runs beside other work (a busy
+    # process's numbers are otherwise left out; tests/test_summary.py tests that rule).
     compose(project / "params.yaml", ["matrix=smoke", "device=[cpu,cuda]",
                                       "workload=[matmul_relu,mine,broken]",
                                       "bench.processes=2", "bench.samples=3",
-                                      "bench.adaptive_budget_s=0", "gate.fail_on=[]"],
+                                      "bench.adaptive_budget_s=0", "gate.fail_on=[]",
+                                      "compare.busy_share=1"],
             conf=project / "conf")
 
     first = dvc("repro")

@@ -77,8 +77,9 @@ def _unwritten(path: Path, exc: OSError) -> Exception:
 def replace_pictures(folder: str | Path, pictures: dict[str, bytes]) -> None:
     """Make the folder's PNGs exactly `pictures`: each written (atomically) only where its
     bytes changed, since the pictures carry no date; any other PNG removed, so that none is
-    left from an earlier run."""
+    left from an earlier run. The folder is made even when empty: it is a declared DVC output."""
     folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
     for old in folder.glob("*.png"):
         if old.name not in pictures:
             old.unlink()
