@@ -5,6 +5,7 @@ the unit of replication and of isolation. Imports only torch, the standard libra
 measure and core rooms, so that the candidate interpreter of an A/B run needs nothing but
 torch.
 """
+# ruff: noqa: E402
 from __future__ import annotations
 
 import contextlib
@@ -13,6 +14,11 @@ import os
 import random
 import sys
 import time
+
+from stages.core.lifetime import hold_launcher
+
+if __name__ == "__main__":
+    hold_launcher()   # first: end with the launcher (forks while small, one thread, no torch)
 
 import torch
 
