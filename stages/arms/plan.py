@@ -151,7 +151,7 @@ def _materialise(cfg: Config, spec: venv.VenvSpec, cache: Path, log) -> str:
     """The venv's python: built here, or with the Ray backend, where each node will build it
     (this machine may not even be able to: another OS, no GPU build of torch)."""
     if cfg.launcher.backend == "local":
-        return venv.materialise(spec, cache, log)
+        return venv.materialise(spec, cache, log, cfg.arms.cache_max_gb)
     log(f"the venv ({len(spec.pins)} pinned packages) is built on each node that runs it")
     return str(venv.python_of(spec, cache))
 
