@@ -1,4 +1,5 @@
-"""Workloads that start processes of their own: children that must not outlive the run."""
+"""Workloads that start processes of their own (children that must not outlive the run), or
+write down what their worker process was given."""
 import os
 import subprocess
 import time
@@ -25,3 +26,9 @@ def leaves_a_child(*, device, dtype, compile, seed, pid_file):
 def hangs_with_a_child(*, device, dtype, compile, seed, pid_file):
     _child(pid_file)
     time.sleep(3600)
+
+
+def notes_its_inductor_cache(*, device, dtype, compile, seed, path):
+    Path(path).write_text(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+    x = torch.ones(4, device=device, dtype=dtype)
+    return Workload(step=lambda: x * 2, items=1)
