@@ -3,7 +3,9 @@
 Local subprocesses; the Ray backend (launch.ray_backend) runs these same functions inside a
 task on a cluster node, so measurement and statistics never see where a unit ran. Every
 failure mode of a worker (exception, crash, hard abort, timeout, missing result) comes back
-as a status with a message, and where it ran (`host`).
+as a status with a message, and where it ran (`host`). No worker outlives its unit: its
+process group is killed when it ends, and it ends with this process however this process
+ends (core.lifetime). Its files are in this user's private scratch folder (core.scratch).
 """
 from __future__ import annotations
 
