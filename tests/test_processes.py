@@ -1,7 +1,6 @@
 """No process outlives the run: a worker's group is killed also after the worker exited, a
 worker ends with its launcher however the launcher ends (SIGKILL included), a stage ends on
 SIGHUP as on SIGTERM and with DVC when DVC ends."""
-import os
 import signal
 import subprocess
 import sys
@@ -86,7 +85,7 @@ time.sleep(3600)
 """
 
 
-@pytest.mark.parametrize("kill", [signal.SIGKILL, signal.SIGTERM])
+@pytest.mark.parametrize("kill", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 def test_a_worker_and_its_children_end_with_a_launcher_killed_outright(tmp_path, kill):
     """core.lifetime alone (no torch): the watcher kills the worker's group."""
     pid_file = tmp_path / "pids"
@@ -134,6 +133,7 @@ def test_a_stage_that_is_killed_takes_its_workers_and_their_children(project, tm
         worker, child = pids_in(pid_file)
         stage = parent_of(worker)
         group = group_of(worker)
+        assert child in group
         top.send_signal({"SIGKILL": signal.SIGKILL, "SIGHUP": signal.SIGHUP,
                          "SIGTERM": signal.SIGTERM}[how.split()[0]])
         wait_gone([stage, *group])

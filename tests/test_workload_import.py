@@ -58,8 +58,8 @@ def test_a_module_that_hangs_at_import_is_given_up_after_the_time_limit(modules,
     started = time.perf_counter()
     notes = check_workloads([WorkloadSpec("slow", "hangs_at_import.build")], 2)
     assert time.perf_counter() - started < 10
-    assert notes == ["workload slow: importing hangs_at_import.build did not finish within "
-                     "2 s; its processes will time out"]
+    assert notes == [("workload slow: importing hangs_at_import.build did not finish within "
+                      "2 s; its processes will time out")]
     assert len(started_ones) == 1 and not Path(f"/proc/{started_ones[0]}").exists()
 
 

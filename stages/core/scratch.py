@@ -23,6 +23,7 @@ from stages.core.errors import UserError
 
 _run: tuple[Path, int, int] | None = None     # (folder, lock fd, the pid that made it)
 YOUNG_S = 5      # a folder just made, not yet locked by its process
+UNLOCKED_S = 24 * 3600
 
 
 def private(path: Path) -> Path:
@@ -68,13 +69,16 @@ def run_dir() -> Path:
 
 def sweep(runs: Path) -> list[Path]:
     """Remove the folders of processes that ended without removing their own: their lock is
-    free (a process locks its folder within microseconds of making it); returns them."""
+    free (a process locks its folder within microseconds of making it). A folder without a
+    lock (on a Ray node: the compile caches a driver named) goes after a day. Returns them."""
     removed = []
     for folder in runs.iterdir():
         lock = folder / "lock"
         try:
-            made = (lock if lock.exists() else folder).lstat().st_mtime
-            if time.time() - made < YOUNG_S or _locked(lock):
+            if lock.exists():
+                if time.time() - lock.lstat().st_mtime < YOUNG_S or _locked(lock):
+                    continue
+            elif time.time() - folder.lstat().st_mtime < UNLOCKED_S:
                 continue
         except OSError:
             continue

@@ -5,7 +5,6 @@ the unit of replication and of isolation. Imports only torch, the standard libra
 measure and core rooms, so that the candidate interpreter of an A/B run needs nothing but
 torch.
 """
-# ruff: noqa: E402
 from __future__ import annotations
 
 import contextlib
