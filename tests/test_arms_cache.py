@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from stages.arms import cache, venv
-from stages.arms.cache import MARKER, complete, ensure, evict, release, sweep
+from stages.arms.cache import MARKER, complete, ensure, evict, release
 from stages.core.errors import UserError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -166,7 +166,7 @@ def test_the_litter_of_killed_builds_is_swept_once_stale_and_unlocked(tmp_path):
     lock = os.open(venvs / "building.build.lock", os.O_RDONLY | os.O_CREAT)
     fcntl.flock(lock, fcntl.LOCK_EX)                   # a build in progress, elsewhere
     try:
-        assert sorted(p.name for p in sweep(venvs)) == [".abc.x1y2.tmp", "stale"]
+        assert sorted(p.name for p in cache.tidy(tmp_path)) == [".abc.x1y2.tmp", "stale"]
     finally:
         os.close(lock)
     assert fresh.exists() and building.exists() and complete(done)

@@ -200,6 +200,11 @@ def sweep(folder: Path, now: float | None = None) -> list[Path]:
     return removed
 
 
+def tidy(root: Path) -> list[Path]:
+    """sweep() both kinds of entries of the cache at `root`."""
+    return [p for kind in KINDS if (root / kind).is_dir() for p in sweep(root / kind)]
+
+
 def size_of(path: Path) -> int:
     """Bytes on disk under `path`."""
     total = 0
@@ -258,11 +263,10 @@ def main(argv: list[str] | None = None) -> None:
         root = cache_at(args.cache_dir)
         if args.keep_gb < 0:
             raise UserError(f"--keep-gb must be 0 or more, got {args.keep_gb:g}")
+        for path in tidy(root):
+            print(f"removed {path} (left by a build that was killed)")
         if args.evict:
             evict(root, args.keep_gb, print)
-        for kind in KINDS:
-            if (root / kind).is_dir():
-                sweep(root / kind)
         listed = entries(root)
         for used, size, path in reversed(listed):
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(used))

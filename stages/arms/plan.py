@@ -25,7 +25,7 @@ from typing import Callable
 import yaml
 
 from stages.arms import checkout, venv
-from stages.arms.cache import cache_root
+from stages.arms.cache import cache_root, tidy
 from stages.core.baseline import git, load_baseline, load_current
 from stages.core.config import Config, parse_workloads
 from stages.core.config.settings import WorkloadSpec
@@ -59,7 +59,8 @@ def workload_paths(workloads: dict[str, WorkloadSpec], root: Path = Path(".")) -
 def plan(cfg: Config, log: Callable[[str], None] = lambda line: None,
          root: Path = Path(".")) -> Plan:
     """With the Ray backend, a venv an arm needs is not built here but on each node that runs
-    the arm (from `Arm.venv`, cached there)."""
+    the arm (from `Arm.venv`, cached there). Either way, killed builds' litter goes first."""
+    tidy(cache_root(cfg))
     if cfg.candidate.wanted:
         return _candidate(cfg, log, root)
     if cfg.baseline.measure == "recorded":
