@@ -150,3 +150,25 @@ def test_a_stage_that_is_killed_takes_its_workers_and_their_children(project, tm
 def parent_of(pid: int) -> int:
     with open(f"/proc/{pid}/stat") as fh:
         return int(fh.read().rpartition(")")[2].split()[1])
+
+
+INSTALLER = """
+import sys
+from stages.core.lifetime import run_bound
+run_bound(["sh", "-c", "sleep 600 & echo $$ $! > " + sys.argv[1] + "; wait"])
+"""
+
+
+def test_a_command_run_bound_ends_with_a_stage_killed_outright(tmp_path):
+    """An installer building a venv (arms.venv) dies with the stage that started it."""
+    pid_file = tmp_path / "pids"
+    stage = subprocess.Popen([sys.executable, "-c", INSTALLER, str(pid_file)], cwd=ROOT)
+    try:
+        shell, sleep = pids_in(pid_file)
+        group = group_of(shell)
+        assert {shell, sleep} < set(group)
+        stage.send_signal(signal.SIGKILL)
+        wait_gone(group)
+    finally:
+        stage.kill()
+        stage.wait()

@@ -20,6 +20,7 @@ from typing import Callable
 
 from stages.arms.cache import ensure, evict
 from stages.core.errors import UserError
+from stages.core.lifetime import run_bound
 
 # The installer itself, and this harness (it runs from the working tree). setuptools stays
 # pinned: torch.compile's C++ builder imports it, and a venv made by uv has none of its own.
@@ -172,7 +173,8 @@ def installed(python: str) -> dict[str, str]:
 
 
 def _run(args: list[str], what: str) -> None:
-    done = subprocess.run(args, capture_output=True, text=True, env=_quiet_env())
+    done = run_bound(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                     env=_quiet_env())
     if done.returncode != 0:
         raise UserError(f"{what} failed: {_reason(done.stderr or done.stdout)}")
 

@@ -10,7 +10,9 @@ thing (one thread, before torch is imported), blocks reading it and then kills t
 group. A process of its own, it needs neither the worker's GIL nor a signal handler that a hung
 C call would never run, and it costs no wake-ups while samples are timed (a watchdog thread
 polling the parent would). The worker also asks Linux for SIGKILL when its parent dies
-(PR_SET_PDEATHSIG), in case the watcher itself was killed.
+(PR_SET_PDEATHSIG), in case the watcher itself was killed. Other commands that must not
+outlive a stage (a venv's installer, arms.venv) run through `run_bound`, which does the same
+for them before it execs them.
 
 Standard library only: a worker imports this before torch.
 """
@@ -20,7 +22,9 @@ import ctypes
 import ctypes.util
 import os
 import signal
+import subprocess
 import sys
+from pathlib import Path
 
 LIFELINE = "TORCHGATE_LIFELINE"   # "<read fd>:<launcher pid>", for the worker it starts
 PR_SET_PDEATHSIG = 1
@@ -69,6 +73,9 @@ def _watch(fd: int, group: int) -> None:
     """The watcher: holds nothing of the worker's (an interleaved worker's turn pipes must
     close when it exits), waits for the end of file, then kills the group, itself included."""
     try:
+        null = os.open(os.devnull, os.O_RDWR)
+        for std in (0, 1, 2):       # a caller reading the command's output must see its end
+            os.dup2(null, std)
         os.closerange(3, fd)
         os.closerange(fd + 1, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1024)
         while os.read(fd, 1):       # nothing is ever written: only the end of file returns
@@ -78,6 +85,32 @@ def _watch(fd: int, group: int) -> None:
             os.killpg(group, signal.SIGKILL)
         finally:
             os._exit(0)
+
+
+# Holds the lifeline, then becomes the command (the parent-death signal survives exec).
+BOUND = ("import os, sys; sys.path.insert(0, sys.argv[1]); "
+         "from stages.core.lifetime import hold_launcher; hold_launcher(); "
+         "os.execvp(sys.argv[2], sys.argv[2:])")
+
+
+def run_bound(args: list[str], **kwargs) -> subprocess.CompletedProcess:
+    """subprocess.run for a command that must not outlive this process (an installer: a
+    killed stage would leave it loading the machine and writing into a venv the next run
+    builds again): in a process group of its own, ending with this process, and killed with
+    whatever it started once it has exited."""
+    line, entry = lifeline()
+    root = str(Path(__file__).resolve().parents[2])
+    with subprocess.Popen([sys.executable, "-c", BOUND, root, *args], pass_fds=(line,),
+                          env={**kwargs.pop("env", os.environ), **entry},
+                          start_new_session=True, **kwargs) as proc:
+        try:
+            out, err = proc.communicate()
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
 
 def die_with_dvc() -> None:
