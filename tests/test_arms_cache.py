@@ -195,3 +195,20 @@ def test_the_least_recently_used_entries_go_first_and_one_in_use_stays(tmp_path,
     cache.main(["--cache-dir", str(tmp_path), "--evict", "--keep-gb", "0"])
     out = capsys.readouterr().out
     assert f"evicted {held}" in out and "0.00 GB in 0 entries" in out
+
+
+def test_a_failed_build_holds_no_lock_another_run_would_wait_on(tmp_path):
+    path, log = tmp_path / "venvs" / "k", tmp_path / "log"
+    path.mkdir(parents=True)                    # a killed build's: removed, then built again
+
+    def build(folder):
+        folder.mkdir()
+        raise UserError("the rebuilt environment got torch None, not the recorded 9.9.9")
+    with pytest.raises(UserError):
+        ensure(path, build)
+    other = builder(path, log, build_s=0)       # while this process lives on
+    try:
+        assert other.communicate(timeout=60)[0].strip() == "built"
+    finally:
+        other.kill()
+        other.wait()

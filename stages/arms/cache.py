@@ -65,6 +65,16 @@ def ensure(path: Path, build: Callable[[Path], None],
     path.parent.mkdir(parents=True, exist_ok=True)
     sweep(path.parent)
     use = _use_lock(path)
+    try:
+        return _ensure(path, build, check, log, use)
+    except BaseException:
+        _held.pop(path, None)     # a failed build holds nothing: other runs must not wait
+        os.close(use)
+        raise
+
+
+def _ensure(path: Path, build: Callable[[Path], None], check: Callable[[Path], str | None],
+            log: Log, use: int) -> bool:
     _flock(use, fcntl.LOCK_SH, path, log)      # waits only while an entry is being removed
     if complete(path) and _problem(path, check) is None:
         return _using(path, use, built=False)
