@@ -159,11 +159,14 @@ def test_a_missing_or_broken_params_file_is_one_line(tmp_path):
 
 
 def test_a_workload_key_the_function_does_not_take_is_one_line():
-    from stages.core.config.targets import check_arguments
+    from stages.core.config.settings import WorkloadSpec
+    from stages.core.config.targets import check_workloads
+    typo = WorkloadSpec("matmul_relu", "stages.workloads.matmul_relu", {"sise": 64})
+    mine = WorkloadSpec("mine", "not_a_module.fn", {"x": 1})
     with pytest.raises(UserError, match="workload.matmul_relu has no parameter 'sise'; "
                                         "stages.workloads.matmul_relu takes: size"):
-        check_arguments("matmul_relu", "stages.workloads.matmul_relu", {"sise": 64})
-    check_arguments("mine", "not_a_module.fn", {"x": 1})  # left to the worker: a FAILED unit
+        check_workloads([mine, typo], 120)
+    assert check_workloads([mine], 120) == []     # left to the worker: a FAILED unit
 
 
 @pytest.mark.parametrize("kwargs", [{"size": -5}, {"size": 0}, {"size": 2.5}])

@@ -69,7 +69,7 @@ NODE = {"NodeID": "n0", "Alive": True, "Resources": {"CPU": 1}}
 def backend(ray) -> RayBackend:
     made = RayBackend.__new__(RayBackend)     # what __init__ sets, without joining a cluster
     made.address, made.wait_s, made.ray = ADDRESS, 0.5, ray
-    made.asked, made.wanted, made.cache_dir = {"num_cpus": 1}, {"CPU": 1}, None
+    made.asked, made.wanted, made.cache_dir, made.max_gb = {"num_cpus": 1}, {"CPU": 1}, None, None
     made.venvs, made.codes, made.task = {}, {}, FakeTask()
     return made
 

@@ -37,13 +37,15 @@ with theirs. It is built with uv (a dependency of torchgate; `arms.installer=pip
 pip), copying files rather than hardlinking them from uv's cache (a hardlinked torch read
 60 MiB more resident memory on import), carrying pip's index settings over (`pip config list`:
 index URLs, find-links, constraints; uv reads none of them), into a cache shared by every
-project (`~/.cache/torchgate/venvs/<hash of the spec>`, or `arms.cache_dir`), built in a
-temporary folder and renamed into place, so an interrupted build leaves nothing. What comes
-out is checked: torch must be the recorded build, local label included, and a rebuilt baseline
-must hold every recorded version, or the stage stops (with `baseline.measure: auto`, the
-comparison falls back to the recorded numbers and says why): an A/B of two different builds
-reported as "the baseline" would be a silent lie. Another Python minor version is taken from
-`pythonX.Y` on `PATH`.
+project (`~/.cache/torchgate/venvs/<hash of the spec and platform>`, or `arms.cache_dir`),
+built in place by one run at a time (another run wanting it waits, then reuses it), complete
+only once its marker is written (a killed build's folder is removed and built again), checked
+before each use (the user's own, the spec it carries, its python runs), and evicted least
+recently used beyond `arms.cache_max_gb` (cache.py). What comes out is checked: torch must
+be the recorded build, local label included, and a rebuilt baseline must hold every recorded
+version, or the stage stops (with `baseline.measure: auto`, the comparison falls back to the
+recorded numbers and says why): an A/B of two different builds reported as "the baseline"
+would be a silent lie. Another Python minor version is taken from `pythonX.Y` on `PATH`.
 
 Lock-step. Each round runs one worker process per arm, taking turns one phase or sample at a
 time (A's compile, B's compile, A's first steady sample, B's first, ...; who goes first

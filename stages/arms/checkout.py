@@ -1,6 +1,6 @@
 """The project folder at another revision: what the other arm's workloads are. Exported once
-per commit (`git archive`), read-only, and reused; the measuring harness is never taken from
-it (measure.worker imports only the workloads from it)."""
+per commit (`git archive`) into the arms cache, read-only, and reused; the measuring harness is
+never taken from it (measure.worker imports only the workloads from it)."""
 from __future__ import annotations
 
 import hashlib
@@ -11,7 +11,7 @@ import subprocess
 import tarfile
 from pathlib import Path
 
-from stages.arms.cache import building, ready
+from stages.arms.cache import ensure
 from stages.core.errors import UserError
 from stages.core.vocabulary import short
 
@@ -26,34 +26,39 @@ def export(commit: str, cache: Path, root: Path = Path(".")) -> Path:
     prefix = _git("rev-parse", "--show-prefix", root=root).stdout.strip()
     key = commit + (f"-{hashlib.sha256(prefix.encode()).hexdigest()[:8]}" if prefix else "")
     target = cache / "code" / key
-    if ready(target):
-        return target
-    # From the project folder, `.` is that folder, and the paths come relative to it.
-    archive = _git("archive", "--format=tar", commit, "--", ".", root=Path(root), text=False)
-    if archive.returncode != 0:
-        tail = (archive.stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1]
-        raise UserError(f"cannot export the project at {short(commit)}: {tail}")
-    return unpack(archive.stdout, target, f"the project at {short(commit)}")
+
+    def build(folder: Path) -> None:
+        # From the project folder, `.` is that folder, and the paths come relative to it.
+        archive = _git("archive", "--format=tar", commit, "--", ".", root=Path(root),
+                       text=False)
+        if archive.returncode != 0:
+            tail = (archive.stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1]
+            raise UserError(f"cannot export the project at {short(commit)}: {tail}")
+        _extract(archive.stdout, folder, f"the project at {short(commit)}")
+    ensure(target, build)
+    return target
 
 
 def unpack(archive: bytes, target: Path, what: str = "the checkout") -> Path:
-    """A checkout from its tar archive, read-only, unless `target` holds it already. A member
-    the "data" filter refuses (a committed symbolic link to an absolute path or out of the
-    project, a device file) or a broken archive is a UserError, so that baseline.measure=auto
-    falls back to the recorded numbers."""
-    if ready(target):
-        return target
-    with building(target) as tmp:
-        try:
-            with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-                # "data": no links out of the folder, no device files (Python >= 3.10.12)
-                tar.extractall(tmp, **({"filter": "data"} if hasattr(tarfile, "data_filter")
-                                       else {}))
-        except tarfile.TarError as exc:
-            raise UserError(f"cannot export {what}: {exc} (a committed link must stay inside "
-                            "the project folder)") from None
-        _read_only(tmp)
+    """A checkout from its tar archive, read-only, unless `target` holds it already."""
+    ensure(target, lambda folder: _extract(archive, folder, what))
     return target
+
+
+def _extract(archive: bytes, folder: Path, what: str) -> None:
+    """A member the "data" filter refuses (a committed symbolic link to an absolute path or
+    out of the project, a device file) or a broken archive is a UserError, so that
+    baseline.measure=auto falls back to the recorded numbers."""
+    folder.mkdir()
+    try:
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            # "data": no links out of the folder, no device files (Python >= 3.10.12)
+            tar.extractall(folder, **({"filter": "data"} if hasattr(tarfile, "data_filter")
+                                      else {}))
+    except tarfile.TarError as exc:
+        raise UserError(f"cannot export {what}: {exc} (a committed link must stay inside "
+                        "the project folder)") from None
+    _read_only(folder)
 
 
 def pack(folder: Path) -> bytes:

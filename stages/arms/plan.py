@@ -25,7 +25,7 @@ from typing import Callable
 import yaml
 
 from stages.arms import checkout, venv
-from stages.arms.cache import cache_root
+from stages.arms.cache import cache_root, tidy
 from stages.core.baseline import git, load_baseline, load_current
 from stages.core.config import Config, parse_workloads
 from stages.core.config.settings import WorkloadSpec
@@ -57,7 +57,8 @@ def workload_paths(workloads: dict[str, WorkloadSpec], root: Path = Path(".")) -
 def plan(cfg: Config, log: Callable[[str], None] = lambda line: None,
          root: Path = Path(".")) -> Plan:
     """With the Ray backend, a venv an arm needs is not built here but on each node that runs
-    the arm (from `Arm.venv`, cached there)."""
+    the arm (from `Arm.venv`, cached there). Either way, killed builds' litter goes first."""
+    tidy(cache_root(cfg))
     if cfg.candidate.wanted:
         return _candidate(cfg, log, root)
     if cfg.baseline.measure == "recorded":
@@ -149,7 +150,7 @@ def _materialise(cfg: Config, spec: venv.VenvSpec, cache: Path, log) -> str:
     """The venv's python: built here, or with the Ray backend, where each node will build it
     (this machine may not even be able to: another OS, no GPU build of torch)."""
     if cfg.launcher.backend == "local":
-        return venv.materialise(spec, cache, log)
+        return venv.materialise(spec, cache, log, cfg.arms.cache_max_gb)
     log(f"the venv ({len(spec.pins)} pinned packages) is built on each node that runs it")
     return str(venv.python_of(spec, cache))
 

@@ -1,12 +1,14 @@
 """Python environments rebuilt from a recorded package set: the baseline's, or this one's with
-a candidate's overrides. Built once per spec (cached by its hash), atomically, with uv when it
-is on PATH (much faster) or venv + pip, and checked: the torch that got installed must be the
-recorded build, local label included (2.13.0+cpu is not 2.13.0+cu130)."""
+a candidate's overrides. Built once per spec and platform (cached by their hash; arms.cache),
+with uv when it is on PATH (much faster) or venv + pip, and checked: the torch that got
+installed must be the recorded build, local label included (2.13.0+cpu is not 2.13.0+cu130).
+A cached venv is checked before use: the spec it carries is the spec, its interpreter runs."""
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -16,8 +18,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
-from stages.arms.cache import building, ready
+from stages.arms.cache import ensure, evict
 from stages.core.errors import UserError
+from stages.core.lifetime import run_bound
 
 # The installer itself, and this harness (it runs from the working tree). setuptools stays
 # pinned: torch.compile's C++ builder imports it, and a venv made by uv has none of its own.
@@ -38,7 +41,14 @@ class VenvSpec:
 
     @property
     def key(self) -> str:
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:16]
+        return hashlib.sha256(json.dumps(carried(self), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def carried(spec: VenvSpec) -> dict:
+    """The spec and the platform it is built on (a home shared over NFS by x86 and aarch64
+    nodes holds both builds): what the key hashes and the venv's spec file holds."""
+    return {**asdict(spec), "platform": sys.platform, "machine": platform.machine(),
+            "implementation": platform.python_implementation()}
 
 
 def requirement_name(requirement: str) -> str:
@@ -93,39 +103,63 @@ def python_of(spec: VenvSpec, cache: Path) -> Path:
     return cache / "venvs" / spec.key / "bin" / "python"
 
 
-def materialise(spec: VenvSpec, cache: Path, log: Callable[[str], None] = lambda line: None
-                ) -> str:
-    """The python of a venv built to `spec`, built now unless the cache holds it."""
+def materialise(spec: VenvSpec, cache: Path, log: Callable[[str], None] = lambda line: None,
+                max_gb: float | None = None) -> str:
+    """The python of a venv built to `spec`, built now unless the cache holds it; after a
+    build, the cache is trimmed to `max_gb` (arms.cache_max_gb)."""
     python = python_of(spec, cache)
     target = python.parent.parent
-    if ready(target):
+    if not ensure(target, lambda folder: _build(spec, folder, log), lambda f: _check(spec, f),
+                  log):
         log(f"reusing the venv {target}")
-        return str(python)
+    elif max_gb is not None:
+        evict(cache, max_gb, log)
+    return str(python)
+
+
+SPEC_FILE = "torchgate-spec.json"
+
+
+def _build(spec: VenvSpec, folder: Path, log: Callable[[str], None]) -> None:
     base = interpreter(spec.python)
     started = time.perf_counter()
     log(f"building a venv with {len(spec.pins)} pinned packages"
         + (f" and {', '.join(spec.overrides)}" if spec.overrides else "")
-        + f" ({spec.installer}) in {target}")
-    with building(target) as tmp:
-        _create(spec.installer, base, tmp)
-        if spec.pins:
-            _install(spec.installer, tmp, ["--no-deps", *spec.pins])
-        if spec.overrides:
-            _install(spec.installer, tmp, list(spec.overrides))
-        got = installed(str(tmp / "bin" / "python"))
-        if spec.torch and got.get("torch") != spec.torch:
-            raise UserError(f"the rebuilt environment got torch {got.get('torch')}, not the "
-                            f"recorded {spec.torch}; make that build installable (e.g. pip's "
-                            "index-url or find-links for it) or set baseline.measure=recorded")
-        if not spec.overrides:   # with overrides, their dependencies may move other pins
-            differs = [p for p in spec.pins if got.get(requirement_name(p)) != p.split("==")[1]]
-            if differs:
-                raise UserError(f"the rebuilt environment differs from the recorded one in "
-                                f"{len(differs)} package(s), e.g. {differs[0]} (got "
-                                f"{got.get(requirement_name(differs[0]))})")
-        (tmp / "torchgate-spec.json").write_text(json.dumps(asdict(spec), indent=1))
+        + f" ({spec.installer}) in {folder}")
+    _create(spec.installer, base, folder)
+    if spec.pins:
+        _install(spec.installer, folder, ["--no-deps", *spec.pins])
+    if spec.overrides:
+        _install(spec.installer, folder, list(spec.overrides))
+    got = installed(str(folder / "bin" / "python"))
+    if spec.torch and got.get("torch") != spec.torch:
+        raise UserError(f"the rebuilt environment got torch {got.get('torch')}, not the "
+                        f"recorded {spec.torch}; make that build installable (e.g. pip's "
+                        "index-url or find-links for it) or set baseline.measure=recorded")
+    if not spec.overrides:   # with overrides, their dependencies may move other pins
+        differs = [p for p in spec.pins if got.get(requirement_name(p)) != p.split("==")[1]]
+        if differs:
+            raise UserError(f"the rebuilt environment differs from the recorded one in "
+                            f"{len(differs)} package(s), e.g. {differs[0]} (got "
+                            f"{got.get(requirement_name(differs[0]))})")
+    (folder / SPEC_FILE).write_text(json.dumps(carried(spec), indent=1))
     log(f"built the venv in {time.perf_counter() - started:.1f} s (torch {got.get('torch')})")
-    return str(python)
+
+
+def _check(spec: VenvSpec, folder: Path) -> str | None:
+    """Why a cached venv cannot be used as `spec`'s, or None."""
+    try:
+        held = json.loads((folder / SPEC_FILE).read_text())
+    except (OSError, ValueError):
+        return f"its {SPEC_FILE} is missing or unreadable"
+    if held != json.loads(json.dumps(carried(spec))):
+        return f"its {SPEC_FILE} is not this spec's"
+    try:
+        ran = subprocess.run([str(folder / "bin" / "python"), "-c", ""], capture_output=True,
+                             timeout=120).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ran = False
+    return None if ran else "its python does not run (its base interpreter was removed?)"
 
 
 LIST = ("import importlib.metadata as m, json, re; print(json.dumps({re.sub(r'[-_.]+', '-', "
@@ -139,7 +173,8 @@ def installed(python: str) -> dict[str, str]:
 
 
 def _run(args: list[str], what: str) -> None:
-    done = subprocess.run(args, capture_output=True, text=True, env=_quiet_env())
+    done = run_bound(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                     env=_quiet_env())
     if done.returncode != 0:
         raise UserError(f"{what} failed: {_reason(done.stderr or done.stdout)}")
 

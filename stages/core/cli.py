@@ -7,7 +7,7 @@ from pathlib import Path
 
 from stages.core import config
 from stages.core.baseline import git
-from stages.core.config.targets import check_arguments, check_tracked
+from stages.core.config.targets import check_tracked, check_workloads
 from stages.core.vocabulary import REPORTS
 
 
@@ -24,8 +24,11 @@ def cell_stage(kind: str, doc: str, argv: list[str] | None):
     cfg = config.load(args.params)
     cell = cfg.cell(args.device, args.precision)
     git.resolve_rev(cfg.baseline.rev)
-    for spec in cfg.workloads.values():
-        check_arguments(spec.name, spec.target, spec.kwargs)
+    default = cfg.bench.timeout_s if kind == "bench" else cfg.numerics.timeout_s
+    # Within the time limit a worker would have for the same import.
+    limit_s = max((s.timeout_s or default for s in cfg.workloads.values()), default=default)
+    for note in check_workloads(cfg.workloads.values(), limit_s):
+        print(f"torchgate {kind}: {note}", flush=True)
     check_tracked(cfg.workloads, kind)
     return cfg, cell, args.out
 

@@ -3,6 +3,8 @@ import signal
 import sys
 from contextlib import contextmanager
 
+from stages.core.lifetime import die_with_dvc
+
 
 class UserError(Exception):
     """Bad configuration, a missing or corrupt file, an unknown option: say what to fix."""
@@ -12,11 +14,22 @@ class UserError(Exception):
 def one_line_errors(stage: str):
     """Turn a UserError into `torchgate <stage>: error: <message>` and exit status 2.
 
-    SIGTERM becomes an ordinary exit, so that cleanup runs (worker processes are killed,
-    temporary files removed) and no half-written report is left: reports are written whole
-    or not at all.
+    SIGTERM and SIGHUP (a closed terminal or ssh session) become an ordinary exit, so that
+    cleanup runs (worker process groups are killed, temporary files removed) and no
+    half-written report is left: reports are written whole or not at all. Under nohup
+    (SIGHUP ignored) a hang-up stays ignored. A stage run by DVC also ends when DVC does.
     """
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    ours = [signal.SIGTERM] + ([signal.SIGHUP] if signal.getsignal(signal.SIGHUP)
+                               is not signal.SIG_IGN else [])
+
+    def leave(signum, frame):
+        for each in ours:       # once: a second signal must not cut the cleanup short
+            signal.signal(each, signal.SIG_IGN)
+        sys.exit(128 + signum)
+
+    for each in ours:
+        signal.signal(each, leave)
+    die_with_dvc()
     try:
         yield
     except UserError as exc:

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from stages.core import scratch
 from stages.core.config import Cell, Config
 from stages.core.config.settings import WorkloadSpec
 from stages.core.errors import UserError
@@ -97,7 +98,7 @@ class CellRun:
         # Bench: per unit and arm, the inductor cache its processes share. The first
         # bench.cold_compile_processes rounds empty it first (a cold compile, as on a first
         # start), later rounds find it as the cold ones left it (a warm one, a second start).
-        self.caches = Path(tempfile.mkdtemp(prefix="torchgate-caches-")) \
+        self.caches = Path(tempfile.mkdtemp(prefix="caches-", dir=scratch.run_dir())) \
             if kind == "bench" and fresh_compile_cache else None
 
     def compile_cache(self, arm: Arm, name: str, round_: int) -> str | None:

@@ -3,7 +3,9 @@
 Local subprocesses; the Ray backend (launch.ray_backend) runs these same functions inside a
 task on a cluster node, so measurement and statistics never see where a unit ran. Every
 failure mode of a worker (exception, crash, hard abort, timeout, missing result) comes back
-as a status with a message, and where it ran (`host`).
+as a status with a message, and where it ran (`host`). No worker outlives its unit: its
+process group is killed when it ends, and it ends with this process however this process
+ends (core.lifetime). Its files are in this user's private scratch folder (core.scratch).
 """
 from __future__ import annotations
 
@@ -20,12 +22,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from stages.core import lifetime, scratch
 from stages.core.records.job import Job
 from stages.core.typed import to_data
 from stages.core.vocabulary import Status
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED_INDUCTOR_CACHE = Path(tempfile.gettempdir()) / "torchgate-inductor-cache"
 
 
 def _tail(path: Path, lines: int = 8) -> str:
@@ -58,19 +60,30 @@ class _Worker:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), str(ROOT),
                                                           env.get("PYTHONPATH")]))
         env["TORCHINDUCTOR_CACHE_DIR"] = job.compile_cache or str(
-            tmp / "inductor" if fresh_compile_cache else SHARED_INDUCTOR_CACHE)
+            tmp / "inductor" if fresh_compile_cache else scratch.inductor_cache())
+        line, entry = lifetime.lifeline()       # it ends with this process (core.lifetime)
+        env.update(entry)
         self.started = time.perf_counter()
+        self.ended = False
         with open(self.stderr_path, "wb") as err, open(os.devnull, "wb") as out:
             self.proc = subprocess.Popen(
                 [python or sys.executable, "-m", "stages.measure.worker", str(job_path),
                  str(self.result_path)],
-                env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, pass_fds=pass_fds,
+                env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                pass_fds=(*pass_fds, line),
                 start_new_session=True)  # its own process group: a timeout kills compilers too
 
     def kill(self) -> None:
-        if self.proc.poll() is None:  # timeout, or this stage was interrupted
+        """Kill the worker's process group: the worker, if it still runs (a timeout, or this
+        stage was interrupted), and whatever it started, also once the worker has exited."""
+        if self.ended:
+            return
+        try:
             os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+        except (ProcessLookupError, PermissionError):   # the group has ended
+            pass
+        self.proc.wait()
+        self.ended = True
 
     def outcome(self, timeout_s: float, timed_out: bool) -> dict:
         """The result the worker wrote, or a status and message for how it failed."""
@@ -100,7 +113,7 @@ def run_worker(job: Job, *, timeout_s: float, python: str | None = None,
 
     A fresh inductor cache per process makes the first compiled call a real cold compile.
     """
-    with tempfile.TemporaryDirectory(prefix="torchgate-") as tmp:
+    with tempfile.TemporaryDirectory(dir=scratch.run_dir()) as tmp:
         worker = _Worker(job, Path(tmp), python, fresh_compile_cache)
         try:
             worker.proc.wait(timeout=timeout_s)
@@ -126,7 +139,8 @@ def run_interleaved(jobs: list[tuple[Job, str | None]], *, timeout_s: float,
         turns: list[_Turns] = []
         try:
             for job, python in jobs:
-                tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="torchgate-")))
+                tmp = Path(stack.enter_context(
+                    tempfile.TemporaryDirectory(dir=scratch.run_dir())))
                 turns.append(_Turns(job, tmp, python, fresh_compile_cache, timeout_s))
                 turns[-1].hold()        # up to its first turn, alone
             while any(t.alive for t in turns):

@@ -162,19 +162,30 @@ def _started_by_ray(name: str) -> bool:
     return name in os.environ and not any(v.startswith(name.encode() + b"=") for v in initial)
 
 
-def _ready_python(python: str | None, spec: dict | None, cache_dir: str | None) -> str | None:
+def _ready_python(python: str | None, spec: dict | None, cache_dir: str | None,
+                  max_gb: float | None = None) -> str | None:
     if not spec:
         return python
     from stages.arms.cache import cache_at
     from stages.arms.venv import VenvSpec, materialise
     fields = {k: tuple(v) if isinstance(v, list) else v for k, v in spec.items()}
-    return materialise(VenvSpec(**fields), cache_at(cache_dir))
+    return materialise(VenvSpec(**fields), cache_at(cache_dir), max_gb=max_gb)
 
 
 def on_node(units: list[dict], timeout_s: float, fresh: bool, cache_dir: str | None,
-            codes: dict) -> list[dict]:
-    """The task, on its node: each arm's venv and checkout made ready (cached on the node),
-    then the unit run as the local backend runs it, and each result told which node it is."""
+            codes: dict, max_gb: float | None = None) -> list[dict]:
+    """The task, on its node: each arm's venv and checkout made ready (cached on the node,
+    and held until the task ends), then the unit run as the local backend runs it, and each
+    result told which node it is."""
+    from stages.arms.cache import release
+    try:
+        return _on_node(units, timeout_s, fresh, cache_dir, codes, max_gb)
+    finally:
+        release()
+
+
+def _on_node(units: list[dict], timeout_s: float, fresh: bool, cache_dir: str | None,
+             codes: dict, max_gb: float | None) -> list[dict]:
     import ray
 
     from stages.arms.cache import cache_at
@@ -185,7 +196,7 @@ def on_node(units: list[dict], timeout_s: float, fresh: bool, cache_dir: str | N
         if job.code:
             target = cache_at(cache_dir) / "code" / Path(job.code).name
             job = replace(job, code=str(unpack(ray.get(codes[job.code]), target)))
-        jobs.append((job, _ready_python(unit["python"], unit["venv"], cache_dir)))
+        jobs.append((job, _ready_python(unit["python"], unit["venv"], cache_dir, max_gb)))
     threads = os.environ.pop("OMP_NUM_THREADS") if _started_by_ray("OMP_NUM_THREADS") else None
     try:
         if len(jobs) == 1:
@@ -203,9 +214,14 @@ def on_node(units: list[dict], timeout_s: float, fresh: bool, cache_dir: str | N
     return results
 
 
-def capture_on_node(python: str | None, spec: dict | None, cache_dir: str | None) -> dict:
+def capture_on_node(python: str | None, spec: dict | None, cache_dir: str | None,
+                    max_gb: float | None = None) -> dict:
+    from stages.arms.cache import release
     from stages.launch.environment import capture_env
-    return capture_env(_ready_python(python, spec, cache_dir))
+    try:
+        return capture_env(_ready_python(python, spec, cache_dir, max_gb))
+    finally:
+        release()
 
 
 def _line(exc: BaseException) -> str:
@@ -231,7 +247,7 @@ class RayBackend:
         device = cell.device
         self.asked = request(device.type, device.threads, device)
         self.wanted = offered(self.asked)
-        self.cache_dir = cfg.arms.cache_dir
+        self.cache_dir, self.max_gb = cfg.arms.cache_dir, cfg.arms.cache_max_gb
         self.venvs = {a.python: to_data(a.venv) for a in arms if a.venv is not None}
         self.codes = {a.code: ray.put(pack(Path(a.code))) for a in arms if a.code}
         # Retries are this backend's: once, and only for a lost node or worker.
@@ -262,8 +278,8 @@ class RayBackend:
             return {"error": f"could not capture the environment of {python}: {missing}"}
         task = self.ray.remote(capture_on_node).options(max_retries=1, **self.asked)
         try:
-            return self._get(task.remote(python, self.venvs.get(python), self.cache_dir),
-                             START_MARGIN_S)
+            return self._get(task.remote(python, self.venvs.get(python), self.cache_dir,
+                                         self.max_gb), START_MARGIN_S)
         except (self.ray.exceptions.RayError, UserError, Overdue) as exc:
             return {"error": f"could not capture the environment of {python}: "
                              f"{(str(exc).strip().splitlines() or ['?'])[0]}"}
@@ -290,7 +306,7 @@ class RayBackend:
             deadline_s = len(jobs) * timeout_s + START_MARGIN_S
             try:
                 results = self._get(task.remote(units, timeout_s, fresh, self.cache_dir,
-                                                self.codes), deadline_s)
+                                                self.codes, self.max_gb), deadline_s)
             except Overdue:
                 return [{"status": Status.TIMEOUT, "error": f"no result from the Ray cluster "
                          f"within {deadline_s:g} s (the unit's time limit, {timeout_s:g} s per "

@@ -14,6 +14,11 @@ import random
 import sys
 import time
 
+from stages.core.lifetime import hold_launcher
+
+if __name__ == "__main__":
+    hold_launcher()   # first: end with the launcher (forks while small, one thread, no torch)
+
 import torch
 
 from stages.core.config.targets import load_target

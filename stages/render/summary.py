@@ -9,8 +9,8 @@ from stages.judge.gate import (
     gate_checked,
     gate_failures,
     nothing_comparable,
-    unusable,
     untested,
+    unusable,
 )
 from stages.judge.summary import CellSummary
 from stages.judge.verdicts import findings

@@ -328,6 +328,8 @@ def parse(raw: Any) -> Config:
     _at_least(sections["numerics"].timeout_s, "numerics.timeout_s")
     _choice(sections["baseline"].measure, MEASURE, "baseline.measure")
     _choice(sections["arms"].installer, INSTALLERS, "arms.installer")
+    if sections["arms"].cache_max_gb is not None:
+        _at_least(sections["arms"].cache_max_gb, "arms.cache_max_gb", inclusive=True)
     for i, value in enumerate(sections["gate"].fail_on):
         _choice(value, GATE_CHOICES, f"gate.fail_on[{i}]")
     sections["candidate"] = _check_candidate(sections["candidate"])

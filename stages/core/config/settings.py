@@ -149,6 +149,7 @@ class Arms:
     are built."""
     cache_dir: str | None = None    # default $TORCHGATE_CACHE, else ~/.cache/torchgate
     installer: str = "auto"         # auto: uv when it is on PATH, else pip
+    cache_max_gb: float | None = 40.0   # after a build, evict least recently used; None: keep
 
 
 @dataclass(frozen=True)

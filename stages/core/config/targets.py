@@ -1,14 +1,28 @@
 """Workload targets: the `_target_` of conf/workload/<name>.yaml, imported by name, and its
 keys checked against the function's signature before anything is measured; a module of the
 project that the stage's DVC deps do not cover is refused (`dvc repro` would keep the numbers
-of its old code). Imports the workload's module only when asked (it may need torch), yaml only
-when dvc.yaml is read (the worker of a torch-only interpreter imports this module)."""
+of its old code; yaml is imported only when dvc.yaml is read).
+
+A worker imports its workload (`load_target`). The stage never does: it reads the signatures
+in a child process with a time limit (`check_workloads`), so that a module that calls
+sys.exit() or os._exit(), crashes, hangs, or takes a GPU at import cannot end, stall or load
+the stage. A signal.alarm around an in-process import would stop neither os._exit() nor a hang
+in C code that holds the GIL, and would leave the module's threads and device state in the
+stage; the child costs the stage what the import cost it (torch: about 1.5 s), no more.
+"""
 from __future__ import annotations
 
 import importlib
-import inspect
+import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
+from typing import Iterable
 
+from stages.core import lifetime
+from stages.core.config.settings import WorkloadSpec
 from stages.core.errors import UserError
 
 PROVIDED = ("device", "dtype", "compile", "seed")  # passed by torchgate, not by the YAML
@@ -16,34 +30,109 @@ PROVIDED = ("device", "dtype", "compile", "seed")  # passed by torchgate, not by
 
 def load_target(target: str):
     """The workload function; ImportError when its module does not import, whatever failed
-    there (a custom-operator library that does not load raises OSError or RuntimeError),
-    with that failure's first line."""
+    there (a custom-operator library that does not load raises OSError or RuntimeError; a
+    module may even call sys.exit()), with that failure's first line."""
     module_name, _, attr = target.rpartition(".")
     try:
         return getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError, ValueError) as exc:
         raise ImportError(f"cannot import workload _target_ {target!r}: {exc}") from exc
+    except SystemExit as exc:
+        raise ImportError(f"cannot import workload _target_ {target!r}: the module called "
+                          f"sys.exit({exc.code!r}) while being imported") from None
     except Exception as exc:
         first = (str(exc).strip().splitlines() or [""])[0][:300]
         raise ImportError(f"cannot import workload _target_ {target!r}: "
                           f"{type(exc).__name__}: {first}") from exc
 
 
-def check_arguments(name: str, target: str, kwargs: dict) -> None:
+# The child: its stdout carries only these lines (what the modules print goes to stderr).
+# [target, null] before each import, so that a hang or crash is known to be that target's.
+CHILD = """
+import inspect, json, os, sys
+out = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)
+paths, targets = json.load(sys.stdin)
+sys.path[:] = paths
+from stages.core.lifetime import hold_launcher
+hold_launcher()
+from stages.core.config.targets import load_target
+for target in targets:
+    print(json.dumps([target, None]), file=out, flush=True)
+    try:
+        params = inspect.signature(load_target(target)).parameters.values()
+        found = {"takes": [p.name for p in params],
+                 "any": any(p.kind is p.VAR_KEYWORD for p in params)}
+    except (ImportError, TypeError, ValueError) as exc:
+        found = {"error": str(exc)}
+    print(json.dumps([target, found]), file=out, flush=True)
+"""
+
+
+def signatures(targets: list[str], limit_s: float) -> dict[str, dict]:
+    """target -> {"takes": parameter names, "any": takes **kwargs} or {"error": why not},
+    read in one child process; a target whose import hung ("hung": true) or ended the child
+    says so, and the targets after it are left out (unchecked: their workers will tell)."""
+    line, entry = lifetime.lifeline()         # the child ends with this process too
+    proc = subprocess.Popen([sys.executable, "-c", CHILD], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env={**os.environ, **entry}, pass_fds=(line,),
+                            start_new_session=True)
+    hung = False
+    try:
+        out, _ = proc.communicate(json.dumps([sys.path, targets]), timeout=limit_s)
+    except subprocess.TimeoutExpired:
+        hung = True
+        out = ""
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)   # with whatever the modules started
+        except (ProcessLookupError, PermissionError):
+            pass
+        if hung:
+            out, _ = proc.communicate()
+    found: dict[str, dict] = {}
+    for text in out.splitlines():
+        target, result = json.loads(text)
+        found[target] = result or (
+            {"error": f"importing it did not finish within {limit_s:g} s", "hung": True}
+            if hung else
+            {"error": f"importing it ended the process ({_status(proc.returncode)})"})
+    return found
+
+
+def _status(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit status {code}"
+
+
+def check_workloads(specs: Iterable[WorkloadSpec], limit_s: float) -> list[str]:
     """A key in conf/workload/<name>.yaml that the function does not take is a typo: say so
     before anything is measured. A target that does not import is left to the worker, which
-    records it as that workload's failure while the others run."""
-    try:
-        params = inspect.signature(load_target(target)).parameters
-    except (ImportError, TypeError, ValueError):
-        return
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return
-    unknown = sorted(set(kwargs) - set(params))
-    if unknown:
-        takes = [p for p in params if p not in PROVIDED]
-        raise UserError(f"workload.{name} has no parameter {unknown[0]!r}; {target} takes: "
-                        f"{', '.join(takes) or 'no parameters'}")
+    records it as that workload's failure while the others run; one whose import hung is
+    returned as a note (its workers will time out too)."""
+    specs = list(specs)
+    found = signatures(sorted({s.target for s in specs}), limit_s)
+    notes = []
+    for spec in specs:
+        got = found.get(spec.target)
+        if got is None or "error" in got:
+            if got and got.get("hung"):
+                notes.append(f"workload {spec.name}: importing {spec.target} did not finish "
+                             f"within {limit_s:g} s; its processes will time out")
+            continue
+        if got["any"]:
+            continue
+        unknown = sorted(set(spec.kwargs) - set(got["takes"]))
+        if unknown:
+            takes = [p for p in got["takes"] if p not in PROVIDED]
+            raise UserError(f"workload.{spec.name} has no parameter {unknown[0]!r}; "
+                            f"{spec.target} takes: {', '.join(takes) or 'no parameters'}")
+    return list(dict.fromkeys(notes))
 
 
 def module_paths(target: str, root: Path = Path(".")) -> list[str]:

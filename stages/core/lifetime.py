@@ -1,0 +1,121 @@
+"""How long torchgate's processes live: a worker ends with the process that launched it, and
+a stage run by DVC ends with DVC, whatever ends them (SIGKILL, the OOM killer, an ssh drop).
+
+A worker runs in a process group of its own (its compiler subprocesses and a workload's own
+processes join it), so the launcher kills the whole group, also once the worker itself has
+exited. For a launcher that is killed outright (nothing of it runs), each worker holds the
+read end of a pipe whose write end only the launcher holds (a "lifeline"): the kernel closes it
+when the launcher ends, however it ends. A small watcher process, forked by the worker first
+thing (one thread, before torch is imported), blocks reading it and then kills the worker's
+group. A process of its own, it needs neither the worker's GIL nor a signal handler that a hung
+C call would never run, and it costs no wake-ups while samples are timed (a watchdog thread
+polling the parent would). The worker also asks Linux for SIGKILL when its parent dies
+(PR_SET_PDEATHSIG), in case the watcher itself was killed. Other commands that must not
+outlive a stage (a venv's installer, arms.venv) run through `run_bound`, which does the same
+for them before it execs them.
+
+Standard library only: a worker imports this before torch.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+LIFELINE = "TORCHGATE_LIFELINE"   # "<read fd>:<launcher pid>", for the worker it starts
+PR_SET_PDEATHSIG = 1
+_pipe: tuple[int, int, int] | None = None    # (read fd, write fd, the pid that made it)
+
+
+def parent_death_signal(signum: int) -> bool:
+    """Ask Linux to send `signum` to this process when its parent ends (strictly: when the
+    parent's thread that started it ends; launchers wait for their workers in that thread).
+    False where there is no prctl (macOS: the lifeline alone then)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        return libc.prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def lifeline() -> tuple[int, dict[str, str]]:
+    """Launcher side: the read end to pass to a worker (pass_fds) and its environment entry.
+    One pipe per launching process, its write end kept open, never inherited, until it ends."""
+    global _pipe
+    if _pipe is None or _pipe[2] != os.getpid():    # made anew in a forked child
+        _pipe = (*os.pipe(), os.getpid())
+    return _pipe[0], {LIFELINE: f"{_pipe[0]}:{os.getpid()}"}
+
+
+def hold_launcher() -> None:
+    """Worker side, first thing: end with the launcher. A no-op for a process not started by
+    launch.local (no lifeline in its environment) or not leading its own process group."""
+    value = os.environ.pop(LIFELINE, None)
+    if not value or os.getpgrp() != os.getpid():
+        return
+    fd, launcher = (int(part) for part in value.split(":"))
+    parent_death_signal(signal.SIGKILL)
+    if os.getppid() != launcher:      # it ended before the line above took effect
+        os._exit(70)
+    group = os.getpid()
+    if os.fork() == 0:
+        _watch(fd, group)
+    os.close(fd)
+
+
+def _watch(fd: int, group: int) -> None:
+    """The watcher: holds nothing of the worker's (an interleaved worker's turn pipes must
+    close when it exits), waits for the end of file, then kills the group, itself included."""
+    try:
+        null = os.open(os.devnull, os.O_RDWR)
+        for std in (0, 1, 2):       # a caller reading the command's output must see its end
+            os.dup2(null, std)
+        os.closerange(3, fd)
+        os.closerange(fd + 1, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1024)
+        while os.read(fd, 1):       # nothing is ever written: only the end of file returns
+            pass
+    finally:
+        try:
+            os.killpg(group, signal.SIGKILL)
+        finally:
+            os._exit(0)
+
+
+# Holds the lifeline, then becomes the command (the parent-death signal survives exec).
+BOUND = ("import os, sys; sys.path.insert(0, sys.argv[1]); "
+         "from stages.core.lifetime import hold_launcher; hold_launcher(); "
+         "os.execvp(sys.argv[2], sys.argv[2:])")
+
+
+def run_bound(args: list[str], **kwargs) -> subprocess.CompletedProcess:
+    """subprocess.run for a command that must not outlive this process (an installer: a
+    killed stage would leave it loading the machine and writing into a venv the next run
+    builds again): in a process group of its own, ending with this process, and killed with
+    whatever it started once it has exited."""
+    line, entry = lifeline()
+    root = str(Path(__file__).resolve().parents[2])
+    with subprocess.Popen([sys.executable, "-c", BOUND, root, *args], pass_fds=(line,),
+                          env={**kwargs.pop("env", os.environ), **entry},
+                          start_new_session=True, **kwargs) as proc:
+        try:
+            out, err = proc.communicate()
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
+
+
+def die_with_dvc() -> None:
+    """A stage run by DVC (which sets DVC_STAGE) gets SIGTERM when DVC ends: DVC forwards no
+    signal to it, and a stage left running loads the machine for nothing (its outputs are
+    never recorded in dvc.lock)."""
+    if os.environ.get("DVC_STAGE"):
+        parent_death_signal(signal.SIGTERM)

@@ -1,0 +1,34 @@
+"""Workloads that start processes of their own (children that must not outlive the run), or
+write down what their worker process was given."""
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import torch
+
+from stages.workloads import Workload
+
+
+def _child(pid_file: str) -> None:
+    """A child that would run for ten minutes; the worker's pid and the child's, one a line."""
+    child = subprocess.Popen(["sleep", "600"])
+    Path(pid_file).write_text(f"{os.getpid()}\n{child.pid}\n")
+
+
+def leaves_a_child(*, device, dtype, compile, seed, pid_file):
+    """Returns normally, its child still running: the worker exits, the child would not."""
+    _child(pid_file)
+    x = torch.ones(4, device=device, dtype=dtype)
+    return Workload(step=lambda: x * 2, items=1)
+
+
+def hangs_with_a_child(*, device, dtype, compile, seed, pid_file):
+    _child(pid_file)
+    time.sleep(3600)
+
+
+def notes_its_inductor_cache(*, device, dtype, compile, seed, path):
+    Path(path).write_text(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+    x = torch.ones(4, device=device, dtype=dtype)
+    return Workload(step=lambda: x * 2, items=1)

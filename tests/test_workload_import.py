@@ -1,0 +1,90 @@
+"""A workload module that misbehaves at import (sys.exit, os._exit, a hang) is that workload's
+failure: the stage reads signatures in a child process with a time limit, and carries on."""
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from stages.compose import compose
+from stages.core.config import targets
+from stages.core.config.settings import WorkloadSpec
+from stages.core.config.targets import check_workloads, load_target, signatures
+
+MODULES = {
+    "exits_at_import": "import sys\nsys.exit(0)\n",
+    "quits_at_import": "import os\nprint('bye')\nos._exit(0)\n",
+    "hangs_at_import": "import time\ntime.sleep(3600)\n",
+}
+GOOD = "stages.workloads.matmul_relu"
+
+
+@pytest.fixture
+def modules(tmp_path, monkeypatch):
+    for name, body in MODULES.items():
+        (tmp_path / f"{name}.py").write_text(body + "\n\ndef build(**kwargs):\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+def test_a_module_that_calls_sys_exit_at_import_is_one_line_and_the_check_goes_on(modules):
+    found = signatures(["exits_at_import.build", GOOD], 120)
+    assert found["exits_at_import.build"] == {"error": (
+        "cannot import workload _target_ 'exits_at_import.build': the module called "
+        "sys.exit(0) while being imported")}
+    assert "size" in found[GOOD]["takes"]
+    with pytest.raises(ImportError, match=r"the module called sys.exit\(0\) while being "
+                                          r"imported"):
+        load_target("exits_at_import.build")           # in a worker: that workload's ERROR
+
+
+def test_a_module_that_ends_the_process_at_import_is_named(modules):
+    found = signatures(["quits_at_import.build", GOOD], 120)
+    assert found == {"quits_at_import.build": {
+        "error": "importing it ended the process (exit status 0)"}}
+
+
+def test_a_module_that_hangs_at_import_is_given_up_after_the_time_limit(modules,
+                                                                        monkeypatch):
+    started_ones = []
+
+    class Spy(subprocess.Popen):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            started_ones.append(self.pid)
+    monkeypatch.setattr(targets.subprocess, "Popen", Spy)
+    started = time.perf_counter()
+    notes = check_workloads([WorkloadSpec("slow", "hangs_at_import.build")], 2)
+    assert time.perf_counter() - started < 10
+    assert notes == [("workload slow: importing hangs_at_import.build did not finish within "
+                      "2 s; its processes will time out")]
+    assert len(started_ones) == 1 and not Path(f"/proc/{started_ones[0]}").exists()
+
+
+@pytest.mark.slow
+def test_a_bench_stage_measures_the_others_and_records_each_import_failure(project):
+    for name, body in MODULES.items():
+        (project / f"{name}.py").write_text(body + "\n\ndef build(**kwargs):\n    pass\n")
+    conf = project / "conf" / "workload"
+    (conf / "exits.yaml").write_text("exits:\n  _target_: exits_at_import.build\n")
+    (conf / "hangs.yaml").write_text("hangs:\n  _target_: hangs_at_import.build\n"
+                                     "  _timeout_s_: 4\n")
+    compose(project / "params.yaml", ["matrix=smoke", "workload=[matmul_relu,exits,hangs]",
+                                      "bench.processes=1", "bench.samples=3",
+                                      "bench.timeout_s=20", "bench.adaptive_budget_s=0"],
+            conf=project / "conf")
+    run = subprocess.run([sys.executable, "-m", "stages.bench", "--device", "cpu",
+                          "--precision", "fp32"], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    assert "torchgate bench: workload hangs: importing hangs_at_import.build did not finish " \
+           "within 20 s; its processes will time out" in run.stdout
+    bench = json.loads((project / "reports/bench/cpu-fp32.json").read_text())
+    first = {name: w["processes"][0] for name, w in bench["workloads"].items()}
+    assert first["matmul_relu"]["modes"]["eager"]["status"] == "OK"
+    exits = first["exits"]
+    got = exits["modes"]["eager"] if exits["status"] == "OK" else exits
+    assert got["status"] == "ERROR" and "the module called sys.exit(0) while being imported" \
+        in got["error"]
+    assert first["hangs"]["status"] == "TIMEOUT"
