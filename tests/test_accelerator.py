@@ -61,7 +61,7 @@ def test_a_device_type_without_a_backend_is_unavailable_with_the_reason():
     assert accelerator.notes("cpu") == {}
 
 
-@pytest.mark.slow
+@pytest.mark.slow     # real worker processes
 def test_the_registered_backend_runs_through_the_generic_path():
     """A real worker process: the stand-in registers itself when the worker imports it."""
     raw = run_worker(job("bench"), timeout_s=120)
@@ -97,6 +97,7 @@ def test_a_backend_that_cannot_synchronize_is_skipped(monkeypatch):
         "would measure launches, not work")
 
 
+@pytest.mark.slow     # a real worker process (the fast lane: the in-process test below)
 def test_a_cell_whose_backend_is_missing_is_skipped_with_the_reason():
     raw = {"device": {"trn": {"type": "tgmissing"}}, "precision": {"fp32": {"dtype": "float32"}},
            "matrix": {"modes": ["eager"]}, "bench": {"processes": 2},
