@@ -53,6 +53,7 @@ def test_a_candidate_that_is_not_an_interpreter_is_one_line(tmp_path):
         config.parse(raw)
 
 
+@pytest.mark.slow
 def test_a_second_venv_sees_the_projects_packages_and_not_the_systems(tmp_path):
     """On a fresh machine the system Python has no torch; a test venv that borrowed the
     system's site-packages would pass only where someone installed torch by hand."""

@@ -92,6 +92,7 @@ def test_edited_workload_code_measures_the_baseline_again_beside_this_run(repo):
     assert again.arms[0].code == base.code
 
 
+@pytest.mark.slow
 def test_the_other_arm_runs_its_revisions_workload_with_this_harness(repo):
     """The worker imports `stages` from this harness and the workload from the checkout."""
     (repo / "stages" / "workloads" / "tagged.py").write_text(WORKLOAD.format(items=2))
@@ -181,7 +182,7 @@ def small_spec(installer: str, version: str | None = None, **extra) -> venv.Venv
     return venv.VenvSpec(python, (f"tabulate=={tabulate}",), installer=installer, **extra)
 
 
-@pytest.mark.parametrize("installer", ["uv", "pip"])
+@pytest.mark.parametrize("installer", ["uv", pytest.param("pip", marks=pytest.mark.slow)])
 def test_a_venv_is_built_once_checked_and_reused(tmp_path, installer):
     lines = []
     python = venv.materialise(small_spec(installer), tmp_path, lines.append)

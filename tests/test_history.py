@@ -111,6 +111,7 @@ def _shift_rows(page: str) -> list[str]:
     return [line for line in table.splitlines() if line.startswith("| cpu-fp32")]
 
 
+@pytest.mark.slow
 def test_forty_committed_runs_with_a_step_at_commit_25_name_that_commit(repo):
     """Commit 25 is a torch upgrade that makes the steady state 10 % slower; each run also
     has its own offset (2 % SD), as runs measured apart do."""

@@ -3,9 +3,13 @@ import dataclasses
 import itertools
 import time
 
+import pytest
+
 from stages.core import config
 from stages.launch.cells import job_for
 from stages.launch.local import run_interleaved
+
+pytestmark = pytest.mark.slow     # pairs of real worker processes taking turns
 
 SAMPLES = 4
 

@@ -205,6 +205,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow
 def test_the_measure_room_needs_nothing_but_torch():
     """The other interpreter of an A/B run has torch alone: everything it runs must import
     without scipy, yaml, tabulate, dvc or hydra."""

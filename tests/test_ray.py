@@ -19,6 +19,8 @@ from stages.core.records.schema import BenchRecord, NumericsRecord
 from .conftest import git
 from .test_pipeline import dvc
 
+pytestmark = pytest.mark.slow     # a Ray cluster of two nodes, and dvc repro on it
+
 if importlib.util.find_spec("ray") is None:
     pytest.skip("launcher.backend=ray needs ray: pip install -e '.[ray]'", allow_module_level=True)
 
@@ -99,7 +101,6 @@ def _reports(project):
             for p in sorted((project / "reports").rglob("*")) if p.is_file()}
 
 
-@pytest.mark.slow
 def test_each_cell_runs_on_the_node_it_names_and_gives_the_local_records(project, cluster):
     _devices(project, a="host_a", b="host_b")
     _compose(project, ["a", "b"], "workload=[matmul_relu]", "workload.matmul_relu.size=64")
@@ -164,7 +165,6 @@ def test_a_cell_no_node_offers_is_skipped_and_an_unreachable_cluster_is_one_line
         "(or launcher.backend=local)"]
 
 
-@pytest.mark.slow
 def test_a_lock_step_pair_runs_on_one_node_with_the_other_revision_unpacked_there(
         project, cluster, tmp_path):
     _devices(project, b="host_b")
@@ -187,7 +187,6 @@ def test_a_lock_step_pair_runs_on_one_node_with_the_other_revision_unpacked_ther
     assert (cluster.node_cache / "code" / commit / "stages/workloads/__init__.py").is_file()
 
 
-@pytest.mark.slow
 def test_a_node_lost_mid_unit_is_retried_on_another(project, cluster, tmp_path):
     """Last: it takes the host_b node away. Only that node offers `pool` when the unit starts;
     another joins before it is lost."""

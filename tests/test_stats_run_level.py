@@ -142,6 +142,7 @@ def detected(family: str, k: int, tau: float, source: str, slowdown: float,
     return hits / matrices
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family,k,tau", GRID)
 @pytest.mark.parametrize("source", ["history", "prior"])
 def test_recorded_baselines_rarely_regress_and_twice_the_mde_is_caught(family, k, tau,
@@ -178,6 +179,7 @@ def _moderation_run(low: float, high: float, k: int = 4, matrices: int = 300):
     return false / matrices, float(np.median(mdes)), float(np.median(plain))
 
 
+@pytest.mark.slow
 def test_moderation_shrinks_the_mde_at_four_processes():
     """Borrowing strength across the run's units, at K = 4: with process spreads of 1-4 %
     across the cells the median MDE is at least 30 % below plain Welch's, the false alarms

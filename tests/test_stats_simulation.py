@@ -36,6 +36,8 @@ from stages.judge.verdicts import Comparison, Draft, finish
 
 from .records import with_ab
 
+pytestmark = pytest.mark.slow     # seeded simulations: thousands of matrices judged
+
 ALPHA, POWER = 0.05, 0.8
 DELTAS = Delta(steady_s=0.05, first_call_s=0.20, warmup_s=0.25, peak_bytes=0.05)
 TIMED = ("steady_s", "first_call_s", "warmup_s")

@@ -177,6 +177,7 @@ def test_children_count_as_the_process_itself_and_orphans_do_not():
     assert after[child[0]] - before.get(child[0], 0.0) > 0.05
 
 
+@pytest.mark.slow
 def test_cpu_peak_memory_is_the_workers_own_not_its_parents():
     """A child of a fat parent: getrusage would report the parent's resident size."""
     import subprocess

@@ -1,0 +1,105 @@
+"""CI (.ci/run) installs as the README's quick start does: .ci/install_commands.py compares the
+two. Tested on README texts of its own, so that the README can change without this test."""
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("install_commands",
+                                               ROOT / ".ci" / "install_commands.py")
+install_commands = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(install_commands)
+
+CPU_WHEEL = "pip install torch==2.13.0"    # the README's CPU wheel (a local one on this machine)
+
+README = f"""# torchgate
+
+```bash
+pip install something-else       # not the quick start
+```
+
+## Quick start
+
+On a fresh machine:
+
+```text
+not a shell block: pip install nothing
+```
+
+```bash
+python3 -m venv .venv && . .venv/bin/activate
+{CPU_WHEEL}
+pip install -e . && dvc repro    # pip install -e . in a comment
+```
+
+```bash
+pip install -e '.[ray]'          # a later block
+```
+
+## Next
+"""
+
+
+def test_the_quick_starts_pip_installs_are_those_of_its_first_shell_block():
+    block = install_commands.quick_start_block(README)
+    assert install_commands.pip_installs(block) == [CPU_WHEEL, "pip install -e ."]
+
+
+def test_quiet_flags_extras_quoting_and_python_m_pip_are_the_same_command():
+    text = ("pip install -q torch==2.13.0\n"
+            "python -m pip install --quiet -e '.[test,ray]'   # ray too\n"
+            "echo pip install not-this; pip install \\\n  -e .\n")
+    assert install_commands.pip_installs(text) == [CPU_WHEEL, "pip install -e .",
+                                                   "pip install -e ."]
+
+
+def test_ci_runs_the_cpu_wheel_first_then_the_project(tmp_path):
+    script = (ROOT / ".ci" / "run").read_text()
+    assert install_commands.pip_installs(script) == [CPU_WHEEL, "pip install -e ."]
+    readme = tmp_path / "README.md"
+    readme.write_text(README)
+    check = [sys.executable, str(ROOT / ".ci" / "install_commands.py"), str(readme),
+             str(ROOT / ".ci" / "run")]
+    assert subprocess.run(check, capture_output=True, text=True).returncode == 0
+    readme.write_text(README.replace(f"{CPU_WHEEL}\n", ""))    # the README without the wheel
+    out = subprocess.run(check, capture_output=True, text=True)
+    assert out.returncode == 1
+    assert "CI does not install as the README's quick start does" in out.stderr
+    assert "['pip install -e .']" in out.stderr
+
+
+STUB = """#!/usr/bin/env bash
+# python, except that `python -m pytest` exits $STUB_RC, its junit report saying $STUB_SKIPPED
+# of 3 tests were skipped
+if [ "$1 $2" = "-m pytest" ]; then
+  for arg; do case "$arg" in --junitxml=*) junit="${arg#--junitxml=}";; esac; done
+  echo "<testsuites><testsuite tests='3' skipped='$STUB_SKIPPED'/></testsuites>" > "$junit"
+  exit "$STUB_RC"
+fi
+exec "$REAL_PYTHON" "$@"
+"""
+
+
+def run_the_test_step(tmp_path, rc: int, skipped: int = 0) -> subprocess.CompletedProcess:
+    """.ci/run's test step, from the README's test command on, with a stand-in pytest."""
+    script = (ROOT / ".ci" / "run").read_text()
+    step = script[script.index("# The README's test command"):]
+    assert "python -m pytest -q" in step
+    (tmp_path / "python").write_text(STUB)
+    (tmp_path / "python").chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "REAL_PYTHON": sys.executable,
+           "STUB_RC": str(rc), "STUB_SKIPPED": str(skipped)}
+    return subprocess.run(["bash", "-c", "set -euo pipefail\n" + step], env=env,
+                          capture_output=True, text=True, cwd=tmp_path)
+
+
+def test_ci_fails_when_pytest_ran_no_tests_or_skipped_them_all(tmp_path):
+    nothing = run_the_test_step(tmp_path, 5)
+    assert nothing.returncode == 1 and "pytest ran no tests (exit 5)" in nothing.stderr
+    all_skipped = run_the_test_step(tmp_path, 0, skipped=3)
+    assert all_skipped.returncode == 1 and "every test was skipped" in all_skipped.stderr
+    failed = run_the_test_step(tmp_path, 1)
+    assert failed.returncode == 1
+    passed = run_the_test_step(tmp_path, 0, skipped=1)
+    assert passed.returncode == 0 and "CI: 3 tests, 2 ran, 1 skipped" in passed.stdout
