@@ -54,19 +54,33 @@ def test_quiet_flags_extras_quoting_and_python_m_pip_are_the_same_command():
                                                    "pip install -e ."]
 
 
-def test_ci_runs_the_cpu_wheel_first_then_the_project(tmp_path):
+def test_ci_takes_the_quick_start_as_a_newcomer_who_skips_the_torch_step(tmp_path):
+    """CI installs what the README says, less the CPU wheel: pip then resolves torch itself
+    (the CUDA build on Linux), so the suite is run on the build a newcomer who skipped that
+    step gets. Any other difference fails CI."""
     script = (ROOT / ".ci" / "run").read_text()
-    assert install_commands.pip_installs(script) == [CPU_WHEEL, "pip install -e ."]
+    assert install_commands.pip_installs(script) == ["pip install -e ."]
     readme = tmp_path / "README.md"
     readme.write_text(README)
     check = [sys.executable, str(ROOT / ".ci" / "install_commands.py"), str(readme),
              str(ROOT / ".ci" / "run")]
-    assert subprocess.run(check, capture_output=True, text=True).returncode == 0
-    readme.write_text(README.replace(f"{CPU_WHEEL}\n", ""))    # the README without the wheel
-    out = subprocess.run(check, capture_output=True, text=True)
+    assert subprocess.run(check + ["--without-torch"], capture_output=True,
+                          text=True).returncode == 0
+    out = subprocess.run(check, capture_output=True, text=True)     # torch step included
     assert out.returncode == 1
     assert "CI does not install as the README's quick start does" in out.stderr
-    assert "['pip install -e .']" in out.stderr
+    readme.write_text(README.replace("pip install -e .", "pip install -e '.[dev]' numpy"))
+    out = subprocess.run(check + ["--without-torch"], capture_output=True, text=True)
+    assert out.returncode == 1 and "['pip install -e . numpy']" in out.stderr
+
+
+def test_only_a_command_that_installs_torch_alone_is_the_skipped_step():
+    assert install_commands.installs_torch_alone("pip install torch==2.13.0")
+    assert install_commands.installs_torch_alone(
+        "pip install torch --index-url https://download.pytorch.org/whl/cpu")
+    assert not install_commands.installs_torch_alone("pip install torch numpy")
+    assert not install_commands.installs_torch_alone("pip install -e .")
+    assert not install_commands.installs_torch_alone("pip install torchvision")
 
 
 STUB = """#!/usr/bin/env bash
