@@ -1,6 +1,6 @@
 """The baseline history as series, and where each lasting shift began. Pure.
 
-Each cell's committed runs (and the workspace's, when not committed yet) become one series per
+Each cell's committed runs and this run (committed or not) become one series per
 workload, mode and timing: one point per run, the median over its worker processes of their
 medians (the number `compare` tests, one per process). Timings on other hardware are not
 comparable, so a change of the hardware key starts a new series. What changed in the
@@ -24,7 +24,7 @@ KEY_METRICS = ("steady_s", "first_call_s")   # a table each; every timed metric 
 
 @dataclass(frozen=True)
 class Run:
-    commit: str | None          # None: the workspace's run, not committed yet
+    commit: str | None          # None: this run, the workspace's (committed yet or not)
     date: str | None
     bench: BenchRecord
     env: EnvRecord | None
