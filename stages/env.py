@@ -6,7 +6,7 @@ reports/env/env.json holds stable fields only (measure.probe), so an unchanged e
 rewrites it byte-identical and `dvc repro` skips everything downstream. The environment is not
 a file DVC can hash, so this stage runs on every `dvc repro` (`always_changed`, in
 reports/env/dvc.yaml); it must cost next to nothing when nothing changed. When the fingerprint
-(measure.fingerprint: interpreter, installed distributions, CPU, driver, GPUs, OS, variables;
+(measure.fingerprint: interpreter, installed distributions, CPU, GPU driver, OS, variables;
 read with the standard library alone) equals the one recorded beside the capture, the capture
 stands and nothing else is imported: no torch, no package metadata, no git. Measured on the
 shared 2-core VM: 0.05 s, against 0.19 s when this stage also rendered env.md, and 2 s for a

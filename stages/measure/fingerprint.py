@@ -9,7 +9,6 @@ wrote env.md), 0.05 s now (`python -c pass` is 0.03 s); a full capture imports t
 """
 from __future__ import annotations
 
-import glob
 import os
 import platform
 import re
@@ -78,17 +77,6 @@ def installed() -> list[str]:
     return sorted(found)
 
 
-def nvidia_gpus() -> list[str]:
-    """Each NVIDIA GPU's model and UUID as the driver lists them in /proc (Linux; nothing
-    elsewhere): a GPU swapped under the same driver changes the environment too."""
-    found = []
-    for info in sorted(glob.glob("/proc/driver/nvidia/gpus/*/information")):
-        lines = (read(info) or "").splitlines()
-        found.append(" ".join(" ".join(line.split()) for line in lines
-                              if line.startswith(("Model:", "GPU UUID:"))))
-    return found
-
-
 def _libc() -> str | None:
     try:
         return os.confstr("CS_GNU_LIBC_VERSION")
@@ -104,14 +92,16 @@ def _os_release() -> str | None:
 def fingerprint() -> dict:
     """What can change the environment, as plain JSON data. Any field that fails is None.
     Stable while the environment is: it is kept in env.json, so a field that varied from one
-    run to the next would recapture (2 s) on every `dvc repro`."""
+    run to the next would capture again (2 s) and rewrite env.json, and so measure again, on
+    every `dvc repro`. For that reason no GPU is read here (/proc/driver/nvidia/gpus/*/
+    information leaves fields out until a GPU is initialized): the driver's version stands for
+    the GPUs, and every bench process records the GPU it used, which compare checks."""
     fields = {
         "python": lambda: sys.version,
         "executable": lambda: sys.executable,
         "cpu_model": lambda: cpu_model() or platform.processor(),
         "usable_cores": usable_cores,
         "driver": lambda: read("/proc/driver/nvidia/version"),
-        "gpus": nvidia_gpus,
         "installed": installed,
         "env_vars": env_vars,
         "os_release": platform.release,
