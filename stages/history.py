@@ -11,8 +11,8 @@ nor its trend pictures (reports/trends/, byte-deterministic), and the committed 
 clean. Before, it ran on every `dvc repro` (1.5 s of imports: scipy, matplotlib) and renamed
 this run from "workspace" to its commit after a commit, rewriting history.md and the pictures.
 Commits that bring other runs without changing this run's files (a merge that kept them, a
-rebase) show on the next run, or now with `dvc repro -f history`. The page and the pictures are
-rewritten only when they changed.
+rebase) show on the next run, or now with `dvc repro -s -f history` (this stage alone: a bare
+-f would measure again). The page and the pictures are rewritten only when they changed.
 """
 from __future__ import annotations
 

@@ -180,7 +180,7 @@ def test_committing_this_run_changes_neither_the_page_nor_its_pictures(repo):
     _commit(repo, "run 4")
     assert drawn() == before
     assert git("status", "--porcelain", cwd=repo).stdout == ""
-    history_stage.main([])                   # and again, as `dvc repro -f history` would
+    history_stage.main([])                   # and again, as `dvc repro -s -f history` would
     assert git("status", "--porcelain", cwd=repo).stdout == ""
 
 
