@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-from pathlib import Path
+import os
 
 from stages.core.errors import UserError, one_line_errors
 from stages.measure.fingerprint import fingerprint
@@ -33,11 +33,16 @@ def _digest(env: object) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def recorded(json_path: Path, print_: dict) -> dict | None:
+def _load(json_path: str) -> dict:
+    with open(json_path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def recorded(json_path: str, print_: dict) -> dict | None:
     """The recorded capture when its fingerprint is this one and it is intact (an edited or
     older record is captured again), else None."""
     try:
-        previous = json.loads(json_path.read_text(encoding="utf-8"))
+        previous = _load(json_path)
         env = previous["env"]
         if (previous.get("kind") == "env" and previous.get("schema_version") == ENV_SCHEMA
                 and previous.get("fingerprint") == json.loads(json.dumps(print_))
@@ -48,7 +53,7 @@ def recorded(json_path: Path, print_: dict) -> dict | None:
     return None
 
 
-def _capture(json_path: Path, print_: dict) -> str:
+def _capture(json_path: str, print_: dict) -> str:
     """Capture the environment (imports torch), write it, and say what changed since the
     record it replaces."""
     from stages.core.records import dumps, write_record
@@ -57,7 +62,7 @@ def _capture(json_path: Path, print_: dict) -> str:
     from stages.measure.probe import capture
 
     try:
-        before = json.loads(json_path.read_text(encoding="utf-8")).get("env")
+        before = _load(json_path).get("env")
     except (OSError, ValueError, AttributeError):
         before = None
     now = json.loads(dumps(capture()))
@@ -76,10 +81,10 @@ def _capture(json_path: Path, print_: dict) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m stages.env",
                                      description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="reports/env", type=Path,
+    parser.add_argument("--out", default=os.path.join("reports", "env"),
                         help="folder for env.json")
     args = parser.parse_args(argv)
-    json_path = args.out / "env.json"
+    json_path = os.path.join(args.out, "env.json")   # os.path: pathlib costs 3 ms to import
     with one_line_errors("env"):
         print_ = fingerprint()
         if recorded(json_path, print_) is not None:

@@ -5,7 +5,8 @@ work, see stages/env.py). measure.probe reads the full environment and shares th
 The env stage runs on every `dvc repro`; when this fingerprint equals the one recorded in
 reports/env/env.json, the recorded capture stands and torch is not imported: measured on the
 shared 2-core VM, `python -m stages.env` 0.19 s before (it also read the baseline from git and
-wrote env.md), 0.05 s now (`python -c pass` is 0.03 s); a full capture imports torch, 2 s.
+wrote env.md), 0.04 s now (`python -c pass` is 0.03 s); a full capture imports torch, 2 s.
+Hence no pathlib or tempfile at import time either: they were a fifth of what is left.
 """
 from __future__ import annotations
 
@@ -13,8 +14,6 @@ import os
 import platform
 import re
 import sys
-import tempfile
-from pathlib import Path
 
 ENV_VAR_NAMES = frozenset({
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "CUBLAS_WORKSPACE_CONFIG",
@@ -28,7 +27,8 @@ _VOLATILE_NAME = re.compile(r"(_PID|_PORT|_RUN_ID|_RANK|_KEY)$|TOKEN|SECRET|PASS
 
 def read(path: str) -> str | None:
     try:
-        return Path(path).read_text(encoding="utf-8", errors="replace")
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
     except OSError:
         return None
 
@@ -47,6 +47,7 @@ def usable_cores() -> int | None:
 
 
 def _is_temp_path(value: str) -> bool:
+    import tempfile     # here: only a relevant variable needs it, and it costs 4 ms to import
     roots = {tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm", "/private/var/folders"}
     return any(value == root or value.startswith(root.rstrip("/") + "/") for root in roots)
 
