@@ -207,8 +207,8 @@ def _flags(torch: Any) -> dict:
         "cudnn_rnn_fp32_precision": lambda: backends.cudnn.rnn.fp32_precision,
         "mkldnn_fp32_precision": lambda: backends.mkldnn.fp32_precision,
     }
-    for name, read in precisions.items():
-        value = _probe(read)
+    for name, getter in precisions.items():
+        value = _probe(getter)
         if value is not None:  # older torch has no fp32_precision API: leave the key out
             flags[name] = value
     return flags
