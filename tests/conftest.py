@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+ENV_DVC_YAML = "reports/env/dvc.yaml"     # the env stage, with a lock file of its own
 
 
 def pytest_collection_modifyitems(config, items):
@@ -33,11 +34,12 @@ def make_project(where: Path, repository: Path) -> Path:
     """torchgate's pipeline files in `where`, inside the git repository `repository` (the
     same folder, or a parent: a project kept in a subdirectory of a larger repository)."""
     where.mkdir(parents=True, exist_ok=True)
-    for name in ("conf", "stages", "dvc.yaml", ".dvcignore"):
+    for name in ("conf", "stages", "dvc.yaml", ".dvcignore", ENV_DVC_YAML):
         src = ROOT / name
         if src.is_dir():
             shutil.copytree(src, where / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
+            (where / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(src, where / name)
     (where / ".dvc").mkdir()
     shutil.copy(ROOT / ".dvc" / "config", where / ".dvc" / "config")

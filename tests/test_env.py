@@ -1,18 +1,25 @@
-"""The env stage: stable capture, diffing, the report, and main() against a git baseline."""
+"""The env stage: stable capture, the fingerprint that spares a capture when nothing changed,
+diffing, and the page (written by the compare stage) against a git baseline."""
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from stages import env
-from stages.core.records import dotted, dumps, load_record, record_data
+from stages import compare, env
+from stages.core.records import SCHEMA, dotted, dumps, load_record, record_data
 from stages.core.records.schema import EnvRecord
 from stages.judge import environment
-from stages.measure import probe
+from stages.measure import fingerprint, probe
+
+ROOT = Path(__file__).resolve().parent.parent
+REPORTS = Path("reports")
 
 
 def _git(*args: str, cwd: Path) -> None:
@@ -56,7 +63,7 @@ def test_capture_is_stable_and_complete():
 
 
 def test_env_vars_keep_relevant_and_drop_volatile():
-    kept = probe._env_vars({
+    kept = fingerprint.env_vars({
         "OMP_NUM_THREADS": "4", "TORCHINDUCTOR_MAX_AUTOTUNE": "1", "PYTORCH_CUDA_ALLOC_CONF":
         "expandable_segments:True", "HOME": "/home/u", "TORCHINDUCTOR_CACHE_DIR": "/tmp/x1",
         "TORCH_API_TOKEN": "s3cret", "TORCHELASTIC_RUN_ID": "abc", "TORCH_MASTER_PORT": "29500",
@@ -91,7 +98,7 @@ def test_hardware_key():
 
 
 def test_render_md_without_baseline():
-    md = env.page(None, SAMPLE, "HEAD")
+    md = compare.env_md(None, SAMPLE, "HEAD")
     assert md.startswith("# Environment\n")
     assert "| CPU " in md and "AMD EPYC 9654" in md and "NVIDIA H100" in md
     assert "## Change against the baseline (HEAD)" in md
@@ -99,7 +106,7 @@ def test_render_md_without_baseline():
 
 
 def test_render_md_identical():
-    md = env.page(copy.deepcopy(SAMPLE), SAMPLE, "main")
+    md = compare.env_md(copy.deepcopy(SAMPLE), SAMPLE, "main")
     assert "No environment change against the baseline." in md
     assert "Hardware changed" not in md
 
@@ -108,7 +115,7 @@ def test_render_md_hardware_change_comes_first():
     base = copy.deepcopy(SAMPLE)
     base["hardware"]["gpu_names"] = ["NVIDIA A100"]
     base["packages"]["numpy"] = "2.0.0"
-    md = env.page(base, SAMPLE, "v1")
+    md = compare.env_md(base, SAMPLE, "v1")
     section = md.split("## Change against the baseline (v1)")[1]
     assert "Hardware changed: timings are not comparable" in section
     assert section.index("Hardware changed") < section.index("| field")
@@ -119,17 +126,19 @@ def test_render_md_hardware_change_comes_first():
 def test_render_md_escapes_pipes():
     now = copy.deepcopy(SAMPLE)
     now["hardware"]["cpu_model"] = "odd|name"
-    assert "odd\\|name" in env.page(None, now, "HEAD")
+    assert "odd\\|name" in compare.env_md(None, now, "HEAD")
 
 
-def test_main_first_run_then_hardware_change(repo, capsys):
+def test_main_first_run_then_hardware_change(repo):
     env.main([])
     record = record_data(load_record(repo / "reports/env/env.json", EnvRecord))
     assert set(record["env"]) == set(probe.SECTIONS)
+    assert compare.env_page("HEAD", REPORTS) == "no baseline yet"
     assert "No baseline yet" in (repo / "reports/env/env.md").read_text()
 
     _commit_all(repo)
     env.main([])
+    assert compare.env_page("HEAD", REPORTS) == "no change"
     assert "No environment change against the baseline." in (
         repo / "reports/env/env.md").read_text()
     assert subprocess.run(["git", "status", "--porcelain", "reports/env/env.json"], cwd=repo,
@@ -138,14 +147,14 @@ def test_main_first_run_then_hardware_change(repo, capsys):
     record["env"]["hardware"]["cpu_model"] = "Some Other CPU"
     (repo / "reports/env/env.json").write_text(dumps(record))
     _commit_all(repo)
-    env.main([])
+    env.main([])            # an edited record is captured again
+    assert "hardware changed" in compare.env_page("HEAD", REPORTS)
     md = (repo / "reports/env/env.md").read_text()
     assert "Hardware changed: timings are not comparable" in md
     assert "Some Other CPU" in md
-    assert "hardware changed" in capsys.readouterr().out
 
 
-def test_main_reads_baseline_rev_from_params(repo):
+def test_the_page_compares_with_the_baseline_rev_it_is_given(repo):
     env.main([])
     record = json.loads((repo / "reports/env/env.json").read_text())
     record["env"]["torch"]["version"] = "0.0.1"
@@ -154,8 +163,7 @@ def test_main_reads_baseline_rev_from_params(repo):
     _git("tag", "old", cwd=repo)
     env.main([])
     _commit_all(repo, "new")
-    (repo / "params.yaml").write_text("baseline:\n  rev: old\n")
-    env.main(["--params", "params.yaml"])
+    compare.env_page("old", REPORTS)
     md = (repo / "reports/env/env.md").read_text()
     assert "## Change against the baseline (old)" in md
     assert "| torch.version " in md and "0.0.1" in md
@@ -167,27 +175,66 @@ def test_corrupt_baseline_is_reported_not_raised(repo):
     (out / "env.json").write_text("{not json")
     _commit_all(repo)
     env.main([])
+    assert compare.env_page("HEAD", REPORTS).startswith("baseline unreadable")
     md = (out / "env.md").read_text()
     assert "Baseline env.json unreadable: baseline reports/env/env.json at " in md
     assert "is not valid JSON" in md
     assert load_record(out / "env.json", EnvRecord).env["torch"]["version"]
 
 
-def test_bad_params_is_one_line_error(repo, capsys):
-    (repo / "params.yaml").write_text("baseline: [unclosed\n")
-    with pytest.raises(SystemExit) as exc:
-        env.main([])
-    assert exc.value.code == 2
-    err = capsys.readouterr().err
-    assert err.startswith("torchgate env: error: params.yaml is not valid YAML")
-    assert err.count("\n") == 1
-
-
-def test_unknown_rev_is_one_line_error(repo, capsys):
+def test_an_unknown_baseline_rev_is_said_on_the_page(repo):
     env.main([])
     _commit_all(repo)
-    (repo / "params.yaml").write_text("baseline:\n  rev: no-such-branch\n")
-    with pytest.raises(SystemExit) as exc:
-        env.main([])
-    assert exc.value.code == 2
-    assert "no-such-branch" in capsys.readouterr().err
+    summary = compare.env_page("no-such-branch", REPORTS)
+    assert summary.startswith("baseline unreadable") and "no-such-branch" in summary
+    assert "no-such-branch" in (repo / "reports/env/env.md").read_text()
+
+
+# ---- the no-op: an unchanged fingerprint stands for the capture -----------------------------
+
+def test_an_unchanged_fingerprint_keeps_the_capture_without_importing_torch(repo, capsys):
+    env.main([])
+    path = repo / "reports/env/env.json"
+    before = path.read_bytes()
+    assert json.loads(before)["fingerprint"] == json.loads(json.dumps(fingerprint.fingerprint()))
+    # The stage as DVC runs it, in a fresh interpreter: the second run imports no torch.
+    code = ("import runpy, sys; sys.argv = ['stages.env']; "
+            "runpy.run_module('stages.env', run_name='__main__'); "
+            "print('torch imported:', 'torch' in sys.modules)")
+    run = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True,
+                         text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+    assert "stands" in run.stdout and "torch imported: False" in run.stdout, run.stdout
+    assert path.read_bytes() == before
+
+
+def test_a_changed_fingerprint_or_an_edited_record_is_captured_again(repo, capsys,
+                                                                     monkeypatch):
+    env.main([])
+    path = repo / "reports/env/env.json"
+    good = path.read_bytes()
+    calls = []
+    real = probe.capture
+    monkeypatch.setattr(probe, "capture", lambda: calls.append(1) or real())
+
+    env.main([])
+    assert calls == [] and path.read_bytes() == good        # nothing changed: not captured
+
+    stale = json.loads(good)
+    stale["fingerprint"]["installed"].append("torch-0.0.1.dist-info")   # an upgrade
+    path.write_text(dumps(stale))
+    env.main([])
+    assert calls == [1] and path.read_bytes() == good
+    assert "captured: unchanged" in capsys.readouterr().out
+
+    edited = json.loads(good)
+    edited["env"]["torch"]["version"] = "0.0.1"     # the record edited, the digest not
+    path.write_text(dumps(edited))
+    env.main([])
+    assert calls == [1, 1] and path.read_bytes() == good
+    assert "1 field(s) changed since the last capture (torch.version)" in capsys.readouterr().out
+
+
+def test_the_quick_check_reads_records_as_records_writes_them():
+    sample = {"b": [1, 2.5, None], "a": {"z": "x", "y": True}}
+    assert env._digest(sample) == hashlib.sha256(dumps(sample).encode()).hexdigest()
+    assert env.ENV_SCHEMA == SCHEMA["env"]

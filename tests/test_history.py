@@ -138,7 +138,7 @@ def test_forty_committed_runs_with_a_step_at_commit_25_name_that_commit(repo):
     assert image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_two_committed_runs_and_one_in_the_workspace_are_three_points(repo):
+def test_two_committed_runs_and_this_one_in_the_workspace_are_three_points(repo):
     for i in (1, 2):
         _write_run(repo, i, 1e-3)
         _commit(repo, f"run {i}")
@@ -146,18 +146,43 @@ def test_two_committed_runs_and_one_in_the_workspace_are_three_points(repo):
     history_stage.main([])
     page = (repo / "reports" / "history.md").read_text()
     steady = page.split("### Steady state")[1].split("###")[0]
-    rows = [line for line in steady.splitlines() if re.match(r"\| (`|workspace)", line)]
-    assert len(rows) == 3 and rows[-1].startswith("| workspace")
+    rows = [line for line in steady.splitlines() if re.match(r"\| (`|this run)", line)]
+    assert len(rows) == 3 and rows[-1].startswith("| this run")
     assert "over 3 run(s)" in steady
     first_call = page.split("### First call")[1]
     assert len([line for line in first_call.splitlines()
-                if re.match(r"\| (`|workspace)", line)]) == 3
+                if re.match(r"\| (`|this run)", line)]) == 3
     pictures = sorted(p.name for p in (repo / "reports" / "trends").iterdir())
     assert pictures == ["cpu-fp32-first_call_s-hw1.png", "cpu-fp32-steady_s-hw1.png"]
     written = [repo / "reports" / "history.md", repo / "reports" / "trends" / pictures[1]]
     before = [p.stat().st_mtime_ns for p in written]
     history_stage.main([])                # nothing changed: nothing is rewritten
     assert [p.stat().st_mtime_ns for p in written] == before
+
+
+def test_committing_this_run_changes_neither_the_page_nor_its_pictures(repo):
+    """DVC does not run the history stage after a commit (no file it sees changed): what it
+    would write then must be what it wrote before, also once `history.runs` caps the runs."""
+    (repo / "params.yaml").write_text(json.dumps({**RAW, "history": {"runs": 3}}))
+    for i in (1, 2, 3):
+        _write_run(repo, i, 1e-3 * (1 + i / 100))
+        _commit(repo, f"run {i}")
+    _write_run(repo, 4, 1.05e-3)
+
+    def drawn() -> dict[str, bytes]:
+        history_stage.main([])
+        reports = repo / "reports"
+        return {p.name: p.read_bytes() for p in [reports / "history.md",
+                                                 *sorted(reports.glob("trends/*"))]}
+
+    before = drawn()
+    page = before["history.md"].decode()
+    assert "over 3 run(s)" in page and "| this run" in page and len(before) == 3
+    _commit(repo, "run 4")
+    assert drawn() == before
+    assert git("status", "--porcelain", cwd=repo).stdout == ""
+    history_stage.main([])                   # and again, as `dvc repro -s -f history` would
+    assert git("status", "--porcelain", cwd=repo).stdout == ""
 
 
 def test_a_change_of_hardware_starts_a_new_series():

@@ -97,11 +97,14 @@ def run_by(entry: str) -> set[Path]:
 
 
 def stages_of_dvc_yaml() -> dict[str, tuple[str, list[str]]]:
-    """stage -> (entry module, code deps)."""
+    """stage -> (entry module, code deps), in dvc.yaml and reports/env/dvc.yaml (the env
+    stage, which has a lock file of its own; its paths are relative to its `wdir`, ../..)."""
     found = {}
-    for name, stage in yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"].items():
-        entry = re.search(r"python -m (stages\.\w+)", stage["cmd"]).group(1)
-        found[name] = (entry, [d for d in stage.get("deps", []) if d.startswith("stages")])
+    for path in (ROOT / "dvc.yaml", ROOT / "reports" / "env" / "dvc.yaml"):
+        for name, stage in yaml.safe_load(path.read_text())["stages"].items():
+            assert (path.parent / stage.get("wdir", ".")).resolve() == ROOT, (path, name)
+            entry = re.search(r"python -m (stages\.\w+)", stage["cmd"]).group(1)
+            found[name] = (entry, [d for d in stage.get("deps", []) if d.startswith("stages")])
     return found
 
 

@@ -123,6 +123,22 @@ def test_dvc_repro_twice_with_a_baseline(project):
 
 
 @pytest.mark.slow
+def test_a_no_op_repro_after_a_commit_runs_nothing_and_leaves_the_tree_clean(project):
+    """A no-op that is one: after a run is committed, `dvc repro` runs only the env check (its
+    fingerprint unchanged) and rewrites nothing, neither a report nor a lock file."""
+    compose(project / "params.yaml", ["matrix=smoke", "bench.processes=2", "bench.samples=3",
+                                      "bench.adaptive_budget_s=0"], conf=project / "conf")
+    dvc("repro")
+    git("add", "-A", cwd=project)
+    git("commit", "-qm", "a run", cwd=project)
+    again = dvc("repro")
+    ran = [line for line in again.stdout.splitlines() if line.startswith("Running stage")]
+    assert ran == ["Running stage 'reports/env/dvc.yaml:env':"], again.stdout
+    assert "stands" in again.stdout
+    assert git("status", "--porcelain", cwd=project).stdout == ""
+
+
+@pytest.mark.slow
 def test_a_project_in_a_subdirectory_of_its_repository_finds_its_baseline(tmp_path, monkeypatch):
     outer = tmp_path / "monorepo"
     project = make_project(outer / "ml" / "perf gate", outer)

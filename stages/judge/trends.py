@@ -1,10 +1,10 @@
 """The baseline history as series, and where each lasting shift began. Pure.
 
-Each cell's committed runs (and the workspace's, when not committed yet) become one series per
-workload, mode and timing: one point per run, its summary of the unit (judge.summary: the
-median over the worker processes `compare` tests of their medians, one per process). Timings
-on other hardware are not comparable, so a change of the hardware key starts a new series.
-What changed in the environment at each step (torch, the GPU driver, the workload's settings)
+Each cell's committed runs and this run (committed or not) become one series per workload,
+mode and timing: one point per run, its summary of the unit (judge.summary: the median over
+the worker processes `compare` tests of their medians, one per process). Timings on other
+hardware are not comparable, so a change of the hardware key starts a new series. What
+changed in the environment at each step (torch, the GPU driver, the workload's settings)
 travels with the point, so that a shift can be read against it.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from stages.judge.summary import Point, Series, summarize
 
 @dataclass(frozen=True)
 class Run:
-    commit: str | None          # None: the workspace's run, not committed yet
+    commit: str | None          # None: this run, the workspace's (committed yet or not)
     date: str | None
     bench: BenchRecord
     env: EnvRecord | None

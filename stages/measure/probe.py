@@ -11,27 +11,16 @@ import platform
 import re
 import socket
 import subprocess
-import sys
-import tempfile
 import warnings
 from importlib import metadata
-from pathlib import Path
 from typing import Any, Callable
 
 from stages.core.records.host import Hardware, Host
+from stages.measure.fingerprint import cpu_model, env_vars, read, usable_cores
 from stages.measure.nvml import clocks as nvml_clocks
 
 SECTIONS = ("python", "torch", "hardware", "os", "packages", "distributions", "flags",
             "env_vars")
-
-ENV_VAR_NAMES = frozenset({
-    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "CUBLAS_WORKSPACE_CONFIG",
-    "NVIDIA_TF32_OVERRIDE", "CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING",
-    "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
-})
-ENV_VAR_PREFIXES = ("TORCHINDUCTOR_", "TORCH_", "PYTORCH_")
-# Names that identify a process or a run, or may hold a credential: never recorded.
-_VOLATILE_NAME = re.compile(r"(_PID|_PORT|_RUN_ID|_RANK|_KEY)$|TOKEN|SECRET|PASSWORD")
 
 PACKAGE_NAMES = frozenset({
     "torch", "triton", "numpy", "scipy", "pytorch-triton", "pytorch-triton-rocm",
@@ -47,20 +36,11 @@ def _probe(fn: Callable[..., Any], *args: Any) -> Any:
         return None
 
 
-def _read(path: str) -> str | None:
-    try:
-        return Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-
-
 def _cpu_model() -> str | None:
     """/proc/cpuinfo names the model on Linux; macOS needs sysctl; else platform.processor()."""
-    cpuinfo = _read("/proc/cpuinfo") or ""
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "model name" and value.strip():
-            return " ".join(value.split())
+    found = cpu_model()
+    if found:
+        return found
     if platform.system() == "Darwin":
         brand = _probe(lambda: subprocess.run(
             ["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True,
@@ -70,13 +50,9 @@ def _cpu_model() -> str | None:
     return platform.processor() or None
 
 
-def _usable_cores() -> int | None:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-
-
 def _nvidia_driver() -> str | None:
     """The kernel module's version from /proc, else NVML, else nvidia-smi."""
-    text = _read("/proc/driver/nvidia/version")
+    text = read("/proc/driver/nvidia/version")
     found = re.search(r"Kernel Module\s+(?:for \S+\s+)?([0-9][0-9.]+)", text or "")
     if found:
         return found.group(1)
@@ -99,7 +75,7 @@ def _nvidia_driver() -> str | None:
 
 
 def _os_name() -> str | None:
-    text = _read("/etc/os-release") or ""
+    text = read("/etc/os-release") or ""
     found = re.search(r'^PRETTY_NAME="?([^"\n]*)"?', text, re.MULTILINE)
     if found:
         return found.group(1)
@@ -144,24 +120,6 @@ def _packages(installed: dict[str, str]) -> dict:
     """Versions of the packages that change kernels or timings."""
     return {name: version for name, version in installed.items()
             if name in PACKAGE_NAMES or name.startswith(PACKAGE_PREFIXES)}
-
-
-def _is_temp_path(value: str) -> bool:
-    roots = {tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm", "/private/var/folders"}
-    return any(value == root or value.startswith(root.rstrip("/") + "/") for root in roots)
-
-
-def _env_vars(environ: dict[str, str] | None = None) -> dict:
-    """Relevant variables, less those that vary per process, hold a temp path or a secret."""
-    environ = os.environ if environ is None else environ
-    kept = {}
-    for name, value in environ.items():
-        if name not in ENV_VAR_NAMES and not name.startswith(ENV_VAR_PREFIXES):
-            continue
-        if _VOLATILE_NAME.search(name) or _is_temp_path(value):
-            continue
-        kept[name] = value
-    return dict(sorted(kept.items()))
 
 
 def _gpus(torch: Any) -> dict:
@@ -249,42 +207,11 @@ def _flags(torch: Any) -> dict:
         "cudnn_rnn_fp32_precision": lambda: backends.cudnn.rnn.fp32_precision,
         "mkldnn_fp32_precision": lambda: backends.mkldnn.fp32_precision,
     }
-    for name, read in precisions.items():
-        value = _probe(read)
+    for name, getter in precisions.items():
+        value = _probe(getter)
         if value is not None:  # older torch has no fp32_precision API: leave the key out
             flags[name] = value
     return flags
-
-
-def fingerprint() -> dict:
-    """What can change the environment, read without importing torch (milliseconds).
-
-    The env stage runs on every `dvc repro`; when this is unchanged it reuses the full
-    capture, so a no-op repro does not pay torch's import.
-    """
-    return {
-        "python": sys.version,
-        "executable": sys.executable,
-        "cpu_model": _probe(_cpu_model),
-        "usable_cores": _probe(_usable_cores),
-        "driver": _read("/proc/driver/nvidia/version"),
-        "installed": _probe(_installed),
-        "env_vars": _probe(_env_vars),
-        "os_release": platform.release(),
-    }
-
-
-def _installed() -> list[str]:
-    """Every installed distribution as its metadata folder name (name and version), without
-    parsing any metadata: listing folders takes milliseconds."""
-    found = set()
-    for entry in sys.path:
-        try:
-            names = os.listdir(entry or ".")
-        except OSError:
-            continue
-        found.update(n for n in names if n.endswith((".dist-info", ".egg-info")))
-    return sorted(found)
 
 
 def capture() -> dict:
@@ -300,7 +227,7 @@ def capture() -> dict:
         hardware = {
             "cpu_model": _probe(_cpu_model),
             "logical_cores": os.cpu_count(),
-            "usable_cores": _probe(_usable_cores),
+            "usable_cores": _probe(usable_cores),
             "machine": platform.machine() or None,
             "gpu_names": None,
             **gpus,
@@ -318,5 +245,5 @@ def capture() -> dict:
             "packages": _probe(_packages, installed),
             "distributions": installed,
             "flags": _probe(_flags, torch) if torch is not None else None,
-            "env_vars": _probe(_env_vars),
+            "env_vars": _probe(env_vars),
         }

@@ -5,7 +5,7 @@ from stages.core.config.settings import HistorySettings
 from stages.core.vocabulary import short
 from stages.judge.summary import KEY_METRICS, Point, Series, Shift
 from stages.render.markdown import markdown_table, percent, pvalue, seconds
-from stages.render.trends import image_name
+from stages.render.trends import THIS_RUN, image_name
 
 TITLES = {"steady_s": "Steady state (per call)",
           "first_call_s": "First call (the compile in compiled modes, cold caches)",
@@ -15,11 +15,11 @@ BARS = "▁▂▃▄▅▆▇█"
 
 
 def run_name(point: Point) -> str:
-    return "workspace" if point.commit is None else f"`{short(point.commit)}`"
+    return THIS_RUN if point.commit is None else f"`{short(point.commit)}`"
 
 
 def day(point: Point) -> str:
-    return (point.date or "")[:10] or "not committed"
+    return (point.date or "")[:10]
 
 
 def direction(shift: Shift) -> str:
@@ -113,15 +113,15 @@ def history(found: list[Series], cells: list[str], settings: HistorySettings,
             images: tuple[str, ...] = (), folder: str = "trends") -> str:
     """`images`: the trend pictures written beside the page (file names in `folder`)."""
     lines = ["# Baseline history", "",
-             f"Each cell's committed runs (`git log reports/bench/<cell>.json`, the newest "
-             f"`history.runs` = {settings.runs}), oldest first, and this workspace's run when "
-             "it is not committed yet. One point per run: the median over its worker "
-             "processes of their medians. A change of hardware starts a new series. A lasting "
-             "shift is where a series' level changed and stayed changed for at least "
-             f"{settings.min_points} runs: Apache Otava's method (E-divisive means, then a "
-             f"t-test at p ≤ {settings.max_pvalue:g}, Bonferroni over the splits it was chosen "
-             "from, allowing for serially correlated runs); a single slow run is a spike, not "
-             "a shift.", ""]
+             f"Each cell's newest `history.runs` = {settings.runs} runs, oldest first: the "
+             "committed ones (`git log reports/bench/<cell>.json`), then this run, named "
+             f"\"{THIS_RUN}\" whether it is committed yet or not. One point per run: the "
+             "median over its worker processes of their medians. A change of hardware starts "
+             "a new series. A lasting shift is where a series' level changed and stayed "
+             f"changed for at least {settings.min_points} runs: Apache Otava's method "
+             f"(E-divisive means, then a t-test at p ≤ {settings.max_pvalue:g}, Bonferroni over "
+             "the splits it was chosen from, allowing for serially correlated runs); a single "
+             "slow run is a spike, not a shift.", ""]
     shifted = [s for s in found if s.shifts]
     lines += ["## Lasting shifts", ""]
     if shifted:

@@ -17,8 +17,11 @@ NAMES = {"steady_s": "steady state per call", "first_call_s": "first call (cold 
          "warmup_s": "warm-up"}
 
 
+THIS_RUN = "this run"    # committed or not: a page must not change when its run is committed
+
+
 def _label(point) -> str:
-    return "workspace" if point.commit is None else short(point.commit)
+    return THIS_RUN if point.commit is None else short(point.commit)
 
 
 def trend(found: list[Series], title: str) -> bytes | None:

@@ -117,10 +117,12 @@ def load_history(commit: str | None, cells: list[str], runs: int, root: Path = P
 def load_timeline(commit: str | None, cells: list[str], runs: int, root: Path = Path("."),
                   reports: Path = REPORTS, notes: list[str] | None = None
                   ) -> dict[str, list[tuple]]:
-    """Per cell, (commit, date, bench record, environment or None) of the newest `runs`
-    commits up to `commit` that changed its bench report, oldest first, and last the
-    workspace's record (commit and date None) when it is not the one committed there. A run
-    that cannot be read, whatever fails, is skipped with a line in `notes`."""
+    """Per cell, (commit, date, bench record, environment or None) of its newest `runs` runs
+    up to `commit`, oldest first. The last is this run, the workspace's record (commit and date
+    None), whether it is committed at `commit` yet or not: once committed it is the same run,
+    not a new one, so that committing it changes nothing here (a page drawn from this would
+    otherwise change after every commit and leave the committed tree dirty). A run that
+    cannot be read, whatever fails, is skipped with a line in `notes`."""
     found: dict[str, list[tuple]] = {}
     envs: dict[str, EnvRecord | None] = {}
     env_path = reports / "env" / "env.json"
@@ -136,7 +138,19 @@ def load_timeline(commit: str | None, cells: list[str], runs: int, root: Path = 
 
     for cell in cells:
         path = reports / "bench" / f"{cell}.json"
-        for past, date in reversed(git.log_touching(commit, path.as_posix(), runs, root)):
+        committed = git.log_touching(commit, path.as_posix(), runs, root)   # newest first
+        this = None
+        if path.exists():
+            try:
+                this = (None, None, load_record(path, BenchRecord),
+                        load_current(env_path, EnvRecord))
+            except UserError:
+                this = None     # history is evidence, not input
+            if committed and path.read_text(encoding="utf-8") == git.read_file(
+                    commit, path.as_posix(), root):
+                committed = committed[1:]       # this run, committed already
+            committed = committed[:max(runs - 1, 0)]
+        for past, date in reversed(committed):
             try:
                 bench = load_baseline(past, path, BenchRecord, root)
             except Exception as exc:   # noqa: BLE001  history is evidence, not input
@@ -144,14 +158,8 @@ def load_timeline(commit: str | None, cells: list[str], runs: int, root: Path = 
                 continue
             if bench is not None:
                 found.setdefault(cell, []).append((past, date, bench, env_at(past)))
-        if path.exists() and path.read_text(encoding="utf-8") != git.read_file(
-                commit, path.as_posix(), root):
-            try:
-                now = (None, None, load_record(path, BenchRecord),
-                       load_current(env_path, EnvRecord))
-            except UserError:
-                continue
-            found.setdefault(cell, []).append(now)
+        if this is not None:
+            found.setdefault(cell, []).append(this)
     return found
 
 
