@@ -72,7 +72,8 @@ class NumericsSettings:
 
 @dataclass(frozen=True)
 class Delta:
-    """The minimum effect per metric: a smaller change is never REGRESSED or IMPROVED."""
+    """The minimum effect per metric: an estimate within ±δ is never REGRESSED or IMPROVED.
+    It bounds the estimate, not the truth: a true change a little under δ sometimes is."""
     steady_s: float = 0.05
     first_call_s: float = 0.2
     first_call_warm_s: float = 0.2
