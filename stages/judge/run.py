@@ -66,6 +66,8 @@ def _run_level(rows, cfg: Config, spreads: dict, cell: str, now, ab: bool) -> li
     for row in rows:
         if row.shift is None:
             continue
+        if row.metric == "peak_bytes":       # no interim look tests memory; no history of it
+            continue
         row.confirmed = fresh_since_last_look(now, row.workload, row.mode, row.metric)
         if not ab:
             row.run = spreads.get((cell, row.workload, row.mode, row.metric)) or prior(
