@@ -91,7 +91,7 @@ def compare_run(cfg: Config, inputs: RunInputs) -> Comparison:
     hardware = None if cfg.compare.allow_hardware_change else hardware_change(inputs)
     notes, drafts, looks, from_git, missing = list(inputs.notes), [], 1, 0, []
     sources: list[str] = []
-    spreads = spreads_of_run({cell: (inputs.history.get(cell, []), pair.base)
+    spreads, slopes = spreads_of_run({cell: (inputs.history.get(cell, []), pair.base)
                               for (stage, cell), pair in inputs.pairs.items()
                               if stage == "bench" and not pair.ab and pair.base is not None},
                              inputs.env_base, cfg.stats.run_spread)
@@ -117,7 +117,8 @@ def compare_run(cfg: Config, inputs: RunInputs) -> Comparison:
                               paired=pair.paired, alpha=cfg.stats.alpha,
                               python=python_change(inputs.env_base and inputs.env_base.env,
                                                    inputs.env_now and inputs.env_now.env),
-                              allow_hardware_change=cfg.compare.allow_hardware_change)
+                              allow_hardware_change=cfg.compare.allow_hardware_change,
+                              slopes={key[1:]: s for key, s in slopes.items() if key[0] == cell})
             sources.extend(_run_level(rows, cfg, spreads, cell, now, pair.ab))
             drafts += rows
         else:
