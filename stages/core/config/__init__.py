@@ -256,7 +256,8 @@ def _check_history(history: HistorySettings) -> None:
     _at_least(history.runs, "history.runs", inclusive=True)
     _at_least(history.shown, "history.shown")
     _at_least(history.min_points, "history.min_points")
-    _at_least(history.min_change, "history.min_change", inclusive=True)
+    if history.min_change is not None:
+        _at_least(history.min_change, "history.min_change", inclusive=True)
     if not 0 < history.max_pvalue < 1:
         raise UserError(f"history.max_pvalue must be in (0, 1), got {history.max_pvalue}")
 

@@ -103,7 +103,8 @@ class HistorySettings:
     runs: int = 50              # committed bench runs per cell, newest first
     shown: int = 10             # points per table in history.md (the newest)
     max_pvalue: float = 0.001   # a change point's t-test, after Bonferroni over its splits
-    min_change: float = 0.0     # a smaller shift (relative) is not reported
+    # A smaller shift (relative) is not reported; None: the metric's δ (stats.delta).
+    min_change: float | None = None
     min_points: int = 3         # runs on each side of a lasting shift
 
 
