@@ -9,6 +9,7 @@ give each unit's slope on the machine-speed sentinel (judge.sentinel), where the
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from stages.core.config.settings import TIMED
@@ -79,6 +80,36 @@ def slopes_and_runs(history: list[tuple[BenchRecord, EnvRecord]], base: BenchRec
         adjusted[key] = [[v * math.exp(-slope.beta * (xr - centre)) for v in values]
                          for xr, values in pairs]
     return slopes, adjusted
+
+
+def like_reference(history: list[tuple[BenchRecord, EnvRecord]], base: BenchRecord,
+                   base_env: EnvRecord | None, most: int) -> tuple[BenchRecord, int]:
+    """The baseline as the mean of its like runs: (a record holding the processes of the
+    baseline's run and of the committed runs before it of the same code and packages, how
+    many runs). A run is like the baseline's while each newer run in the chain says it
+    changed neither packages nor workload code against it (BenchRecord.unchanged), on the
+    baseline's hardware and torch, with its sentinel taken the same way; a workload whose
+    settings differ keeps the baseline's processes alone. With H runs the reference's
+    run-to-run variance is τ²/H, the comparison's (1 + 1/H)·τ² instead of 2·τ²
+    (verdicts.Draft.reference_runs). Simulated at τ = 3 %, 2 % process spread, 4 processes:
+    the median MDE 20.9 % -> 16.6 % at H = 5 (the audit: 15.8 %, DESIGN.md §16), 22.3 % ->
+    18.1 % at H = 3; a +15 % unit caught in 0.69 of runs instead of 0.44; A/A runs with a
+    false REGRESSED 1.7 % (tests/test_stats_reference.py)."""
+    chain = [base]
+    for (newer, _), (record, env) in zip(history, history[1:]):
+        what_if = record.ab is not None and not record.ab.rebuilt
+        if len(chain) >= most or not newer.unchanged or record.status != Status.OK \
+                or what_if or not like_the_baseline(env, base_env) \
+                or sentinel_methods(record) != sentinel_methods(base):
+            break
+        chain.append(record)
+    if len(chain) < 2:
+        return base, 1
+    workloads = {name: dataclasses.replace(run, processes=tuple(
+        p for record in chain if (other := record.workloads.get(name)) is not None
+        and other.spec == run.spec for p in other.processes))
+        for name, run in base.workloads.items()}
+    return dataclasses.replace(base, workloads=workloads), len(chain)
 
 
 def prior(run_spread: float) -> RunSpread:

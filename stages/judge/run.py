@@ -13,7 +13,7 @@ from stages.core.records.inputs import RunInputs
 from stages.core.records.schema import BenchRecord
 from stages.core.vocabulary import REPORTS, Status
 from stages.judge.environment import hardware_changes, python_change
-from stages.judge.history import prior, spreads_of_run
+from stages.judge.history import like_reference, prior, spreads_of_run
 from stages.judge.numerics import numerics_rows
 from stages.judge.timings import bench_rows, busy_shares, fresh_since_last_look
 from stages.judge.verdicts import Comparison, finish, unusable_row
@@ -112,7 +112,14 @@ def compare_run(cfg: Config, inputs: RunInputs) -> Comparison:
             looks = max(looks, now.looks_planned if now is not None else 1)
             for label, record in ((f"this run's {cell}", now), (f"the baseline's {cell}", base)):
                 notes.append(busy_note(label, record, cfg.compare.busy_share))
-            rows = bench_rows(cell, now, base, cfg.stats.delta,
+            reference, runs = (base, 1) if pair.ab or base is None else like_reference(
+                inputs.history.get(cell, []), base, inputs.env_base, cfg.stats.reference_runs)
+            if runs > 1:
+                notes.append(f"The recorded baseline of {cell} is the mean of {runs} committed "
+                             "runs of the same code and packages (their processes together; "
+                             "the run-to-run variance of the reference is then τ²/"
+                             f"{runs}).")
+            rows = bench_rows(cell, now, reference, cfg.stats.delta,
                               None if pair.ab else hardware, cfg.compare.busy_share,
                               paired=pair.paired, alpha=cfg.stats.alpha,
                               python=python_change(inputs.env_base and inputs.env_base.env,
@@ -120,6 +127,8 @@ def compare_run(cfg: Config, inputs: RunInputs) -> Comparison:
                               allow_hardware_change=cfg.compare.allow_hardware_change,
                               slopes={key[1:]: s for key, s in slopes.items() if key[0] == cell})
             sources.extend(_run_level(rows, cfg, spreads, cell, now, pair.ab))
+            for row in rows:
+                row.reference_runs = runs if row.run is not None else 1
             drafts += rows
         else:
             drafts += numerics_rows(cell, now, base, cfg.stats.error_growth)

@@ -29,6 +29,7 @@ class Draft:
     delta: float | None = None
     note: str = ""
     run: RunSpread | None = None   # a recorded baseline's run-to-run variance
+    reference_runs: int = 1        # the recorded baseline is the mean of this many like runs
     confirmed: bool = True         # fresh processes since adaptive sampling's last look at it
 
 
@@ -166,7 +167,9 @@ def _moderate(tested: list[Draft]) -> dict[str, Prior]:
             if prior is not None and side in ("now", "pair"):
                 priors[metric] = prior
     for d in tested:
-        extra = [stats.Part("run", 2 * d.run.variance, d.run.df)] if d.run is not None else []
+        # This run's offset and the reference's, the mean of `reference_runs` runs' offsets.
+        extra = [stats.Part("run", (1 + 1 / d.reference_runs) * d.run.variance, d.run.df)] \
+            if d.run is not None else []
         d.shift = stats.with_parts(d.shift.n_base, d.shift.n_now, d.shift.log_ratio,
                                    d.shift.spread, tuple(parts[id(d)] + extra), d.shift.paired)
     return priors

@@ -250,6 +250,7 @@ def _check_stats(stats: StatsSettings) -> None:
     _at_least(stats.error_growth, "stats.error_growth", 1, inclusive=True)
     _at_least(stats.run_spread, "stats.run_spread", inclusive=True)
     _at_least(stats.history_runs, "stats.history_runs", inclusive=True)
+    _at_least(stats.reference_runs, "stats.reference_runs", 1, inclusive=True)
 
 
 def _check_history(history: HistorySettings) -> None:

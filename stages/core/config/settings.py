@@ -95,6 +95,9 @@ class StatsSettings:
     # enough runs of the same hardware and packages, else this prior.
     run_spread: float = 0.03
     history_runs: int = 20              # committed bench runs per cell read for that estimate
+    # Against a recorded baseline, the reference is the mean of up to this many committed
+    # runs of the same code and packages (1: the baseline's run alone).
+    reference_runs: int = 5
 
 
 @dataclass(frozen=True)
