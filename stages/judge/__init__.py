@@ -78,7 +78,7 @@ relative SD). The estimate is pooled over the run's units of a metric, with a fl
 standard error) instead of 0, and a unit whose own estimate is larger keeps it, with its run
 means' H - 1 degrees of freedom plus those the units' scatter lends (`moderation.run_spreads`):
 units drift differently, and with run spreads of 0.5-6 % across units the pooled estimate
-alone took 13-19 % of simulated A/A runs to a false REGRESSED, this rule 1.0-3.7 %
+alone took 12-17 % of simulated A/A runs to a false REGRESSED, this rule 1.0-3.7 %
 (`tests/test_stats_unit_drift.py`). Where the history holds runs of the same code and
 packages as the baseline's (each newer one said it changed nothing), the reference is their
 mean, up to `stats.reference_runs` (5) of them, and the comparison's run-to-run variance is

@@ -106,8 +106,9 @@ def method(result: Comparison) -> str:
             f"truth: a true change a little under δ is sometimes flagged); EQUIVALENT: the interval lies within ±δ (two one-sided tests); "
             f"INCONCLUSIVE: neither. The interval shown is the one decided on: the test's "
             f"{100 * (1 - a):g} % for a significant change, the equivalence's otherwise. MDE: the "
-            f"slowdown that would be caught with {result.power:.0%} power. Memory compares "
-            f"medians against δ; graph breaks and recompiles compare exactly.")
+            f"slowdown that would be caught with {result.power:.0%} power. Peak memory is "
+            f"tested per process as a timing is (where every process agrees, its ratio "
+            f"against δ decides); graph breaks and recompiles compare exactly.")
 
 
 def _df(df: float) -> str:
