@@ -104,8 +104,9 @@ def method(result: Comparison) -> str:
             f"(family-wise error rate {a:g}). {budget}. REGRESSED/IMPROVED: significant and the "
             f"estimate beyond the metric's minimum effect δ (δ bounds the estimate, not the "
             f"truth: a true change a little under δ is sometimes flagged); EQUIVALENT: the "
-            f"interval lies within ±δ (two one-sided tests); INCONCLUSIVE: neither. The interval shown is the one decided on: the test's "
-            f"{100 * (1 - a):g} % for a significant change, the equivalence's otherwise. MDE: the "
+            f"interval lies within ±δ (two one-sided tests); INCONCLUSIVE: neither. The "
+            f"interval shown is the one decided on: the test's {100 * (1 - a):g} % for a "
+            f"significant change, the equivalence's otherwise. MDE: the "
             f"slowdown that would be caught with {result.power:.0%} power. Peak memory is "
             f"tested per process as a timing is (where every process agrees, its ratio "
             f"against δ decides); graph breaks and recompiles compare exactly.")
