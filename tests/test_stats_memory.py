@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 from stages.core.vocabulary import Verdict
-from stages.judge import stats
 from stages.judge.timings import _memory_row, _ratio_rule
 from stages.judge.verdicts import finish
 
