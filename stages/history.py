@@ -21,7 +21,7 @@ from stages.core.baseline import git, load_timeline
 from stages.core.errors import one_line_errors
 from stages.core.records import replace_pictures, write_text
 from stages.judge.summary import KEY_METRICS
-from stages.judge.trends import Run, series
+from stages.judge.trends import Run, chance, series
 from stages.render.history import history
 from stages.render.trends import trend_images
 
@@ -38,11 +38,12 @@ def main(argv: list[str] | None = None) -> None:
                                                     reports=args.reports, notes=skipped).items()}
         for note in skipped:
             print(f"torchgate history: {note.removeprefix('History: ')}")
-        found = series(runs, cfg.history, cfg.compare.busy_share)
+        found = series(runs, cfg.history, cfg.compare.busy_share, cfg.stats.delta)
         images = trend_images(found, KEY_METRICS)
         folder = args.reports / "trends"
         replace_pictures(folder, images)    # a series that is gone leaves no picture behind
-        text = history(found, cells, cfg.history, tuple(images), folder.name)
+        text = history(found, cells, cfg.history, tuple(images), folder.name,
+                       chance(found, cfg.history, cfg.stats.delta))
         path = args.reports / "history.md"
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             write_text(path, text)

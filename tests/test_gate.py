@@ -98,16 +98,17 @@ def timing(verdict: str, ratio: float, low: float, high: float, workload="w") ->
 
 
 def test_the_summary_lists_possible_slowdowns_largest_estimate_first():
-    rows = (timing("INCONCLUSIVE", 1.03, 0.99, 1.07, "small"),
+    rows = (timing("INCONCLUSIVE", 1.06, 0.97, 1.16, "small"),
             timing("INCONCLUSIVE", 1.105, 1.054, 1.158, "large"),
+            timing("INCONCLUSIVE", 1.03, 0.99, 1.07, "reaches"),     # only the interval
             timing("INCONCLUSIVE", 1.02, 0.99, 1.04, "within"),      # cannot reach +δ
             timing("EQUIVALENT", 1.0, 0.98, 1.02, "same"))
     page = summary("test", CompareRecord("HEAD", True, 0.05, 4, rows=rows), [], None, [],
                    DEFAULT)
     section = page.split("## Possible slowdowns")[1].split("##")[0]
-    assert "+10.5 % [+5.4, +15.8]" in section and "+3.0 % [-1.0, +7.0]" in section
+    assert "+10.5 % [+5.4, +15.8]" in section and "+6.0 % [-3.0, +16.0]" in section
     assert section.index("large") < section.index("small")
-    assert "within" not in section and "same" not in section
+    assert "within" not in section and "same" not in section and "reaches" not in section
     assert "**No regressions.**" in page
     assert "Gate (fails on `REGRESSED`, `FAILED`, `NOTHING_COMPARABLE`): passed" in page
 

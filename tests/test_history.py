@@ -10,7 +10,7 @@ import pytest
 
 from stages import history as history_stage
 from stages.core import config
-from stages.core.config.settings import HistorySettings
+from stages.core.config.settings import Delta, HistorySettings
 from stages.core.errors import UserError
 from stages.core.records import write_record
 from stages.core.records.schema import EnvRecord
@@ -191,7 +191,7 @@ def test_a_change_of_hardware_starts_a_new_series():
         env = EnvRecord({**ENV, "hardware": {"cpu_model": cpu}})
         return Run(f"{i:040x}", "2026-01-01", dataclasses.replace(rec, cell="c"), env)
     runs = [run(i, "old cpu") for i in range(4)] + [run(i, "new cpu") for i in range(4, 6)]
-    steady = [s for s in series({"c": runs}, HistorySettings(), BUSY) if s.metric == "steady_s"]
+    steady = [s for s in series({"c": runs}, HistorySettings(), BUSY, Delta()) if s.metric == "steady_s"]
     assert [(s.era, len(s.points)) for s in steady] == [(0, 4), (1, 2)]
     assert dict(steady[1].hardware)["cpu_model"] == "new cpu"
 

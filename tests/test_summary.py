@@ -8,7 +8,7 @@ import pytest
 
 from stages import report as report_stage
 from stages.compose import compose
-from stages.core.config.settings import HistorySettings
+from stages.core.config.settings import Delta, HistorySettings
 from stages.core.records import write_record
 from stages.core.records.rows import CompareRecord
 from stages.core.records.schema import (
@@ -170,6 +170,6 @@ def test_the_history_summarizes_each_unit_of_each_run_once(monkeypatch):
                                                   "v": [process() for _ in range(3)]}),
                 EnvRecord({"hardware": {"cpu_model": "x"}})) for i in range(4)]
     calls = counting(monkeypatch)
-    found = series({"c": runs}, HistorySettings(), BUSY)
+    found = series({"c": runs}, HistorySettings(), BUSY, Delta())
     assert len(calls) == 8 and set(calls.values()) == {1}
     assert {(s.workload, s.metric) for s in found} >= {("w", "steady_s"), ("v", "steady_s")}

@@ -114,34 +114,94 @@ def run_spreads(history: dict[tuple, list[list[float]]], prior: float,
     tuple whose last item is its metric) to one list of process values per run (hardware and
     package set the same as the baseline's).
 
-    One-way random effects: the variance of a run's mean log value is τ² + σ²/n. Per unit,
-    t = (variance of its run means) - (mean within-run σ²/n) is an unbiased estimate of τ²
-    with variance about 2·(τ² + σ²/n)²/(runs - 1). With 3 runs a unit's own estimate has 2
-    degrees of freedom, and a t-test that carries it is hopeless at a run's levels; so τ² is
-    pooled over the run's units of each metric, each weighted by the inverse of that variance
-    (computed from the within-run part, which has many degrees of freedom, not from the noisy
-    t), with Satterthwaite's degrees of freedom. Units with fewer than `least_runs` runs, and
-    metrics whose units have none, get the prior (a relative SD, taken as known)."""
+    One-way random effects: the variance S of a unit's H run means (log scale, H - 1 degrees
+    of freedom) estimates τ² + σ²/n, so t = S - W, W the mean within-run σ²/n, is unbiased
+    for τ² (variance about 2·(τ² + σ²/n)²/(H - 1)). Three rules (issue 22, DESIGN.md §16):
+
+    - Pooled: τ² pooled over the run's units of the metric, each t weighted by the inverse of
+      its variance, with Satterthwaite's degrees of freedom (2·τ̂⁴·Σw): a unit's own t at
+      H = 3 has 2, hopeless at a run's levels.
+    - A floor instead of zero: the pooled τ̂² is 0 in 6-32 % of short histories, and a test
+      that adds nothing for the run then takes every run offset for a change. The floor is
+      the pooled estimate's own standard error at that point (1/√Σw): the run variance this
+      history cannot tell from none.
+    - Upwards per unit: units drift differently (one workload's memory layout, another's
+      frequency scaling), and pooled over units whose run spreads range over 0.5-6 % the
+      drifting ones took 10-20 % of A/A runs to a false REGRESSED. A unit whose own t is
+      larger than the pooled τ̂² keeps it, never the reverse (as `squeeze` moderates the
+      process variances). Its degrees of freedom: the H - 1 of its run means, plus the d0
+      that Smyth's prior fitted to the units' ratios S / (τ̂² + W) lends (`_fit`): where the
+      units scatter no more than H - 1 degrees of freedom explain, an own t above τ̂² is
+      noise and its variance, larger than τ̂², is taken as known; where they scatter, d0 is
+      small and the unit has about its own H - 1. Simulated at H = 3 (20 units, K = 4): with
+      H - 1 alone a +15 % slowdown at τ = 2 % was REGRESSED in 0.55 of runs against the
+      pooled rule's 0.83, with the lent d0 in 0.72; A/A runs with a false REGRESSED stayed
+      within α either way (tests/test_stats_unit_drift.py). Lending d0 to a variance moved
+      towards the prior (limma's two-sided squeeze) took 9 % of A/A runs to a false
+      REGRESSED under the heterogeneous drift at H = 3 (own: 3.7 %). Satterthwaite's degrees
+      of freedom for t alone (t² / (S²/(H - 1) + W²/(within df))) fall towards 0 where t is
+      small beside S, and took a test's interval to overflow.
+
+    Units with fewer than `least_runs` runs, and metrics whose units have none, get the prior
+    (a relative SD, taken as known)."""
     found = {}
     for metric in sorted({key[-1] for key in history}):
-        units = []
-        for key, runs in history.items():
-            runs = [np.log(r) for r in runs if len(r) >= 2 and min(r) > 0]
-            if key[-1] != metric or len(runs) < least_runs:
-                continue
-            means = np.array([x.mean() for x in runs])
-            within = float(np.mean([x.var(ddof=1) / x.size for x in runs]))
-            units.append((key, len(runs), float(means.var(ddof=1)) - within, within))
+        units = [u for key, runs in history.items()
+                 if key[-1] == metric and (u := _unit(key, runs, least_runs)) is not None]
         if not units:
             continue
-        tau2 = math.log1p(prior) ** 2           # a first guess for the weights
-        for _ in range(2):
-            weights = [(n - 1) / (2 * (tau2 + w) ** 2) for _, n, _, w in units]
-            tau2 = max(sum(wt * t for wt, (_, _, t, _) in zip(weights, units)) / sum(weights),
-                       0.0)
-        df = max(2 * tau2 ** 2 * sum(weights), 1.0)
-        runs = max(n for _, n, _, _ in units)
-        for key, *_ in units:
-            found[key] = RunSpread(tau2, df, f"history of {runs} runs")
+        pooled = _pooled(units, prior)
+        lent = _scatter(units, pooled)
+        for u in units:
+            found[u.key] = RunSpread(u.excess, u.runs - 1 + lent,
+                                     f"unit's own history of {u.runs} runs") \
+                if u.excess > pooled.variance else pooled
     return {key: found.get(key, RunSpread(math.log1p(prior) ** 2, math.inf, "prior"))
             for key in history}
+
+
+@dataclass(frozen=True)
+class _History:
+    """One unit's committed runs: between = S (variance of the run means), within = W."""
+    key: tuple
+    runs: int
+    between: float
+    within: float
+
+    @property
+    def excess(self) -> float:
+        return self.between - self.within
+
+
+def _scatter(units: list[_History], pooled: RunSpread) -> float:
+    """The prior degrees of freedom d0 of the units' run variances around the pooled one:
+    Smyth's fit to S / (τ̂² + W), each with H - 1 (inf: they scatter as chance does; 0:
+    fewer than three units to tell)."""
+    fit = _fit([(r, u.runs - 1) for u in units
+                if (r := u.between / (pooled.variance + u.within)) > 0])
+    return 0.0 if fit is None else fit.df
+
+
+def _unit(key: tuple, runs: list[list[float]], least_runs: int) -> _History | None:
+    logs = [np.log(r) for r in runs if len(r) >= 2 and min(r) > 0]
+    if len(logs) < max(least_runs, 2):
+        return None
+    means = np.array([x.mean() for x in logs])
+    within = float(np.mean([x.var(ddof=1) / x.size for x in logs]))
+    return _History(key, len(logs), float(means.var(ddof=1)), within)
+
+
+def _pooled(units: list[_History], prior: float) -> RunSpread:
+    """τ² pooled by inverse-variance weights, at least its standard error (see run_spreads)."""
+    def weights(tau2: float) -> list[float]:
+        return [(u.runs - 1) / (2 * max(tau2 + u.within, 1e-150) ** 2) for u in units]
+    tau2 = math.log1p(prior) ** 2           # a first guess for the weights
+    for _ in range(3):
+        w = weights(tau2)
+        tau2 = max(sum(wt * u.excess for wt, u in zip(w, units)) / sum(w), 0.0)
+    # The estimate's variance, 1/Σw, at the estimate; the floor is its square root, and
+    # the degrees of freedom 2·τ̂⁴·Σw are then at least 2.
+    total = sum(weights(tau2))
+    tau2 = max(tau2, 1 / math.sqrt(total))
+    runs = max(u.runs for u in units)
+    return RunSpread(tau2, 2 * tau2 ** 2 * total, f"history of {runs} runs")

@@ -13,7 +13,7 @@ from stages.core.records.inputs import RunInputs
 from stages.core.records.schema import BenchRecord
 from stages.core.vocabulary import REPORTS, Status
 from stages.judge.environment import hardware_changes, python_change
-from stages.judge.history import prior, spreads_of_run
+from stages.judge.history import like_reference, prior, spreads_of_run
 from stages.judge.numerics import numerics_rows
 from stages.judge.timings import bench_rows, busy_shares, fresh_since_last_look
 from stages.judge.verdicts import Comparison, finish, unusable_row
@@ -66,6 +66,8 @@ def _run_level(rows, cfg: Config, spreads: dict, cell: str, now, ab: bool) -> li
     for row in rows:
         if row.shift is None:
             continue
+        if row.metric == "peak_bytes":       # no interim look tests memory; no history of it
+            continue
         row.confirmed = fresh_since_last_look(now, row.workload, row.mode, row.metric)
         if not ab:
             row.run = spreads.get((cell, row.workload, row.mode, row.metric)) or prior(
@@ -89,7 +91,7 @@ def compare_run(cfg: Config, inputs: RunInputs) -> Comparison:
     hardware = None if cfg.compare.allow_hardware_change else hardware_change(inputs)
     notes, drafts, looks, from_git, missing = list(inputs.notes), [], 1, 0, []
     sources: list[str] = []
-    spreads = spreads_of_run({cell: (inputs.history.get(cell, []), pair.base)
+    spreads, slopes = spreads_of_run({cell: (inputs.history.get(cell, []), pair.base)
                               for (stage, cell), pair in inputs.pairs.items()
                               if stage == "bench" and not pair.ab and pair.base is not None},
                              inputs.env_base, cfg.stats.run_spread)
@@ -110,13 +112,23 @@ def compare_run(cfg: Config, inputs: RunInputs) -> Comparison:
             looks = max(looks, now.looks_planned if now is not None else 1)
             for label, record in ((f"this run's {cell}", now), (f"the baseline's {cell}", base)):
                 notes.append(busy_note(label, record, cfg.compare.busy_share))
-            rows = bench_rows(cell, now, base, cfg.stats.delta,
+            reference, runs = (base, 1) if pair.ab or base is None else like_reference(
+                inputs.history.get(cell, []), base, inputs.env_base, cfg.stats.reference_runs)
+            if runs > 1:
+                notes.append(f"The recorded baseline of {cell} is the mean of {runs} committed "
+                             "runs of the same code and packages (their processes together; "
+                             "the run-to-run variance of the reference is then τ²/"
+                             f"{runs}).")
+            rows = bench_rows(cell, now, reference, cfg.stats.delta,
                               None if pair.ab else hardware, cfg.compare.busy_share,
                               paired=pair.paired, alpha=cfg.stats.alpha,
                               python=python_change(inputs.env_base and inputs.env_base.env,
                                                    inputs.env_now and inputs.env_now.env),
-                              allow_hardware_change=cfg.compare.allow_hardware_change)
+                              allow_hardware_change=cfg.compare.allow_hardware_change,
+                              slopes={key[1:]: s for key, s in slopes.items() if key[0] == cell})
             sources.extend(_run_level(rows, cfg, spreads, cell, now, pair.ab))
+            for row in rows:
+                row.reference_runs = runs if row.run is not None else 1
             drafts += rows
         else:
             drafts += numerics_rows(cell, now, base, cfg.stats.error_growth)

@@ -3,8 +3,10 @@
 The worker process is the unit of replication: a test on pooled iterations calls two runs of
 identical code "different" most of the time. Each metric is reduced to one number per
 process, compared on the log scale (so changes are ratios) with Welch's t-test, and a change
-is a regression only when it is significant after Benjamini-Hochberg adjustment over the
-whole run AND larger than the metric's minimum effect δ.
+is a regression only when it is significant after Holm's step-down adjustment over the whole
+run (the family-wise error rate: no unit that did not change is REGRESSED in more than α of
+runs, however many others truly moved) AND its estimate is beyond the metric's minimum
+effect δ.
 
 In interleaved A/B runs the two arms' processes run in lock-step pairs, taking turns sample
 by sample, so the machine's speed at the moment is common to both: there each pair gives one
@@ -160,19 +162,6 @@ def _t_quantile(df: float, q: float) -> float:
     return float(special.stdtrit(df, q))
 
 
-def bh_adjust(pvalues: Sequence[float]) -> list[float]:
-    """Benjamini-Hochberg adjusted p-values (step-up), in the input order."""
-    m = len(pvalues)
-    order = sorted(range(m), key=lambda i: pvalues[i])
-    adjusted = [1.0] * m
-    running = 1.0
-    for rank in range(m, 0, -1):
-        i = order[rank - 1]
-        running = min(running, pvalues[i] * m / rank)
-        adjusted[i] = min(1.0, running)
-    return adjusted
-
-
 def verdict(s: Shift, p_adjusted: float, *, alpha: float, delta: float,
             equivalence_alpha: float | None = None) -> str:
     """REGRESSED/IMPROVED: significant at alpha after adjustment and beyond ±δ; EQUIVALENT:
@@ -203,11 +192,12 @@ def minimum_detectable_effect(s: Shift, *, alpha: float, power: float, delta: fl
     """The slowdown that would be REGRESSED with probability `power`, relative (0.05 = 5 %),
     at this unit's variances and numbers of processes.
 
-    The level is alpha/tests: what Benjamini-Hochberg asks of the smallest p-value when one
-    metric among `tests` truly moved. Both conditions of a regression must hold: significance
-    and an estimate beyond δ. The power is that of the t-test as run (see "the power of the
-    t-test as run" below): the textbook (q_alpha + q_power)·se assumes a fixed threshold and,
-    at 5 processes a side and 60 tests, delivers 62 % power instead of 80 %. The variances
+    The level is alpha/tests: what Holm's step-down asks of the smallest p-value when one
+    metric among `tests` truly moved (so does Benjamini-Hochberg). Both conditions of a
+    regression must hold: significance and an estimate beyond δ. The power is that of the
+    t-test as run (see "the power of the t-test as run" below): the textbook
+    (q_alpha + q_power)·se assumes a fixed threshold and, at 5 processes a side and 60 tests,
+    delivers 62 % power instead of 80 %. The variances
     are first made median-unbiased (_planned), so that the reported MDE is too small in half
     of the runs rather than in most.
     """

@@ -286,6 +286,17 @@ class Point:
 
 
 @dataclass(frozen=True)
+class Chance:
+    """How many of a page's lasting shifts chance alone would put there."""
+    rate: float          # share of simulated unchanged series with a shift
+    expected: float      # rate × the page's series
+    runs: int            # the typical series: its number of runs,
+    spread: float        # the SD of its log values about its levels,
+    rho: float           # and their lag-1 autocorrelation (bias-corrected)
+    trials: int
+
+
+@dataclass(frozen=True)
 class Series:
     cell: str
     workload: str

@@ -1,8 +1,9 @@
 """The bench rules: one cell's bench record against the baseline's, as draft rows.
 
 Each timing is reduced to one number per worker process (its median sample, or the phase's
-value) and tested in `stats`; memory compares medians against δ; graph breaks and recompiles
-compare exactly; statuses say FAILED, IMPROVED, NEW, MISSING or SKIPPED. Pure.
+value) and tested in `stats`; so is peak memory where its processes differ (`_memory_row`);
+graph breaks and recompiles compare exactly; statuses say FAILED, IMPROVED, NEW, MISSING or
+SKIPPED. Pure.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from stages.core.numbers import median
 from stages.core.records.schema import BenchProcess, BenchRecord, Busy, ModeTiming
 from stages.core.vocabulary import Status, Verdict
 from stages.judge import placement, portability, stats
+from stages.judge.sentinel import Slope, adjusted, machine_moved, machine_unchanged
 from stages.judge.verdicts import Draft, skipped_baseline, unusable_row
 
 COUNTED = ("graph_breaks", "recompiles")           # exact: more, or a new reason, is worse
@@ -137,80 +139,23 @@ def fresh_since_last_look(record: BenchRecord | None, workload: str, mode: str,
     return len(process_values(record, workload, mode, metric)) > seen[-1]
 
 
-SENTINELS = (("python_loop_s", "Python loop"), ("copy_32mib_s", "32 MiB copy"))
-
-
-def sentinel_values(record: BenchRecord, field: str = "python_loop_s") -> list[float]:
-    return [v for run in record.workloads.values() for p in run.processes
-            if p.status == Status.OK and p.sentinel is not None
-            and (v := getattr(p.sentinel, field)) is not None]
-
-
-def sentinel_methods(record: BenchRecord) -> set[str | None]:
-    return {p.sentinel.method for run in record.workloads.values() for p in run.processes
-            if p.status == Status.OK and p.sentinel is not None}
-
-
-def machine_unchanged(base: BenchRecord | None, now: BenchRecord, *, alpha: float,
-                      delta: float, python: str | None = None) -> str | None:
-    """None when the sentinel shows the machine as fast as the baseline's; otherwise why the
-    cell's timings cannot blame the code. Each sentinel's ratio now/base is judged by its
-    (1 - 2 alpha) interval against ±delta/2 (two one-sided tests at alpha).
-
-    Fails closed on the loop: its interval must lie within ±delta/2, so a sentinel that
-    cannot be shown steady (too few readings, too wide) voids the timings as surely as one
-    that moved. The 32 MiB copy can only veto: memory bandwidth on a shared host wanders with
-    the neighbours (8-10 % from process to process on a 2-core VM, against 2-4 % for the loop),
-    too much to be shown within ±delta/2 at any affordable number of processes, so it voids
-    the timings when its interval lies wholly beyond ±delta/2. With another Python
-    (`python`, in words) the loop times the interpreter, not the machine: the copy alone
-    decides, and then it too must be shown steady."""
-    if base is None:
-        return None
-    if sentinel_methods(base) != sentinel_methods(now):
-        return ("machine speed not shown steady: the baseline's sentinel was taken another "
-                "way (by an older torchgate); measure the baseline again beside this run "
-                "(`baseline.measure=rebuild`)")
-    limit, level = math.log1p(delta / 2), 1 - 2 * alpha
-    decides = "copy_32mib_s" if python else "python_loop_s"
-    problems, unsteady = [], False
-    for field, label in SENTINELS[1:] if python else SENTINELS:
-        s = stats.shift(sentinel_values(base, field), sentinel_values(now, field))
-        if s is None:
-            if field == decides:
-                problems.append(f"the sentinel's {label} has fewer than 2 readings on a side")
-                unsteady = True
-            continue
-        low, high = (math.log(x) for x in s.interval(2 * alpha))
-        moved = low > limit or high < -limit
-        if moved or (field == decides and not -limit <= low <= high <= limit):
-            unsteady |= not moved
-            problems.append(
-                f"the sentinel's {label} runs {s.ratio:.2f}x the baseline's time "
-                f"({level:.0%} interval {math.exp(low):.3f}-{math.exp(high):.3f}, " + (
-                    f"beyond ±{delta / 2:.1%})" if moved else
-                    f"not within ±{delta / 2:.1%}; {s.spread:.1%} spread between processes)"))
-    if not problems:
-        return None
-    head = "machine speed not shown steady" if unsteady else "machine speed changed"
-    tail = (f" ({python}: the loop times the interpreter, so the copy alone decides)"
-            if python else "")
-    return f"{head}: " + "; ".join(problems) + tail
-
-
 # ---- rows --------------------------------------------------------------------------------
 
 def bench_rows(cell: str, now: BenchRecord | None, base: BenchRecord | None, delta: Delta,
                not_comparable: str | None = None,
                busy_share: float = CompareSettings.busy_share, *,
                paired: bool = False, alpha: float = StatsSettings.alpha, python: str | None = None,
-               same_run: bool = False, allow_hardware_change: bool = False) -> list[Draft]:
+               same_run: bool = False, allow_hardware_change: bool = False,
+               slopes: dict[tuple[str, str, str], Slope] | None = None) -> list[Draft]:
     """`paired`: base is the other arm of an interleaved A/B run, measured in lock-step
     pairs with this one. A base that is another arm of this run (or, `same_run`, part of
     this run's processes) was measured at the same moment, so the sentinel (which would
     compare interpreters, not moments) is not used;
-    against a recorded baseline it must show the machine unchanged (`machine_unchanged`,
-    at `alpha`, with `python` saying how the interpreter changed, if it did). Hardware is
+    against a recorded baseline a timing whose unit has a slope on the sentinel fitted from
+    the history (`slopes`, (workload, mode, metric) -> judge.sentinel.Slope) is adjusted for
+    the machine's speed and voided only when the machine moved beyond ±δ
+    (`machine_moved`); any other must show the machine unchanged (`machine_unchanged`, at
+    `alpha`, with `python` saying how the interpreter changed, if it did). Hardware is
     judged unit by unit from the processes' own keys (judge.placement); `not_comparable`, the
     environments' hardware change, stands for records that carry none."""
     if now is None:
@@ -220,20 +165,28 @@ def bench_rows(cell: str, now: BenchRecord | None, base: BenchRecord | None, del
         return [Draft("bench", cell, "*", "*", "cell", Verdict.SKIPPED, note=now.reason or "")]
     usable = base if base is not None and base.status == Status.OK else None
     same_run = same_run or (usable is not None and now.ab is not None)
-    sentinel = None if same_run else machine_unchanged(
+    guard = None if same_run else machine_unchanged(
         usable, now, alpha=alpha, delta=delta.steady_s, python=python)
+    # Another Python: the loop times the interpreter, so it cannot stand for the machine.
+    covariate = {} if same_run or python or usable is None else (slopes or {})
+    moved = machine_moved(usable, now, alpha=alpha, delta=delta.steady_s) if covariate \
+        else None
+
+    def sentinel(workload: str, mode: str, metric: str) -> tuple[str | None, Slope | None]:
+        slope = covariate.get((workload, mode, metric))
+        return (moved, slope) if slope is not None else (guard, None)
     skipped = skipped_baseline(base, now)
     rows = [unusable_row("bench", cell, skipped)] if skipped else []
     for workload, mode in sorted(units(now) | (units(usable) if usable else set())):
         hardware = placement.unit_reason(now, usable, workload, env_reason=not_comparable,
                                          allow_change=allow_hardware_change, same_run=same_run)
-        rows.extend(_unit_rows(cell, workload, mode, now, usable, delta, hardware or sentinel,
+        rows.extend(_unit_rows(cell, workload, mode, now, usable, delta, hardware, sentinel,
                                busy_share, paired))
     return rows
 
 
 def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None, delta: Delta,
-               not_comparable, busy_share, paired) -> list[Draft]:
+               hardware, sentinel, busy_share, paired) -> list[Draft]:
     key = dict(stage="bench", cell=cell, workload=workload, mode=mode)
     in_now = (workload, mode) in units(now)
     in_base = base is not None and (workload, mode) in units(base)
@@ -263,13 +216,15 @@ def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None,
                                   note="the baseline's record has no value of it"))
             continue
         # The GPU series (cold, graph replay) are steady states too: the steady state's δ.
+        veto, slope = sentinel(workload, mode, metric)
         rows.append(_timing_row(key, metric, now, base,
                                 getattr(delta, metric, delta.steady_s),
-                                not_comparable or impossible(now, base, workload, mode, metric),
-                                busy_share, paired))
+                                hardware or veto or impossible(now, base, workload, mode,
+                                                               metric),
+                                busy_share, paired, slope))
     b, n = (process_values(r, workload, mode, "peak_bytes") for r in (base, now))
     if b and n:
-        rows.append(_ratio_rule(key, "peak_bytes", median(b), median(n), delta.peak_bytes))
+        rows.append(_memory_row(key, b, n, delta.peak_bytes))
     for metric in COUNTED:
         b, n = (process_values(r, workload, mode, metric) for r in (base, now))
         if b and n:
@@ -293,7 +248,8 @@ def _counted_row(key: dict, metric: str, base: int, now: int, reasons_now: tuple
 
 
 def _timing_row(key: dict, metric: str, now: BenchRecord, base: BenchRecord, delta: float,
-                not_comparable: str | None, busy_share: float, paired: bool) -> Draft:
+                not_comparable: str | None, busy_share: float, paired: bool,
+                slope: Slope | None = None) -> Draft:
     workload, mode = key["workload"], key["mode"]
     # Processes sampled while other programs took the CPU say nothing about the code.
     b, n = (process_values(r, workload, mode, metric, busy_share) for r in (base, now))
@@ -301,11 +257,13 @@ def _timing_row(key: dict, metric: str, now: BenchRecord, base: BenchRecord, del
     left_out = everyone - len(b) - len(n)
     shift = (stats.paired_shift(*paired_values(base, now, workload, mode, metric, busy_share))
              if paired else stats.shift(b, n))
+    shift, machine = adjusted(shift, None if paired else slope, base, now)
     row = Draft(**key, metric=metric, verdict=Verdict.INCONCLUSIVE, base=median(b),
-                now=median(n), shift=shift, delta=delta)
+                now=median(n), shift=shift, delta=delta, note=machine)
     if left_out:
-        row.note = (f"{left_out} process(es) left out: other programs and hypervisor steal "
-                    f"took more than {busy_share:.0%} of the CPU while they ran")
+        row.note = "; ".join(filter(None, [
+            f"{left_out} process(es) left out: other programs and hypervisor steal took more "
+            f"than {busy_share:.0%} of the CPU while they ran", machine]))
     if shift is None:
         row.note = "fewer than 2 processes on a side: no test" + (
             f" ({row.note})" if left_out else "")
@@ -336,8 +294,26 @@ def reasons(record: BenchRecord, workload: str, mode: str, metric: str) -> tuple
     return tuple(dict.fromkeys(found))
 
 
+def _memory_row(key: dict, base: list[float], now: list[float], delta: float) -> Draft:
+    """Peak memory, one value per process, tested as a timing is (Welch on the logs, in the
+    run's Holm family, REGRESSED only with the estimate beyond δ), not a ratio of medians
+    with no test: a peak that wanders from process to process (allocator, thread stacks,
+    a GPU's caching allocator) took the ratio of two medians of four beyond δ = 5 % for 8 %
+    of unchanged units at spreads of 2-8 %; tested, 0.07 % (tests/test_stats_memory.py).
+    Where every process of both sides agrees (se 0, as a deterministic allocation does) or a
+    side has one process, the ratio decides exactly and the row stays out of the family.
+    The record keeps the mode's peak, not its increment over the process's resident size
+    before the mode, so δ applies to the whole peak. No run-to-run variance is added against
+    a recorded baseline (judge.run): the history holds the timings only."""
+    s = stats.shift(base, now)
+    if s is None or s.se == 0:
+        return _ratio_rule(key, "peak_bytes", median(base), median(now), delta)
+    return Draft(**key, metric="peak_bytes", verdict=Verdict.INCONCLUSIVE, base=median(base),
+                 now=median(now), shift=s, delta=delta)
+
+
 def _ratio_rule(key: dict, metric: str, base: float, now: float, delta: float) -> Draft:
-    """Nearly deterministic metrics (memory): the ratio of medians against δ."""
+    """A metric every process agrees on: the ratio of medians against δ."""
     ratio = now / base if base else math.inf
     verdict = (Verdict.REGRESSED if ratio > 1 + delta else
                Verdict.IMPROVED if ratio < 1 / (1 + delta) else Verdict.EQUIVALENT)

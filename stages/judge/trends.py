@@ -9,16 +9,19 @@ travels with the point, so that a shift can be read against it.
 """
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from stages.core.config.settings import TIMED, HistorySettings
+import numpy as np
+
+from stages.core.config.settings import TIMED, Delta, HistorySettings
 from stages.core.records.dotted import get
 from stages.core.records.schema import BenchRecord, EnvRecord
 from stages.core.vocabulary import Status
-from stages.judge.changepoints import change_points
+from stages.judge.changepoints import change_points, noise
 from stages.judge.environment import hardware_key
-from stages.judge.summary import Point, Series, summarize
+from stages.judge.summary import Chance, Point, Series, summarize
 
 
 @dataclass(frozen=True)
@@ -51,10 +54,17 @@ def _usable(run: Run) -> bool:
     return run.bench.status == Status.OK and not what_if
 
 
-def series(runs: dict[str, list[Run]], settings: HistorySettings,
-           busy_share: float) -> list[Series]:
+def min_change(settings: HistorySettings, delta: Delta, metric: str) -> float:
+    """The smallest shift reported: `history.min_change`, else the metric's δ."""
+    return settings.min_change if settings.min_change is not None else \
+        getattr(delta, metric, delta.steady_s)
+
+
+def series(runs: dict[str, list[Run]], settings: HistorySettings, busy_share: float,
+           delta: Delta) -> list[Series]:
     """Every series of every cell, with its lasting shifts; `runs` are oldest first;
-    `busy_share`: compare.busy_share, which processes' timings count (judge.summary)."""
+    `busy_share`: compare.busy_share, which processes' timings count (judge.summary);
+    `delta`: stats.delta, the smallest shift reported unless `history.min_change` is set."""
     found = []
     for cell, cell_runs in runs.items():
         usable = [(i, r) for i, r in enumerate(cell_runs) if _usable(r)]
@@ -64,12 +74,12 @@ def series(runs: dict[str, list[Run]], settings: HistorySettings,
                 eras.append([])
             eras[-1].append((i, run))
         for era, era_runs in enumerate(eras):
-            found += _era_series(cell, era, era_runs, settings, busy_share)
+            found += _era_series(cell, era, era_runs, settings, busy_share, delta)
     return found
 
 
 def _era_series(cell: str, era: int, runs: list[tuple[int, Run]], settings: HistorySettings,
-                busy_share: float) -> list[Series]:
+                busy_share: float, delta: Delta) -> list[Series]:
     units: dict[tuple[str, str, str], list[Point]] = {}
     last: dict[tuple[str, str, str], tuple] = {}
     for index, run in runs:
@@ -92,5 +102,38 @@ def _era_series(cell: str, era: int, runs: list[tuple[int, Run]], settings: Hist
     hw = hardware(runs[0][1].env)
     return [Series(cell, name, mode, metric, hw, era, tuple(points), tuple(change_points(
                 [p.value for p in points], max_pvalue=settings.max_pvalue,
-                min_change=settings.min_change, min_points=settings.min_points)))
+                min_change=min_change(settings, delta, metric),
+                min_points=settings.min_points)))
             for (name, mode, metric), points in units.items()]
+
+
+def chance(found: list[Series], settings: HistorySettings, delta: Delta,
+           trials: int = 200) -> Chance | None:
+    """The page-level false-shift rate: series like the page's typical one (median length,
+    noise and autocorrelation about its found levels) simulated with nothing changed, as
+    AR(1) noise, and run through the same change-point search at each metric's
+    `min_change`; seeded, so a page is the same twice. None without a series long enough to
+    hold a shift."""
+    long = [s for s in found if len(s.points) >= 2 * settings.min_points]
+    if not long:
+        return None
+    shape = [(len(s.points), *noise([p.value for p in s.points], [x.index for x in s.shifts]))
+             for s in long]
+    runs = round(statistics.median(n for n, _, _ in shape))
+    spread = statistics.median(sd for _, sd, _ in shape)
+    rho = statistics.median(r for _, _, r in shape)
+    rng = np.random.default_rng(runs)
+    hits = 0
+    metrics = sorted({s.metric for s in long})
+    for i in range(trials):
+        z = rng.standard_normal(runs)
+        x = np.empty(runs)
+        x[0] = z[0]
+        for t in range(1, runs):
+            x[t] = rho * x[t - 1] + np.sqrt(1 - rho ** 2) * z[t]
+        metric = metrics[i % len(metrics)]
+        hits += bool(change_points(np.exp(spread * x), max_pvalue=settings.max_pvalue,
+                                   min_change=min_change(settings, delta, metric),
+                                   min_points=settings.min_points))
+    rate = hits / trials
+    return Chance(rate, rate * len(long), runs, spread, rho, trials)

@@ -1,6 +1,6 @@
 """Verdicts of a whole run: rows drafted per cell by the rules of each stage, then every tested
-row adjusted together (Benjamini-Hochberg over the run) and decided. Pure: records in, rows
-out."""
+row adjusted together (Holm's step-down over the run, family-wise) and decided. Pure: records
+in, rows out."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,7 +10,7 @@ from typing import Callable, Iterable
 
 from stages.core.records.rows import Change, Row
 from stages.core.vocabulary import VERDICTS, Verdict
-from stages.judge import stats
+from stages.judge import multiplicity, stats
 from stages.judge.moderation import Prior, RunSpread, squeeze
 
 
@@ -29,6 +29,7 @@ class Draft:
     delta: float | None = None
     note: str = ""
     run: RunSpread | None = None   # a recorded baseline's run-to-run variance
+    reference_runs: int = 1        # the recorded baseline is the mean of this many like runs
     confirmed: bool = True         # fresh processes since adaptive sampling's last look at it
 
 
@@ -71,7 +72,8 @@ def finish(drafts: list[Draft], *, alpha: float, power: float, looks: int = 1,
            has_baseline: bool = False,
            plan: Callable[[Draft], bool] = lambda draft: True) -> Comparison:
     """Moderate the tested rows' variances together, adjust their p-values together
-    (Benjamini-Hochberg over the run: the one family the gate uses), then decide.
+    (Holm's step-down over the run: the one family the gate uses; `multiplicity.holm_adjust`
+    says why not Benjamini-Hochberg), then decide.
 
     The error budget with adaptive sampling (up to `looks` looks per cell): an interim
     REGRESSED is always confirmed on a fresh batch, so a regression decided on data no look
@@ -82,7 +84,8 @@ def finish(drafts: list[Draft], *, alpha: float, power: float, looks: int = 1,
     planning figures (MDE, processes needed), which do not change a verdict."""
     tested = [d for d in drafts if d.shift is not None and d.verdict == Verdict.INCONCLUSIVE]
     priors = _moderate(tested)
-    adjusted = dict(zip(map(id, tested), stats.bh_adjust([d.shift.p_value for d in tested])))
+    adjusted = dict(zip(map(id, tested),
+                        multiplicity.holm_adjust([d.shift.p_value for d in tested])))
     rows = []
     for d in drafts:
         change = None
@@ -164,7 +167,9 @@ def _moderate(tested: list[Draft]) -> dict[str, Prior]:
             if prior is not None and side in ("now", "pair"):
                 priors[metric] = prior
     for d in tested:
-        extra = [stats.Part("run", 2 * d.run.variance, d.run.df)] if d.run is not None else []
+        # This run's offset and the reference's, the mean of `reference_runs` runs' offsets.
+        extra = [stats.Part("run", (1 + 1 / d.reference_runs) * d.run.variance, d.run.df)] \
+            if d.run is not None else []
         d.shift = stats.with_parts(d.shift.n_base, d.shift.n_now, d.shift.log_ratio,
                                    d.shift.spread, tuple(parts[id(d)] + extra), d.shift.paired)
     return priors

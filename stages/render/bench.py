@@ -1,6 +1,6 @@
 """reports/bench/<cell>.md: what one cell measured, and how it differs from the baseline.
 
-No verdicts here: a timing's verdict depends on every test of the run (Benjamini-Hochberg), so
+No verdicts here: a timing's verdict depends on every test of the run (Holm's step-down), so
 it is decided once, in compare.md, which the gate uses. Adaptive sampling's interim looks are
 shown as what they are. Pure.
 """

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from stages.core.config.settings import HistorySettings
 from stages.core.vocabulary import short
-from stages.judge.summary import KEY_METRICS, Point, Series, Shift
+from stages.judge.summary import KEY_METRICS, Chance, Point, Series, Shift
 from stages.render.markdown import markdown_table, percent, pvalue, seconds
 from stages.render.trends import THIS_RUN, image_name
 
@@ -109,9 +109,22 @@ def _hardware(s: Series) -> str:
     return ", ".join(f"{k} {v or '(none)'}" for k, v in s.hardware)
 
 
+def chance_line(odds: Chance | None, series: int) -> str:
+    """The page-level false-shift rate, in one line."""
+    if odds is None:
+        return ""
+    return (f"By chance: with nothing changed, series like these ({odds.runs} runs, "
+            f"{percent(odds.spread).lstrip('+')} spread about their levels, lag-1 "
+            f"autocorrelation {odds.rho:.2f}) showed a lasting shift in {odds.rate:.1%} of "
+            f"{odds.trials} simulated series; over the {series} series here, about "
+            f"{odds.expected:.1f} false shift(s) are to be expected.")
+
+
 def history(found: list[Series], cells: list[str], settings: HistorySettings,
-            images: tuple[str, ...] = (), folder: str = "trends") -> str:
-    """`images`: the trend pictures written beside the page (file names in `folder`)."""
+            images: tuple[str, ...] = (), folder: str = "trends",
+            odds: Chance | None = None) -> str:
+    """`images`: the trend pictures written beside the page (file names in `folder`);
+    `odds`: how many shifts chance alone would show (judge.trends.chance)."""
     lines = ["# Baseline history", "",
              f"Each cell's newest `history.runs` = {settings.runs} runs, oldest first: the "
              "committed ones (`git log reports/bench/<cell>.json`), then this run, named "
@@ -120,10 +133,15 @@ def history(found: list[Series], cells: list[str], settings: HistorySettings,
              "a new series. A lasting shift is where a series' level changed and stayed "
              f"changed for at least {settings.min_points} runs: Apache Otava's method "
              f"(E-divisive means, then a t-test at p ≤ {settings.max_pvalue:g}, Bonferroni over "
-             "the splits it was chosen from, allowing for serially correlated runs); a single "
-             "slow run is a spike, not a shift.", ""]
+             "the splits it was chosen from, allowing for serially correlated runs), no smaller "
+             "than " + (f"{settings.min_change:.1%}" if settings.min_change is not None else
+                        "the metric's δ (`stats.delta`)")
+             + "; a single slow run is a spike, not a shift.", ""]
     shifted = [s for s in found if s.shifts]
     lines += ["## Lasting shifts", ""]
+    if odds is not None:
+        lines += [chance_line(odds, sum(len(s.points) >= 2 * settings.min_points
+                                        for s in found)), ""]
     if shifted:
         lines += [shifts_table(shifted), ""]
     elif found:

@@ -56,8 +56,11 @@ def _rank(rows: list[Row]) -> int:
 
 
 def possible_slowdown(r: Row) -> bool:
+    """An undecided change whose estimate itself lies beyond +δ. An interval that merely
+    reaches beyond +δ says too little to list: every unit too noisy to decide has one,
+    changed or not, and the list named them all (issue 22)."""
     return (r.verdict == Verdict.INCONCLUSIVE and r.change is not None and r.delta is not None
-            and r.change.ci_high > 1 + r.delta)
+            and r.change.ratio > 1 + r.delta)
 
 
 def effect(rows: list[Row]) -> float:

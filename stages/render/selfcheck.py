@@ -15,7 +15,7 @@ def report(cfg, result, slowdown, splits, repeats, wall_s) -> str:
     lines = ["# torchgate self-check", "",
              f"Matrix `{cfg.matrix.name}`, {cfg.bench.processes} processes per side (measured "
              f"{2 * cfg.bench.processes} per unit), {splits} random A/A splits, "
-             f"false discovery rate {cfg.stats.alpha}, δ steady state "
+             f"family-wise error rate {cfg.stats.alpha}, δ steady state "
              f"{delta:.0%}. Wall time {wall_s:.0f} s.", "",
              f"- **False-alarm rate**: {result.false_rate:.1%} of A/A comparisons had any "
              f"REGRESSED verdict (bound: {cfg.stats.alpha:.0%}).",
@@ -36,8 +36,8 @@ def report(cfg, result, slowdown, splits, repeats, wall_s) -> str:
               f"| rule | a regression when | false alarms | detects +{slowdown:.0%} |",
               "|---|---|---|---|",
               f"| torchgate | the change of the process medians significant after "
-              f"Benjamini–Hochberg over the run (false discovery rate {cfg.stats.alpha}) and "
-              f"beyond δ {delta:.0%} | {result.steady_false_rate:.1%} | "
+              f"Holm's step-down over the run (family-wise error rate {cfg.stats.alpha}) and "
+              f"its estimate beyond δ {delta:.0%} | {result.steady_false_rate:.1%} | "
               f"{_rate(result.detect_rate)} |"]
     lines += [f"| {r.rule.name} | {r.rule.description} | {r.false_alarm:.1%} | "
               f"{_rate(r.detection)} |" for r in result.rules]

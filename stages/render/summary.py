@@ -62,7 +62,7 @@ def summary(matrix: str, compare: CompareRecord, changes: list, env_note: str | 
     else:
         lines.append("No environment change against the baseline.")
     lines += ["", "## Reports", "", f"- [compare.md](compare.md): every verdict "
-              f"({compare.tests} tested metrics, false discovery rate {compare.alpha})",
+              f"({compare.tests} tested metrics, family-wise error rate {compare.alpha})",
               "- [env/env.md](env/env.md)"]
     for cell in cells:
         lines.append(f"- `{cell}`: [bench](bench/{cell}.md), [numerics](numerics/{cell}.md)")
@@ -102,13 +102,13 @@ def gate_line(compare: CompareRecord, fail_on: tuple[str, ...]) -> str:
 
 
 def slowdowns_section(rows: list[Row]) -> list[str]:
-    """`## Possible slowdowns`: undecided timings whose interval reaches beyond +δ, the
-    largest estimate first; more processes would decide them."""
+    """`## Possible slowdowns`: undecided timings whose estimate lies beyond +δ, the
+    largest first; more processes would decide them."""
     found = sorted(filter(possible_slowdown, rows), key=lambda r: -r.change.ratio)
     if not found:
         return []
     return ["## Possible slowdowns", "",
-            "Undecided timings whose interval reaches beyond the metric's δ: not shown to be "
+            "Undecided timings whose estimate lies beyond the metric's δ: not shown to be "
             "slower, not shown to be unchanged. More worker processes (`bench.processes`) "
             "would decide them.", "",
             markdown_table([[r.cell, r.workload, r.mode, r.metric, change(r),

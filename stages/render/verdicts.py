@@ -99,14 +99,17 @@ def method(result: Comparison) -> str:
     return (f"Baseline: `reports/` at git `{result.baseline}`. Timings compare one summary per "
             f"worker process ({test}). Each unit's process variance is moderated across the "
             f"run's units of the same metric (empirical Bayes; an outlying unit keeps its own)"
-            + (f" — {moderated}" if moderated else "") + ". p-values are Benjamini-Hochberg "
-            f"adjusted over the {result.tests} tested metrics of the run (false discovery rate "
-            f"{a:g}). {budget}. REGRESSED/IMPROVED: significant and beyond the metric's minimum "
-            f"effect δ; EQUIVALENT: the interval lies within ±δ (two one-sided tests); "
-            f"INCONCLUSIVE: neither. The interval shown is the one decided on: the test's "
-            f"{100 * (1 - a):g} % for a significant change, the equivalence's otherwise. MDE: the "
-            f"slowdown that would be caught with {result.power:.0%} power. Memory compares "
-            f"medians against δ; graph breaks and recompiles compare exactly.")
+            + (f" — {moderated}" if moderated else "") + ". p-values are Holm "
+            f"adjusted (step-down) over the {result.tests} tested metrics of the run "
+            f"(family-wise error rate {a:g}). {budget}. REGRESSED/IMPROVED: significant and the "
+            f"estimate beyond the metric's minimum effect δ (δ bounds the estimate, not the "
+            f"truth: a true change a little under δ is sometimes flagged); EQUIVALENT: the "
+            f"interval lies within ±δ (two one-sided tests); INCONCLUSIVE: neither. The "
+            f"interval shown is the one decided on: the test's {100 * (1 - a):g} % for a "
+            f"significant change, the equivalence's otherwise. MDE: the "
+            f"slowdown that would be caught with {result.power:.0%} power. Peak memory is "
+            f"tested per process as a timing is (where every process agrees, its ratio "
+            f"against δ decides); graph breaks and recompiles compare exactly.")
 
 
 def _df(df: float) -> str:

@@ -250,13 +250,15 @@ def _check_stats(stats: StatsSettings) -> None:
     _at_least(stats.error_growth, "stats.error_growth", 1, inclusive=True)
     _at_least(stats.run_spread, "stats.run_spread", inclusive=True)
     _at_least(stats.history_runs, "stats.history_runs", inclusive=True)
+    _at_least(stats.reference_runs, "stats.reference_runs", 1, inclusive=True)
 
 
 def _check_history(history: HistorySettings) -> None:
     _at_least(history.runs, "history.runs", inclusive=True)
     _at_least(history.shown, "history.shown")
     _at_least(history.min_points, "history.min_points")
-    _at_least(history.min_change, "history.min_change", inclusive=True)
+    if history.min_change is not None:
+        _at_least(history.min_change, "history.min_change", inclusive=True)
     if not 0 < history.max_pvalue < 1:
         raise UserError(f"history.max_pvalue must be in (0, 1), got {history.max_pvalue}")
 

@@ -72,7 +72,8 @@ class NumericsSettings:
 
 @dataclass(frozen=True)
 class Delta:
-    """The minimum effect per metric: a smaller change is never REGRESSED or IMPROVED."""
+    """The minimum effect per metric: an estimate within ±δ is never REGRESSED or IMPROVED.
+    It bounds the estimate, not the truth: a true change a little under δ sometimes is."""
     steady_s: float = 0.05
     first_call_s: float = 0.2
     first_call_warm_s: float = 0.2
@@ -94,6 +95,9 @@ class StatsSettings:
     # enough runs of the same hardware and packages, else this prior.
     run_spread: float = 0.03
     history_runs: int = 20              # committed bench runs per cell read for that estimate
+    # Against a recorded baseline, the reference is the mean of up to this many committed
+    # runs of the same code and packages (1: the baseline's run alone).
+    reference_runs: int = 5
 
 
 @dataclass(frozen=True)
@@ -102,7 +106,8 @@ class HistorySettings:
     runs: int = 50              # committed bench runs per cell, newest first
     shown: int = 10             # points per table in history.md (the newest)
     max_pvalue: float = 0.001   # a change point's t-test, after Bonferroni over its splits
-    min_change: float = 0.0     # a smaller shift (relative) is not reported
+    # A smaller shift (relative) is not reported; None: the metric's δ (stats.delta).
+    min_change: float | None = None
     min_points: int = 3         # runs on each side of a lasting shift
 
 
