@@ -191,6 +191,9 @@ def test_a_pull_request_is_measured_beside_its_baseline_in_lock_step(project):
     compose(project / "params.yaml", ["matrix=smoke", "workload=[chain,matmul_relu]",
                                       "bench.processes=4", "bench.samples=4",
                                       "bench.adaptive_budget_s=0", "gate.fail_on=[]",
+                                      # the pairing is tested here, not the busy rule: a
+                                      # neighbour's load must not leave the pairs out
+                                      "compare.busy_share=1",
                                       f"arms.cache_dir={project / 'cache'}"],
             conf=project / "conf")
     (project / ".gitignore").write_text("__pycache__/\ncache/\n")
