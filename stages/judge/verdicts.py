@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from stages.core.records.rows import Change, Row
-from stages.core.vocabulary import VERDICTS, Verdict
+from stages.core.vocabulary import VERDICTS, UnitKey, Verdict
 from stages.judge import multiplicity, stats
 from stages.judge.moderation import Prior, RunSpread, squeeze
 
@@ -31,6 +31,10 @@ class Draft:
     run: RunSpread | None = None   # a recorded baseline's run-to-run variance
     reference_runs: int = 1        # the recorded baseline is the mean of this many like runs
     confirmed: bool = True         # fresh processes since adaptive sampling's last look at it
+
+    @property
+    def key(self) -> UnitKey:
+        return UnitKey(self.stage, self.cell, self.workload, self.mode, self.metric)
 
 
 # A committed baseline cell that cannot be used: unreadable, or SKIPPED where this run measured
@@ -134,7 +138,7 @@ def findings(rows: Iterable[Row]) -> list[Row]:
     tie); its stage names every source, and a source that decided otherwise is noted."""
     groups: dict[tuple, list[Row]] = {}
     for r in rows:
-        groups.setdefault((r.cell, r.workload, r.mode, r.metric), []).append(r)
+        groups.setdefault(dataclasses.astuple(r.key)[1:], []).append(r)   # its stage aside
     found = []
     for members in groups.values():
         if len(members) == 1:

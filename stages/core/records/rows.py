@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from stages.core.vocabulary import UnitKey
+
 
 @dataclass(frozen=True)
 class Change:
@@ -43,6 +45,10 @@ class Row:
     delta: float | None = None
     change: Change | None = None
     note: str = ""
+
+    @property
+    def key(self) -> UnitKey:
+        return UnitKey(self.stage, self.cell, self.workload, self.mode, self.metric)
 
 
 @dataclass(frozen=True)
