@@ -13,6 +13,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
+import pytest
+
 PAGE = 2          # small pages, so that a handful of comments already spans several
 
 
@@ -129,3 +131,12 @@ class GitHubStandIn:
                 self.route("PATCH")
 
         return Handler
+
+
+def one_line_error(capsys, call) -> str:
+    """The stage's exit status 2 and its one-line message, from a call that must fail."""
+    with pytest.raises(SystemExit) as exit_:
+        call()
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    return err.strip()

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from stages import comment
-from tests.github_standin import GitHubStandIn
+from tests.github_standin import GitHubStandIn, one_line_error
 
 
 @pytest.fixture
@@ -29,14 +29,6 @@ def post(tmp_path: Path, body: str, *extra: str) -> None:
     path = tmp_path / "comment.md"
     path.write_text(body)
     comment.main(["--repo", "owner/name", "--pr", "7", "--body-file", str(path), *extra])
-
-
-def one_line_error(capsys, call) -> str:
-    with pytest.raises(SystemExit) as exit_:
-        call()
-    err = capsys.readouterr().err
-    assert exit_.value.code == 2 and len(err.strip().splitlines()) == 1, err
-    return err.strip()
 
 
 def test_a_reply_that_is_not_json_is_one_line(github, tmp_path, capsys):

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from stages import comment
-from tests.github_standin import GitHubStandIn
+from tests.github_standin import GitHubStandIn, one_line_error
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -158,14 +158,6 @@ def post(tmp_path: Path, body: str, *extra: str, pr: int = 7) -> None:
     path = tmp_path / "comment.md"
     path.write_text(body)
     comment.main(["--repo", "owner/name", "--pr", str(pr), "--body-file", str(path), *extra])
-
-
-def one_line_error(capsys, call) -> str:
-    with pytest.raises(SystemExit) as exit_:
-        call()
-    err = capsys.readouterr().err
-    assert exit_.value.code == 2 and len(err.strip().splitlines()) == 1, err
-    return err.strip()
 
 
 def test_the_first_run_creates_the_comment_and_later_runs_edit_it(github, tmp_path, capsys):

@@ -11,7 +11,7 @@ from stages.core.vocabulary import Status
 from stages.launch import ray_backend
 from stages.launch.ray_backend import RayBackend, ask_cluster
 
-ADDRESS = "10.0.0.1:6379"
+ADDRESS = "127.0.0.1:6379"
 
 
 class RayError(Exception):
@@ -89,12 +89,12 @@ def never(ref, timeout):
 
 
 def test_a_head_that_died_is_one_line_where_ray_nodes_would_raise():
-    dead = FakeRay(ConnectionError("failed to connect to GCS at 10.0.0.1:6379\nretrying"), never)
+    dead = FakeRay(ConnectionError("failed to connect to GCS at 127.0.0.1:6379\nretrying"), never)
     with pytest.raises(UserError) as err:
         backend(dead).run(job(), timeout_s=5)
     assert str(err.value) == (
         f"the Ray cluster at {ADDRESS} stopped answering (ConnectionError: failed to connect "
-        "to GCS at 10.0.0.1:6379): its head may have died; restart it (`ray start --head`) "
+        "to GCS at 127.0.0.1:6379): its head may have died; restart it (`ray start --head`) "
         "and run the stage again, or set launcher.backend=local")
 
 
