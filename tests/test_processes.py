@@ -104,9 +104,11 @@ def test_a_worker_and_its_children_end_with_a_launcher_killed_outright(tmp_path,
 
 def bench_project(project: Path, pid_file: Path) -> None:
     """One workload that starts a child and hangs, in a tiny project."""
-    (project / "process_workloads.py").write_text((HERE / "process_workloads.py").read_text())
+    (project / "stages/workloads/process_workloads.py").write_text(
+        (HERE / "process_workloads.py").read_text())     # where the bench stage tracks it
     (project / "conf/workload/hangs.yaml").write_text(
-        f"hangs:\n  _target_: process_workloads.hangs_with_a_child\n  pid_file: {pid_file}\n")
+        "hangs:\n  _target_: stages.workloads.process_workloads.hangs_with_a_child\n"
+        f"  pid_file: {pid_file}\n")
     compose(project / "params.yaml", ["matrix=smoke", "workload=[hangs]", "bench.processes=2"],
             conf=project / "conf")
 
