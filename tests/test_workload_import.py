@@ -66,20 +66,22 @@ def test_a_module_that_hangs_at_import_is_given_up_after_the_time_limit(modules,
 @pytest.mark.slow
 def test_a_bench_stage_measures_the_others_and_records_each_import_failure(project):
     for name, body in MODULES.items():
-        (project / f"{name}.py").write_text(body + "\n\ndef build(**kwargs):\n    pass\n")
+        (project / "stages" / "workloads" / f"{name}.py").write_text(    # tracked by the stage
+            body + "\n\ndef build(**kwargs):\n    pass\n")
     conf = project / "conf" / "workload"
-    (conf / "exits.yaml").write_text("exits:\n  _target_: exits_at_import.build\n")
-    (conf / "hangs.yaml").write_text("hangs:\n  _target_: hangs_at_import.build\n"
+    (conf / "exits.yaml").write_text("exits:\n  _target_: stages.workloads.exits_at_import.build\n")
+    (conf / "hangs.yaml").write_text("hangs:\n  _target_: stages.workloads.hangs_at_import.build\n"
                                      "  _timeout_s_: 4\n")
     compose(project / "params.yaml", ["matrix=smoke", "workload=[matmul_relu,exits,hangs]",
-                                      "bench.processes=1", "bench.samples=3",
+                                      "bench.processes=1", "bench.cold_compile_processes=1",
+                                      "bench.samples=3",
                                       "bench.timeout_s=20", "bench.adaptive_budget_s=0"],
             conf=project / "conf")
     run = subprocess.run([sys.executable, "-m", "stages.bench", "--device", "cpu",
                           "--precision", "fp32"], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
-    assert "torchgate bench: workload hangs: importing hangs_at_import.build did not finish " \
-           "within 20 s; its processes will time out" in run.stdout
+    assert "torchgate bench: workload hangs: importing stages.workloads.hangs_at_import.build " \
+           "did not finish within 20 s; its processes will time out" in run.stdout
     bench = json.loads((project / "reports/bench/cpu-fp32.json").read_text())
     first = {name: w["processes"][0] for name, w in bench["workloads"].items()}
     assert first["matmul_relu"]["modes"]["eager"]["status"] == "OK"
