@@ -69,7 +69,8 @@ def test_a_bench_stage_measures_the_others_and_records_each_import_failure(proje
         (project / "stages" / "workloads" / f"{name}.py").write_text(    # tracked by the stage
             body + "\n\ndef build(**kwargs):\n    pass\n")
     conf = project / "conf" / "workload"
-    (conf / "exits.yaml").write_text("exits:\n  _target_: stages.workloads.exits_at_import.build\n")
+    (conf / "exits.yaml").write_text(
+        "exits:\n  _target_: stages.workloads.exits_at_import.build\n")
     (conf / "hangs.yaml").write_text("hangs:\n  _target_: stages.workloads.hangs_at_import.build\n"
                                      "  _timeout_s_: 4\n")
     compose(project / "params.yaml", ["matrix=smoke", "workload=[matmul_relu,exits,hangs]",
