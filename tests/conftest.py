@@ -88,3 +88,14 @@ def commit_baseline_from_another_cpu(project: Path) -> None:
     git("commit", "-qam", "baseline from another machine", cwd=project)
     for path, text in real.items():
         path.write_text(text)
+
+
+@pytest.fixture
+def github(monkeypatch):
+    """A local stand-in of GitHub's API, and the environment that points the poster at it."""
+    from tests.github_standin import GitHubStandIn
+
+    with GitHubStandIn() as hub:
+        monkeypatch.setenv("GITHUB_API_URL", hub.url)
+        monkeypatch.setenv("GITHUB_TOKEN", "t0ken")
+        yield hub

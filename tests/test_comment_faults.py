@@ -11,14 +11,6 @@ from tests.github_standin import GitHubStandIn, one_line_error
 
 
 @pytest.fixture
-def github(monkeypatch):
-    with GitHubStandIn() as hub:
-        monkeypatch.setenv("GITHUB_API_URL", hub.url)
-        monkeypatch.setenv("GITHUB_TOKEN", "t0ken")
-        yield hub
-
-
-@pytest.fixture
 def elsewhere():
     """Another host (another port of 127.0.0.1: another origin), which must see no token."""
     with GitHubStandIn() as hub:

@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
 
 from stages import comment
@@ -146,12 +145,6 @@ def test_the_readme_shows_the_workflows_commands_for_local_use():
 # ---- stages.comment against the stand-in ------------------------------------------------
 
 
-@pytest.fixture
-def github(monkeypatch):
-    with GitHubStandIn() as hub:
-        monkeypatch.setenv("GITHUB_API_URL", hub.url)
-        monkeypatch.setenv("GITHUB_TOKEN", "t0ken")
-        yield hub
 
 
 def post(tmp_path: Path, body: str, *extra: str, pr: int = 7) -> None:

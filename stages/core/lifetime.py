@@ -31,6 +31,17 @@ PR_SET_PDEATHSIG = 1
 _pipe: tuple[int, int, int] | None = None    # (read fd, write fd, the pid that made it)
 
 
+def killed_by(code: int) -> str | None:
+    """"killed by signal SIGKILL" for a negative return code (a process ended by a signal);
+    None for a process that exited by itself."""
+    if code >= 0:
+        return None
+    try:
+        return f"killed by signal {signal.Signals(-code).name}"
+    except ValueError:
+        return f"killed by signal {-code}"
+
+
 def parent_death_signal(signum: int) -> bool:
     """Ask Linux to send `signum` to this process when its parent ends (strictly: when the
     parent's thread that started it ends; launchers wait for their workers in that thread).

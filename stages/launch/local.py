@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from stages.core import lifetime, scratch
+from stages.core.lifetime import killed_by
 from stages.core.records.job import Job
 from stages.core.typed import to_data
 from stages.core.vocabulary import Status
@@ -39,12 +40,7 @@ def _tail(path: Path, lines: int = 8) -> str:
 
 
 def _describe_exit(code: int) -> str:
-    if code < 0:
-        try:
-            return f"killed by signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exited with status {code} before writing its result"
+    return killed_by(code) or f"exited with status {code} before writing its result"
 
 
 class _Worker:

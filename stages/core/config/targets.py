@@ -102,12 +102,7 @@ def signatures(targets: list[str], limit_s: float) -> dict[str, dict]:
 
 
 def _status(code: int) -> str:
-    if code < 0:
-        try:
-            return f"killed by signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit status {code}"
+    return lifetime.killed_by(code) or f"exit status {code}"
 
 
 def check_workloads(specs: Iterable[WorkloadSpec], limit_s: float) -> list[str]:
