@@ -45,7 +45,8 @@ def main(argv: list[str] | None = None) -> None:
         cfg, cell, out = cli.cell_stage("bench", __doc__, argv)
         arms = plan(cfg, log=say)
         say(arms.note)
-        inputs = load_run(cfg.baseline.rev, [cell.name], ("bench",), current=False)
+        inputs = load_run(cfg.baseline.rev, [cell.name], ("bench",), reports=cfg.reports,
+                          current=False)
 
         def judged(record):
             return compare_run(cfg, with_record(inputs, "bench", cell.name, record))
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> None:
                 arms=arms.arms, note=arms.note, rebuilt=arms.rebuilt, unchanged=arms.unchanged,
                 run=where.run, run_pair=where.run_pair, capture=where.capture_env)
         write_record(out / f"{cell.name}.json", record)
-        here = load_env_pair(cfg.baseline.rev)[0]
+        here = load_env_pair(cfg.baseline.rev, cfg.reports)[0]
         summary = summarize(cell.name, record, cell.device.price_per_hour,
                             cfg.compare.busy_share)
         write_text(out / f"{cell.name}.md", page.page(summary, judged(record), candidate_env(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stages.core import cli, config
+from stages.core import cli
 from stages.core.baseline import load_env_pair, load_run
 from stages.core.errors import one_line_errors
 from stages.core.records import write_record, write_text
@@ -54,7 +54,7 @@ def env_page(rev: str, reports: Path) -> str:
 def main(argv: list[str] | None = None) -> None:
     args = cli.run_stage("compare", __doc__, argv)
     with one_line_errors("compare"):
-        cfg = config.load(args.params)
+        cfg = cli.load(args)
         inputs = load_run(cfg.baseline.rev, [c.name for c in cfg.cells()], reports=args.reports)
         result = compare_run(cfg, inputs)
         write_record(args.reports / "compare.json", CompareRecord(

@@ -7,16 +7,19 @@ Uses DVC's own composition, so the result equals what `dvc exp run -S ...` write
 """
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
 
+from stages.core import machine
 from stages.core.errors import UserError, one_line_errors
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 
 
-def compose(output: Path, overrides: list[str], conf: Path = CONF) -> None:
+def compose(output: Path, overrides: list[str], conf: Path = CONF) -> str:
+    """Write params.yaml; return the machine it names."""
     from dvc.utils.hydra import compose_and_dump
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
@@ -31,14 +34,33 @@ def compose(output: Path, overrides: list[str], conf: Path = CONF) -> None:
             head = head.rstrip(".") + ". Valid options: " + ", ".join(sorted(p.stem for p in group.glob("*.yaml")))
             head += "."
         raise UserError(head) from None
+    return name_machine(output)
+
+
+def name_machine(path: Path) -> str:
+    """Fill in a machine name that neither the config nor TORCHGATE_MACHINE gave: derived
+    from this hardware (core.machine). The name selects reports/<name>/ in dvc.yaml, so it
+    must be in params.yaml before `dvc repro` reads it."""
+    import yaml
+    params = yaml.safe_load(path.read_text(encoding="utf-8"))
+    section = params.setdefault("machine", {}) or {}
+    if not section.get("name"):          # null, or an empty TORCHGATE_MACHINE
+        section.update(name=machine.unnamed(), derived=not os.environ.get(machine.ENV_VAR))
+        params["machine"] = section
+        path.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    why = machine.check_name(section["name"])
+    if why:
+        raise UserError(why)
+    return section["name"]
 
 
 def main(argv: list[str] | None = None) -> None:
     with one_line_errors("compose"):
         overrides = sys.argv[1:] if argv is None else argv
-        compose(Path("params.yaml"), overrides)
+        name = compose(Path("params.yaml"), overrides)
         print("torchgate compose: wrote params.yaml" + (f" ({' '.join(overrides)})"
-                                                        if overrides else ""))
+                                                        if overrides else "")
+              + f"; reports go to reports/{name}/")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
     python -m stages.env
 
-reports/env/env.json holds stable fields only (measure.probe), so an unchanged environment
+reports/<machine>/env/env.json holds stable fields only (measure.probe), so an unchanged environment
 rewrites it byte-identical and `dvc repro` skips everything downstream. The environment is not
 a file DVC can hash, so this stage runs on every `dvc repro` (`always_changed`, in
 reports/env/dvc.yaml); it must cost next to nothing when nothing changed. When the fingerprint
@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 
+from stages.core import machine
 from stages.core.errors import UserError, one_line_errors
 from stages.measure.fingerprint import fingerprint
 
@@ -78,14 +79,34 @@ def _capture(json_path: str, print_: dict) -> str:
     return f"captured: {len(changed)} field(s) changed since the last capture ({shown})"
 
 
+def check_machine(name: str, derived: bool) -> None:
+    """Stop before anything is written when params.yaml names a machine this is not: another
+    machine's reports would take this one's numbers."""
+    why = machine.check_name(None if name in ("None", "null") else name)
+    if why:
+        raise UserError(why)
+    declared = os.environ.get(machine.ENV_VAR)
+    if declared and declared != name:
+        raise UserError(f"{machine.ENV_VAR}={declared} but params.yaml names machine {name!r}: "
+                        "run `python -m stages.compose` to compose params.yaml for this machine")
+    if derived and not declared and name != machine.derived_name():
+        raise UserError(f"params.yaml names machine {name!r}, composed on other hardware (this "
+                        f"is {machine.derived_name()!r}): run `python -m stages.compose` here, "
+                        f"or name this machine with {machine.ENV_VAR}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m stages.env",
                                      description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=os.path.join("reports", "env"),
-                        help="folder for env.json")
+    parser.add_argument("--machine", required=True, help="machine.name from params.yaml")
+    parser.add_argument("--derived", default="false",
+                        help="machine.derived: the name was derived from the hardware")
+    parser.add_argument("--out", help="folder for env.json (default reports/<machine>/env)")
     args = parser.parse_args(argv)
-    json_path = os.path.join(args.out, "env.json")   # os.path: pathlib costs 3 ms to import
     with one_line_errors("env"):
+        check_machine(args.machine, args.derived.lower() == "true")
+        out = args.out or os.path.join(machine.REPORTS.name, args.machine, "env")
+        json_path = os.path.join(out, "env.json")   # os.path: pathlib costs 3 ms to import
         print_ = fingerprint()
         if recorded(json_path, print_) is not None:
             print(f"torchgate env: {json_path} stands (the environment's fingerprint is "

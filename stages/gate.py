@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from stages.core import cli, config
+from stages.core import cli
 from stages.core.errors import one_line_errors
 from stages.core.records import load_record
 from stages.core.records.rows import CompareRecord
@@ -21,7 +21,7 @@ from stages.judge.gate import gate_checked, gate_failures
 def main(argv: list[str] | None = None) -> None:
     args = cli.run_stage("gate", __doc__, argv)
     with one_line_errors("gate"):
-        cfg = config.load(args.params)
+        cfg = cli.load(args)
         compare = load_record(args.reports / "compare.json", CompareRecord)
         failures = gate_failures(compare, cfg.gate.fail_on)
         for reason in failures:

@@ -16,7 +16,7 @@ rebase) show on the next run, or now with `dvc repro -s -f history` (this stage 
 """
 from __future__ import annotations
 
-from stages.core import cli, config
+from stages.core import cli
 from stages.core.baseline import git, load_timeline
 from stages.core.errors import one_line_errors
 from stages.core.records import replace_pictures, write_text
@@ -29,7 +29,7 @@ from stages.render.trends import trend_images
 def main(argv: list[str] | None = None) -> None:
     args = cli.run_stage("history", __doc__, argv)
     with one_line_errors("history"):
-        cfg = config.load(args.params)
+        cfg = cli.load(args)
         cells = [c.name for c in cfg.cells()]
         head = git.resolve_rev("HEAD")
         skipped: list[str] = []

@@ -54,6 +54,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"torchgate numerics: {cell.name} skipped: {record.reason}")
         write_record(out / f"{cell.name}.json", record)
         result = compare_run(cfg, load_run(cfg.baseline.rev, [cell.name], ("numerics",),
+                                           reports=cfg.reports,
                                            given={("numerics", cell.name): record}))
         write_text(out / f"{cell.name}.md", page.page(record, result))
         print(f"torchgate numerics: wrote {out / cell.name}.json and .md")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stages.core import cli, config
+from stages.core import cli
 from stages.core.baseline import load_current, load_env_pair, load_run
 from stages.core.errors import one_line_errors
 from stages.core.records import dumps, load_record, replace_pictures, write_text
@@ -25,7 +25,7 @@ from stages.render.sweeps import sweep_pictures, sweeps_section
 def main(argv: list[str] | None = None) -> None:
     args = cli.run_stage("report", __doc__, argv)
     with one_line_errors("report"):
-        cfg = config.load(args.params)
+        cfg = cli.load(args)
         compare = load_record(args.reports / "compare.json", CompareRecord)
         bench, numerics, prices = {}, {}, {}
         for cell in cfg.cells():

@@ -24,7 +24,7 @@ from pathlib import Path
 from stages.core import config
 from stages.core.errors import one_line_errors
 from stages.core.records import write_text
-from stages.core.vocabulary import REPORTS, Status, Verdict
+from stages.core.vocabulary import Status, Verdict
 from stages.judge.selfcheck import check, split, verdicts
 from stages.launch.cells import measure_bench
 from stages.render.progress import bench_line
@@ -41,10 +41,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--splits", type=int, default=200)
     parser.add_argument("--slowdown", type=float, default=0.10)
     parser.add_argument("--repeat", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=REPORTS / "selfcheck.md")
+    parser.add_argument("--out", type=Path, help="default reports/<machine>/selfcheck.md")
     args = parser.parse_args(argv)
     with one_line_errors("selfcheck"):
         cfg = config.load(args.params)
+        args.out = args.out or cfg.reports / "selfcheck.md"
         started = time.perf_counter()
         once = dataclasses.replace(cfg, bench=dataclasses.replace(cfg.bench,
                                                                   adaptive_budget_s=0.0))

@@ -8,6 +8,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV_DVC_YAML = "reports/env/dvc.yaml"     # the env stage, with a lock file of its own
+MACHINE = "test-box"                      # every test's machine (TORCHGATE_MACHINE)
+REPORTS = Path("reports") / MACHINE       # its reports, relative to a project
+
+
+@pytest.fixture(autouse=True)
+def machine_name(monkeypatch):
+    """Every test runs as machine MACHINE, whatever hardware runs the suite; a test of the
+    derived name removes the variable."""
+    monkeypatch.setenv("TORCHGATE_MACHINE", MACHINE)
 
 
 def pytest_collection_modifyitems(config, items):

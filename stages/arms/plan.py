@@ -34,7 +34,7 @@ from stages.core.config.targets import module_paths
 from stages.core.errors import UserError
 from stages.core.records.job import NOW_ARM, Arm
 from stages.core.records.schema import EnvRecord
-from stages.core.vocabulary import ENV_JSON, short
+from stages.core.vocabulary import short
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ def _candidate(cfg: Config, log, root: Path) -> Plan:
     cache = cache_root(cfg)
     python, spec = cfg.candidate.python, None
     if cfg.candidate.pip:
-        here = load_current(root / ENV_JSON, EnvRecord)
+        here = load_current(root / cfg.reports / "env" / "env.json", EnvRecord)
         if here is None or not here.env.get("distributions"):
             raise UserError("candidate.pip builds on this environment's package set, recorded by "
                             "the env stage; run `python -m stages.env` (or dvc repro) first")
@@ -103,7 +103,7 @@ def _rebuilt_baseline(cfg: Config, log, root: Path) -> Plan:
     commit = git.resolve_rev(cfg.baseline.rev, root)
     if commit is None:
         return Plan((NOW_ARM,), "No baseline yet: this run's numbers are recorded for the next.")
-    env_path = ENV_JSON
+    env_path = cfg.reports / "env" / "env.json"
     base_env = load_baseline(commit, env_path, EnvRecord, root)
     if base_env is None:
         return Plan((NOW_ARM,), f"No baseline at {cfg.baseline.rev} yet: this run's numbers are "
@@ -192,7 +192,7 @@ def _python_version(env: EnvRecord, whose: str) -> str:
     if not isinstance(version, str) or not version:
         raise UserError(f"{whose} env.json lists its packages but not its Python version (no "
                         "python section): rerun the env stage there (`python -m stages.env`) "
-                        "and commit reports/env/env.json")
+                        "and commit reports/<machine>/env/env.json")
     return version
 
 

@@ -8,7 +8,6 @@ from pathlib import Path
 from stages.core import config
 from stages.core.baseline import git
 from stages.core.config.targets import check_tracked, check_workloads
-from stages.core.vocabulary import REPORTS
 
 
 def cell_stage(kind: str, doc: str, argv: list[str] | None):
@@ -19,9 +18,10 @@ def cell_stage(kind: str, doc: str, argv: list[str] | None):
     parser.add_argument("--device", required=True)
     parser.add_argument("--precision", required=True)
     parser.add_argument("--params", default="params.yaml")
-    parser.add_argument("--out", type=Path, default=REPORTS / kind)
+    parser.add_argument("--out", type=Path, help=f"default reports/<machine>/{kind}")
     args = parser.parse_args(argv)
     cfg = config.load(args.params)
+    args.out = args.out or cfg.reports / kind
     cell = cfg.cell(args.device, args.precision)
     git.resolve_rev(cfg.baseline.rev)
     default = cfg.bench.timeout_s if kind == "bench" else cfg.numerics.timeout_s
@@ -36,5 +36,12 @@ def cell_stage(kind: str, doc: str, argv: list[str] | None):
 def run_stage(kind: str, doc: str, argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog=f"python -m stages.{kind}", description=doc)
     parser.add_argument("--params", default="params.yaml")
-    parser.add_argument("--reports", type=Path, default=REPORTS)
+    parser.add_argument("--reports", type=Path, help="default reports/<machine>")
     return parser.parse_args(argv)
+
+
+def load(args: argparse.Namespace) -> config.Config:
+    """A whole-run stage's config; its reports are this machine's unless --reports says."""
+    cfg = config.load(args.params)
+    args.reports = args.reports or cfg.reports
+    return cfg

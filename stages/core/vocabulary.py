@@ -86,7 +86,6 @@ FRESH = "fresh process"     # the unit that reruns a cell's workloads (determini
 
 # Where the reports live, relative to the project's root (and inside any revision of it).
 REPORTS = Path("reports")
-ENV_JSON = REPORTS / "env" / "env.json"
 SHORT_COMMIT = 10           # characters of a commit id shown to people
 
 

@@ -105,7 +105,7 @@ def compare_run(cfg: Config, inputs: RunInputs) -> Comparison:
         elif now is not None:
             from_git += 1
             if inputs.commit is not None and base is None and not unreadable:
-                missing.append(f"{REPORTS}/{stage}/{cell}.json")
+                missing.append(f"{stage}/{cell}.json")
         if stage == "bench":
             if now is not None and now.arms_note:
                 notes.insert(0, now.arms_note)

@@ -1,6 +1,6 @@
 """This run's records and the baseline's: the one place that reads reports for a comparison.
 
-The baseline is `reports/` as committed at `baseline.rev` (read from git, relative to the
+The baseline is this machine's `reports/<machine>/` as committed at `baseline.rev` (read from git, relative to the
 project folder, which may be a subdirectory of the repository), or, in A/B mode, the other
 arm that this run's record carries. An unreadable baseline environment is a note: the
 comparison goes on without it and says why. An unreadable baseline record of a cell is
@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from stages.core import machine
 from stages.core.baseline import git
 from stages.core.errors import UserError
 from stages.core.records import load_record, parse_record
@@ -23,9 +24,13 @@ KINDS = {"bench": BenchRecord, "numerics": NumericsRecord}
 
 
 def load_baseline(commit: str | None, path: Path, cls: type, root: Path = Path(".")) -> Any:
-    """The record committed at `path` (relative to the project folder `root`), None if
-    absent there; UserError if unreadable."""
+    """The record committed at `path` (relative to the project folder `root`), or where it lay
+    before reports were kept per machine (core.machine.legacy); None if absent there;
+    UserError if unreadable."""
     text = git.read_file(commit, Path(path).as_posix(), root)
+    if text is None and machine.legacy(path) is not None:
+        path = machine.legacy(path)
+        text = git.read_file(commit, path.as_posix(), root)
     if text is None:
         return None
     return parse_record(text, cls, f"baseline {Path(path).as_posix()} at {commit[:10]}")
@@ -44,7 +49,7 @@ def _baseline_or_note(commit, path: Path, cls, notes: list[str], root: Path) -> 
 
 
 def load_run(rev: str, cells: list[str], stages: tuple[str, ...] = ("bench", "numerics"),
-             given: dict | None = None, reports: Path = REPORTS, root: Path = Path("."),
+             given: dict | None = None, *, reports: Path, root: Path = Path("."),
              current: bool = True, history_runs: int = 0) -> RunInputs:
     """Read the named cells of the named stages; `given` maps (stage, cell) to a record not
     yet on disk (a stage renders its own diff before writing); current=False reads only the
@@ -72,6 +77,11 @@ def load_run(rev: str, cells: list[str], stages: tuple[str, ...] = ("bench", "nu
     if "bench" in stages and any(not p.ab for (s, _), p in found.pairs.items() if s == "bench"):
         found.history = load_history(commit, cells, history_runs, root, reports, found.notes)
     return found
+
+
+def _with_legacy(path: Path) -> list[Path]:
+    """A report's path, and where it lay before reports were kept per machine."""
+    return [path, *filter(None, [machine.legacy(path)])]
 
 
 def shallow_note(notes: list[str] | None, commit: str | None, runs: int, root: Path) -> None:
@@ -102,7 +112,7 @@ def load_history(commit: str | None, cells: list[str], runs: int, root: Path = P
     shallow_note(notes, commit, runs, root)
     for cell in cells:
         path = reports / "bench" / f"{cell}.json"
-        for past in git.commits_touching(commit, path.as_posix(), runs, root):
+        for past in git.commits_touching(commit, _with_legacy(path), runs, root):
             try:
                 bench = load_baseline(past, path, BenchRecord, root)
                 env = load_baseline(past, env_path, EnvRecord, root)
@@ -138,7 +148,7 @@ def load_timeline(commit: str | None, cells: list[str], runs: int, root: Path = 
 
     for cell in cells:
         path = reports / "bench" / f"{cell}.json"
-        committed = git.log_touching(commit, path.as_posix(), runs, root)   # newest first
+        committed = git.log_touching(commit, _with_legacy(path), runs, root)   # newest first
         this = None
         if path.exists():
             try:
@@ -163,7 +173,7 @@ def load_timeline(commit: str | None, cells: list[str], runs: int, root: Path = 
     return found
 
 
-def load_env_pair(rev: str, reports: Path = REPORTS,
+def load_env_pair(rev: str, reports: Path,
                   root: Path = Path(".")) -> tuple[EnvRecord | None, EnvRecord | None, str | None]:
     """(this run's environment, the baseline's, why the baseline's could not be read)."""
     path = reports / "env" / "env.json"

@@ -110,24 +110,27 @@ def read_file(commit: str | None, path: str, root: Path = Path(".")) -> str | No
     return shown.stdout if shown.returncode == 0 else None
 
 
-def commits_touching(commit: str | None, path: str, limit: int,
+def _paths(path: str | Path | list) -> list[str]:
+    return [Path(p).as_posix() for p in (path if isinstance(path, list) else [path])]
+
+
+def commits_touching(commit: str | None, path: str | Path | list, limit: int,
                      root: Path = Path(".")) -> list[str]:
-    """The newest `limit` commits up to `commit` that changed `path` (relative to `root`),
-    newest first: the committed runs of one report file."""
+    """The newest `limit` commits up to `commit` that changed `path` (relative to `root`; or
+    any of a list of paths), newest first: the committed runs of one report file."""
     if commit is None or limit <= 0:
         return []
-    found = _git("log", "--format=%H", f"-n{limit}", commit, "--", Path(path).as_posix(),
-                 root=root)
+    found = _git("log", "--format=%H", f"-n{limit}", commit, "--", *_paths(path), root=root)
     return found.stdout.split() if found.returncode == 0 else []
 
 
-def log_touching(commit: str | None, path: str, limit: int,
+def log_touching(commit: str | None, path: str | Path | list, limit: int,
                  root: Path = Path(".")) -> list[tuple[str, str]]:
     """commits_touching with each commit's date (committer's, ISO 8601), newest first."""
     if commit is None or limit <= 0:
         return []
-    found = _git("log", "--format=%H %cI", f"-n{limit}", commit, "--",
-                 Path(path).as_posix(), root=root)
+    found = _git("log", "--format=%H %cI", f"-n{limit}", commit, "--", *_paths(path),
+                 root=root)
     if found.returncode != 0:
         return []
     return [tuple(line.split(" ", 1)) for line in found.stdout.splitlines() if " " in line]

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stages.core import machine
 from stages.core.config.gpu import CudaTiming, check_timing
 from stages.core.config.launcher import Launcher, Placement
 from stages.core.config.settings import (
@@ -30,6 +31,7 @@ from stages.core.config.settings import (
     CompareSettings,
     Gate,
     HistorySettings,
+    MachineSettings,
     Matrix,
     NumericsSettings,
     Recommend,
@@ -102,6 +104,17 @@ class Config:
     recommend: Recommend = field(default_factory=Recommend)
     sweep: dict[str, Any] = field(default_factory=dict)   # parameter -> values (core.sweeps)
     launcher: Launcher = field(default_factory=Launcher)
+    machine: MachineSettings = field(default_factory=MachineSettings)
+
+    @property
+    def reports(self) -> Path:
+        """This machine's folder of reports (core.machine). A config that names no machine (one
+        built in code; params.yaml always names one) is this machine's, as compose names it."""
+        name = self.machine.name or machine.unnamed()
+        why = machine.check_name(name)
+        if why:
+            raise UserError(why)
+        return machine.reports_of(name)
 
     @property
     def modes(self) -> tuple[str, ...]:
@@ -122,7 +135,8 @@ class Config:
 SECTIONS = {"bench": BenchSettings, "numerics": NumericsSettings, "stats": StatsSettings,
             "baseline": Baseline, "candidate": Candidate, "compare": CompareSettings,
             "gate": Gate, "matrix": Matrix, "cells": Cells, "arms": Arms,
-            "history": HistorySettings, "recommend": Recommend, "launcher": Launcher}
+            "history": HistorySettings, "recommend": Recommend, "launcher": Launcher,
+            "machine": MachineSettings}
 GROUPS = ("device", "precision", "workload")
 TOP_LEVEL = tuple(sorted((*SECTIONS, *GROUPS, "sweep")))
 RESERVED = ("_target_", "_timeout_s_", "_latency_", "_dynamic_")

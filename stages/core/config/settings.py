@@ -129,6 +129,13 @@ INSTALLERS = ("auto", "uv", "pip")
 
 
 @dataclass(frozen=True)
+class MachineSettings:
+    """The machine this run's reports belong to: reports/<name>/ (core.machine)."""
+    name: str | None = None
+    derived: bool = False       # the name was derived from this hardware (stages.compose)
+
+
+@dataclass(frozen=True)
 class Baseline:
     rev: str = "HEAD"
     # auto: measure the baseline again beside this run, in lock-step, when its packages or
