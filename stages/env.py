@@ -98,12 +98,14 @@ def check_machine(name: str, derived: bool) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m stages.env",
                                      description=__doc__.splitlines()[0])
-    parser.add_argument("--machine", required=True, help="machine.name from params.yaml")
+    parser.add_argument("--machine", help="machine.name from params.yaml (default: "
+                        "TORCHGATE_MACHINE, else the name derived from this hardware)")
     parser.add_argument("--derived", default="false",
                         help="machine.derived: the name was derived from the hardware")
     parser.add_argument("--out", help="folder for env.json (default reports/<machine>/env)")
     args = parser.parse_args(argv)
     with one_line_errors("env"):
+        args.machine = args.machine or machine.unnamed()
         check_machine(args.machine, args.derived.lower() == "true")
         out = args.out or os.path.join(machine.REPORTS.name, args.machine, "env")
         json_path = os.path.join(out, "env.json")   # os.path: pathlib costs 3 ms to import

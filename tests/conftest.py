@@ -87,10 +87,10 @@ def commit_baseline_from_another_cpu(project: Path) -> None:
     """Commit the current reports as a baseline measured on another CPU model (the
     environment's and every bench process's), and leave the workspace's files as this
     machine's."""
-    edits = {project / "reports/env/env.json":
+    edits = {project / "reports/test-box/env/env.json":
              lambda d: {**d, "env": {**d["env"], "hardware": {**d["env"]["hardware"],
                                                                "cpu_model": OTHER_CPU}}}}
-    edits.update({path: _on_another_cpu for path in (project / "reports/bench").glob("*.json")})
+    edits.update({path: _on_another_cpu for path in (project / "reports/test-box/bench").glob("*.json")})
     real = {path: path.read_text() for path in edits}
     for path, edit in edits.items():
         path.write_text(json.dumps(edit(json.loads(real[path]))))

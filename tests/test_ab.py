@@ -25,23 +25,23 @@ def test_ab_mode_compares_two_environments_without_a_commit(project, tmp_path):
                  ["stages.compare"]):
         run = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True)
         assert run.returncode == 0, run.stderr
-    record = json.loads((project / "reports/bench/cpu-fp32.json").read_text())
+    record = json.loads((project / "reports/test-box/bench/cpu-fp32.json").read_text())
     base_procs = record["ab"]["baseline"]["workloads"]["matmul_relu"]["processes"]
     cand_procs = record["workloads"]["matmul_relu"]["processes"]
     assert len(base_procs) == len(cand_procs) == 2
     assert record["ab"]["candidate"]["python"] == str(python_b)
     assert record["env_candidate"]["python"]["version"]         # the candidate's environment
-    compare = (project / "reports/compare.md").read_text()
+    compare = (project / "reports/test-box/compare.md").read_text()
     assert f"candidate `{python_b}`" in compare and f"baseline `{sys.executable}`" in compare
     assert "No baseline yet" not in compare                   # A/B needs no commit
-    rows = json.loads((project / "reports/compare.json").read_text())["rows"]
+    rows = json.loads((project / "reports/test-box/compare.json").read_text())["rows"]
     steady = next(r for r in rows if r["metric"] == "steady_s")
     assert steady["verdict"] in ("EQUIVALENT", "INCONCLUSIVE")  # same code, same torch
     # The arms ran in lock-step pairs and are tested pair by pair.
     assert record["ab"]["interleaved"] and steady["change"]["test"] == "paired t"
     assert [p["round"] for p in base_procs] == [p["round"] for p in cand_procs] == [0, 1]
     assert "lock-step pairs" in compare
-    md = (project / "reports/bench/cpu-fp32.md").read_text()
+    md = (project / "reports/test-box/bench/cpu-fp32.md").read_text()
     assert "A/B environments" in md
 
 

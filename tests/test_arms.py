@@ -49,7 +49,7 @@ def repo(tmp_path, monkeypatch):
     (root / "stages" / "workloads" / "tagged.py").write_text(WORKLOAD.format(items=1))
     (root / "params.yaml").write_text(json.dumps(raw(cache=str(tmp_path / "cache"))))
     env = {"python": {"version": "3.11.7"}, "distributions": {"torch": "2.13.0+cpu"}}
-    write_record(root / "reports" / "env" / "env.json", EnvRecord(env))
+    write_record(root / "reports" / "test-box" / "env" / "env.json", EnvRecord(env))
     commit_all(root, "baseline")
     monkeypatch.chdir(root)
     return root
@@ -108,7 +108,7 @@ def test_the_other_arm_runs_its_revisions_workload_with_this_harness(repo):
 
 
 def test_a_baseline_that_cannot_be_rebuilt_says_why(repo):
-    write_record(repo / "reports" / "env" / "env.json",
+    write_record(repo / "reports" / "test-box" / "env" / "env.json",
                  EnvRecord({"python": {"version": "3.11.7"}}))
     commit_all(repo, "an env.json without its package list")
     (repo / "stages" / "workloads" / "tagged.py").write_text(WORKLOAD.format(items=2))
@@ -121,14 +121,14 @@ def test_a_baseline_that_cannot_be_rebuilt_says_why(repo):
 
 
 def test_a_baseline_revision_without_an_environment_is_the_first_run(repo):
-    (repo / "reports" / "env" / "env.json").unlink()
+    (repo / "reports" / "test-box" / "env" / "env.json").unlink()
     commit_all(repo, "no env.json yet")
     found = plan(cfg_of(repo))
     assert found.arms == (Arm("now"),) and "No baseline at HEAD yet" in found.note
 
 
 def test_a_run_whose_environment_is_not_recorded_says_what_to_run(repo):
-    (repo / "reports" / "env" / "env.json").unlink()
+    (repo / "reports" / "test-box" / "env" / "env.json").unlink()
     assert "not recorded by the env stage" in plan(cfg_of(repo)).note
     with pytest.raises(UserError, match=r"run `python -m stages.env` \(or dvc repro\) first"):
         plan(cfg_of(repo, measure="rebuild"))
@@ -235,7 +235,7 @@ def test_a_requirement_no_index_serves_is_one_line(repo, tmp_path):
     data["candidate"] = {"pip": ["torch==0.0.1"]}
     here = {"python": {"version": ".".join(map(str, sys.version_info[:3]))},
             "distributions": {"tabulate": metadata.version("tabulate")}}
-    write_record(repo / "reports" / "env" / "env.json", EnvRecord(here))
+    write_record(repo / "reports" / "test-box" / "env" / "env.json", EnvRecord(here))
     with pytest.raises(UserError) as err:
         plan(config.parse(data))
     message = str(err.value)
@@ -276,10 +276,10 @@ def test_a_committed_link_out_of_the_project_falls_back_to_the_recorded_numbers(
 
 
 def test_a_baseline_env_without_a_python_section_is_one_line(repo):
-    write_record(repo / "reports" / "env" / "env.json",
+    write_record(repo / "reports" / "test-box" / "env" / "env.json",
                  EnvRecord({"distributions": {"torch": "2.12.0+cpu"}}))
     commit_all(repo, "an env.json without its python section")
-    write_record(repo / "reports" / "env" / "env.json", EnvRecord(
+    write_record(repo / "reports" / "test-box" / "env" / "env.json", EnvRecord(
         {"python": {"version": "3.11.7"}, "distributions": {"torch": "2.13.0+cpu"}}))
     found = plan(cfg_of(repo))                             # packages differ: a rebuild is due
     assert found.arms == (Arm("now"),)

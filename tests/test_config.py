@@ -1,4 +1,5 @@
 """Configuration: params.yaml equals the composition of conf/, and bad input is one clear line."""
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -7,17 +8,55 @@ import pytest
 import yaml
 
 from stages.compose import compose
-from stages.core import config
+from stages.core import config, machine
+from stages.core.config.settings import MachineSettings
 from stages.core.errors import UserError
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_committed_params_equal_the_composition_of_conf(tmp_path):
+    """Equal but for the machine: the committed one names whichever machine composed it."""
+    def unnamed(text):
+        return re.sub(r"\nmachine:\n(  .*\n)+", "\n", text)
     out = tmp_path / "params.yaml"
     compose(out, [])
-    assert out.read_text() == (ROOT / "params.yaml").read_text(), (
+    assert unnamed(out.read_text()) == unnamed((ROOT / "params.yaml").read_text()), (
         "params.yaml is stale: run `python -m stages.compose` and commit it")
+
+
+def test_a_machine_is_named_by_config_else_the_variable_else_its_hardware(tmp_path, monkeypatch):
+    out = tmp_path / "params.yaml"
+    assert compose(out, ["machine.name=gpu-box"]) == "gpu-box"
+    assert config.load(out).machine == MachineSettings("gpu-box", False)
+    assert compose(out, []) == "test-box"                 # TORCHGATE_MACHINE
+    assert config.load(out).reports == Path("reports/test-box")
+    monkeypatch.delenv("TORCHGATE_MACHINE")
+    assert compose(out, []) == machine.derived_name()
+    assert config.load(out).machine.derived
+    with pytest.raises(UserError, match="cannot name a folder of reports/"):
+        compose(out, ["machine.name=../up"])
+
+
+@pytest.mark.parametrize("cpu, cores, gpus, name", [
+    ("AMD EPYC 7B13 64-Core Processor", 2, [], "amd-epyc-7b13-2c"),
+    ("Intel(R) Xeon(R) Platinum 8480+ CPU @ 2.00GHz", 16, ["NVIDIA H100 80GB HBM3"] * 8,
+     "xeon-platinum-8480-16c-8xh100-80gb-hbm3"),
+    (None, 8, [], "arm64-8c"),
+])
+def test_the_derived_name_says_cpu_cores_and_gpus(monkeypatch, cpu, cores, gpus, name):
+    monkeypatch.setattr(machine, "cpu_model", lambda: cpu)
+    monkeypatch.setattr(machine.platform, "processor", lambda: "")
+    monkeypatch.setattr(machine.platform, "machine", lambda: "arm64")
+    monkeypatch.setattr(machine, "usable_cores", lambda: cores)
+    monkeypatch.setattr(machine, "nvidia_gpus", lambda: gpus)
+    assert machine.derived_name() == name and machine.check_name(name) is None
+
+
+def test_a_report_path_maps_to_where_it_lay_before_machines():
+    assert machine.legacy("reports/box/bench/cpu-fp32.json") == Path("reports/bench/cpu-fp32.json")
+    assert machine.legacy("reports/box/env/env.json") == Path("reports/env/env.json")
+    assert machine.legacy("elsewhere/box/x.json") is None
 
 
 @pytest.mark.parametrize("overrides, cells", [

@@ -17,9 +17,9 @@ from stages.core.records import SCHEMA, dotted, dumps, load_record, record_data
 from stages.core.records.schema import EnvRecord
 from stages.judge import environment
 from stages.measure import fingerprint, probe
+from tests.conftest import REPORTS
 
 ROOT = Path(__file__).resolve().parent.parent
-REPORTS = Path("reports")
 
 
 def _git(*args: str, cwd: Path) -> None:
@@ -131,53 +131,53 @@ def test_render_md_escapes_pipes():
 
 def test_main_first_run_then_hardware_change(repo):
     env.main([])
-    record = record_data(load_record(repo / "reports/env/env.json", EnvRecord))
+    record = record_data(load_record(repo / "reports/test-box/env/env.json", EnvRecord))
     assert set(record["env"]) == set(probe.SECTIONS)
     assert compare.env_page("HEAD", REPORTS) == "no baseline yet"
-    assert "No baseline yet" in (repo / "reports/env/env.md").read_text()
+    assert "No baseline yet" in (repo / "reports/test-box/env/env.md").read_text()
 
     _commit_all(repo)
     env.main([])
     assert compare.env_page("HEAD", REPORTS) == "no change"
     assert "No environment change against the baseline." in (
-        repo / "reports/env/env.md").read_text()
-    assert subprocess.run(["git", "status", "--porcelain", "reports/env/env.json"], cwd=repo,
+        repo / "reports/test-box/env/env.md").read_text()
+    assert subprocess.run(["git", "status", "--porcelain", "reports/test-box/env/env.json"], cwd=repo,
                           capture_output=True, text=True).stdout == ""  # byte-identical
 
     record["env"]["hardware"]["cpu_model"] = "Some Other CPU"
-    (repo / "reports/env/env.json").write_text(dumps(record))
+    (repo / "reports/test-box/env/env.json").write_text(dumps(record))
     _commit_all(repo)
     env.main([])            # an edited record is captured again
     assert "hardware changed" in compare.env_page("HEAD", REPORTS)
-    md = (repo / "reports/env/env.md").read_text()
+    md = (repo / "reports/test-box/env/env.md").read_text()
     assert "Hardware changed: timings are not comparable" in md
     assert "Some Other CPU" in md
 
 
 def test_the_page_compares_with_the_baseline_rev_it_is_given(repo):
     env.main([])
-    record = json.loads((repo / "reports/env/env.json").read_text())
+    record = json.loads((repo / "reports/test-box/env/env.json").read_text())
     record["env"]["torch"]["version"] = "0.0.1"
-    (repo / "reports/env/env.json").write_text(dumps(record))
+    (repo / "reports/test-box/env/env.json").write_text(dumps(record))
     _commit_all(repo, "old")
     _git("tag", "old", cwd=repo)
     env.main([])
     _commit_all(repo, "new")
     compare.env_page("old", REPORTS)
-    md = (repo / "reports/env/env.md").read_text()
+    md = (repo / "reports/test-box/env/env.md").read_text()
     assert "## Change against the baseline (old)" in md
     assert "| torch.version " in md and "0.0.1" in md
 
 
 def test_corrupt_baseline_is_reported_not_raised(repo):
-    out = repo / "reports/env"
+    out = repo / "reports/test-box/env"
     out.mkdir(parents=True)
     (out / "env.json").write_text("{not json")
     _commit_all(repo)
     env.main([])
     assert compare.env_page("HEAD", REPORTS).startswith("baseline unreadable")
     md = (out / "env.md").read_text()
-    assert "Baseline env.json unreadable: baseline reports/env/env.json at " in md
+    assert "Baseline env.json unreadable: baseline reports/test-box/env/env.json at " in md
     assert "is not valid JSON" in md
     assert load_record(out / "env.json", EnvRecord).env["torch"]["version"]
 
@@ -187,14 +187,14 @@ def test_an_unknown_baseline_rev_is_said_on_the_page(repo):
     _commit_all(repo)
     summary = compare.env_page("no-such-branch", REPORTS)
     assert summary.startswith("baseline unreadable") and "no-such-branch" in summary
-    assert "no-such-branch" in (repo / "reports/env/env.md").read_text()
+    assert "no-such-branch" in (repo / "reports/test-box/env/env.md").read_text()
 
 
 # ---- the no-op: an unchanged fingerprint stands for the capture -----------------------------
 
 def test_an_unchanged_fingerprint_keeps_the_capture_without_importing_torch(repo, capsys):
     env.main([])
-    path = repo / "reports/env/env.json"
+    path = repo / "reports/test-box/env/env.json"
     before = path.read_bytes()
     assert json.loads(before)["fingerprint"] == json.loads(json.dumps(fingerprint.fingerprint()))
     # The stage as DVC runs it, in a fresh interpreter: the second run imports no torch.
@@ -210,7 +210,7 @@ def test_an_unchanged_fingerprint_keeps_the_capture_without_importing_torch(repo
 def test_a_changed_fingerprint_or_an_edited_record_is_captured_again(repo, capsys,
                                                                      monkeypatch):
     env.main([])
-    path = repo / "reports/env/env.json"
+    path = repo / "reports/test-box/env/env.json"
     good = path.read_bytes()
     calls = []
     real = probe.capture

@@ -13,6 +13,7 @@ from stages.core.vocabulary import Verdict
 from stages.judge.run import compare_run
 from stages.judge.timings import bench_rows, fresh_since_last_look
 from stages.judge.verdicts import finish
+from tests.conftest import REPORTS
 
 from .conftest import git
 from .records import DELTA, bench, process, record
@@ -73,9 +74,9 @@ ENV = {"hardware": {"cpu_model": "cpu"}, "torch": {"version": "2.13.0", "num_thr
 def _commit_run(root, seed, offset, env=ENV, message="run"):
     rng = random.Random(seed)
     rec = bench({"w": [process(steady=1e-3 * offset, rng=rng) for _ in range(4)]})
-    write_record(root / "reports" / "bench" / "cpu-fp32.json", dataclasses.replace(
+    write_record(root / "reports" / "test-box" / "bench" / "cpu-fp32.json", dataclasses.replace(
         rec, cell="cpu-fp32"))
-    write_record(root / "reports" / "env" / "env.json", EnvRecord(env))
+    write_record(root / "reports" / "test-box" / "env" / "env.json", EnvRecord(env))
     git("add", "-A", cwd=root)
     git("commit", "-qm", message, cwd=root)
 
@@ -92,12 +93,12 @@ def test_the_run_to_run_variance_comes_from_like_committed_runs(tmp_path, monkey
     _commit_run(tmp_path, 2, 1.02, {**ENV, "torch": {"version": "2.12.0", "num_threads": 2}})
     _commit_run(tmp_path, 3, 0.97)
     _commit_run(tmp_path, 4, 1.03)
-    write_record(tmp_path / "reports" / "bench" / "cpu-fp32.json", dataclasses.replace(
+    write_record(tmp_path / "reports" / "test-box" / "bench" / "cpu-fp32.json", dataclasses.replace(
         bench({"w": [process(steady=1e-3, rng=random.Random(9)) for _ in range(4)]}),
         cell="cpu-fp32"))
 
     def judged():
-        inputs = load_run("HEAD", ["cpu-fp32"], ("bench",), history_runs=20)
+        inputs = load_run("HEAD", ["cpu-fp32"], ("bench",), reports=REPORTS, history_runs=20)
         return compare_run(cfg, inputs)
     first = judged()
     steady = next(r for r in first.rows if r.metric == "steady_s")

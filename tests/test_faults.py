@@ -61,7 +61,7 @@ def test_every_failure_kind_is_a_status_and_the_rest_completes(project):
     stage("stages.compare")
     stage("stages.report")
 
-    bench = json.loads((project / "reports/bench/cpu-fp32.json").read_text())
+    bench = json.loads((project / "reports/test-box/bench/cpu-fp32.json").read_text())
     for name in ("good", "good_too"):
         procs = bench["workloads"][name]["processes"]
         assert len(procs) == 2 and all(len(p["modes"]["eager"]["steady_s"]) == 3 for p in procs)
@@ -73,12 +73,12 @@ def test_every_failure_kind_is_a_status_and_the_rest_completes(project):
         error = proc.get("error") or proc["modes"]["eager"]["error"]
         assert (got, words in error) == (status, True), (name, got, error)
 
-    numerics = json.loads((project / "reports/numerics/cpu-fp32.json").read_text())
+    numerics = json.loads((project / "reports/test-box/numerics/cpu-fp32.json").read_text())
     assert numerics["workloads"]["good"]["eager"]["status"] == "PASS"
     assert numerics["workloads"]["returns_nan"]["eager"]["status"] == "NONFINITE"
     assert "NaN/Inf" in numerics["workloads"]["returns_nan"]["eager"]["problems"][0]
 
-    summary = (project / "reports/summary.md").read_text()
+    summary = (project / "reports/test-box/summary.md").read_text()
     for name, (status, words) in FAULTS.items():
         line = next(l for l in summary.splitlines() if f"| {name} " in l and "bench" in l)
         assert "FAILED" in line and status in line and words.split("'")[0] in line, line
@@ -91,7 +91,7 @@ def test_an_interrupted_stage_leaves_the_previous_report_and_no_worker(project, 
     (project / "conf/workload/hang.yaml").write_text(
         f"hang:\n  _target_: stages.workloads.fault_workloads.hang\n  pid_file: {pid_file}\n")
     compose(project / "params.yaml", ["matrix=smoke", "workload=[hang]"], conf=project / "conf")
-    previous = project / "reports/bench/cpu-fp32.json"
+    previous = project / "reports/test-box/bench/cpu-fp32.json"
     previous.parent.mkdir(parents=True)
     previous.write_text('{"previous": true}\n')
     proc = subprocess.Popen([sys.executable, "-m", "stages.bench", "--device", "cpu",

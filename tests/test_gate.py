@@ -129,10 +129,10 @@ def gate_stage(tmp_path, fail_on, rows, *extra_gate):
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
     raw["gate"] = {"fail_on": fail_on, **dict(extra_gate)}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
-    write_record(tmp_path / "reports/compare.json", CompareRecord("HEAD", True, 0.05, 1,
+    write_record(tmp_path / "reports/test-box/compare.json", CompareRecord("HEAD", True, 0.05, 1,
                                                                   rows=tuple(rows)))
     return subprocess.run([sys.executable, "-m", "stages.gate", "--params",
-                           str(tmp_path / "params.yaml"), "--reports", str(tmp_path / "reports")],
+                           str(tmp_path / "params.yaml"), "--reports", str(tmp_path / "reports/test-box")],
                           capture_output=True, text=True, cwd=ROOT)
 
 
@@ -141,7 +141,7 @@ def test_the_gate_stage_exits_1_with_one_line_per_reason_and_0_when_off(tmp_path
     red = gate_stage(tmp_path, list(DEFAULT), rows)
     assert red.returncode == 1, red.stderr
     assert red.stderr.strip().splitlines() == [
-        f"torchgate gate: failed: 2 REGRESSED (see {tmp_path}/reports/summary.md)"]
+        f"torchgate gate: failed: 2 REGRESSED (see {tmp_path}/reports/test-box/summary.md)"]
     off = gate_stage(tmp_path, [], rows)
     assert off.returncode == 0 and "torchgate gate: passed: gate.fail_on is empty" in off.stdout
     green = gate_stage(tmp_path, ["FAILED", NOTHING_COMPARABLE], rows)
@@ -212,7 +212,7 @@ def test_a_red_gate_leaves_this_runs_summary_and_nothing_comparable_fails(projec
     assert re.search(r"torchgate gate: failed: (\d+ REGRESSED)", red.stderr), red.stderr
     order = [m.group(1) for m in re.finditer(r"Running stage '([\w@-]+)'", red.stdout)]
     assert order[-3:] == ["report", "history", "gate"], order     # the gate last
-    page = (project / "reports/summary.md").read_text()    # this run's, not the baseline's
+    page = (project / "reports/test-box/summary.md").read_text()    # this run's, not the baseline's
     assert "**REGRESSED** `cpu-fp32` scaled eager drift vs baseline" in page
     assert re.search(r"\): \*\*failed\*\*: \d+ REGRESSED", page), page
     again = dvc("repro")                                   # stays red until something changes
@@ -229,6 +229,6 @@ def test_a_red_gate_leaves_this_runs_summary_and_nothing_comparable_fails(projec
     assert gate.returncode == 1
     assert "torchgate gate: failed: Nothing could be compared: hardware changed" in gate.stderr
     assert "Some Other CPU 9000" in gate.stderr
-    headline = next(line for line in (project / "reports/summary.md").read_text().splitlines()
+    headline = next(line for line in (project / "reports/test-box/summary.md").read_text().splitlines()
                     if line.startswith("**"))
     assert headline.startswith("**Nothing could be compared:** hardware changed"), headline

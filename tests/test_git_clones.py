@@ -10,6 +10,7 @@ from stages.core.baseline import load_history, load_timeline
 from stages.core.errors import UserError
 from stages.core.records import write_record
 from stages.core.records.schema import EnvRecord
+from tests.conftest import REPORTS
 
 from .conftest import git
 from .records import bench, process
@@ -26,8 +27,8 @@ def origin(tmp_path):
     git("config", "user.email", "t@t.invalid", cwd=root)
     git("config", "user.name", "t", cwd=root)
     for i in range(3):
-        write_record(root / "reports" / "bench" / "cpu-fp32.json", bench({"w": [process(steady=1e-3 * (1 + i / 100))]}))
-        write_record(root / "reports" / "env" / "env.json", EnvRecord({"run": i}))
+        write_record(root / "reports" / "test-box" / "bench" / "cpu-fp32.json", bench({"w": [process(steady=1e-3 * (1 + i / 100))]}))
+        write_record(root / "reports" / "test-box" / "env" / "env.json", EnvRecord({"run": i}))
         (root / "run.txt").write_text(f"{i}\n")
         git("add", "-A", cwd=root)
         git("commit", "-qm", f"run {i}", cwd=root)
@@ -48,15 +49,15 @@ def test_a_shallow_clone_says_so_with_the_fix(origin, tmp_path):
 
     head = baseline_git.resolve_rev("HEAD", clone)
     notes = []
-    assert len(load_history(head, ["cpu-fp32"], 20, clone, notes=notes)["cpu-fp32"]) == 1
+    assert len(load_history(head, ["cpu-fp32"], 20, clone, reports=REPORTS, notes=notes)["cpu-fp32"]) == 1
     assert notes == ["History: this clone is shallow, so the runs committed before its oldest "
                      f"commit are missing; {FIX}"]
     timeline_notes = []
-    load_timeline(head, ["cpu-fp32"], 50, clone, notes=timeline_notes)
+    load_timeline(head, ["cpu-fp32"], 50, clone, reports=REPORTS, notes=timeline_notes)
     assert timeline_notes == notes
     full = []
     assert len(load_history(baseline_git.resolve_rev("HEAD", origin), ["cpu-fp32"], 20, origin,
-                            notes=full)["cpu-fp32"]) == 3
+                            reports=REPORTS, notes=full)["cpu-fp32"]) == 3
     assert full == []
 
 

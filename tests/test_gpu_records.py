@@ -271,7 +271,7 @@ def test_the_gpu_summary_reads_a_run(tmp_path, capsys):
                                        for _ in range(4)],
                     "elementwise": [elementwise_op() for _ in range(4)]})
     shutil.copy(ROOT / "tests/gpu/params.yaml", tmp_path / "params.yaml")
-    records.write_record(tmp_path / "reports/bench/cuda-bf16.json", record)
+    records.write_record(tmp_path / "reports/gpu-check/bench/cuda-bf16.json", record)
     runpy.run_path(str(ROOT / "tests/gpu/summarize.py"))["main"](tmp_path)
     lines = capsys.readouterr().out.splitlines()
     text = "\n".join(lines)

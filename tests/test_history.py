@@ -85,9 +85,9 @@ ENV = {"hardware": {"cpu_model": "cpu"}, "torch": {"version": "2.13.0", "num_thr
 def _write_run(root, seed, steady, env=ENV):
     rng = random.Random(seed)
     rec = bench({"w": [process(steady=steady, rng=rng) for _ in range(4)]})
-    write_record(root / "reports" / "bench" / "cpu-fp32.json",
+    write_record(root / "reports" / "test-box" / "bench" / "cpu-fp32.json",
                  dataclasses.replace(rec, cell="cpu-fp32"))
-    write_record(root / "reports" / "env" / "env.json", EnvRecord(env))
+    write_record(root / "reports" / "test-box" / "env" / "env.json", EnvRecord(env))
 
 
 def _commit(root, message):
@@ -124,7 +124,7 @@ def test_forty_committed_runs_with_a_step_at_commit_25_name_that_commit(repo):
         _write_run(repo, i, 1e-3 * (1.10 if upgraded else 1.0) * np.exp(offsets[i - 1]), env)
         commits.append(_commit(repo, f"run {i}"))
     history_stage.main([])
-    page = (repo / "reports" / "history.md").read_text()
+    page = (repo / "reports" / "test-box" / "history.md").read_text()
     rows = _shift_rows(page)
     assert len(rows) == 1, page
     assert commits[24][:10] in rows[0] and "steady state" in rows[0].lower()
@@ -133,7 +133,7 @@ def test_forty_committed_runs_with_a_step_at_commit_25_name_that_commit(repo):
     named = set(re.findall(r"`([0-9a-f]{10})`", "\n".join(rows)))
     assert named == {commits[24][:10]}
     assert "30 older run(s) not shown" in page     # the tables show the newest 10
-    image = repo / "reports" / "trends" / "cpu-fp32-steady_s-hw1.png"
+    image = repo / "reports" / "test-box" / "trends" / "cpu-fp32-steady_s-hw1.png"
     assert "](trends/cpu-fp32-steady_s-hw1.png)" in page
     assert image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -144,7 +144,7 @@ def test_two_committed_runs_and_this_one_in_the_workspace_are_three_points(repo)
         _commit(repo, f"run {i}")
     _write_run(repo, 3, 1.02e-3)          # measured, not committed yet
     history_stage.main([])
-    page = (repo / "reports" / "history.md").read_text()
+    page = (repo / "reports" / "test-box" / "history.md").read_text()
     steady = page.split("### Steady state")[1].split("###")[0]
     rows = [line for line in steady.splitlines() if re.match(r"\| (`|this run)", line)]
     assert len(rows) == 3 and rows[-1].startswith("| this run")
@@ -152,9 +152,9 @@ def test_two_committed_runs_and_this_one_in_the_workspace_are_three_points(repo)
     first_call = page.split("### First call")[1]
     assert len([line for line in first_call.splitlines()
                 if re.match(r"\| (`|this run)", line)]) == 3
-    pictures = sorted(p.name for p in (repo / "reports" / "trends").iterdir())
+    pictures = sorted(p.name for p in (repo / "reports" / "test-box" / "trends").iterdir())
     assert pictures == ["cpu-fp32-first_call_s-hw1.png", "cpu-fp32-steady_s-hw1.png"]
-    written = [repo / "reports" / "history.md", repo / "reports" / "trends" / pictures[1]]
+    written = [repo / "reports" / "test-box" / "history.md", repo / "reports" / "test-box" / "trends" / pictures[1]]
     before = [p.stat().st_mtime_ns for p in written]
     history_stage.main([])                # nothing changed: nothing is rewritten
     assert [p.stat().st_mtime_ns for p in written] == before
@@ -171,7 +171,7 @@ def test_committing_this_run_changes_neither_the_page_nor_its_pictures(repo):
 
     def drawn() -> dict[str, bytes]:
         history_stage.main([])
-        reports = repo / "reports"
+        reports = repo / "reports" / "test-box"
         return {p.name: p.read_bytes() for p in [reports / "history.md",
                                                  *sorted(reports.glob("trends/*"))]}
 

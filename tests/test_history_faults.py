@@ -12,6 +12,7 @@ from stages.core.errors import UserError
 from stages.core.records import parse_record, write_record
 from stages.core.records.schema import BenchRecord, EnvRecord
 from stages.judge.run import compare_run
+from tests.conftest import REPORTS
 
 from .conftest import git
 from .records import bench, process
@@ -27,10 +28,10 @@ MALFORMED = json.dumps({"schema_version": 3, "kind": "bench", "cell": CELL, "sta
 
 
 def _commit(root, text, message):
-    path = root / "reports" / "bench" / f"{CELL}.json"
+    path = root / "reports" / "test-box" / "bench" / f"{CELL}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
-    write_record(root / "reports" / "env" / "env.json", EnvRecord(ENV))
+    write_record(root / "reports" / "test-box" / "env" / "env.json", EnvRecord(ENV))
     git("add", "-A", cwd=root)
     git("commit", "-qm", message, cwd=root)
 
@@ -67,15 +68,15 @@ def test_the_history_loaders_skip_the_malformed_run_with_a_note(history):
     root, malformed = history
     head = git("rev-parse", "HEAD", cwd=root).stdout.strip()
     notes = []
-    found = load_history(head, [CELL], 20, notes=notes)
+    found = load_history(head, [CELL], 20, reports=REPORTS, notes=notes)
     assert len(found[CELL]) == 2
     assert notes == [f"History: the run committed at {malformed[:10]} is skipped, "
-                     f"reports/bench/{CELL}.json is unreadable there (baseline "
-                     f"reports/bench/{CELL}.json at {malformed[:10]} is a malformed bench "
+                     f"reports/test-box/bench/{CELL}.json is unreadable there (baseline "
+                     f"reports/test-box/bench/{CELL}.json at {malformed[:10]} is a malformed bench "
                      "record of schema_version 3 (AttributeError: 'list' object has no "
                      "attribute 'get'); restore it from git or delete it and rerun)"]
     timeline_notes = []
-    timeline = load_timeline(head, [CELL], 50, notes=timeline_notes)
+    timeline = load_timeline(head, [CELL], 50, reports=REPORTS, notes=timeline_notes)
     # The newest point is this run, named so whether it is committed (at HEAD here) or not.
     readable = [c for c in git("log", "--format=%H", cwd=root).stdout.split() if c != malformed]
     assert [past for past, *_ in timeline[CELL]] == readable[::-1][:-1] + [None]
@@ -84,8 +85,8 @@ def test_the_history_loaders_skip_the_malformed_run_with_a_note(history):
 
 def test_compare_and_history_stages_run_past_it(history, capsys):
     root, malformed = history
-    write_record(root / "reports" / "bench" / f"{CELL}.json", _good(3))
-    inputs = load_run("HEAD", [CELL], ("bench",), history_runs=20)
+    write_record(root / "reports" / "test-box" / "bench" / f"{CELL}.json", _good(3))
+    inputs = load_run("HEAD", [CELL], ("bench",), reports=REPORTS, history_runs=20)
     result = compare_run(config.parse(RAW), inputs)
     assert any(n.startswith(f"History: the run committed at {malformed[:10]} is skipped")
                for n in result.notes)
@@ -93,4 +94,4 @@ def test_compare_and_history_stages_run_past_it(history, capsys):
     main([])
     out = capsys.readouterr().out
     assert f"torchgate history: the run committed at {malformed[:10]} is skipped" in out
-    assert (root / "reports" / "history.md").exists()
+    assert (root / "reports" / "test-box" / "history.md").exists()

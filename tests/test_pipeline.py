@@ -64,15 +64,15 @@ def test_dvc_repro_twice_with_a_baseline(project):
                  "bench/cuda-fp32.json", "numerics/cpu-fp32.json", "numerics/cpu-fp32.md",
                  "compare.md", "compare.json", "summary.md", "metrics.json"]:
         assert (project / "reports" / path).stat().st_size > 0, path
-    summary = read("reports/summary.md")
+    summary = read("reports/test-box/summary.md")
     assert "No baseline yet" in summary and "Commit `reports/`" in summary
     assert "this workload is broken on purpose" in summary          # FAILED, with its error
-    cuda = json.loads(read("reports/bench/cuda-fp32.json"))
+    cuda = json.loads(read("reports/test-box/bench/cuda-fp32.json"))
     assert cuda["status"] == "SKIPPED" and "not available" in cuda["reason"]
-    bench = json.loads(read("reports/bench/cpu-fp32.json"))
+    bench = json.loads(read("reports/test-box/bench/cpu-fp32.json"))
     good = bench["workloads"]["mine"]["processes"]
     assert len(good) == 2 and all(len(p["modes"]["eager"]["steady_s"]) == 3 for p in good)
-    metrics = json.loads(read("reports/metrics.json"))
+    metrics = json.loads(read("reports/test-box/metrics.json"))
     assert metrics["bench"]["cpu-fp32"]["matmul_relu"]["eager"]["steady_ms"] > 0
 
     again = dvc("repro")   # nothing changed: only the cheap env check runs
@@ -90,8 +90,8 @@ def test_dvc_repro_twice_with_a_baseline(project):
     git("add", "-A", cwd=project)
     git("commit", "-qm", "baseline", cwd=project)
     dvc("repro", "-f")
-    compare = read("reports/compare.md")
-    rows = json.loads(read("reports/compare.json"))["rows"]
+    compare = read("reports/test-box/compare.md")
+    rows = json.loads(read("reports/test-box/compare.json"))["rows"]
     verdicts = {(r["stage"], r["cell"], r["workload"], r["metric"]): r["verdict"] for r in rows}
     assert verdicts[("bench", "cuda-fp32", "*", "cell")] == "SKIPPED"
     assert verdicts[("bench", "cpu-fp32", "broken", "status")] == "FAILED"
@@ -105,17 +105,17 @@ def test_dvc_repro_twice_with_a_baseline(project):
     assert "| Path" in diff.stdout and "steady_ms" in diff.stdout
 
     # A corrupt baseline is a message in the report, not a traceback.
-    (project / "reports/bench/cpu-fp32.json").write_text('{"schema_version": 1, "kind": "ben')
+    (project / "reports/test-box/bench/cpu-fp32.json").write_text('{"schema_version": 1, "kind": "ben')
     git("commit", "-qam", "corrupt", cwd=project)
     dvc("repro", "-f", "bench@cpu-fp32", "compare")
-    compare = read("reports/compare.md")
+    compare = read("reports/test-box/compare.md")
     assert "baseline present but unusable: unreadable" in compare and "is not valid JSON" in compare
 
     # A baseline from another CPU model: timings NOT COMPARABLE, numerics still compared.
-    git("checkout", "HEAD~1", "--", "reports/bench/cpu-fp32.json", cwd=project)
+    git("checkout", "HEAD~1", "--", "reports/test-box/bench/cpu-fp32.json", cwd=project)
     commit_baseline_from_another_cpu(project)
     subprocess.run([sys.executable, "-m", "stages.compare"], check=True, capture_output=True)
-    rows = json.loads(read("reports/compare.json"))["rows"]
+    rows = json.loads(read("reports/test-box/compare.json"))["rows"]
     steady = [r for r in rows if r["metric"] == "steady_s"]
     assert steady and all(r["verdict"] == "NOT COMPARABLE" for r in steady)
     assert "Some Other CPU 9000" in steady[0]["note"]
@@ -154,10 +154,10 @@ def test_a_project_in_a_subdirectory_of_its_repository_finds_its_baseline(tmp_pa
     git("add", "-A", cwd=outer)
     git("commit", "-qm", "baseline", cwd=outer)
     dvc("repro", "-f")
-    rows = json.loads(read("reports/compare.json"))["rows"]
+    rows = json.loads(read("reports/test-box/compare.json"))["rows"]
     assert rows and not [r for r in rows if r["verdict"] in ("NEW", "MISSING")], rows
-    assert "No baseline" not in read("reports/compare.md")
-    assert "No environment change against the baseline." in read("reports/env/env.md")
+    assert "No baseline" not in read("reports/test-box/compare.md")
+    assert "No environment change against the baseline." in read("reports/test-box/env/env.md")
 
 
 CHAIN = '''
@@ -203,17 +203,17 @@ def test_a_pull_request_is_measured_beside_its_baseline_in_lock_step(project):
     module.write_text(CHAIN.format(layers=16))
     run = dvc("repro")
     assert "the baseline measured again beside this run" in run.stdout
-    record = json.loads(read("reports/bench/cpu-fp32.json"))
+    record = json.loads(read("reports/test-box/bench/cpu-fp32.json"))
     assert record["ab"]["rebuilt"] and record["ab"]["interleaved"]
     base = record["ab"]["baseline"]["workloads"]["chain"]["processes"]
     assert {p["modes"]["eager"]["items"] for p in base} == {8}       # the baseline's code
     assert {p["modes"]["eager"]["items"]
             for p in record["workloads"]["chain"]["processes"]} == {16}
     rows = {(r["stage"], r["workload"], r["metric"]): r
-            for r in json.loads(read("reports/compare.json"))["rows"]}
+            for r in json.loads(read("reports/test-box/compare.json"))["rows"]}
     steady = rows["bench", "chain", "steady_s"]
     assert steady["verdict"] == "REGRESSED" and steady["change"]["test"] == "paired t"
     assert 1.5 < steady["change"]["ratio"] < 2.6
     assert rows["bench", "matmul_relu", "steady_s"]["verdict"] != "REGRESSED"
     assert rows["numerics vs rebuilt", "chain", "drift"]["verdict"] == "REGRESSED"
-    assert "measured again" in read("reports/summary.md")
+    assert "measured again" in read("reports/test-box/summary.md")

@@ -126,7 +126,7 @@ AS_DVC = ("import os, subprocess, sys\n"
 def test_a_stage_that_is_killed_takes_its_workers_and_their_children(project, tmp_path, how):
     pid_file = tmp_path / "pids"
     bench_project(project, pid_file)
-    previous = project / "reports/bench/cpu-fp32.json"
+    previous = project / "reports/test-box/bench/cpu-fp32.json"
     previous.parent.mkdir(parents=True)
     previous.write_text('{"previous": true}\n')
     top = subprocess.Popen([sys.executable, "-c", AS_DVC, *BENCH] if "dvc" in how else BENCH,

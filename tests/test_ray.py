@@ -153,7 +153,7 @@ def test_a_cell_no_node_offers_is_skipped_and_an_unreachable_cluster_is_one_line
     skipped = subprocess.run([sys.executable, "-m", "stages.bench", "--device", "c",
                               "--precision", "fp32"], capture_output=True, text=True)
     assert skipped.returncode == 0, skipped.stderr
-    record = json.loads((project / "reports/bench/c-fp32.json").read_text())
+    record = json.loads((project / "reports/test-box/bench/c-fp32.json").read_text())
     assert (record["status"], record["reason"]) == ("SKIPPED", "no node offers {CPU: 1, host_c: 1}")
 
     nobody = f"127.0.0.1:{_free_port()}"
@@ -180,7 +180,7 @@ def test_a_lock_step_pair_runs_on_one_node_with_the_other_revision_unpacked_ther
     bench = subprocess.run([sys.executable, "-m", "stages.bench", "--device", "b",
                             "--precision", "fp32"], capture_output=True, text=True, env=here)
     assert bench.returncode == 0, bench.stdout + bench.stderr
-    record = json.loads((project / "reports/bench/b-fp32.json").read_text())
+    record = json.loads((project / "reports/test-box/bench/b-fp32.json").read_text())
     assert record["ab"]["interleaved"]
     (now,), (other,) = (arm["matmul_relu"]["processes"] for arm in (
         record["workloads"], record["ab"]["baseline"]["workloads"]))
@@ -215,7 +215,7 @@ def test_a_node_lost_mid_unit_is_retried_on_another(project, cluster, tmp_path):
     finally:
         stage.kill()
     assert stage.returncode == 0, out
-    (proc,) = json.loads((project / "reports/bench/p-fp32.json").read_text()
+    (proc,) = json.loads((project / "reports/test-box/bench/p-fp32.json").read_text()
                          )["workloads"]["marked"]["processes"]
     assert proc["status"] == "OK"
     assert proc["host"]["node"] == spare.node_id

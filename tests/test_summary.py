@@ -151,18 +151,18 @@ def test_the_report_stage_summarizes_each_unit_once(project, monkeypatch):
         for w, s in (("a", 1e-3), ("b", 2e-3), ("c", 3e-3))}
     now = dataclasses.replace(bench(procs, modes=("eager", "compiled")), cell="cpu-fp32")
     record = with_ab(now, now)
-    write_record(project / "reports/bench/cpu-fp32.json", record)
+    write_record(project / "reports/test-box/bench/cpu-fp32.json", record)
     rows = finish(bench_rows("cpu-fp32", record, now, DELTA, same_run=True), alpha=0.05,
                   power=0.8).rows
-    write_record(project / "reports/compare.json",
+    write_record(project / "reports/test-box/compare.json",
                  CompareRecord("HEAD", True, 0.05, 0, rows=tuple(rows)))
     calls = counting(monkeypatch)
     report_stage.main([])
     assert len(calls) == 12 and set(calls.values()) == {1}
-    page = (project / "reports/summary.md").read_text()
+    page = (project / "reports/test-box/summary.md").read_text()
     assert "### `cpu-fp32`" in page and "| a          | eager " in page
-    assert (project / "reports/plots/steady.png").exists()
-    assert (project / "reports/metrics.json").exists()
+    assert (project / "reports/test-box/plots/steady.png").exists()
+    assert (project / "reports/test-box/metrics.json").exists()
 
 
 def test_the_history_summarizes_each_unit_of_each_run_once(monkeypatch):

@@ -67,4 +67,4 @@ def test_the_bench_stage_refuses_before_it_measures(project):
     assert run.returncode != 0 and len(lines) == 1, run.stderr
     assert lines[0].startswith("torchgate bench: error: workload.acme: its module "
                                "acme_workload.py is not a dependency of the bench stage")
-    assert not (project / "reports" / "bench").exists()
+    assert not (project / "reports" / "test-box" / "bench").exists()

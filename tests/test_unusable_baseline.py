@@ -14,6 +14,7 @@ from stages.judge.run import compare_run
 from stages.judge.timings import bench_rows
 from stages.judge.verdicts import finish
 from stages.render.summary import headline
+from tests.conftest import REPORTS
 
 from .conftest import git
 from .records import DELTA, bench, process, record
@@ -65,20 +66,20 @@ def test_a_committed_unreadable_baseline_cell_fails_the_gate_with_the_loaders_me
     git("config", "user.email", "t@t.invalid", cwd=tmp_path)
     git("config", "user.name", "t", cwd=tmp_path)
     monkeypatch.chdir(tmp_path)
-    path = tmp_path / "reports" / "bench" / "cpu-fp32.json"
+    path = tmp_path / "reports" / "test-box" / "bench" / "cpu-fp32.json"
     path.parent.mkdir(parents=True)
     path.write_text('{"schema_version": 1, "kind": "ben')
-    write_record(tmp_path / "reports" / "env" / "env.json", EnvRecord({}))
+    write_record(tmp_path / "reports" / "test-box" / "env" / "env.json", EnvRecord({}))
     git("add", "-A", cwd=tmp_path)
     git("commit", "-qm", "corrupt baseline", cwd=tmp_path)
     write_record(path, dataclasses.replace(
         bench({"w": [process(rng=random.Random(i)) for i in range(4)]}), cell="cpu-fp32"))
-    inputs = load_run("HEAD", ["cpu-fp32"], ("bench",))
+    inputs = load_run("HEAD", ["cpu-fp32"], ("bench",), reports=REPORTS)
     assert list(inputs.unusable) == [("bench", "cpu-fp32")]
     result = compare_run(config.parse(RAW), inputs)
     compare = CompareRecord("HEAD", True, 0.05, result.tests, rows=tuple(result.rows))
     [failure] = gate_failures(compare, DEFAULT)
     assert failure.startswith("Baseline present but unusable: bench cpu-fp32: unreadable: "
-                              "baseline reports/bench/cpu-fp32.json at ")
+                              "baseline reports/test-box/bench/cpu-fp32.json at ")
     assert "is not valid JSON" in failure
     assert not any("compared as NEW" in n for n in result.notes)

@@ -83,7 +83,7 @@ def test_a_bench_stage_measures_the_others_and_records_each_import_failure(proje
     assert run.returncode == 0, run.stderr
     assert "torchgate bench: workload hangs: importing stages.workloads.hangs_at_import.build " \
            "did not finish within 20 s; its processes will time out" in run.stdout
-    bench = json.loads((project / "reports/bench/cpu-fp32.json").read_text())
+    bench = json.loads((project / "reports/test-box/bench/cpu-fp32.json").read_text())
     first = {name: w["processes"][0] for name, w in bench["workloads"].items()}
     assert first["matmul_relu"]["modes"]["eager"]["status"] == "OK"
     exits = first["exits"]

@@ -11,7 +11,7 @@ import dataclasses
 from stages.core.config import Config
 from stages.core.records.inputs import RunInputs
 from stages.core.records.schema import BenchRecord
-from stages.core.vocabulary import REPORTS, Status
+from stages.core.vocabulary import Status
 from stages.judge.environment import hardware_changes, python_change
 from stages.judge.history import like_reference, prior, spreads_of_run
 from stages.judge.numerics import numerics_rows

@@ -140,10 +140,10 @@ def main(project: Path) -> None:
     cfg = config.load(project / "params.yaml")
     bench = {}
     for cell in cfg.cells():
-        path = project / "reports" / "bench" / f"{cell.name}.json"
+        path = project / cfg.reports / "bench" / f"{cell.name}.json"
         if path.exists():
             bench[cell.name] = records.load_record(path, BenchRecord)
-    compare = project / "reports" / "compare.json"
+    compare = project / cfg.reports / "compare.json"
     rows = records.load_record(compare, CompareRecord).rows if compare.exists() else []
     tests = max(1, sum(r.stage == "bench" and r.metric.endswith("_s") for r in rows))
     print("\n".join([
@@ -155,7 +155,7 @@ def main(project: Path) -> None:
         f"{cfg.bench.processes} processes a side", "", detectable(cfg, bench, tests), "",
         "## Cold vs hot: the 16 MiB elementwise op", "", cold_hot(bench), "",
         "## How the series ran", "", *health(bench), "",
-        "The stage reports are in reports/ (summary.md first).", ""]))
+        f"The stage reports are in {cfg.reports}/ (summary.md first).", ""]))
 
 
 if __name__ == "__main__":

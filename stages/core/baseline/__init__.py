@@ -18,7 +18,7 @@ from stages.core.errors import UserError
 from stages.core.records import load_record, parse_record
 from stages.core.records.inputs import RunInputs, needs_recorded, pair
 from stages.core.records.schema import BenchRecord, EnvRecord, NumericsRecord
-from stages.core.vocabulary import REPORTS, short
+from stages.core.vocabulary import short
 
 KINDS = {"bench": BenchRecord, "numerics": NumericsRecord}
 
@@ -75,7 +75,8 @@ def load_run(rev: str, cells: list[str], stages: tuple[str, ...] = ("bench", "nu
                     found.unusable[stage, cell] = f"unreadable: {exc}"
             found.pairs[stage, cell] = pair(now, base)
     if "bench" in stages and any(not p.ab for (s, _), p in found.pairs.items() if s == "bench"):
-        found.history = load_history(commit, cells, history_runs, root, reports, found.notes)
+        found.history = load_history(commit, cells, history_runs, root, reports=reports,
+                                     notes=found.notes)
     return found
 
 
@@ -100,8 +101,8 @@ def skipped_run(notes: list[str] | None, past: str, path: Path, exc: Exception) 
                      f"{Path(path).as_posix()} is unreadable there ({first})")
 
 
-def load_history(commit: str | None, cells: list[str], runs: int, root: Path = Path("."),
-                 reports: Path = REPORTS, notes: list[str] | None = None
+def load_history(commit: str | None, cells: list[str], runs: int, root: Path = Path("."), *,
+                 reports: Path, notes: list[str] | None = None
                  ) -> dict[str, list[tuple[BenchRecord, EnvRecord]]]:
     """Per cell, the bench records committed up to `commit` (the baseline first) with the
     environment committed beside each: the baseline history the run-to-run variance is
@@ -124,8 +125,8 @@ def load_history(commit: str | None, cells: list[str], runs: int, root: Path = P
     return found
 
 
-def load_timeline(commit: str | None, cells: list[str], runs: int, root: Path = Path("."),
-                  reports: Path = REPORTS, notes: list[str] | None = None
+def load_timeline(commit: str | None, cells: list[str], runs: int, root: Path = Path("."), *,
+                  reports: Path, notes: list[str] | None = None
                   ) -> dict[str, list[tuple]]:
     """Per cell, (commit, date, bench record, environment or None) of its newest `runs` runs
     up to `commit`, oldest first. The last is this run, the workspace's record (commit and date
