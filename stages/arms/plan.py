@@ -24,7 +24,7 @@ from typing import Callable
 
 import yaml
 
-from stages.arms import checkout, venv
+from stages.arms import checkout, locks, venv
 from stages.arms.cache import cache_root, tidy
 from stages.core.baseline import git, load_baseline, load_current
 from stages.core.config import Config, parse_workloads
@@ -117,7 +117,8 @@ def _rebuilt_baseline(cfg: Config, log, root: Path) -> Plan:
         raise UserError("the baseline's env.json does not list its installed packages (it was "
                         "recorded by an older torchgate)")
     now_packages = here.env.get("distributions") or {}
-    packages_differ = _without_harness(base_packages) != _without_harness(now_packages)
+    env = _environments(cfg, commit, base_env, now_packages, root)
+    packages_differ = bool(env.changes)
     base_workloads = _workloads_at(commit, cfg, root)
     code_differs = (checkout.differs(commit, workload_paths(cfg.workloads, root), root)
                     or _specs(base_workloads, cfg) != _specs(cfg.workloads, cfg))
@@ -128,22 +129,62 @@ def _rebuilt_baseline(cfg: Config, log, root: Path) -> Plan:
     cache = cache_root(cfg)
     python, spec = None, None
     if packages_differ:
-        spec = venv.spec_from(base_packages, _python_version(base_env, "the baseline's"),
-                              torch=base_packages.get("torch"), installer=cfg.arms.installer)
+        spec = venv.spec_from(env.base, env.python, torch=env.base.get("torch"),
+                              installer=cfg.arms.installer)
         python = _materialise(cfg, spec, cache, log)
     code = None
     if code_differs:
         code, _ = _checkout(cfg, commit, cache, log, root)
-    changed = ("packages and workload code differ" if packages_differ and code_differs else
-               "packages differ" if packages_differ else "workload code differs")
-    torch = base_packages.get("torch")
+    shown = ", ".join(env.changes[:3]) + (f" and {len(env.changes) - 3} more"
+                                          if len(env.changes) > 3 else "")
+    changed = (f"packages ({shown}) and workload code differ" if packages_differ and code_differs
+               else f"packages differ ({shown})" if packages_differ else "workload code differs")
+    torch = env.base.get("torch")
     baseline = (Arm("baseline", python, code, commit, base_workloads, spec) if code_differs
                 else Arm("baseline", python, venv=spec))   # the same workloads: this tree's
     return Plan((baseline, NOW_ARM),
                 f"Timings compare with the baseline measured again beside this run, in "
                 f"lock-step pairs: its {changed} from this run's; the baseline arm runs "
                 f"torch {torch}" + (f" and the workloads at {short(commit)}" if code_differs
-                                    else "") + ".", rebuilt=True)
+                                    else "") + "." + env.note, rebuilt=True)
+
+
+@dataclass(frozen=True)
+class Environments:
+    base: dict[str, str]       # the baseline arm's packages: its lock, else its recorded set
+    python: str                # ... and its Python version
+    changes: list[str]         # what differs from this run's, among the packages that matter
+    note: str = ""             # " This environment differs from its lock: ...", or nothing
+
+
+def _environments(cfg: Config, commit: str, base_env: EnvRecord, now: dict[str, str],
+                  root: Path) -> Environments:
+    """Each arm's environment. Where the machine has a lock (conf/env/<machine>.txt) it is the
+    lock at that arm's revision: a change that leaves the lock alone compares code only, in
+    one interpreter; else the recorded package sets. Only the packages that matter (those
+    env.json lists: what the workers import) count as a difference."""
+    machine = cfg.reports.name
+    recorded = base_env.env.get("distributions") or {}
+    matter = {*recorded, *now}
+    locked_base = locks.read_at(commit, machine, root)
+    if locked_base is None:
+        return Environments(_without_harness(recorded),
+                            _python_version(base_env, "the baseline's"),
+                            locks.changes(_without_harness(recorded), _without_harness(now)))
+    locked_now = locks.read(machine, root)
+    this = locked_now.pins if locked_now is not None else _without_harness(now)
+    changes = locks.changes(locked_base.pins, this, matter)
+    python_now = locked_now.python if locked_now is not None else None
+    if python_now and python_now.rsplit(".", 1)[0] != locked_base.python.rsplit(".", 1)[0]:
+        changes.insert(0, f"python {locked_base.python} -> {python_now}")
+    note = ""
+    if locked_now is not None:
+        drift = locks.changes(locked_now.pins, _without_harness(now), matter)
+        if drift:
+            note = (f" This environment differs from its lock {locks.path_of(machine)} "
+                    f"({', '.join(drift[:3])}{' ...' if len(drift) > 3 else ''}): install it "
+                    "with `pip install -r` that file.")
+    return Environments(locked_base.pins, locked_base.python, changes, note)
 
 
 def _materialise(cfg: Config, spec: venv.VenvSpec, cache: Path, log) -> str:

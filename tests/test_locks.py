@@ -1,0 +1,87 @@
+"""Declared environments: a lock per machine (conf/env/<machine>.txt). A change that leaves it
+alone is a code-only comparison in one interpreter; one that edits it rebuilds the baseline
+from its own lock and names what moved; packages that do not matter never count."""
+import pytest
+
+from stages import lock
+from stages.arms import locks
+from stages.arms.plan import plan
+from stages.core.errors import UserError
+
+from .test_arms import WORKLOAD, cfg_of, commit_all, repo  # noqa: F401  (fixture)
+
+LOCK = locks.Lock("3.11.7", {"torch": "2.13.0+cpu", "numpy": "2.1.0", "rich": "13.0.0"})
+
+
+def _write(repo, pins, python="3.11.7"):
+    path = repo / locks.path_of("test-box")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(locks.text_of(locks.Lock(python, pins), "test-box"))
+
+
+def test_a_lock_round_trips_and_installs_torch_from_its_index():
+    text = locks.text_of(LOCK, "box")
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in text
+    assert locks.parse(text, "x") == LOCK
+    with pytest.raises(UserError, match=r"x line 2 is not `name==version`: 'torch>=2'"):
+        locks.parse("# python 3.11.7\ntorch>=2\n", "x")
+    with pytest.raises(UserError, match="does not say its Python version"):
+        locks.parse("torch==2.13.0\n", "x")
+
+
+def test_changes_name_torch_first_and_only_what_matters():
+    after = {"torch": "2.14.1+cpu", "numpy": "2.1.0", "rich": "14.0.0", "idna": "3.0"}
+    assert locks.changes(LOCK.pins, after) == [
+        "torch 2.13.0+cpu -> 2.14.1+cpu", "+idna 3.0", "rich 13.0.0 -> 14.0.0"]
+    assert locks.changes(LOCK.pins, after, {"torch", "numpy"}) == [
+        "torch 2.13.0+cpu -> 2.14.1+cpu"]
+
+
+def test_an_unchanged_lock_is_a_code_only_comparison_in_this_interpreter(repo):
+    _write(repo, {"torch": "2.13.0+cpu", "rich": "13.0.0"})
+    commit_all(repo, "the lock")
+    (repo / "stages" / "workloads" / "tagged.py").write_text(WORKLOAD.format(items=2))
+    base, now = plan(cfg_of(repo, measure="rebuild")).arms
+    assert base.python is None and base.code is not None     # one interpreter, its code
+
+
+def test_a_lock_that_bumps_a_package_that_does_not_matter_rebuilds_nothing(repo):
+    _write(repo, {"torch": "2.13.0+cpu", "rich": "13.0.0"})
+    commit_all(repo, "the lock")
+    _write(repo, {"torch": "2.13.0+cpu", "rich": "14.0.0"})   # env.json does not list rich
+    found = plan(cfg_of(repo))
+    assert found.unchanged and [a.name for a in found.arms] == ["now"]
+
+
+def test_a_lock_that_moves_torch_rebuilds_the_baseline_from_its_lock_and_says_so(repo, monkeypatch):
+    _write(repo, {"torch": "2.13.0+cpu", "rich": "13.0.0"})
+    commit_all(repo, "the lock")
+    _write(repo, {"torch": "2.14.1+cpu", "rich": "13.0.0"})
+    built = []
+    monkeypatch.setattr("stages.arms.plan._materialise",
+                        lambda cfg, spec, cache, log: built.append(spec) or "/venv/bin/python")
+    found = plan(cfg_of(repo))
+    base, now = found.arms
+    assert found.rebuilt and base.python == "/venv/bin/python" and now.python is None
+    assert built[0].pins == ("rich==13.0.0", "torch==2.13.0+cpu") and built[0].python == "3.11.7"
+    assert "packages differ (torch 2.13.0+cpu -> 2.14.1+cpu)" in found.note
+    # this interpreter (env.json: torch 2.13.0+cpu) is not the PR's lock: said, with the fix
+    assert "This environment differs from its lock conf/env/test-box.txt (torch 2.14.1+cpu " \
+           "-> 2.13.0+cpu): install it" in found.note
+
+
+def test_the_lock_command_writes_and_checks_this_environment(repo, monkeypatch, capsys):
+    monkeypatch.setattr(lock, "distributions",
+                        lambda: {"torch": "2.13.0+cpu", "torchgate": "0.1", "pip": "24"})
+    lock.main(["--params", "params.yaml"])
+    written = locks.read("test-box")
+    assert written.pins == {"torch": "2.13.0+cpu"}             # not the harness, not pip
+    with pytest.raises(SystemExit) as ok:
+        lock.main(["--check"])
+    assert ok.value.code == 0
+    monkeypatch.setattr(lock, "distributions", lambda: {"torch": "2.14.1+cpu"})
+    with pytest.raises(SystemExit) as moved:
+        lock.main(["--check"])
+    assert moved.value.code == 1
+    assert "differs from conf/env/test-box.txt: torch 2.13.0+cpu -> 2.14.1+cpu" in \
+        capsys.readouterr().out
