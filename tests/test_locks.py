@@ -8,7 +8,10 @@ from stages.arms import locks
 from stages.arms.plan import plan
 from stages.core.errors import UserError
 
-from .test_arms import WORKLOAD, cfg_of, commit_all, repo  # noqa: F401  (fixture)
+from . import test_arms
+from .test_arms import WORKLOAD, cfg_of, commit_all
+
+repo = test_arms.repo          # the fixture: a committed project with its env
 
 LOCK = locks.Lock("3.11.7", {"torch": "2.13.0+cpu", "numpy": "2.1.0", "rich": "13.0.0"})
 
