@@ -8,7 +8,9 @@ only (never along a redirect or a next-page link to another). The comment carrie
 marker: the pull request's first comment that holds it and was written by the token's own
 user (GET /user; a workflow's GITHUB_TOKEN, which may not ask, posts as github-actions[bot];
 --author names another) is edited, else one is created, so a pull request has one torchgate
-comment however often it is pushed to, and nobody else's comment is ever overwritten. Only the
+comment however often it is pushed to, and nobody else's comment is ever overwritten. With
+--machine the marker names the machine: each machine that checks the pull request keeps a
+comment of its own, which only its own later runs edit. Only the
 standard library: the follow-up workflow that comments on a fork's pull request runs it
 without installing the project.
 """
@@ -164,9 +166,15 @@ class GitHub:
         return login
 
 
-def with_marker(body: str) -> str:
+def marker(machine: str | None = None) -> str:
+    """The hidden line that finds the comment again: one per machine when named (the
+    names never contain a space, so no marker is part of another)."""
+    return f"<!-- torchgate {machine} -->" if machine else MARKER
+
+
+def with_marker(body: str, mark: str = MARKER) -> str:
     """The body as posted: marked, and short enough for GitHub."""
-    text = f"{MARKER}\n{body.rstrip()}\n"
+    text = f"{mark}\n{body.rstrip()}\n"
     if len(text) > MAX_BODY:
         text = text[:MAX_BODY - len(TRUNCATED)] + TRUNCATED
     return text
@@ -177,12 +185,14 @@ def _author(comment: dict) -> str | None:
     return user.get("login") if isinstance(user, dict) else None
 
 
-def post(github: GitHub, pr: int, body: str, author: str) -> tuple[str, str]:
-    """Edit this pull request's marked comment that `author` wrote, or create one: (what was
-    done, its URL). A marked comment by anyone else (quoting the report, say) is left be."""
-    text = with_marker(body)
+def post(github: GitHub, pr: int, body: str, author: str,
+         mark: str = MARKER) -> tuple[str, str]:
+    """Edit this pull request's comment that holds `mark` and that `author` wrote, or create
+    one: (what was done, its URL). A marked comment by anyone else (quoting the report, say)
+    is left be."""
+    text = with_marker(body, mark)
     mine = [c for c in github.comments(pr) if isinstance(c, dict)
-            and MARKER in (c.get("body") or "") and _author(c) == author]
+            and mark in (c.get("body") or "") and _author(c) == author]
     if mine:
         done, _ = github.call("PATCH", f"/repos/{github.repo}/issues/comments/{mine[0]['id']}",
                               {"body": text})
@@ -206,6 +216,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--author", help="the login the token posts as, whose marked comment "
                                          "is edited (default: GET /user; a workflow's "
                                          f"GITHUB_TOKEN: {ACTIONS_BOT})")
+    parser.add_argument("--machine", help="the machine that measured (TORCHGATE_MACHINE): "
+                                          "one comment per machine, edited by its later runs")
     parser.add_argument("--reports-url", help="where the body's relative links point: a URL "
                                               "with {path} (filled per link), or one page "
                                               "for all of them (the run that holds the "
@@ -214,6 +226,9 @@ def main(argv: list[str] | None = None) -> None:
     with one_line_errors("comment"):
         if not re.fullmatch(r"[\w.-]+/[\w.-]+", args.repo):
             raise UserError(f"--repo must be owner/name, got {args.repo!r}")
+        if args.machine is not None and not re.fullmatch(r"[\w.-]+", args.machine):
+            raise UserError(f"--machine must be a name of letters, digits, '.', '_' or '-', "
+                            f"got {args.machine!r}")
         token = os.environ.get("GITHUB_TOKEN", "")
         if not token:
             raise UserError("GITHUB_TOKEN is not set; export a token that may write "
@@ -232,8 +247,11 @@ def main(argv: list[str] | None = None) -> None:
             if head != args.head_sha:
                 raise UserError(f"pull request {args.pr} of {args.repo} is at {head[:10]}, "
                                 f"not at the run's {args.head_sha[:10]}; not commenting")
-        done, url = post(github, args.pr, body, args.author or github.login())
-        print(f"torchgate comment: {done} the comment on {args.repo}#{args.pr}"
+        done, url = post(github, args.pr, body, args.author or github.login(),
+                         marker(args.machine))
+        print(f"torchgate comment: {done} the "
+              + (f"{args.machine} " if args.machine else "")
+              + f"comment on {args.repo}#{args.pr}"
               + (f": {url}" if url else ""))
 
 

