@@ -67,7 +67,8 @@ comment_body() {
 # and the index are left as they are (the gate runs after this on the same composition).
 commit_baseline() {
   local branch measured message index parent tree commit attempt
-  branch=$(git symbolic-ref -q --short HEAD) || die "HEAD is not a branch: check out the branch to commit the reports to"
+  branch=$(git symbolic-ref -q --short HEAD) ||
+    die "HEAD is not a branch: check out the branch to commit the reports to"
   [ -d "$REPORTS" ] || die "no $REPORTS: nothing was measured"
   measured=$(git rev-parse HEAD)
   message="torchgate baseline: $TORCHGATE_MACHINE at ${measured:0:12} [skip ci]"
@@ -84,7 +85,7 @@ commit_baseline() {
     commit=$(git -c user.name="${GIT_USER_NAME:-github-actions[bot]}" \
       -c user.email="${GIT_USER_EMAIL:-41898282+github-actions[bot]@users.noreply.github.com}" \
       commit-tree "$tree" -p "$parent" -m "$message" \
-      -m "The reports of $TORCHGATE_MACHINE, measured at $measured: the next baseline of that machine.")
+      -m "The reports of $TORCHGATE_MACHINE, measured at $measured: its next baseline.")
     if git push -q origin "$commit:refs/heads/$branch"; then
       echo "torchgate: pushed $REPORTS to $branch as ${commit:0:12}"
       return 0

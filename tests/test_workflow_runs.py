@@ -48,6 +48,11 @@ fi
 PIP = """#!/usr/bin/env bash
 echo "pip $*" >> "$FAKE_CALLS"
 """
+# The GPU box's python3: `-m venv` makes an empty venv (so that pip stays the stand-in).
+PYTHON3 = """#!/bin/sh
+if [ "$1 $2" = "-m venv" ]; then mkdir -p "$3/bin" && : > "$3/bin/activate" && exit 0; fi
+exec "{python}" "$@"
+"""
 
 
 @pytest.fixture
@@ -70,10 +75,12 @@ def site(tmp_path, github):
     git("checkout", "-q", "main", cwd=src)          # origin's default branch
     origin = tmp_path / "origin.git"
     git("clone", "-q", "--bare", str(src), str(origin), cwd=tmp_path)
+    git("update-ref", "refs/pull/7/merge", head, cwd=origin)    # GitHub's test merge
     tools = tmp_path / "bin"
     tools.mkdir()
-    for name, script in (("dvc", DVC), ("pip", PIP), ("python", None), ("python3", None)):
-        (tools / name).write_text(script or f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    python = '#!/bin/sh\nexec "{python}" "$@"\n'
+    for name, script in (("dvc", DVC), ("pip", PIP), ("python", python), ("python3", PYTHON3)):
+        (tools / name).write_text(script.replace("{python}", sys.executable))
         (tools / name).chmod(0o755)
     (tmp_path / "home").mkdir()
     env = {"PATH": f"{tools}:{os.environ['PATH']}", "HOME": str(tmp_path / "home"),
@@ -199,6 +206,38 @@ def test_a_committed_lock_is_what_the_check_installs(site, tmp_path):
     calls = (tmp_path / "calls").read_text().splitlines()
     assert [c for c in calls if c.startswith("pip")] == [
         "pip install -r conf/env/ci-cpu.txt", "pip install --no-deps -e ."]
+
+
+def test_the_gpu_box_checks_a_labelled_pull_request_from_this_repository_only(site, github):
+    runner, _, base, head = site
+    workflow = load(WORKFLOWS / "torchgate-gpu.yml")
+
+    def event(fork=False, labels=("gpu-check",), action="labeled", label="gpu-check"):
+        pull = pull_request(base, head, fork)["event"]["pull_request"]
+        pull["labels"] = [{"name": n} for n in labels]
+        return {"event_name": "pull_request_target", "repository": REPO, "sha": base,
+                "ref": "refs/heads/main",
+                "event": {"action": action, "label": {"name": label}, "pull_request": pull}}
+
+    token = {"GITHUB_TOKEN": "ghs_workflow"}
+    for skipped in (event(fork=True), event(labels=()), event(labels=("gpu-check", "docs"),
+                                                              label="docs")):
+        run = runner.start(skipped)
+        assert runner.job(run, workflow, "baseline").result == "skipped"
+        assert runner.job(run, workflow, "check", token).result == "skipped"
+    for action in ("labeled", "synchronize"):
+        run = runner.start(event(action=action))
+        checked = runner.job(run, workflow, "check", token)
+        commented = runner.job(run, workflow, "comment", token)
+        assert checked.result == commented.result == "success", [
+            (s.name, s.output[-2000:]) for s in checked.steps + commented.steps]
+    (comment,) = github.comments[7]
+    assert comment["body"].startswith("<!-- torchgate gpu-box -->\nMeasured on `gpu-box`")
+    composed = yaml.safe_load((checked.workspace / "params.yaml").read_text())
+    assert composed["matrix"]["name"] == "gpu" and composed["baseline"]["rev"] == base
+    # The check measured the test merge, with main's workflow; the comment ran main's code.
+    assert git("rev-parse", "HEAD", cwd=checked.workspace).stdout.strip() == head
+    assert git("rev-parse", "HEAD", cwd=commented.workspace).stdout.strip() == base
 
 
 def writer(runner: Runner, **fake: str):
