@@ -30,8 +30,12 @@ REPORTS="reports/$TORCHGATE_MACHINE"
 comment_body() {
   mkdir -p comment
   if [ "${MEASURED:-}" = success ] && [ -f "$REPORTS/summary.md" ]; then
-    params=$(dvc params diff "$BASE" HEAD --md 2>&1) || params="dvc params diff failed: $params"
-    [ -n "$params" ] || params="None: params.yaml is as at the base commit."
+    if params=$(dvc params diff "$BASE" HEAD --md 2>&1); then    # no change: a bare header
+      [ "$(printf '%s\n' "$params" | grep -c '^|')" -gt 2 ] ||
+        params="None: params.yaml is as at the base commit."
+    else
+      params="dvc params diff failed: $params"
+    fi
     {
       echo "Measured on \`$TORCHGATE_MACHINE\`, against the base commit ${BASE:0:10}."
       echo

@@ -134,6 +134,7 @@ def test_a_pull_request_from_this_repository_gets_one_comment_edited_by_later_ru
     assert "bench.seed" in params and "baseline.rev" not in params and "smoke" not in params
     composed = yaml.safe_load((checked.workspace / "params.yaml").read_text())
     assert composed["baseline"] == {"rev": base, "measure": "rebuild"}
+    assert composed["machine"]["name"] == "ci-cpu"          # TORCHGATE_MACHINE
     assert "**Passed:** 2 OK" in checked.summary            # the run's page
     run, checked, _ = check(runner, base, head, summary="**Passed:** 3 OK")
     assert len(github.comments[7]) == 2 and len(mine(github)) == 1
@@ -157,10 +158,13 @@ def test_a_failed_measurement_replaces_the_comment_with_measurement_failed(site,
 
 
 def test_a_red_gate_still_comments_the_summary(site, github):
-    runner, _, base, head = site
-    _, checked, _ = check(runner, base, head, gate_fails="1", summary="**1 REGRESSED**")
+    runner, _, base, _ = site          # a pull request that changes no parameter
+    _, checked, _ = check(runner, base, base, gate_fails="1", summary="**1 REGRESSED**")
     assert checked.result == "failure"
-    assert "**1 REGRESSED**" in mine(github)[0]["body"]
+    body = mine(github)[0]["body"]
+    assert "**1 REGRESSED**" in body
+    assert body.endswith("## Parameters this pull request changes\n\n"
+                         "None: params.yaml is as at the base commit.\n")
 
 
 def test_a_forks_comment_comes_from_the_follow_up_workflow(site, github):
@@ -235,6 +239,7 @@ def test_the_gpu_box_checks_a_labelled_pull_request_from_this_repository_only(si
     assert comment["body"].startswith("<!-- torchgate gpu-box -->\nMeasured on `gpu-box`")
     composed = yaml.safe_load((checked.workspace / "params.yaml").read_text())
     assert composed["matrix"]["name"] == "gpu" and composed["baseline"]["rev"] == base
+    assert composed["machine"]["name"] == "gpu-box"
     # The check measured the test merge, with main's workflow; the comment ran main's code.
     assert git("rev-parse", "HEAD", cwd=checked.workspace).stdout.strip() == head
     assert git("rev-parse", "HEAD", cwd=commented.workspace).stdout.strip() == base
