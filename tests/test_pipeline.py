@@ -63,7 +63,7 @@ def test_dvc_repro_twice_with_a_baseline(project):
     for path in ["env/env.json", "env/env.md", "bench/cpu-fp32.json", "bench/cpu-fp32.md",
                  "bench/cuda-fp32.json", "numerics/cpu-fp32.json", "numerics/cpu-fp32.md",
                  "compare.md", "compare.json", "summary.md", "metrics.json"]:
-        assert (project / "reports" / path).stat().st_size > 0, path
+        assert (project / "reports/test-box" / path).stat().st_size > 0, path
     summary = read("reports/test-box/summary.md")
     assert "No baseline yet" in summary and "Commit `reports/`" in summary
     assert "this workload is broken on purpose" in summary          # FAILED, with its error
