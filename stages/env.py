@@ -2,17 +2,31 @@
 
     python -m stages.env
 
-reports/<machine>/env/env.json holds stable fields only (measure.probe), so an unchanged environment
-rewrites it byte-identical and `dvc repro` skips everything downstream. The environment is not
-a file DVC can hash, so this stage runs on every `dvc repro` (`always_changed`, in
-reports/env/dvc.yaml); it must cost next to nothing when nothing changed. When the fingerprint
-(measure.fingerprint: interpreter, installed distributions, CPU, GPU driver, OS, variables;
-read with the standard library alone) equals the one recorded beside the capture, the capture
-stands and nothing else is imported: no torch, no package metadata, no git. Measured on the
-shared 2-core VM: 0.05 s, against 0.19 s when this stage also rendered env.md, and 2 s for a
-full capture (torch's import). The environment's diff against the baseline, reports/env/env.md,
-is the compare stage's: it depends on the baseline, which a commit moves, and a page that
-changed after every commit would leave the committed tree dirty.
+Three files in this machine's reports/<machine>/env/ (--out):
+
+- env.json, which every bench and numerics stage depends on: stable fields only
+  (measure.probe), its `distributions` the packages that matter, torch's dependency closure
+  and the distributions of the modules a worker imports (torch, the harness and the workloads
+  of params.yaml, imported in a child process, stages.core.config.targets.imports: a workload
+  that does not import is left to the bench stage to report). Rewritten only when its content
+  changed, so `pip install pytest` re-measures nothing and an unchanged environment leaves it
+  byte-identical.
+- packages.json: every installed distribution, for reproducibility and to rebuild the
+  baseline's venv (arms); nothing that measures depends on it.
+- fingerprint.json: what decides whether to capture again, and the digests of the two files
+  as written; nothing depends on it (inside env.json, any pip install would rewrite that).
+
+The environment is not a file DVC can hash, so this stage runs on every `dvc repro`
+(`always_changed`, in reports/env/dvc.yaml); it must cost next to nothing when nothing changed.
+When the fingerprint (measure.fingerprint: interpreter, installed distributions, CPU, GPU
+driver, OS, variables; and the contents of params.yaml and of the project's files that the
+last capture found a worker importing, whose imports decide what matters) equals the recorded
+one and both files are as written, the capture stands and nothing else is imported: no torch,
+no package metadata, no git. Measured on the shared 2-core VM: 0.05 s, against 0.19 s when
+this stage also rendered env.md, and a few seconds for a full capture (torch's import, here
+and in the child). The environment's diff against the baseline, reports/env/env.md, is the
+compare stage's (reports/<machine>/env/env.md): it depends on the baseline, which a commit moves, and a page that changed
+after every commit would leave the committed tree dirty.
 """
 from __future__ import annotations
 
@@ -20,63 +34,159 @@ import argparse
 import hashlib
 import json
 import os
+import sys
 
 from stages.core import machine
 from stages.core.errors import UserError, one_line_errors
 from stages.measure.fingerprint import fingerprint
 
-ENV_SCHEMA = 1      # records.SCHEMA["env"], not imported: importing records costs 0.06 s
+ENV_SCHEMA = 2      # records.SCHEMA["env"], not imported: importing records costs 0.06 s
+ENV, PACKAGES, FINGERPRINT = "env.json", "packages.json", "fingerprint.json"
+# What a worker imports before its workload (measure.worker; the modules of the workloads'
+# `_target_`s follow).
+WORKER_MODULES = ["torch", "stages.measure.worker"]
 
 
-def _digest(env: object) -> str:
-    """sha256 of the capture as records.dumps writes it (tests check they agree)."""
-    text = json.dumps(env, sort_keys=True, indent=1, allow_nan=False) + "\n"
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _load(json_path: str) -> dict:
-    with open(json_path, encoding="utf-8") as fh:
-        return json.load(fh)
-
-
-def recorded(json_path: str, print_: dict) -> dict | None:
-    """The recorded capture when its fingerprint is this one and it is intact (an edited or
-    older record is captured again), else None."""
+def _digest(path: str) -> str | None:
     try:
-        previous = _load(json_path)
-        env = previous["env"]
-        if (previous.get("kind") == "env" and previous.get("schema_version") == ENV_SCHEMA
-                and previous.get("fingerprint") == json.loads(json.dumps(print_))
-                and previous.get("digest") == _digest(env)):
-            return env
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        with open(path, "rb") as fh:
+            return hashlib.sha256(fh.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def _load(path: str) -> dict | None:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+        return data if isinstance(data, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+def sources(paths) -> dict[str, str | None]:
+    """path -> sha256 of its content (None: absent), sorted."""
+    return {path: _digest(path) for path in sorted(set(paths))}
+
+
+def current(recorded: dict | None, params: str) -> dict:
+    """This fingerprint: the environment's, and the contents of params.yaml and of the files
+    that the recorded capture found a worker importing."""
+    try:
+        files = list(recorded["fingerprint"]["sources"])
+    except (TypeError, KeyError):
+        files = []
+    return json.loads(json.dumps({**fingerprint(), "sources": sources([params, *files])}))
+
+
+def stands(out: str, recorded: dict | None, print_: dict) -> bool:
+    """Whether the recorded capture stands: its fingerprint is this one, it was written by
+    this env schema, and env.json and packages.json are as written (an edited, deleted or
+    older record is captured again)."""
+    if not recorded or recorded.get("env_schema") != ENV_SCHEMA \
+            or recorded.get("fingerprint") != print_:
+        return False
+    written = recorded.get("written")
+    return isinstance(written, dict) and all(
+        written.get(name) == _digest(os.path.join(out, name)) for name in (ENV, PACKAGES))
+
+
+def worker_imports(params: str) -> tuple[list[str], list[str], str | None]:
+    """(the modules a worker imports, the project's files among them, why the workloads were
+    not read), read in a child process: a workload module that fails, hangs or ends the
+    process is the bench stage's to report, and this stage's own imports (yaml) are not a
+    worker's."""
+    from stages.core import config
+    from stages.core.config.targets import imports
+
+    try:
+        cfg = config.load(params)
+        default = cfg.bench.timeout_s
+        targets = sorted({w.target for w in cfg.workloads.values()})
+        limit_s = max((w.timeout_s or default for w in cfg.workloads.values()), default=default)
+        note = None
+    except UserError as exc:
+        targets, limit_s, note = [], 300.0, f"workloads not read ({exc})"
+    found = imports(WORKER_MODULES, targets, limit_s)
+    root = os.path.join(os.path.abspath("."), "")
+    installed = tuple({os.path.join(p, "") for p in (sys.prefix, sys.exec_prefix,
+                                                      sys.base_prefix)})
+    files = sorted(os.path.relpath(f, root) for f in found.values() if isinstance(f, str)
+                   and f.startswith(root) and not f.startswith(installed)
+                   and not {"site-packages", "dist-packages"} & set(f.split(os.sep)))
+    return sorted(found), files, note
+
+
+def _write_if_changed(path: str, text: str) -> bool:
+    """Write `text` (atomically) unless the file holds it already: an unchanged file keeps
+    its bytes and its time."""
+    from stages.core.records import write_text
+    try:
+        with open(path, encoding="utf-8") as fh:
+            if fh.read() == text:
+                return False
+    except (OSError, ValueError):
         pass
-    return None
+    write_text(path, text)
+    return True
 
 
-def _capture(json_path: str, print_: dict) -> str:
-    """Capture the environment (imports torch), write it, and say what changed since the
-    record it replaces."""
-    from stages.core.records import dumps, write_record
+def _before(path: str) -> dict | None:
+    """The environment env.json held, upgraded to this schema; None if unreadable."""
+    from stages.core.records import parse_record
+    from stages.core.records.schema import EnvRecord
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return parse_record(fh.read(), EnvRecord, path).env
+    except (OSError, ValueError, UserError):
+        return None
+
+
+def _capture(out: str, params: str, environment: dict) -> str:
+    """Capture the environment (imports torch, here and in the child), write what changed,
+    and say what changed since the record it replaces."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from stages.core.records import dumps, record_data, write_text
     from stages.core.records.schema import EnvRecord
     from stages.judge.environment import diff, hardware_changes
+    from stages.measure import distributions
     from stages.measure.probe import capture
 
-    try:
-        before = _load(json_path).get("env")
-    except (OSError, ValueError, AttributeError):
-        before = None
-    now = json.loads(dumps(capture()))
-    write_record(json_path, EnvRecord(now, print_, _digest(now)))
-    if not isinstance(before, dict):
-        return "captured"
+    with ThreadPoolExecutor(1) as pool:     # the child imports while this process does
+        child = pool.submit(worker_imports, params)
+        try:
+            import torch  # noqa: F401  the capture's own import, meanwhile
+        except Exception:
+            pass            # the capture records None for torch
+        modules, files, note = child.result()
+    env_path, packages_path = os.path.join(out, ENV), os.path.join(out, PACKAGES)
+    before = _before(env_path)
+    now = json.loads(dumps(capture(modules)))
+    env_text = dumps(record_data(EnvRecord(now)))
+    every = distributions.versions(distributions.installed())
+    packages_text = dumps({"distributions": every})
+    rewritten = _write_if_changed(env_path, env_text)
+    _write_if_changed(packages_path, packages_text)
+    write_text(os.path.join(out, FINGERPRINT), dumps({
+        "env_schema": ENV_SCHEMA,
+        "fingerprint": {**environment, "sources": sources([params, *files])},
+        "written": {ENV: hashlib.sha256(env_text.encode()).hexdigest(),
+                    PACKAGES: hashlib.sha256(packages_text.encode()).hexdigest()}}))
+    counted = (f"{len(now.get('distributions') or {})} of {len(every)} installed "
+               "distributions matter" + (f"; {note}" if note else ""))
+    if not rewritten:
+        return f"captured: unchanged ({counted})"
+    if before is None:
+        return f"captured ({counted})"
     if hardware_changes(before, now):
-        return "captured: hardware changed"
+        return f"captured: hardware changed ({counted})"
     changed = [field for field, _, _ in diff(before, now)]
     if not changed:
-        return "captured: unchanged"
+        return f"captured: rewritten in the current format ({counted})"
     shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
-    return f"captured: {len(changed)} field(s) changed since the last capture ({shown})"
+    return (f"captured: {len(changed)} field(s) changed since the last capture ({shown}; "
+            f"{counted})")
 
 
 def check_machine(name: str, derived: bool) -> None:
@@ -102,23 +212,28 @@ def main(argv: list[str] | None = None) -> None:
                         "TORCHGATE_MACHINE, else the name derived from this hardware)")
     parser.add_argument("--derived", default="false",
                         help="machine.derived: the name was derived from the hardware")
-    parser.add_argument("--out", help="folder for env.json (default reports/<machine>/env)")
+    parser.add_argument("--out", help="folder for env.json, packages.json and fingerprint.json "
+                                      "(default reports/<machine>/env)")
+    parser.add_argument("--params", default="params.yaml",
+                        help="the configuration that names the workloads")
     args = parser.parse_args(argv)
     with one_line_errors("env"):
         args.machine = args.machine or machine.unnamed()
         check_machine(args.machine, args.derived.lower() == "true")
         out = args.out or os.path.join(machine.REPORTS.name, args.machine, "env")
-        json_path = os.path.join(out, "env.json")   # os.path: pathlib costs 3 ms to import
-        print_ = fingerprint()
-        if recorded(json_path, print_) is not None:
-            print(f"torchgate env: {json_path} stands (the environment's fingerprint is "
+        env_path = os.path.join(out, ENV)   # os.path: pathlib costs 3 ms to import
+        recorded = _load(os.path.join(out, FINGERPRINT))
+        print_ = current(recorded, args.params)
+        if stands(out, recorded, print_):
+            print(f"torchgate env: {env_path} stands (the environment's fingerprint is "
                   "unchanged)")
             return
+        environment = {k: v for k, v in print_.items() if k != "sources"}
         try:
-            summary = _capture(json_path, print_)
+            summary = _capture(out, args.params, environment)
         except OSError as exc:
-            raise UserError(f"cannot write {json_path}: {exc}") from None
-        print(f"torchgate env: wrote {json_path}; {summary}")
+            raise UserError(f"cannot write in {out}: {exc}") from None
+        print(f"torchgate env: wrote {env_path}; {summary}")
 
 
 if __name__ == "__main__":

@@ -6,9 +6,10 @@ Two arms are measured side by side, in lock-step pairs, when
 - a candidate is asked for (`candidate.python`, `candidate.pip`, `candidate.rev`): the
   candidate against this environment and working tree;
 - or the baseline can be measured again (`baseline.measure`: auto, rebuild): when this run's
-  packages or workload code differ from the baseline's, the baseline arm is rebuilt from its
-  revision (its workload modules and workload configuration) and its recorded package set,
-  and measured beside this run. Two runs measured apart in time on a machine that drifts can
+  packages that matter (env.json: torch's closure, what the workers import) or workload code
+  differ from the baseline's, the baseline arm is rebuilt from its revision (its workload
+  modules and workload configuration) and its recorded package set (packages.json: every
+  installed distribution), and measured beside this run. Two runs measured apart in time on a machine that drifts can
   rarely tell 10 % from noise; side by side they can.
 
 What comes from the other revision: `stages/workloads/`, the project's other modules that a
@@ -33,6 +34,7 @@ from stages.core.config.sweeps import expand
 from stages.core.config.targets import module_paths
 from stages.core.errors import UserError
 from stages.core.records.job import NOW_ARM, Arm
+from stages.core.records.packages import PACKAGES, every_installed, that_matter
 from stages.core.records.schema import EnvRecord
 from stages.core.vocabulary import short
 
@@ -77,11 +79,14 @@ def _candidate(cfg: Config, log, root: Path) -> Plan:
     cache = cache_root(cfg)
     python, spec = cfg.candidate.python, None
     if cfg.candidate.pip:
-        here = load_current(root / cfg.reports / "env" / "env.json", EnvRecord)
-        if here is None or not here.env.get("distributions"):
+        env_folder = root / cfg.reports / "env"
+        here = load_current(env_folder / "env.json", EnvRecord)
+        installed = here and every_installed(_read(env_folder / PACKAGES), here.env,
+                                             (cfg.reports / "env" / PACKAGES).as_posix())
+        if not installed:
             raise UserError("candidate.pip builds on this environment's package set, recorded by "
                             "the env stage; run `python -m stages.env` (or dvc repro) first")
-        spec = venv.spec_from(here.env["distributions"], _python_version(here, "this run's"),
+        spec = venv.spec_from(installed, _python_version(here, "this run's"),
                               overrides=cfg.candidate.pip, installer=cfg.arms.installer)
         python = _materialise(cfg, spec, cache, log)
     code, rev, workloads = None, None, None
@@ -112,12 +117,13 @@ def _rebuilt_baseline(cfg: Config, log, root: Path) -> Plan:
     if here is None:
         raise UserError("this run's environment is not recorded by the env stage; run "
                         "`python -m stages.env` (or dvc repro) first")
-    base_packages = base_env.env.get("distributions")
-    if not base_packages:
+    # The packages that matter, each side's (an older baseline that lists every installed
+    # distribution: on the names that matter now); a pip install beside them is no change.
+    base_matter, now_matter = that_matter(base_env.env, here.env)
+    if not base_matter:
         raise UserError("the baseline's env.json does not list its installed packages (it was "
                         "recorded by an older torchgate)")
-    now_packages = here.env.get("distributions") or {}
-    env = _environments(cfg, commit, base_env, now_packages, root)
+    env = _environments(cfg, commit, base_env, base_matter, now_matter, root)
     packages_differ = bool(env.changes)
     base_workloads = _workloads_at(commit, cfg, root)
     code_differs = (checkout.differs(commit, workload_paths(cfg.workloads, root), root)
@@ -157,20 +163,25 @@ class Environments:
     note: str = ""             # " This environment differs from its lock: ...", or nothing
 
 
-def _environments(cfg: Config, commit: str, base_env: EnvRecord, now: dict[str, str],
-                  root: Path) -> Environments:
+def _environments(cfg: Config, commit: str, base_env: EnvRecord, base_matter: dict[str, str],
+                  now: dict[str, str], root: Path) -> Environments:
     """Each arm's environment. Where the machine has a lock (conf/env/<machine>.txt) it is the
     lock at that arm's revision: a change that leaves the lock alone compares code only, in
     one interpreter; else the recorded package sets. Only the packages that matter (those
-    env.json lists: what the workers import) count as a difference."""
+    env.json lists: torch's closure, what the workers import; `base_matter` and `now`)
+    count as a difference."""
     machine = cfg.reports.name
-    recorded = base_env.env.get("distributions") or {}
-    matter = {*recorded, *now}
+    matter = {*base_matter, *now}
     locked_base = locks.read_at(commit, machine, root)
     if locked_base is None:
-        return Environments(_without_harness(recorded),
+        # Built from every distribution the baseline had installed (packages.json): pinned
+        # without dependency resolution, a venv needs the whole set, not the ones that matter.
+        packages = (cfg.reports / "env" / PACKAGES).as_posix()
+        installed = every_installed(git.read_file(commit, packages, root), base_env.env,
+                                    f"the baseline's {packages}")
+        return Environments(_without_harness(installed),
                             _python_version(base_env, "the baseline's"),
-                            locks.changes(_without_harness(recorded), _without_harness(now)))
+                            locks.changes(_without_harness(base_matter), _without_harness(now)))
     locked_now = locks.read(machine, root)
     this = locked_now.pins if locked_now is not None else _without_harness(now)
     changes = locks.changes(locked_base.pins, this, matter)
@@ -235,6 +246,13 @@ def _python_version(env: EnvRecord, whose: str) -> str:
                         "python section): rerun the env stage there (`python -m stages.env`) "
                         "and commit reports/<machine>/env/env.json")
     return version
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError:
+        return None
 
 
 def _without_harness(packages: dict[str, str]) -> dict[str, str]:

@@ -1,8 +1,11 @@
 """Python environments rebuilt from a recorded package set: the baseline's, or this one's with
-a candidate's overrides. Built once per spec and platform (cached by their hash; arms.cache),
-with uv when it is on PATH (much faster) or venv + pip, and checked: the torch that got
-installed must be the recorded build, local label included (2.13.0+cpu is not 2.13.0+cu130).
-A cached venv is checked before use: the spec it carries is the spec, its interpreter runs."""
+a candidate's overrides. The set is every distribution the environment had installed (the env
+stage's packages.json), not only the packages that matter (env.json): it is pinned exactly and
+installed without dependency resolution, so it must be complete. Built once per spec and
+platform (cached by their hash; arms.cache), with uv when it is on PATH (much faster) or venv +
+pip, and checked: the torch that got installed must be the recorded build, local label included
+(2.13.0+cpu is not 2.13.0+cu130). A cached venv is checked before use: the spec it carries is
+the spec, its interpreter runs."""
 from __future__ import annotations
 
 import hashlib

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from stages.core.records.dotted import MISSING, flatten, get
+from stages.core.records.packages import comparable
 
 # The fields whose change makes timings incomparable, as (dotted field, hardware_key name).
 HARDWARE_FIELDS = (
@@ -20,7 +21,10 @@ def hardware_key(env: dict) -> dict:
 
 
 def diff(base: dict | None, now: dict) -> list[Change]:
-    """Changed, added and removed dotted fields, sorted; an absent side is MISSING."""
+    """Changed, added and removed dotted fields, sorted; an absent side is MISSING. Packages
+    are compared on those that matter (core.records.packages.comparable): an older baseline
+    that lists every installed distribution, on the names that matter now."""
+    base, now = comparable(base, now)
     old, new = flatten(base or {}), flatten(now)
     changes = []
     for key in sorted(old.keys() | new.keys()):

@@ -11,11 +11,12 @@ import platform
 import re
 import socket
 import subprocess
+import sys
 import warnings
-from importlib import metadata
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from stages.core.records.host import Hardware, Host
+from stages.measure import distributions
 from stages.measure.fingerprint import cpu_model, env_vars, read, usable_cores
 from stages.measure.nvml import clocks as nvml_clocks
 
@@ -98,28 +99,21 @@ def _python() -> dict:
     }
 
 
-def distributions() -> dict[str, str]:
-    """Every installed distribution that an index can serve again, as normalized name ->
-    version (with its local label: torch 2.13.0+cpu). The first on sys.path wins: it is the
-    one that imports. Installed from a path or in editable mode (PEP 610 direct_url.json):
-    left out, no index has it."""
-    found: dict[str, str] = {}
-    skipped: set[str] = set()
-    for dist in _probe(lambda: list(metadata.distributions())) or []:
-        name = _probe(lambda: re.sub(r"[-_.]+", "-", dist.metadata["Name"]).lower())
-        if not name or name in found or name in skipped:
-            continue
-        if _probe(lambda: dist.read_text("direct_url.json")):
-            skipped.add(name)
-            continue
-        found[name] = _probe(lambda: dist.version)
-    return dict(sorted(found.items()))
-
-
-def _packages(installed: dict[str, str]) -> dict:
-    """Versions of the packages that change kernels or timings."""
-    return {name: version for name, version in installed.items()
+def _packages(matter: dict[str, str]) -> dict:
+    """Versions of the packages that change kernels or timings, among those that matter."""
+    return {name: version for name, version in matter.items()
             if name in PACKAGE_NAMES or name.startswith(PACKAGE_PREFIXES)}
+
+
+def that_matter(modules: Iterable[str] | None = None) -> dict[str, str]:
+    """name -> version of the distributions that matter (measure.distributions): torch's
+    closure and those of `modules`, a worker's imports; by default this process's (another
+    interpreter of an A/B run, which imported torch and nothing of the workloads'). Only
+    what an index can serve again, as arms.venv rebuilds from it."""
+    dists = distributions.installed()
+    names = distributions.that_matter(list(sys.modules) if modules is None else modules, dists)
+    return {name: version for name, version in distributions.versions(dists).items()
+            if name in names}
 
 
 def _gpus(torch: Any) -> dict:
@@ -214,8 +208,10 @@ def _flags(torch: Any) -> dict:
     return flags
 
 
-def capture() -> dict:
-    """The stable environment, as a nested dict with the sections in SECTIONS."""
+def capture(modules: Iterable[str] | None = None) -> dict:
+    """The stable environment, as a nested dict with the sections in SECTIONS; its
+    `distributions` are those that matter (`that_matter(modules)`): a package installed
+    beside them changes nothing here. Every installed one is the env stage's packages.json."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # reading legacy TF32 flags warns on new torch
         try:
@@ -223,7 +219,7 @@ def capture() -> dict:
         except Exception:
             torch = None
         gpus = _gpus(torch) if torch is not None else {}
-        installed = _probe(distributions) or {}
+        matter = _probe(that_matter, modules) or {}
         hardware = {
             "cpu_model": _probe(_cpu_model),
             "logical_cores": os.cpu_count(),
@@ -242,8 +238,8 @@ def capture() -> dict:
                 "name": _probe(_os_name),
                 "glibc": _probe(_glibc),
             },
-            "packages": _probe(_packages, installed),
-            "distributions": installed,
+            "packages": _probe(_packages, matter),
+            "distributions": matter,
             "flags": _probe(_flags, torch) if torch is not None else None,
             "env_vars": _probe(env_vars),
         }

@@ -8,7 +8,9 @@ in a child process with a time limit (`check_workloads`), so that a module that 
 sys.exit() or os._exit(), crashes, hangs, or takes a GPU at import cannot end, stall or load
 the stage. A signal.alarm around an in-process import would stop neither os._exit() nor a hang
 in C code that holds the GIL, and would leave the module's threads and device state in the
-stage; the child costs the stage what the import cost it (torch: about 1.5 s), no more.
+stage; the child costs the stage what the import cost it (torch: about 1.5 s), no more. The
+env stage reads, the same way, which modules a worker imports (`imports`): their
+distributions are the packages that matter.
 """
 from __future__ import annotations
 
@@ -69,18 +71,18 @@ for target in targets:
 """
 
 
-def signatures(targets: list[str], limit_s: float) -> dict[str, dict]:
-    """target -> {"takes": parameter names, "any": takes **kwargs} or {"error": why not},
-    read in one child process; a target whose import hung ("hung": true) or ended the child
-    says so, and the targets after it are left out (unchecked: their workers will tell)."""
+def _child(script: str, payload: object, limit_s: float) -> tuple[str, bool, int | None]:
+    """Run `script` in a child of this interpreter, `payload` as JSON on its stdin, within
+    `limit_s`: (its stdout, whether it hung, its return code). The child and whatever it
+    started end with it."""
     line, entry = lifetime.lifeline()         # the child ends with this process too
-    proc = subprocess.Popen([sys.executable, "-c", CHILD], stdin=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             env={**os.environ, **entry}, pass_fds=(line,),
                             start_new_session=True)
     hung = False
     try:
-        out, _ = proc.communicate(json.dumps([sys.path, targets]), timeout=limit_s)
+        out, _ = proc.communicate(json.dumps(payload), timeout=limit_s)
     except subprocess.TimeoutExpired:
         hung = True
         out = ""
@@ -91,13 +93,63 @@ def signatures(targets: list[str], limit_s: float) -> dict[str, dict]:
             pass
         if hung:
             out, _ = proc.communicate()
+    return out, hung, proc.returncode
+
+
+def signatures(targets: list[str], limit_s: float) -> dict[str, dict]:
+    """target -> {"takes": parameter names, "any": takes **kwargs} or {"error": why not},
+    read in one child process; a target whose import hung ("hung": true) or ended the child
+    says so, and the targets after it are left out (unchecked: their workers will tell)."""
+    out, hung, code = _child(CHILD, [sys.path, targets], limit_s)
     found: dict[str, dict] = {}
     for text in out.splitlines():
         target, result = json.loads(text)
         found[target] = result or (
             {"error": f"importing it did not finish within {limit_s:g} s", "hung": True}
             if hung else
-            {"error": f"importing it ended the process ({_status(proc.returncode)})"})
+            {"error": f"importing it ended the process ({_status(code)})"})
+    return found
+
+
+# The child of `imports`: after each import, the modules it added (name -> file or null).
+IMPORTS_CHILD = """
+import importlib, json, os, sys
+out = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)
+paths, modules, targets = json.load(sys.stdin)
+sys.path[:] = paths
+from stages.core.lifetime import hold_launcher
+hold_launcher()
+from stages.core.config.targets import load_target
+seen = set()
+def added():
+    new = {name: getattr(m, "__file__", None) for name, m in list(sys.modules.items())
+           if name not in seen}
+    seen.update(new)
+    return new
+added()
+for name, load in [(m, importlib.import_module) for m in modules] + [(t, load_target)
+                                                                     for t in targets]:
+    try:
+        load(name)
+    except (Exception, SystemExit):
+        pass
+    print(json.dumps(added()), file=out, flush=True)
+"""
+
+
+def imports(modules: list[str], targets: list[str], limit_s: float) -> dict[str, str | None]:
+    """The modules a process imports with `modules` and the workload `targets` (module name ->
+    its file, or None), read in one child process as a worker imports them. One that fails
+    to import is passed over; one that hangs or ends the child ends the reading, with what
+    was read before it kept. The bench stage reports either."""
+    out, _, _ = _child(IMPORTS_CHILD, [sys.path, modules, targets], limit_s)
+    found: dict[str, str | None] = {}
+    for text in out.splitlines():
+        try:
+            found.update(json.loads(text))
+        except ValueError:     # the last line of a child ended mid-write
+            pass
     return found
 
 

@@ -308,9 +308,10 @@ class NumericsRecord:
 
 @dataclass(frozen=True)
 class EnvRecord:
+    """The environment (stages/env.py): what it holds is what every bench and numerics stage
+    depends on. Its `distributions` are the packages that matter; every installed one is in
+    packages.json beside it, and the fingerprint in fingerprint.json."""
     env: dict[str, Any]                # sections: python, torch, hardware, os, packages, ...
-    fingerprint: dict[str, Any] = field(default_factory=dict)
-    digest: str | None = None
 
 
 KINDS = {"bench": BenchRecord, "numerics": NumericsRecord, "env": EnvRecord,

@@ -107,6 +107,20 @@ def _numerics_1(data: dict) -> dict:
     return out
 
 
+def _env_1(data: dict) -> dict:
+    """Schema 2 keeps the fingerprint and the digest out of env.json (fingerprint.json beside
+    it: a pip install rewrote env.json, and so re-measured everything), and its
+    `distributions` are the packages that matter. Schema 1 listed every installed
+    distribution there: read as `installed`, which comparisons restrict to the names that
+    matter on the other side (core.records.packages)."""
+    env = data.get("env")
+    if isinstance(env, dict) and "distributions" in env:
+        env = {**{k: v for k, v in env.items() if k != "distributions"},
+               "installed": env["distributions"]}
+    return {**{k: v for k, v in data.items() if k not in ("fingerprint", "digest")},
+            "env": env, "schema_version": 2}
+
+
 CHANGE = ("ratio", "ci_low", "ci_high", "p", "n_base", "n_now", "spread", "test", "p_adjusted",
           "mde", "needed")
 
@@ -139,7 +153,8 @@ def _without_control(data: dict) -> dict:
 
 UPGRADES = {("bench", 1): _bench_1, ("bench", 2): _bench_2, ("bench", 3): _bench_3,
             ("bench", 4): _bench_4, ("bench", 5): _bench_5, ("numerics", 1): _numerics_1,
-            ("numerics", 2): _numerics_2, ("compare", 1): _compare_1}
+            ("numerics", 2): _numerics_2, ("compare", 1): _compare_1,
+            ("env", 1): _env_1}
 
 # A version whose shape changed without a bump: its records, as read, are first made the shape
 # the version has now (before its upgrade to the next one, if any).
