@@ -97,7 +97,7 @@ def worker_imports(params: str) -> tuple[list[str], list[str], str | None]:
     process is the bench stage's to report, and this stage's own imports (yaml) are not a
     worker's."""
     from stages.core import config
-    from stages.core.config.targets import imports
+    from stages.core.config.targets import imports, module_paths
 
     try:
         cfg = config.load(params)
@@ -111,10 +111,12 @@ def worker_imports(params: str) -> tuple[list[str], list[str], str | None]:
     root = os.path.join(os.path.abspath("."), "")
     installed = tuple({os.path.join(p, "") for p in (sys.prefix, sys.exec_prefix,
                                                       sys.base_prefix)})
-    files = sorted(os.path.relpath(f, root) for f in found.values() if isinstance(f, str)
-                   and f.startswith(root) and not f.startswith(installed)
-                   and not {"site-packages", "dist-packages"} & set(f.split(os.sep)))
-    return sorted(found), files, note
+    files = {os.path.relpath(f, root) for f in found.values() if isinstance(f, str)
+             and f.startswith(root) and not f.startswith(installed)
+             and not {"site-packages", "dist-packages"} & set(f.split(os.sep))}
+    for target in targets:      # one that did not import: its fix must be read again
+        files.update(p for p in module_paths(target) if os.path.isfile(p))
+    return sorted(found), sorted(files), note
 
 
 def _write_if_changed(path: str, text: str) -> bool:

@@ -3,7 +3,6 @@ diffing, and the page (written by the compare stage) against a git baseline."""
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import os
 import subprocess
@@ -13,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from stages import compare, env
-from stages.core.records import SCHEMA, dotted, dumps, load_record, record_data
+from stages.core.records import SCHEMA, dotted, dumps, load_record, packages, record_data
 from stages.core.records.schema import EnvRecord
 from stages.judge import environment
 from stages.measure import fingerprint, probe
@@ -32,6 +31,9 @@ def _git(*args: str, cwd: Path) -> None:
 def repo(tmp_path, monkeypatch):
     _git("init", "-q", cwd=tmp_path)
     monkeypatch.chdir(tmp_path)
+    # What a worker imports is read in a child that imports torch (tests/test_env_packages.py
+    # tests it); these tests need only its result.
+    monkeypatch.setattr(env, "worker_imports", lambda params: (["torch"], [], None))
     return tmp_path
 
 
@@ -194,9 +196,11 @@ def test_an_unknown_baseline_rev_is_said_on_the_page(repo):
 
 def test_an_unchanged_fingerprint_keeps_the_capture_without_importing_torch(repo, capsys):
     env.main([])
-    path = repo / "reports/test-box/env/env.json"
+    path = repo / REPORTS / "env" / "env.json"
     before = path.read_bytes()
-    assert json.loads(before)["fingerprint"] == json.loads(json.dumps(fingerprint.fingerprint()))
+    recorded = json.loads((path.parent / "fingerprint.json").read_text())
+    assert {k: v for k, v in recorded["fingerprint"].items() if k != "sources"} == json.loads(
+        json.dumps(fingerprint.fingerprint()))
     # The stage as DVC runs it, in a fresh interpreter: the second run imports no torch.
     code = ("import runpy, sys; sys.argv = ['stages.env']; "
             "runpy.run_module('stages.env', run_name='__main__'); "
@@ -210,31 +214,31 @@ def test_an_unchanged_fingerprint_keeps_the_capture_without_importing_torch(repo
 def test_a_changed_fingerprint_or_an_edited_record_is_captured_again(repo, capsys,
                                                                      monkeypatch):
     env.main([])
-    path = repo / "reports/test-box/env/env.json"
+    path = repo / REPORTS / "env" / "env.json"
+    prints = path.parent / "fingerprint.json"
     good = path.read_bytes()
     calls = []
     real = probe.capture
-    monkeypatch.setattr(probe, "capture", lambda: calls.append(1) or real())
+    monkeypatch.setattr(probe, "capture", lambda modules=None: calls.append(1) or real(modules))
 
     env.main([])
     assert calls == [] and path.read_bytes() == good        # nothing changed: not captured
 
-    stale = json.loads(good)
+    stale = json.loads(prints.read_text())
     stale["fingerprint"]["installed"].append("torch-0.0.1.dist-info")   # an upgrade
-    path.write_text(dumps(stale))
+    prints.write_text(dumps(stale))
     env.main([])
     assert calls == [1] and path.read_bytes() == good
     assert "captured: unchanged" in capsys.readouterr().out
 
     edited = json.loads(good)
-    edited["env"]["torch"]["version"] = "0.0.1"     # the record edited, the digest not
+    edited["env"]["torch"]["version"] = "0.0.1"     # the record edited, its digest not
     path.write_text(dumps(edited))
     env.main([])
     assert calls == [1, 1] and path.read_bytes() == good
-    assert "1 field(s) changed since the last capture (torch.version)" in capsys.readouterr().out
+    assert "1 field(s) changed since the last capture (torch.version" in capsys.readouterr().out
 
 
-def test_the_quick_check_reads_records_as_records_writes_them():
-    sample = {"b": [1, 2.5, None], "a": {"z": "x", "y": True}}
-    assert env._digest(sample) == hashlib.sha256(dumps(sample).encode()).hexdigest()
+def test_the_stage_and_the_records_agree_on_the_schema_and_the_file_names():
     assert env.ENV_SCHEMA == SCHEMA["env"]
+    assert env.PACKAGES == packages.PACKAGES

@@ -55,7 +55,7 @@ def _compared(name: str):
     kind = NAME.fullmatch(name)["kind"]
     cfg = parse(yaml.safe_load((FIXTURES / "params.yaml").read_text()))
     now = _load(f"{kind}-v{module('records').SCHEMA[kind]}.json")
-    env = _load("env-v1.json")
+    env = _load(f"env-v{module('records').SCHEMA['env']}.json")
     return compare_run(cfg, RunInputs("HEAD", "0" * 40, {(kind, CELL): Pair(now, _load(name))},
                                       env, env))
 
