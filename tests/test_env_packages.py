@@ -284,7 +284,10 @@ def test_an_unrelated_install_leaves_nothing_to_measure_again(project, monkeypat
     assert "captured: unchanged" in env_stage.stdout, env_stage.stdout + env_stage.stderr
     status = subprocess.run([sys.executable, "-m", "dvc", "status"], capture_output=True,
                             text=True)
-    print(status.stdout)
     assert env_json.read_bytes() == before
     assert "pytest-fake" in (project / OUT / "packages.json").read_text()
     assert "bench@" not in status.stdout and "numerics@" not in status.stdout, status.stdout
+    env_json.write_text(before.decode().replace('"torch": "', '"torch": "0.0.1+'))
+    status = subprocess.run([sys.executable, "-m", "dvc", "status"], capture_output=True,
+                            text=True)
+    assert "bench@" in status.stdout and "numerics@" in status.stdout   # what it would show

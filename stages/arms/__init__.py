@@ -13,8 +13,10 @@ Which arms (`plan.py`; the reason is the first line of every report):
 
 - `candidate.python`, `candidate.pip`, `candidate.rev`: this environment and working tree, and
   the candidate; always (a what-if).
-- `baseline.measure: auto` (default): this run, and the baseline rebuilt, when its packages or
-  workload code differ from this run's and it can be rebuilt; this run alone, against the
+- `baseline.measure: auto` (default): this run, and the baseline rebuilt, when its packages
+  that matter (env.json: torch's dependency closure, the distributions of what a worker
+  imports; an older env.json that lists every distribution, on the names that matter now) or
+  its workload code differ from this run's and it can be rebuilt; this run alone, against the
   recorded numbers, when nothing differs, there is no baseline yet, or it cannot be rebuilt
   (the reason is printed).
 - `baseline.measure: rebuild`: this run, and the baseline rebuilt; always, or the stage stops
@@ -30,8 +32,9 @@ bench settings, so that both arms are measured the same way. A worker of the oth
 (`git archive`, cached per commit).
 
 The other environment (`venv.py`, `cache.py`) is rebuilt from the package set that
-`reports/env/env.json` records (every installed distribution with its version and local label,
-e.g. `torch 2.13.0+cpu`; those installed from a path or editable are left out), pinned exactly
+`reports/<machine>/env/packages.json` records (every installed distribution with its version and
+local label, e.g. `torch 2.13.0+cpu`; those installed from a path or editable are left out;
+without that file, what env.json lists), pinned exactly
 and installed without dependency resolution, then the candidate's `candidate.pip` overrides
 with theirs. It is built with uv (a dependency of torchgate; `arms.installer=pip` for venv +
 pip), copying files rather than hardlinking them from uv's cache (a hardlinked torch read

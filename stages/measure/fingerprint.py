@@ -2,8 +2,9 @@
 subprocess, nothing but the standard library (this module is the whole of a no-op `env` stage's
 work, see stages/env.py). measure.probe reads the full environment and shares the helpers here.
 
-The env stage runs on every `dvc repro`; when this fingerprint equals the one recorded in
-reports/env/env.json, the recorded capture stands and torch is not imported: measured on the
+The env stage runs on every `dvc repro`; when this fingerprint (with the contents of
+params.yaml and of the project's files a worker imports: stages/env.py) equals the one recorded
+in fingerprint.json beside env.json, the capture stands and torch is not imported: measured on the
 shared 2-core VM, `python -m stages.env` 0.19 s before (it also read the baseline from git and
 wrote env.md), 0.04 s now (`python -c pass` is 0.03 s); a full capture imports torch, 2 s.
 Hence no pathlib or tempfile at import time either: they were a fifth of what is left.
@@ -92,9 +93,9 @@ def _os_release() -> str | None:
 
 def fingerprint() -> dict:
     """What can change the environment, as plain JSON data. Any field that fails is None.
-    Stable while the environment is: it is kept in env.json, so a field that varied from one
-    run to the next would capture again (2 s) and rewrite env.json, and so measure again, on
-    every `dvc repro`. For that reason no GPU is read here (/proc/driver/nvidia/gpus/*/
+    Stable while the environment is: a field that varied from one run to the next would
+    capture again (seconds) on every `dvc repro`, though env.json, rewritten only when what it
+    holds changed, would not measure again. For that reason no GPU is read here (/proc/driver/nvidia/gpus/*/
     information leaves fields out until a GPU is initialized): the driver's version stands for
     the GPUs, and every bench process records the GPU it used, which compare checks."""
     fields = {
