@@ -18,7 +18,7 @@ from stages import env
 from stages.arms import plan as plan_module
 from stages.arms.plan import plan
 from stages.core import config
-from stages.core.records import SCHEMA, dumps, load_record, packages, write_record
+from stages.core.records import SCHEMA, dotted, dumps, load_record, packages, write_record
 from stages.core.records.schema import EnvRecord
 from stages.judge import environment
 from stages.measure import distributions, probe
@@ -201,8 +201,14 @@ def test_an_older_baseline_compares_on_the_names_that_matter_now():
     assert changed == {"distributions.torch", "packages.torch"}
     base, here = packages.that_matter(old, now)
     assert base == {"torch": "2.12.0", "numpy": "2.4.6"} and here == now["distributions"]
-    both_old = environment.diff(old, {**old, "installed": {**old["installed"], "pytest": "9.1"}})
-    assert [c[0] for c in both_old] == ["distributions.pytest"]   # two old ones: every package
+    # Another interpreter's capture: what matters there (a new dependency of its torch), and
+    # every installed distribution, compared on the names that matter here.
+    candidate = {**now, "distributions": {"torch": "2.14.0", "new-dep": "1.0"},
+                 "installed": {"torch": "2.14.0", "new-dep": "1.0", "numpy": "2.4.7",
+                               "pytest": "9.0"}}
+    assert {c[0]: c[1:] for c in environment.diff(now, candidate)} == {
+        "distributions.new-dep": (dotted.MISSING, "1.0"),
+        "distributions.numpy": ("2.4.6", "2.4.7"), "distributions.torch": ("2.13.0", "2.14.0")}
 
 
 def test_a_venv_is_rebuilt_from_every_installed_distribution():

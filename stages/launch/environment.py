@@ -9,9 +9,11 @@ from stages.launch.local import ROOT
 
 
 def capture_env(python: str) -> dict:
-    """The environment as another interpreter sees it (it needs only torch)."""
+    """The environment as another interpreter sees it (it needs only torch), with every
+    distribution installed there: it imports none of the workloads, so which of them matter
+    is this run's to say (core.records.packages.comparable)."""
     code = ("import json, sys; sys.path.insert(0, sys.argv[1]); "
-            "from stages.measure.probe import capture; print(json.dumps(capture()))")
+            "from stages.measure.probe import capture; print(json.dumps(capture(every=True)))")
     out = subprocess.run([python, "-c", code, str(ROOT)], capture_output=True, text=True,
                          timeout=120)
     if out.returncode != 0:

@@ -208,10 +208,12 @@ def _flags(torch: Any) -> dict:
     return flags
 
 
-def capture(modules: Iterable[str] | None = None) -> dict:
+def capture(modules: Iterable[str] | None = None, every: bool = False) -> dict:
     """The stable environment, as a nested dict with the sections in SECTIONS; its
     `distributions` are those that matter (`that_matter(modules)`): a package installed
-    beside them changes nothing here. Every installed one is the env stage's packages.json."""
+    beside them changes nothing here. Every installed one is the env stage's packages.json;
+    `every`: also listed here, as `installed` (another interpreter's capture, which imported
+    none of the workloads: compared on the names that matter here, core.records.packages)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # reading legacy TF32 flags warns on new torch
         try:
@@ -228,7 +230,7 @@ def capture(modules: Iterable[str] | None = None) -> dict:
             "gpu_names": None,
             **gpus,
         }
-        return {
+        found = {
             "python": _probe(_python),
             "torch": _probe(_torch, torch) if torch is not None else None,
             "hardware": hardware,
@@ -243,3 +245,7 @@ def capture(modules: Iterable[str] | None = None) -> dict:
             "flags": _probe(_flags, torch) if torch is not None else None,
             "env_vars": _probe(env_vars),
         }
+        if every:
+            found["installed"] = _probe(lambda: distributions.versions(
+                distributions.installed())) or {}
+        return found

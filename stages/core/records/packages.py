@@ -16,30 +16,28 @@ PACKAGES = "packages.json"      # beside env.json, written by the env stage
 
 
 def _restricted(env: dict, names: set[str]) -> dict:
-    """An older env (schema 1: `installed`, every distribution) on the names that matter."""
+    """An env that lists every installed distribution (`installed`) on `names` and on those
+    it says matter itself."""
+    if "installed" not in env:
+        return env
+    keep = names | set(env.get("distributions") or {})
     out = {k: v for k, v in env.items() if k != "installed"}
-    out["distributions"] = {n: v for n, v in (env.get("installed") or {}).items() if n in names}
+    out["distributions"] = {n: v for n, v in (env["installed"] or {}).items() if n in keep}
     if isinstance(env.get("packages"), dict):
-        out["packages"] = {n: v for n, v in env["packages"].items() if n in names}
+        out["packages"] = {n: v for n, v in env["packages"].items() if n in keep}
     return out
 
 
 def comparable(base: dict | None, now: dict) -> tuple[dict | None, dict]:
-    """The two environments as they are compared: on the packages that matter. An env.json
-    of schema 1 listed every installed distribution (read as `installed`); which of them
-    mattered then is not known, so it is compared on the names that matter on the other side
-    now: a package installed beside them is no change. Two such records compare on all."""
+    """The two environments as they are compared: on the packages that matter. A side that
+    lists every installed distribution (`installed`: an env.json of schema 1, which did not
+    say which mattered; another interpreter's capture, which imported no workload) is compared
+    on the names that matter on the other side, and on those it says matter itself: a package
+    installed beside them is no change."""
     if base is None:
         return None, now
-    old_base, old_now = "installed" in base, "installed" in now
-    if old_base and old_now:
-        every = set(base["installed"] or {}) | set(now["installed"] or {})
-        return _restricted(base, every), _restricted(now, every)
-    if old_base:
-        return _restricted(base, set(now.get("distributions") or {})), now
-    if old_now:
-        return base, _restricted(now, set(base.get("distributions") or {}))
-    return base, now
+    return (_restricted(base, set(now.get("distributions") or {})),
+            _restricted(now, set(base.get("distributions") or {})))
 
 
 def that_matter(base: dict, now: dict) -> tuple[dict | None, dict]:
