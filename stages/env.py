@@ -155,8 +155,7 @@ def _capture(out: str, params: str, environment: dict) -> str:
     from stages.core.records import dumps, record_data, write_text
     from stages.core.records.schema import EnvRecord
     from stages.judge.environment import diff, hardware_changes
-    from stages.measure import distributions
-    from stages.measure.probe import capture
+    from stages.measure.probe import capture, distributions
 
     with ThreadPoolExecutor(1) as pool:     # the child imports while this process does
         child = pool.submit(worker_imports, params)
@@ -169,7 +168,7 @@ def _capture(out: str, params: str, environment: dict) -> str:
     before = _before(env_path)
     now = json.loads(dumps(capture(modules)))
     env_text = dumps(record_data(EnvRecord(now)))
-    every = distributions.versions(distributions.installed())
+    every = distributions()
     packages_text = dumps({"distributions": every})
     rewritten = _write_if_changed(env_path, env_text)
     _write_if_changed(packages_path, packages_text)

@@ -16,7 +16,7 @@ import warnings
 from typing import Any, Callable, Iterable
 
 from stages.core.records.host import Hardware, Host
-from stages.measure import distributions
+from stages.measure import distributions as dists
 from stages.measure.fingerprint import cpu_model, env_vars, read, usable_cores
 from stages.measure.nvml import clocks as nvml_clocks
 
@@ -110,10 +110,16 @@ def that_matter(modules: Iterable[str] | None = None) -> dict[str, str]:
     closure and those of `modules`, a worker's imports; by default this process's (another
     interpreter of an A/B run, which imported torch and nothing of the workloads'). Only
     what an index can serve again, as arms.venv rebuilds from it."""
-    dists = distributions.installed()
-    names = distributions.that_matter(list(sys.modules) if modules is None else modules, dists)
-    return {name: version for name, version in distributions.versions(dists).items()
-            if name in names}
+    found = dists.installed()
+    names = dists.that_matter(list(sys.modules) if modules is None else modules, found)
+    return {name: version for name, version in dists.versions(found).items() if name in names}
+
+
+def distributions() -> dict[str, str]:
+    """Every installed distribution that an index can serve again, as normalized name ->
+    version (with its local label: torch 2.13.0+cpu); installed from a path or in editable
+    mode: left out, no index has it (measure.distributions.versions)."""
+    return dists.versions(dists.installed())
 
 
 def _gpus(torch: Any) -> dict:
@@ -246,6 +252,5 @@ def capture(modules: Iterable[str] | None = None, every: bool = False) -> dict:
             "env_vars": _probe(env_vars),
         }
         if every:
-            found["installed"] = _probe(lambda: distributions.versions(
-                distributions.installed())) or {}
+            found["installed"] = _probe(distributions) or {}
         return found
