@@ -281,7 +281,7 @@ def test_the_gpu_summary_reads_a_run(tmp_path, capsys):
         return [c.strip() for c in row.strip("|").split("|")]
     assert cells("| cuda-bf16 | eager  | 783")[2:7] == ["783.1", "791.9", "99%", "989", "79%"]
     assert cells("| cuda-bf16 | eager  | hot")[3:] == ["4", "0.34%", "0.9 %", "0.9 %"]
-    assert cells("| cuda-bf16 | eager  | 5.0")[2:] == ["5.0 µs", "9.0 µs", "1.79x", "6,690",
+    assert cells("| cuda-bf16 | eager  | 5.0")[2:] == ["5.02 µs", "9.00 µs", "1.79x", "6,690",
                                                        "3,728", "4,800"]
     assert "cold max_samples x4" in text and "redone 4, kept and flagged 4" in text
     assert "graph not captured: RuntimeError: capture failed" in text

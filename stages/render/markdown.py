@@ -18,14 +18,20 @@ def seconds(v) -> str:
     if not math.isfinite(v):
         return "NaN/Inf"
     if v >= 1:
-        return f"{v:.2f} s"
+        return f"{three(v)} s"
     if v >= 1e-3:
-        return f"{v * 1e3:.3f} ms"
-    return f"{v * 1e6:.1f} µs"
+        return f"{three(v * 1e3)} ms"
+    return f"{three(v * 1e6)} µs"
+
+
+def three(x: float) -> str:
+    """Three significant figures, never an exponent: a process median's spread is percents, so
+    more digits (53.298 ms) would claim a precision no run has."""
+    return f"{x:.0f}" if abs(x) >= 100 else f"{x:#.3g}"
 
 
 def nbytes(v) -> str:
-    return "not measured" if v is None else f"{v / 2 ** 20:.1f} MiB"
+    return "not measured" if v is None else f"{three(v / 2 ** 20)} MiB"
 
 
 def sci(v) -> str:
