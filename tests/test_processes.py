@@ -64,7 +64,8 @@ def test_a_workers_child_that_outlives_the_worker_is_killed_with_its_group(tmp_p
                         timeout_s=120)
     assert result["status"] == "OK", result
     worker, child = pids_in(pid_file)
-    assert not alive(worker) and not alive(child)
+    # Killed with its group when the worker ends; reaping by init may lag a loaded machine.
+    wait_gone([worker, child], limit_s=5.0)
 
 
 LAUNCHER = """
