@@ -16,7 +16,7 @@ from stages.compose import compose
 from stages.core import records
 from stages.core.records.schema import BenchRecord, NumericsRecord
 
-from .conftest import git
+from .conftest import REPORTS, git
 from .test_pipeline import dvc
 
 pytestmark = pytest.mark.slow     # a Ray cluster of two nodes, and dvc repro on it
@@ -100,8 +100,8 @@ def _keys(data, path=""):
 
 def _reports(project):
     """Every report file as bytes (the pictures are PNGs)."""
-    return {p.relative_to(project / "reports").as_posix(): p.read_bytes()
-            for p in sorted((project / "reports").rglob("*")) if p.is_file()}
+    return {p.relative_to(project / REPORTS).as_posix(): p.read_bytes()
+            for p in sorted((project / REPORTS).rglob("*")) if p.is_file()}
 
 
 def test_each_cell_runs_on_the_node_it_names_and_gives_the_local_records(project, cluster):
