@@ -117,9 +117,19 @@ def failures(record: BenchRecord, workload: str, mode: str) -> list[str]:
             found.append(f"{proc.status}: {proc.error}")
             continue
         m = proc.modes.get(mode)
-        if m is not None and m.status != Status.OK:
+        if m is not None and m.status not in (Status.OK, Status.SKIPPED):
             found.append(f"{m.status}: {m.error}")
     return found
+
+
+def skipped(record: BenchRecord, workload: str, mode: str) -> str | None:
+    """Why the workload said it cannot run in this mode here (stages.workloads.Unsupported),
+    where no process ran the mode; else None."""
+    run = record.workloads.get(workload)
+    modes = [p.modes.get(mode) for p in (run.processes if run else ()) if p.status == Status.OK]
+    reasons = [m.error or "" for m in modes if m is not None and m.status == Status.SKIPPED]
+    ran = any(m is not None and m.status == Status.OK for m in modes)
+    return reasons[0] if reasons and not ran else None
 
 
 def units(record: BenchRecord) -> set[tuple[str, str]]:
@@ -195,6 +205,10 @@ def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None,
                       note="in the baseline, not selected in this run")]
     failed_now = failures(now, workload, mode)
     failed_base = failures(base, workload, mode) if in_base else []
+    why = skipped(now, workload, mode)
+    if why is not None and not failed_now:
+        return [Draft(**key, metric="status", verdict=Verdict.SKIPPED, now=Status.SKIPPED,
+                      note=why)]
     if failed_now:
         was = ("was OK, now " if in_base and not failed_base else "") + failed_now[0]
         return [Draft(**key, metric="status", verdict=Verdict.FAILED,

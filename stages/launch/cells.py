@@ -65,7 +65,11 @@ def spec_for(arm: Arm, cfg: Config, name: str) -> WorkloadSpec | None:
 def recorded(spec: WorkloadSpec | None) -> RecordedWorkload | None:
     """The record's snapshot of a workload: a setting the snapshot lacks is a record shape
     change (a schema version), and fails here loudly rather than being dropped."""
-    return None if spec is None else from_data(RecordedWorkload, to_data(spec), "workload")
+    if spec is None:
+        return None
+    # Its numerics tolerance is the numerics record's business, not the bench record's.
+    return from_data(RecordedWorkload, to_data(dataclasses.replace(spec, rel_l2_tol={})),
+                     "workload")
 
 
 def parsed(kind: str, raw: dict, where: str):
