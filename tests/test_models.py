@@ -217,3 +217,46 @@ def test_the_configured_models_pass_their_tolerance_with_room(name, prec):
     tol = own_tolerance(p, spec).rel_l2_tol
     for key, t in found.items():
         assert error_metrics(t, reference[key]).rel_l2 <= tol / 2, (key, tol)
+
+
+def compiled_run(target: str, **kwargs):
+    """One compiled mode of a workload measured as a worker does (tiny timing settings)."""
+    from stages.core.config import DeviceSpec, PrecisionSpec
+    from stages.core.config.settings import WorkloadSpec
+    from stages.core.records.job import Job, Timing
+    from stages.core.vocabulary import Status
+    from stages.measure.worker import bench_mode
+    spec = WorkloadSpec("w", target, kwargs)
+    job = Job("bench", 0, DeviceSpec("cpu", "cpu"), PrecisionSpec("fp32", "float32"), (spec,),
+              ("compiled",), Timing(2, 0.002, 0.01, 2, 1.0))
+    from stages.core.config.targets import load_target
+    found = bench_mode(job, load_target(target), CPU, "compiled")
+    assert found.status == Status.OK, found.error
+    return found
+
+
+@pytest.mark.slow
+def test_the_kv_cache_growing_recompiles_unless_its_length_is_marked_dynamic():
+    kwargs = {**GPT, "phase": "decode", "cache_lengths": [12, 16]}
+    grown = compiled_run("stages.workloads.decoder.gpt", **kwargs)
+    assert [s.shape for s in grown.shapes] == ["kv=12", "kv=16"]
+    assert grown.shapes[0].recompiles >= 1 and "size mismatch" in grown.shapes[0].recompile_reasons[0]
+    marked = compiled_run("stages.workloads.decoder.gpt", mark_dynamic=True, **kwargs)
+    assert [s.recompiles for s in marked.shapes] == [0, 0] and marked.recompiles == 0
+
+
+@pytest.mark.slow
+def test_a_second_kind_of_data_dependent_branch_is_a_new_break_reason_and_regressed():
+    from stages.judge.portability import new_reasons
+    from stages.judge.timings import _counted_row
+    kwargs = dict(TINY["branchy"][1], lengths=[8, 12])
+    plain = compiled_run("stages.workloads.control.branchy", **kwargs)
+    clipped = compiled_run("stages.workloads.control.branchy", clip=100.0, **kwargs)
+    assert plain.graph_breaks >= 1 and plain.recompiles >= 1
+    assert any("Data-dependent branching" in r for r in plain.graph_break_reasons)
+    new = new_reasons(clipped.graph_break_reasons, plain.graph_break_reasons)
+    assert new and all("Tensor.item()" in r for r in new)
+    key = dict(stage="bench", cell="cpu-fp32", workload="branchy", mode="compiled")
+    row = _counted_row(key, "graph_breaks", plain.graph_breaks, clipped.graph_breaks,
+                       clipped.graph_break_reasons, plain.graph_break_reasons)
+    assert row.verdict == "REGRESSED" and "Tensor.item()" in row.note
