@@ -14,16 +14,20 @@ from stages.core.records.outputs import ModeOutputs, OutputError
 from stages.core.records.schema import ModeNumerics, NumericsRecord, Tolerance
 from stages.core.vocabulary import BAD, Check, Status, Verdict
 from stages.judge.numerics import numerics_rows
+from stages.judge.summary import summarize
 from stages.judge.timings import bench_rows
 from stages.judge.tolerance import evaluate, own_tolerance
+from stages.judge.verdicts import finish
 from stages.launch.cells import parsed, recorded
 from stages.measure.accuracy import fingerprint
 from stages.measure.build import failure
 from stages.measure.worker import run_bench, run_numerics
+from stages.render.numbers import cell_table
 from stages.render.numerics import errors
+from stages.render.summary import numerics_section
 from stages.workloads import Unsupported
 
-from .records import DELTA, bench, numerics
+from .records import BUSY, DELTA, bench, numerics
 
 FP32 = PrecisionSpec("fp32", "float32")
 BF16 = PrecisionSpec("bf16", "bfloat16", rel_l2_tol=2e-2)
@@ -58,6 +62,10 @@ def test_a_workload_unsupported_here_is_skipped_in_bench_and_numerics_with_its_r
         assert [(r.mode, r.verdict) for r in rows] == [("compiled", Verdict.SKIPPED),
                                                        ("eager", Verdict.SKIPPED)]
         assert "float8 matmul needs a GPU" in rows[0].note and Verdict.SKIPPED not in BAD
+    page = cell_table(summarize("cpu-fp32", now, None, BUSY),
+                      finish(bench_rows("cpu-fp32", now, None, DELTA), alpha=0.05,
+                             power=0.8).rows)
+    assert "| SKIPPED " in page and "float8 matmul needs a GPU" in page
     out = run_numerics(job("numerics", target, size=16))
     assert {m: r["status"] for m, r in out["modes"].items()} == {
         "eager": Status.SKIPPED, "compiled": Status.SKIPPED}
@@ -65,6 +73,8 @@ def test_a_workload_unsupported_here_is_skipped_in_bench_and_numerics_with_its_r
     rows = numerics_rows("cpu-fp32", numerics({"w": {"eager": ev}}), None)
     assert [(r.metric, r.verdict) for r in rows] == [("numerics", Verdict.SKIPPED)]
     assert "float8" in rows[0].note
+    grid = numerics_section(finish(rows, alpha=0.05, power=0.8).rows)
+    assert "| cpu-fp32 | w | eager | SKIPPED |" in grid
 
 
 def test_a_workload_without_a_reference_skips_every_numerics_mode():
