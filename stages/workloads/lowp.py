@@ -34,7 +34,10 @@ def int8_mlp(*, device: torch.device, dtype: torch.dtype, compile: Callable, see
     torch.manual_seed(seed)
     model = nn.Sequential(*(Residual(width, hidden) for _ in range(layers))).eval()
     gen = torch.Generator().manual_seed(seed + 1)
-    x = _random(batch, width, seed_gen=gen).to(device, dtype)
+    # An inference tensor, as the step's own are: dynamo breaks at each quantized Linear,
+    # and a frame resumed after a break must see the same kind of tensor as the first.
+    with torch.inference_mode():
+        x = _random(batch, width, seed_gen=gen).to(device, dtype)
     if dtype == torch.float64:                  # the reference: the float model
         model = model.to(device, dtype)
     else:
