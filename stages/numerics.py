@@ -20,7 +20,7 @@ from stages.core.errors import one_line_errors
 from stages.core.records import write_record, write_text
 from stages.core.records.schema import NumericsRecord
 from stages.judge.run import compare_run
-from stages.judge.tolerance import numerics_record
+from stages.judge.tolerance import numerics_record, own_tolerances
 from stages.launch.backends import backend
 from stages.launch.cells import NOW, measure_numerics
 from stages.launch.local import run_worker
@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> None:
         result = compare_run(cfg, load_run(cfg.baseline.rev, [cell.name], ("numerics",),
                                            reports=cfg.reports,
                                            given={("numerics", cell.name): record}))
-        write_text(out / f"{cell.name}.md", page.page(record, result))
+        write_text(out / f"{cell.name}.md",
+                   page.page(record, result, own_tolerances(cfg, cell.name)))
         print(f"torchgate numerics: wrote {out / cell.name}.json and .md")
 
 

@@ -44,3 +44,15 @@ def raises(*, device, dtype, compile, seed):
 def returns_nan(*, device, dtype, compile, seed):
     x = torch.ones(8, device=device, dtype=dtype)
     return Workload(step=lambda: torch.log(x - 2), items=8)   # log of negatives: NaN
+
+
+def flaky(*, device, dtype, compile, seed, fail_in_process=2, counter=""):
+    """Fails in the `fail_in_process`-th worker process that builds it (1-based, counted in
+    the file `counter` by process id) and runs in every other: a flaky unit."""
+    seen = Path(counter).read_text().split() if Path(counter).exists() else []
+    if str(os.getpid()) not in seen:
+        seen.append(str(os.getpid()))
+        Path(counter).write_text(" ".join(seen))
+    if seen.index(str(os.getpid())) + 1 == fail_in_process:
+        raise RuntimeError(f"failed in process {fail_in_process} (on purpose)")
+    return good(device=device, dtype=dtype, compile=compile, seed=seed)

@@ -78,8 +78,8 @@ def test_every_matrix_composes_into_a_valid_config(tmp_path, overrides, cells):
 @pytest.mark.parametrize("override, message", [
     ("precision=fp8", "Could not find 'precision/fp8'. Valid options: amp_bf16, bf16, fp16, fp32, tf32."),
     ("device=tpu", "Valid options: cpu, cuda, mps, neuron, xpu."),
-    ("workload=[nope]", "Could not load 'workload/nope'. Valid options: elementwise, matmul_relu, "),
-    ("matrix=huge", "Valid options: cpu, gpu, smoke."),
+    ("workload=[nope]", "Could not load 'workload/nope'. Valid options: branchy, branchy_large, "),
+    ("matrix=huge", "Valid options: cpu, gpu, models, models_gpu, smoke."),
 ])
 def test_an_unknown_option_names_the_valid_ones_in_one_line(override, message):
     run = subprocess.run([sys.executable, "-m", "stages.compose", override], cwd=ROOT.parent,
@@ -102,13 +102,13 @@ def _raw():
      "bench.processes must be an integer, got 'five'"),
     (lambda r: r["bench"].update(processes=True), "bench.processes must be an integer, got True"),
     (lambda r: r["gate"].update(fail_on=["REGRESSED", "REGRESSION"]),
-     "gate.fail_on[1] is 'REGRESSION'; valid choices: REGRESSED, FAILED, INCONCLUSIVE, "
+     "gate.fail_on[1] is 'REGRESSION'; valid choices: REGRESSED, FAILED, FLAKY, INCONCLUSIVE, "
      "NOT COMPARABLE, IMPROVED, EQUIVALENT, NEW, MISSING, SKIPPED, NOTHING_COMPARABLE"),
     (lambda r: r["gate"].update(fail_on="REGRESSED"),
      "gate.fail_on must be a list of strings, got 'REGRESSED'"),
     (lambda r: r["gate"].update(fail_on_regression=False),
      "gate.fail_on_regression was replaced by gate.fail_on, the list of verdicts that fail the "
-     "run, e.g. gate.fail_on=[REGRESSED,FAILED,NOTHING_COMPARABLE] ([] turns the gate off)"),
+     "run, e.g. gate.fail_on=[REGRESSED,FAILED,FLAKY,NOTHING_COMPARABLE] ([] turns the gate off)"),
     (lambda r: r["compare"].update(allow_hardware_change="false"),
      "compare.allow_hardware_change must be true or false, got 'false'"),
     (lambda r: r["matrix"].update(modes="eager"),
@@ -169,7 +169,7 @@ def test_bad_values_are_rejected_with_the_key_and_the_fix(edit, message):
 def test_every_section_is_typed():
     """Each top-level section of params.yaml is a dataclass: no key is read unchecked."""
     cfg = config.parse(_raw())
-    assert cfg.gate.fail_on == ("REGRESSED", "FAILED", "NOTHING_COMPARABLE")
+    assert cfg.gate.fail_on == ("REGRESSED", "FAILED", "FLAKY", "NOTHING_COMPARABLE")
     assert cfg.compare.busy_share == 0.25
     assert cfg.stats.delta.first_call_s == 0.2 and cfg.matrix.modes == ("eager", "compiled")
     assert set(config.TOP_LEVEL) == set(_raw())

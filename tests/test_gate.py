@@ -110,7 +110,7 @@ def test_the_summary_lists_possible_slowdowns_largest_estimate_first():
     assert section.index("large") < section.index("small")
     assert "within" not in section and "same" not in section and "reaches" not in section
     assert "**No regressions.**" in page
-    assert "Gate (fails on `REGRESSED`, `FAILED`, `NOTHING_COMPARABLE`): passed" in page
+    assert "Gate (fails on `REGRESSED`, `FAILED`, `FLAKY`, `NOTHING_COMPARABLE`): passed" in page
 
 
 def test_the_summary_never_says_no_regressions_when_nothing_was_compared():
@@ -151,7 +151,7 @@ def test_the_gate_stage_exits_1_with_one_line_per_reason_and_0_when_off(tmp_path
 
 @pytest.mark.parametrize("fail_on, extra, message", [
     (["REGRESSED", "REGRESSION"], (), "gate.fail_on[1] is 'REGRESSION'; valid choices: "
-                                     "REGRESSED, FAILED, INCONCLUSIVE, NOT COMPARABLE, "
+                                     "REGRESSED, FAILED, FLAKY, INCONCLUSIVE, NOT COMPARABLE, "
                                      "IMPROVED, EQUIVALENT, NEW, MISSING, SKIPPED, "
                                      "NOTHING_COMPARABLE"),
     ("REGRESSED", (), "gate.fail_on must be a list of strings, got 'REGRESSED'"),

@@ -29,14 +29,16 @@ class Verdict(Word):
     NEW = "NEW"
     MISSING = "MISSING"
     FAILED = "FAILED"
+    FLAKY = "FLAKY"             # failed in some processes, ran in the others
     SKIPPED = "SKIPPED"
     NOT_COMPARABLE = "NOT COMPARABLE"
 
 
 # Every verdict, in the order a page lists them: what needs a look first.
-VERDICTS = (Verdict.REGRESSED, Verdict.FAILED, Verdict.INCONCLUSIVE, Verdict.NOT_COMPARABLE,
+VERDICTS = (Verdict.REGRESSED, Verdict.FAILED, Verdict.FLAKY, Verdict.INCONCLUSIVE,
+            Verdict.NOT_COMPARABLE,
             Verdict.IMPROVED, Verdict.EQUIVALENT, Verdict.NEW, Verdict.MISSING, Verdict.SKIPPED)
-BAD = (Verdict.REGRESSED, Verdict.FAILED)                         # what fails a gate by default
+BAD = (Verdict.REGRESSED, Verdict.FAILED, Verdict.FLAKY)          # what fails a gate by default
 DECIDED = (Verdict.REGRESSED, Verdict.IMPROVED, Verdict.EQUIVALENT)   # a test reached a decision
 QUIET = (Verdict.EQUIVALENT, Verdict.NEW, Verdict.SKIPPED)        # nothing for a reviewer to do
 

@@ -46,7 +46,8 @@ def tested(row: Row) -> bool:
 
 def _first_seen(row: Row) -> bool:
     """Nothing in the baseline to test it against: new, or failed with no baseline value."""
-    return row.verdict == Verdict.NEW or (row.verdict == Verdict.FAILED and row.base is None)
+    return row.verdict == Verdict.NEW or (row.verdict in (Verdict.FAILED, Verdict.FLAKY)
+                                          and row.base is None)
 
 
 UNCHANGED = ("this run's packages and workload code are the baseline's, so no change of "

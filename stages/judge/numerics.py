@@ -12,10 +12,12 @@ from stages.judge.verdicts import Draft, skipped_baseline, unusable_row
 # ---- a cell against the baseline ------------------------------------------------------------
 
 def numerics_rows(cell: str, now: NumericsRecord | None, base: NumericsRecord | None,
-                  growth_factor: float = 2.0) -> list[Draft]:
+                  growth_factor: float = 2.0,
+                  own: dict[str, float] | None = None) -> list[Draft]:
     """Per workload and mode: the error against float64 first (`numerics`), then compiled vs
     eager, determinism, drift of the outputs against the baseline's, graph breaks and
-    recompiles; per workload: its operator set and the ops that ran off the device."""
+    recompiles; per workload: its operator set and the ops that ran off the device. `own`:
+    the tolerance of each workload that has its own (judge.tolerance.own_tolerances)."""
     if now is None:
         return [Draft("numerics", cell, "*", "*", "cell", Verdict.MISSING)] if base else []
     if now.status == Verdict.SKIPPED:
@@ -30,7 +32,8 @@ def numerics_rows(cell: str, now: NumericsRecord | None, base: NumericsRecord | 
             prev = base.workloads.get(workload, {}).get(mode) if base else None
             rows.append(_numerics_row(key, ev, prev, growth_factor))
             if ev.ran:
-                rows.extend(portability_rows(key, ev, prev, tolerance, same_method))
+                rows.extend(portability_rows(key, ev, prev, (own or {}).get(workload, tolerance),
+                                             same_method))
         cov = now.coverage.get(workload)
         if cov is not None and any(ev.ran for ev in modes.values()):
             # a workload that failed outright is reported once, not twice
@@ -45,7 +48,9 @@ def _numerics_row(key: dict, ev: ModeNumerics, prev: ModeNumerics | None,
     row = Draft(**key, metric="numerics", verdict=Verdict.EQUIVALENT, now=ev.status,
                 base=prev.status if prev else None)
     problems = "; ".join(ev.problems)
-    if prev is None:
+    if ev.status == Status.SKIPPED:     # the workload cannot run here by design
+        row.verdict, row.note = Verdict.SKIPPED, problems
+    elif prev is None:
         row.verdict = Verdict.FAILED if ev.status != Check.PASS else Verdict.NEW
         row.note = problems
     elif ev.status != Check.PASS:

@@ -16,6 +16,7 @@ from stages.judge.environment import hardware_changes, python_change
 from stages.judge.history import like_reference, prior, spreads_of_run
 from stages.judge.numerics import numerics_rows
 from stages.judge.timings import bench_rows, busy_shares, fresh_since_last_look
+from stages.judge.tolerance import own_tolerances
 from stages.judge.verdicts import Comparison, finish, unusable_row
 
 
@@ -131,10 +132,11 @@ def compare_run(cfg: Config, inputs: RunInputs) -> Comparison:
                 row.reference_runs = runs if row.run is not None else 1
             drafts += rows
         else:
-            drafts += numerics_rows(cell, now, base, cfg.stats.error_growth)
+            own = own_tolerances(cfg, cell)
+            drafts += numerics_rows(cell, now, base, cfg.stats.error_growth, own)
             if pair.rebuilt is not None:
                 drafts += [dataclasses.replace(d, stage="numerics vs rebuilt") for d in
-                           numerics_rows(cell, now, pair.rebuilt, cfg.stats.error_growth)]
+                           numerics_rows(cell, now, pair.rebuilt, cfg.stats.error_growth, own)]
     if inputs.commit is None and from_git:
         notes.insert(0, "No baseline yet: this repository has no commit. Commit `reports/` to "
                         "make this run the baseline.")

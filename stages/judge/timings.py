@@ -117,9 +117,26 @@ def failures(record: BenchRecord, workload: str, mode: str) -> list[str]:
             found.append(f"{proc.status}: {proc.error}")
             continue
         m = proc.modes.get(mode)
-        if m is not None and m.status != Status.OK:
+        if m is not None and m.status not in (Status.OK, Status.SKIPPED):
             found.append(f"{m.status}: {m.error}")
     return found
+
+
+def ran_in(record: BenchRecord, workload: str, mode: str) -> int:
+    """In how many processes the mode ran to the end."""
+    run = record.workloads.get(workload)
+    return sum(p.status == Status.OK and (m := p.modes.get(mode)) is not None
+               and m.status == Status.OK for p in (run.processes if run else ()))
+
+
+def skipped(record: BenchRecord, workload: str, mode: str) -> str | None:
+    """Why the workload said it cannot run in this mode here (stages.workloads.Unsupported),
+    where no process ran the mode; else None."""
+    run = record.workloads.get(workload)
+    modes = [p.modes.get(mode) for p in (run.processes if run else ()) if p.status == Status.OK]
+    reasons = [m.error or "" for m in modes if m is not None and m.status == Status.SKIPPED]
+    ran = any(m is not None and m.status == Status.OK for m in modes)
+    return reasons[0] if reasons and not ran else None
 
 
 def units(record: BenchRecord) -> set[tuple[str, str]]:
@@ -195,9 +212,18 @@ def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None,
                       note="in the baseline, not selected in this run")]
     failed_now = failures(now, workload, mode)
     failed_base = failures(base, workload, mode) if in_base else []
+    why = skipped(now, workload, mode)
+    if why is not None and not failed_now:
+        return [Draft(**key, metric="status", verdict=Verdict.SKIPPED, now=Status.SKIPPED,
+                      note=why)]
     if failed_now:
         was = ("was OK, now " if in_base and not failed_base else "") + failed_now[0]
-        return [Draft(**key, metric="status", verdict=Verdict.FAILED,
+        ran = ran_in(now, workload, mode)
+        if ran:     # the same code failed in some processes and ran in the others
+            was = (f"{len(failed_now)} of {len(failed_now) + ran} processes failed, the "
+                   f"first: {failed_now[0]}" + (" (was OK)" if in_base and not failed_base
+                                                 else ""))
+        return [Draft(**key, metric="status", verdict=Verdict.FLAKY if ran else Verdict.FAILED,
                       base=Status.OK if in_base and not failed_base else None,
                       now=failed_now[0].split(":")[0], note=was)]
     measured = [m for m in (*TIMED, *GPU_TIMED) if process_values(now, workload, mode, m)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from stages.core.config import Cell, Config, PrecisionSpec
+from stages.core.config.settings import WorkloadSpec
 from stages.core.records.outputs import FINGERPRINT_METHOD, FreshOutputs, ModeOutputs
 from stages.core.records.schema import (
     CompiledCheck,
@@ -19,6 +20,25 @@ from stages.core.records.schema import (
 )
 from stages.core.vocabulary import FRESH, Check, Status
 from stages.judge import portability
+
+
+def own_tolerance(precision: PrecisionSpec, spec: WorkloadSpec | None) -> PrecisionSpec:
+    """The precision as a workload is judged in it: its rel. L2 tolerance loosened to the
+    workload's own (`_rel_l2_tol_`, for this precision or "*") where that is larger."""
+    own = spec.rel_l2_tol.get(precision.name, spec.rel_l2_tol.get("*")) if spec else None
+    if own is None or own <= precision.rel_l2_tol:
+        return precision
+    return dataclasses.replace(precision, rel_l2_tol=own)
+
+
+def own_tolerances(cfg: Config, cell: str) -> dict[str, float]:
+    """Workload -> its rel. L2 tolerance in the cell named `cell`, where it has its own."""
+    cells = {c.name: c for c in cfg.cells()}
+    if cell not in cells:
+        return {}
+    p = cells[cell].precision
+    return {name: t for name, spec in cfg.workloads.items()
+            if (t := own_tolerance(p, spec).rel_l2_tol) != p.rel_l2_tol}
 
 
 def evaluate(result: ModeOutputs, precision: PrecisionSpec) -> ModeNumerics:
@@ -111,7 +131,9 @@ def numerics_record(cfg: Config, cell: Cell, run, fresh: dict[str, FreshOutputs]
     tolerances used; with two arms, the first as `ab.baseline`."""
     if run.skipped:
         return NumericsRecord(cell.name, Status.SKIPPED, reason=run.skipped, wall_s=wall_s)
-    evaluated = {a: {name: evaluate_modes(procs, cell.precision, cfg.modes)
+    evaluated = {a: {name: evaluate_modes(procs, own_tolerance(cell.precision,
+                                                               cfg.workloads.get(name)),
+                                          cfg.modes)
                      for name, procs in per_arm.items()} for a, per_arm in run.results.items()}
     for name, check in fresh.items():
         eager = evaluated[run.now].get(name, {}).get("eager")

@@ -65,7 +65,11 @@ def spec_for(arm: Arm, cfg: Config, name: str) -> WorkloadSpec | None:
 def recorded(spec: WorkloadSpec | None) -> RecordedWorkload | None:
     """The record's snapshot of a workload: a setting the snapshot lacks is a record shape
     change (a schema version), and fails here loudly rather than being dropped."""
-    return None if spec is None else from_data(RecordedWorkload, to_data(spec), "workload")
+    if spec is None:
+        return None
+    # Its numerics tolerance is the numerics record's business, not the bench record's.
+    return from_data(RecordedWorkload, to_data(dataclasses.replace(spec, rel_l2_tol={})),
+                     "workload")
 
 
 def parsed(kind: str, raw: dict, where: str):
@@ -93,6 +97,7 @@ class CellRun:
             arm.name: {name: [] for name in cfg.workloads} for arm in arms}
         self.skipped: str | None = None
         self.failed: set[tuple[str, str]] = set()
+        self.ran: set[tuple[str, str, str]] = set()     # (arm, workload, mode) that ran once
         self.torch: dict[str, str | None] = {arm.name: None for arm in arms}
         self.fresh_host = None      # numerics: where the fresh-process check ran
         # Bench: per unit and arm, the inductor cache its processes share. The first
@@ -126,8 +131,11 @@ class CellRun:
     def process(self, name: str, round_: int, modes: list[str] | None = None) -> None:
         """One worker process per arm, alternating the arms' order from round to round.
 
-        A mode that failed is not tried again in later rounds, and a workload whose every
-        mode failed is not started again: a hang would otherwise cost its time limit K times.
+        A mode that failed before it ever ran is not tried again in later rounds, and a
+        workload whose every mode failed so is not started again: a hang would otherwise cost
+        its time limit K times. A mode that ran in an earlier process and then failed is
+        flaky: it is tried in every round, so that the judge can tell k of n failed (FLAKY),
+        but after a time limit (a hang is not tried again).
         """
         # Always in the configured order: a mode's peak memory starts from what the modes
         # before it left resident, so a process must not run them in another order.
@@ -158,8 +166,10 @@ class CellRun:
             self.torch[arm.name] = self.torch[arm.name] or result.torch
             self.results[arm.name][name].append(result)
             for mode in modes:
-                if result.status != Status.OK or result.modes.get(mode) is None \
-                        or result.modes[mode].status != Status.OK:
+                if result.status == Status.OK and result.modes.get(mode) is not None \
+                        and result.modes[mode].status == Status.OK:
+                    self.ran.add((arm.name, name, mode))
+                elif (arm.name, name, mode) not in self.ran or result.status == Status.TIMEOUT:
                     self.failed.add((name, mode))
             self.log(self.cell.name, name, "now" if len(self.arms) == 1 else arm.name,
                      round_, result, self.progress.tick())

@@ -13,9 +13,19 @@ from stages.core.vocabulary import Status
 from stages.measure.extensions import missing_kernel
 
 
+def unsupported(exc: BaseException) -> bool:
+    """Whether a workload said it cannot run on this device or dtype by design (it raised
+    stages.workloads.Unsupported, of whichever revision's workloads this worker imported:
+    matched by name, not identity)."""
+    return any(c.__name__ == "Unsupported" and c.__module__ == "stages.workloads"
+               for c in type(exc).__mro__)
+
+
 def failure(exc: BaseException) -> dict:
-    """A status (OOM or ERROR), a one-line message and a short traceback for an exception
-    raised by a workload."""
+    """A status (OOM or ERROR; SKIPPED for a workload that is unsupported here), a one-line
+    message and a short traceback for an exception raised by a workload."""
+    if unsupported(exc):
+        return {"status": Status.SKIPPED, "error": str(exc).strip()[:500]}
     text = str(exc).lower()
     oom = (isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError"
            or "out of memory" in text or "can't allocate memory" in text

@@ -101,10 +101,12 @@ def cell_table(summary: CellSummary, rows: list[Row]) -> str:
             "possible slowdown" if possible_slowdown(steady) else steady.verdict)
         moved = change(steady) if steady is not None else ""
         if not n.measured:
+            skipped = next((r for r in mine if r.verdict == Verdict.SKIPPED), None)
             why = "FAILED" if n.failures else "busy machine" if n.processes_busy else \
-                "not measured"
+                "SKIPPED" if skipped else "not measured"
             body.append([workload, mode, why, "", "", "", "", "", *[""] * tails, "",
-                         _flags(mine) or (n.failures[0] if n.failures else "")])
+                         _flags(mine) or (n.failures[0] if n.failures else "")
+                         or (skipped.note if skipped else "")])
             continue
         body.append([
             workload, mode, seconds(n.steady_s),

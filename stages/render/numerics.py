@@ -26,7 +26,7 @@ def _cosine(v: float | None) -> str:
     return sci(v) if v is None or not math.isfinite(v) else f"{v:.6f}"
 
 
-def errors(record: NumericsRecord) -> str:
+def errors(record: NumericsRecord, own: dict[str, float] | None = None) -> str:
     rows = []
     for workload, mode, ev in _units(record):
         for name in sorted(ev.rel_l2):
@@ -38,9 +38,13 @@ def errors(record: NumericsRecord) -> str:
     if not rows:
         return ""
     tol = record.tolerance
+    theirs = "; ".join(f"`{n}` ≤ {t:g}" for n, t in sorted((own or {}).items())
+                       if n in record.workloads)
     return ("## Errors against the float64 CPU reference\n\n"
             f"Tolerance: rel. L2 ≤ {tol.rel_l2 if tol else '?'}, cosine ≥ "
-            f"{tol.cosine_min if tol else '?'} (conf/precision). The table above flags an "
+            f"{tol.cosine_min if tol else '?'} (conf/precision)"
+            + (f"; workloads with their own (`_rel_l2_tol_`): {theirs}" if theirs else "")
+            + ". The table above flags an "
             "error that grew beyond `stats.error_growth` x the baseline's even while it "
             "passes.\n\n" + markdown_table(rows, ["workload", "mode", "output", "rel. L2",
                                                   "max abs", "cosine"]))
@@ -154,12 +158,13 @@ def graph_breaks(record: NumericsRecord) -> str:
                                     "reasons"]))
 
 
-def page(record: NumericsRecord, result: Comparison) -> str:
+def page(record: NumericsRecord, result: Comparison,
+         own: dict[str, float] | None = None) -> str:
     """Findings against the baseline (this cell's rows), then errors against float64,
     compiled against eager, determinism, drift and the size of what is kept for it, op
-    coverage, graph breaks and recompiles."""
+    coverage, graph breaks and recompiles. `own`: the workloads' own tolerances."""
     rows = result.rows
-    parts = [errors(record), compiled(record), determinism(record), drift(record, rows),
+    parts = [errors(record, own), compiled(record), determinism(record), drift(record, rows),
              ops(record, rows), graph_breaks(record)]
     return verdict_page(result, f"numerics: {record.cell}", "\n\n".join(p for p in parts if p),
                         footer=f"Baseline: `reports/` at git `{result.baseline}`. Numerics "

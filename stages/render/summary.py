@@ -173,6 +173,6 @@ def _grid_cell(row: Row | None) -> str:
     if row.base is not None and value(row.metric, row.base) != now and row.metric in (
             "graph_breaks", "recompiles", "ops", "fallback_ops"):
         now = f"{value(row.metric, row.base)} → {now}"
-    if row.verdict in QUIET:
+    if row.verdict in QUIET or row.verdict == now:    # SKIPPED: no value besides
         return now
     return f"**{row.verdict}** {now}".strip()

@@ -15,6 +15,14 @@ A workload whose input shapes vary (sequence lengths, batch sizes) declares them
 a label and a step per shape, in the order to run, the first being `step`'s own. Compiled
 modes run each further shape after the steady state and record the recompiles and the time
 each shape change cost (see reports/README.md, "Dynamic shapes").
+
+A workload that cannot run on this device or dtype by design (float8 on a GPU without float8
+tensor cores) raises `Unsupported` from its factory: its modes are SKIPPED with the message,
+not failed. Anything else it raises is a failure.
+
+Beyond the built-ins below: vision.py (a ResNet), decoder.py (a GPT decoder: prefill and
+generation with a KV cache), recsys.py (embedding bags with sparse gradients), control.py
+(data-dependent control flow at several lengths), lowp.py (int8 and float8).
 """
 from __future__ import annotations
 
@@ -23,6 +31,10 @@ from typing import Any, Callable
 
 import torch
 from torch import nn
+
+
+class Unsupported(Exception):
+    """This workload cannot run on this device or dtype by design; the message says why."""
 
 
 @dataclass

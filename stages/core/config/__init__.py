@@ -139,7 +139,7 @@ SECTIONS = {"bench": BenchSettings, "numerics": NumericsSettings, "stats": Stats
             "machine": MachineSettings}
 GROUPS = ("device", "precision", "workload")
 TOP_LEVEL = tuple(sorted((*SECTIONS, *GROUPS, "sweep")))
-RESERVED = ("_target_", "_timeout_s_", "_latency_", "_dynamic_")
+RESERVED = ("_target_", "_timeout_s_", "_latency_", "_dynamic_", "_rel_l2_tol_")
 
 
 def _choice(value: str, choices: tuple[str, ...], where: str) -> None:
@@ -220,7 +220,22 @@ def _workload(name: str, body: Any) -> WorkloadSpec:
         raise UserError(f"{where}._dynamic_ must be true, false or null (torch.compile's "
                         f"automatic dynamic shapes), got {dynamic!r}")
     return WorkloadSpec(name, body["_target_"], kwargs,
-                        None if timeout is None else float(timeout), latency, dynamic)
+                        None if timeout is None else float(timeout), latency, dynamic,
+                        _own_tolerance(body.get("_rel_l2_tol_"), where))
+
+
+def _own_tolerance(value: Any, where: str) -> dict[str, float]:
+    """`_rel_l2_tol_`: a number (every precision) or precision name -> number, as
+    precision name (or "*") -> tolerance."""
+    if value is None:
+        return {}
+    found = value if isinstance(value, dict) else {"*": value}
+    for name, tol in found.items():
+        if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 < tol < math.inf:
+            raise UserError(f"{where}._rel_l2_tol_ must be a number > 0 or a mapping of "
+                            f"precision names to numbers > 0 (e.g. {{bf16: 4.0e-2}}), "
+                            f"got {value!r}")
+    return {str(name): float(tol) for name, tol in found.items()}
 
 
 def parse_workloads(section: dict) -> dict[str, WorkloadSpec]:

@@ -27,6 +27,10 @@ class WorkloadSpec:
     timeout_s: float | None = None
     latency: bool = False              # `_latency_`: also time single calls (tail latency)
     dynamic: bool | None = None        # `_dynamic_`: torch.compile's dynamic (None: automatic)
+    # `_rel_l2_tol_`: the workload's own numerics tolerance where its error is larger by
+    # nature than a precision's (quantization; a deep net in bfloat16), per precision name,
+    # "*" for every precision; it only ever loosens the precision's.
+    rel_l2_tol: dict[str, float] = field(default_factory=dict)
     # A sweep's unit (core.sweeps): torch threads for it, the workload it was made from and
     # its swept values, e.g. (("batch", 64), ("threads", 2)).
     threads: int | None = None
@@ -180,4 +184,5 @@ GATE_CHOICES = (*(v.value for v in VERDICTS), NOTHING_COMPARABLE)
 @dataclass(frozen=True)
 class Gate:
     """What fails the run (the `gate` stage, after the reports are written); [] turns it off."""
-    fail_on: tuple[str, ...] = (Verdict.REGRESSED.value, Verdict.FAILED.value, NOTHING_COMPARABLE)
+    fail_on: tuple[str, ...] = (Verdict.REGRESSED.value, Verdict.FAILED.value,
+                                Verdict.FLAKY.value, NOTHING_COMPARABLE)
