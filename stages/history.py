@@ -7,8 +7,9 @@ began, with the environment change at each step.
 It reads git as well as this run's files, yet DVC runs it only when those files change, not
 after every commit: this run is the last point whether it is committed yet or not
 (baseline.load_timeline), and is named "this run", so committing it changes neither the page
-nor its trend pictures (reports/trends/, byte-deterministic), and the committed tree stays
-clean. Before, it ran on every `dvc repro` (1.5 s of imports: scipy, matplotlib) and renamed
+nor its trend pictures (reports/pictures/history/, byte-deterministic and never committed:
+a fresh clone misses them, and `dvc repro` runs this stage again to draw them), and the
+committed tree stays clean. Before, it ran on every `dvc repro` (1.5 s of imports: scipy, matplotlib) and renamed
 this run from "workspace" to its commit after a commit, rewriting history.md and the pictures.
 Commits that bring other runs without changing this run's files (a merge that kept them, a
 rebase) show on the next run, or now with `dvc repro -s -f history` (this stage alone: a bare
@@ -19,7 +20,8 @@ from __future__ import annotations
 from stages.core import cli
 from stages.core.baseline import git, load_timeline
 from stages.core.errors import one_line_errors
-from stages.core.records import replace_pictures, write_text
+from stages.core.records import drop_pictures, replace_pictures, write_text
+from stages.core.vocabulary import PICTURES
 from stages.judge.summary import KEY_METRICS
 from stages.judge.trends import Run, chance, series
 from stages.render.history import history
@@ -40,9 +42,10 @@ def main(argv: list[str] | None = None) -> None:
             print(f"torchgate history: {note.removeprefix('History: ')}")
         found = series(runs, cfg.history, cfg.compare.busy_share, cfg.stats.delta)
         images = trend_images(found, KEY_METRICS)
-        folder = args.reports / "trends"
+        folder = args.reports / PICTURES / "history"
         replace_pictures(folder, images)    # a series that is gone leaves no picture behind
-        text = history(found, cells, cfg.history, tuple(images), folder.name,
+        drop_pictures(args.reports / "trends")      # where an older torchgate drew them
+        text = history(found, cells, cfg.history, tuple(images), f"{PICTURES}/history",
                        chance(found, cfg.history, cfg.stats.delta))
         path = args.reports / "history.md"
         if not path.exists() or path.read_text(encoding="utf-8") != text:

@@ -2,17 +2,29 @@
 will decide), and reports/metrics.json, a small flat file for `dvc metrics diff`.
 
     python -m stages.report
+
+Its pictures go to reports/pictures/summary/, never committed (their data is, in plots/): in a
+fresh clone the folder is missing, so `dvc repro` runs this stage alone again to draw them,
+against the baseline the run was compared with (core.baseline.compared_commit), and the page
+it writes is the committed one.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from stages.core import cli
-from stages.core.baseline import load_current, load_env_pair, load_run
+from stages.core.baseline import compared_commit, load_current, load_env_pair, load_run
 from stages.core.errors import one_line_errors
-from stages.core.records import dumps, load_record, replace_pictures, write_text
+from stages.core.records import (
+    drop_pictures,
+    dumps,
+    load_record,
+    replace_pictures,
+    write_text,
+)
 from stages.core.records.rows import CompareRecord
 from stages.core.records.schema import BenchRecord, NumericsRecord
+from stages.core.vocabulary import PICTURES
 from stages.judge.environment import diff, hardware_key
 from stages.judge.gate import gate_failures
 from stages.judge.summary import summarize
@@ -20,6 +32,8 @@ from stages.render.metrics import metrics, verdicts
 from stages.render.plots import CAPTIONS, pictures, plot_data
 from stages.render.summary import summary
 from stages.render.sweeps import sweep_pictures, sweeps_section
+
+PAGE = "summary"        # this page's pictures: <reports>/pictures/summary/
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -36,8 +50,11 @@ def main(argv: list[str] | None = None) -> None:
             found = load_current(args.reports / "numerics" / f"{cell.name}.json", NumericsRecord)
             if found is not None:
                 numerics[cell.name] = found
-        now, base, why = load_env_pair(cfg.baseline.rev, args.reports)
-        recorded = load_run(cfg.baseline.rev, list(bench), ("bench",), reports=args.reports)
+        # The baseline compare used, also when this stage runs again after the run was
+        # committed (to draw its pictures in a fresh clone): the same page again.
+        base_commit = compared_commit(cfg.baseline.rev, list(bench), reports=args.reports)
+        now, base, why = load_env_pair(base_commit, args.reports)
+        recorded = load_run(base_commit, list(bench), ("bench",), reports=args.reports)
         # Each unit's numbers, once: the summary, metrics.json, the pictures and the sweeps
         # read these, never the records.
         summaries = {cell: summarize(cell, record, prices[cell], cfg.compare.busy_share,
@@ -48,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
             summaries, numerics, compare, hardware_key(env) if env else None)))
         write_text(args.reports / "verdicts.json", dumps(verdicts(
             compare, gate_failures(compare, cfg.gate.fail_on))))
-        images, curves = write_plots(args.reports / "plots", summaries, compare, cfg.recommend)
+        images, curves = write_plots(args.reports, summaries, compare, cfg.recommend)
         if why is None and base is None:
             why = "no baseline environment"
         changes = diff(base.env, now.env) if now is not None and base is not None else []
@@ -58,23 +75,26 @@ def main(argv: list[str] | None = None) -> None:
                                                         sweeps_section(summaries, cfg.recommend,
                                                                        curves)))
         print(f"torchgate report: wrote {args.reports / 'summary.md'}, metrics.json and "
-              f"{len(images)} picture(s) in {args.reports / 'plots'}")
+              f"{len(images) + len(curves)} picture(s) in {args.reports / PICTURES / PAGE}")
 
 
-def write_plots(folder: Path, summaries: dict, compare: CompareRecord,
+def write_plots(reports: Path, summaries: dict, compare: CompareRecord,
                 rule) -> tuple[list[tuple[str, str]], dict[str, str]]:
-    """The pictures and their data, from each cell's judge.summary. Returns (caption, path
-    from the reports folder) of each picture drawn, and each swept cell's curve (cell ->
-    path)."""
+    """The pictures' data (plots/, committed) and the pictures (pictures/summary/, never
+    committed), from each cell's judge.summary. Returns (caption, path from the reports
+    folder) of each picture drawn, and each swept cell's curve (cell -> path)."""
     for name, text in plot_data(summaries, compare.rows).items():
-        write_text(folder / name, text)
+        write_text(reports / "plots" / name, text)
+    drop_pictures(reports / "plots")        # where an older torchgate drew them
+    folder = reports / PICTURES / PAGE
     drawn = {name: data for name, data in pictures(summaries, compare.rows).items()
              if data is not None}      # nothing to draw this run: no picture
     curves = {f"sweep-{cell}.png": (cell, data)
               for cell, data in sweep_pictures(summaries, rule).items()}
     replace_pictures(folder, {**drawn, **{name: data for name, (_, data) in curves.items()}})
-    return ([(CAPTIONS[name], f"{folder.name}/{name}") for name in drawn],
-            {cell: f"{folder.name}/{name}" for name, (cell, _) in curves.items()})
+    where = f"{PICTURES}/{PAGE}"
+    return ([(CAPTIONS[name], f"{where}/{name}") for name in drawn],
+            {cell: f"{where}/{name}" for name, (cell, _) in curves.items()})
 
 
 if __name__ == "__main__":

@@ -133,8 +133,8 @@ def test_forty_committed_runs_with_a_step_at_commit_25_name_that_commit(repo):
     named = set(re.findall(r"`([0-9a-f]{10})`", "\n".join(rows)))
     assert named == {commits[24][:10]}
     assert "30 older run(s) not shown" in page     # the tables show the newest 10
-    image = repo / "reports" / "test-box" / "trends" / "cpu-fp32-steady_s-hw1.png"
-    assert "](trends/cpu-fp32-steady_s-hw1.png)" in page
+    image = repo / "reports" / "test-box" / "pictures" / "history" / "cpu-fp32-steady_s-hw1.png"
+    assert "](pictures/history/cpu-fp32-steady_s-hw1.png)" in page
     assert image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -152,9 +152,13 @@ def test_two_committed_runs_and_this_one_in_the_workspace_are_three_points(repo)
     first_call = page.split("### First call")[1]
     assert len([line for line in first_call.splitlines()
                 if re.match(r"\| (`|this run)", line)]) == 3
-    pictures = sorted(p.name for p in (repo / "reports" / "test-box" / "trends").iterdir())
+    folder = repo / "reports" / "test-box" / "pictures" / "history"
+    pictures = sorted(p.name for p in folder.glob("*.png"))
     assert pictures == ["cpu-fp32-first_call_s-hw1.png", "cpu-fp32-steady_s-hw1.png"]
-    written = [repo / "reports" / "test-box" / "history.md", repo / "reports" / "test-box" / "trends" / pictures[1]]
+    for name in pictures:   # the page links each picture where it is drawn
+        assert f"](pictures/history/{name})" in page
+    assert page.count("`dvc repro -s history` draws them") == 1
+    written = [repo / "reports" / "test-box" / "history.md", folder / pictures[1]]
     before = [p.stat().st_mtime_ns for p in written]
     history_stage.main([])                # nothing changed: nothing is rewritten
     assert [p.stat().st_mtime_ns for p in written] == before
@@ -173,12 +177,14 @@ def test_committing_this_run_changes_neither_the_page_nor_its_pictures(repo):
         history_stage.main([])
         reports = repo / "reports" / "test-box"
         return {p.name: p.read_bytes() for p in [reports / "history.md",
-                                                 *sorted(reports.glob("trends/*"))]}
+                                                 *sorted(reports.glob("pictures/history/*"))]}
 
     before = drawn()
     page = before["history.md"].decode()
-    assert "over 3 run(s)" in page and "| this run" in page and len(before) == 3
+    assert "over 3 run(s)" in page and "| this run" in page and len(before) == 4
     _commit(repo, "run 4")
+    committed = git("ls-files", cwd=repo).stdout.split()
+    assert "reports/history.md" in committed and "pictures" not in " ".join(committed)
     assert drawn() == before
     assert git("status", "--porcelain", cwd=repo).stdout == ""
     history_stage.main([])                   # and again, as `dvc repro -s -f history` would

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from stages.compose import compose
+from stages.core.records import kept
 
 from .conftest import ROOT, commit_baseline_from_another_cpu, git, make_project
 
@@ -72,6 +73,8 @@ def test_dvc_repro_twice_with_a_baseline(project):
     bench = json.loads(read("reports/test-box/bench/cpu-fp32.json"))
     good = bench["workloads"]["mine"]["processes"]
     assert len(good) == 2 and all(len(p["modes"]["eager"]["steady_s"]) == 3 for p in good)
+    samples = [s for p in good for s in p["modes"]["eager"]["steady_s"]]
+    assert samples == list(kept(samples))       # 6 significant digits: what git keeps
     metrics = json.loads(read("reports/test-box/metrics.json"))
     assert metrics["bench"]["cpu-fp32"]["matmul_relu"]["eager"]["steady_ms"] > 0
 
@@ -136,6 +139,20 @@ def test_a_no_op_repro_after_a_commit_runs_nothing_and_leaves_the_tree_clean(pro
     assert ran == ["Running stage 'reports/env/dvc.yaml:env':"], again.stdout
     assert "stands" in again.stdout
     assert git("status", "--porcelain", cwd=project).stdout == ""
+
+    # A fresh clone has no pictures (never committed): `dvc repro` draws them by running the
+    # two stages that draw, measuring nothing, and the pages and the lock stay the committed.
+    assert not [f for f in git("ls-files", cwd=project).stdout.split() if f.endswith(".png")]
+    clone = project.parent / f"{project.name}-clone"
+    git("clone", "-q", str(project), str(clone), cwd=project.parent)
+    drawn = subprocess.run([sys.executable, "-m", "dvc", "repro"], cwd=clone,
+                           capture_output=True, text=True)
+    ran = [line for line in drawn.stdout.splitlines() if line.startswith("Running stage")]
+    assert ran == ["Running stage 'reports/env/dvc.yaml:env':", "Running stage 'report':",
+                   "Running stage 'history':"], drawn.stdout + drawn.stderr
+    assert sorted(p.name for p in (clone / "reports/test-box/pictures").rglob("*.png")) == sorted(
+        p.name for p in (project / "reports/test-box/pictures").rglob("*.png"))
+    assert git("status", "--porcelain", cwd=clone).stdout == ""
 
 
 @pytest.mark.slow

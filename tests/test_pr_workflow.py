@@ -336,7 +336,7 @@ def test_the_script_needs_nothing_beyond_the_standard_library(github, tmp_path):
 
 
 SUMMARY = ("See [compare.md](compare.md) and [bench](bench/cpu-fp32.md#steady).\n\n"
-           "![Every tested change](plots/changes.png)\n\n[docs](https://example.org/x) "
+           "![Every tested change](pictures/summary/changes.png)\n\n[docs](https://example.org/x) "
            "[top](#numbers)\n")
 
 
@@ -352,4 +352,4 @@ def test_the_summarys_links_work_in_the_comment(github, tmp_path):
     blob = "https://github.com/owner/name/blob/abc123/reports/{path}"
     assert comment.with_reports_at(SUMMARY, blob).splitlines()[2] == (
         "![Every tested change](https://github.com/owner/name/blob/abc123/reports/"
-        "plots/changes.png)")
+        "pictures/summary/changes.png)")

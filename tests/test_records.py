@@ -3,6 +3,7 @@ and the committed history of older formats still read and compared."""
 import dataclasses
 import json
 import math
+import random
 import subprocess
 from pathlib import Path
 
@@ -21,6 +22,10 @@ from stages.core.records.schema import (
     Sentinel,
 )
 from stages.judge.run import compare_run
+from stages.judge.timings import bench_rows
+from stages.judge.verdicts import finish
+
+from .records import DELTA, bench, process
 
 FIXTURES = Path(__file__).parent / "fixtures" / "schema1"
 KINDS = {"bench": BenchRecord, "numerics": NumericsRecord, "env": EnvRecord,
@@ -201,3 +206,43 @@ def test_a_schema_1_ab_record_carries_its_baseline_arm():
     # Timings pair by round; peak memory, which does not share the moment, is Welch's.
     assert all(r.change.paired == (r.metric != "peak_bytes") for r in result.rows
                if r.change is not None)
+
+
+
+def _as_kept(record: BenchRecord, digits: int) -> BenchRecord:
+    data = records.kept(records.record_data(record), digits)
+    return records.parse_record(json.dumps(data), BenchRecord, "kept")
+
+
+@pytest.mark.parametrize("digits, same", [(records.DIGITS, True), (2, False)])
+def test_floats_kept_to_six_digits_leave_every_change_as_it_was(tmp_path, digits, same):
+    """Bench and compare records keep floats to 6 significant digits: each loses at most 5e-7
+    of itself, and every tested change, interval and verdict from the records as written is
+    what the full floats gave (to 1e-5; pages show them to 0.1 %). Kept to 2 digits, not."""
+    rng = random.Random(11)
+    base = bench({"w": [process(steady=1e-3 * (1 + rng.gauss(0, 0.01)), rng=rng)
+                        for _ in range(6)]})
+    now = bench({"w": [process(steady=1.04e-3 * (1 + rng.gauss(0, 0.01)), rng=rng)
+                       for _ in range(6)]})
+    records.write_record(tmp_path / "now.json", now)
+    written = records.load_record(tmp_path / "now.json", BenchRecord)
+    assert written == _as_kept(now, records.DIGITS) != now
+    steady = written.workloads["w"].processes[0].modes["eager"].steady_s
+    assert steady and all(float(f"{s:.6g}") == s for s in steady)
+    full = finish(bench_rows("c", now, base, DELTA), alpha=0.05, power=0.8).rows
+    short = finish(bench_rows("c", _as_kept(now, digits), _as_kept(base, digits), DELTA),
+                   alpha=0.05, power=0.8).rows
+    tested = [(a, b) for a, b in zip(full, short) if a.change is not None]
+    assert tested and [r.verdict for r in full] == [r.verdict for r in short]
+    close = all(math.isclose(getattr(a.change, f), getattr(b.change, f), rel_tol=1e-5)
+                for a, b in tested for f in ("ratio", "ci_low", "ci_high"))
+    assert close == same
+    assert records.kept([1 / 3, 2.0, 7, float("inf")]) == [0.333333, 2.0, 7, float("inf")]
+
+
+def test_numerics_records_keep_full_floats(tmp_path):
+    """An output is compared with the baseline's bit for bit: no digit of it is dropped."""
+    record = NumericsRecord("c", "OK", workloads={"w": {"eager": ModeNumerics(
+        "OK", rel_l2={"out": 1 / 3})}})
+    records.write_record(tmp_path / "n.json", record)
+    assert records.load_record(tmp_path / "n.json", NumericsRecord) == record

@@ -161,7 +161,8 @@ def test_the_report_stage_summarizes_each_unit_once(project, monkeypatch):
     assert len(calls) == 12 and set(calls.values()) == {1}
     page = (project / "reports/test-box/summary.md").read_text()
     assert "### `cpu-fp32`" in page and "| a          | eager " in page
-    assert (project / "reports/test-box/plots/steady.png").exists()
+    assert (project / "reports/test-box/pictures/summary/steady.png").exists()
+    assert "](pictures/summary/steady.png)" in page
     assert (project / "reports/test-box/metrics.json").exists()
 
 

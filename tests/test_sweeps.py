@@ -87,10 +87,10 @@ def test_the_curve_names_a_recommended_point_and_how_it_moved():
     # A memory limit rules the larger batches out.
     assert recommended(points, Recommend(max_peak_mib=100)).label == "batch=64, threads=2"
     text = "\n".join(sweeps_section({cell.name: summarize(cell.name, now, 0.36, BUSY, base)},
-                                    Recommend(), {cell.name: "plots/sweep-cpu-fp32.png"}))
+                                    Recommend(), {cell.name: "pictures/summary/sweep-cpu-fp32.png"}))
     assert "`cpu-fp32` mlp_train eager: batch=64, threads=2 → **batch=128, threads=2**" in text
     assert "| batch=128, threads=2 ◀ " in text
-    assert "![cpu-fp32: throughput across the sweep](plots/sweep-cpu-fp32.png)" in text
+    assert "![cpu-fp32: throughput across the sweep](pictures/summary/sweep-cpu-fp32.png)" in text
     drawn = sweep_pictures({cell.name: summarize(cell.name, now, 0.36, BUSY)}, Recommend())
     assert drawn[cell.name][:8] == b"\x89PNG\r\n\x1a\n"
     first = "\n".join(sweeps_section({cell.name: summarize(cell.name, now, 0.36, BUSY)},

@@ -88,6 +88,11 @@ FRESH = "fresh process"     # the unit that reruns a cell's workloads (determini
 
 # Where the reports live, relative to the project's root (and inside any revision of it).
 REPORTS = Path("reports")
+# The folder of a reports root that holds every picture, one sub-folder per page (summary,
+# history): drawn from the records, never committed (it ignores itself), drawn again by
+# `dvc repro` where it is missing. A picture is redrawn data: committed, the pictures were
+# most of what a run added to the repository's history.
+PICTURES = "pictures"
 SHORT_COMMIT = 10           # characters of a commit id shown to people
 
 

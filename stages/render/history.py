@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from stages.core.config.settings import HistorySettings
-from stages.core.vocabulary import short
+from stages.core.vocabulary import PICTURES, short
 from stages.judge.summary import KEY_METRICS, Chance, Point, Series, Shift
-from stages.render.markdown import markdown_table, percent, pvalue, seconds
+from stages.render.markdown import markdown_table, percent, pictures_note, pvalue, seconds
 from stages.render.trends import THIS_RUN, image_name
 
 TITLES = {"steady_s": "Steady state (per call)",
@@ -121,7 +121,7 @@ def chance_line(odds: Chance | None, series: int) -> str:
 
 
 def history(found: list[Series], cells: list[str], settings: HistorySettings,
-            images: tuple[str, ...] = (), folder: str = "trends",
+            images: tuple[str, ...] = (), folder: str = f"{PICTURES}/history",
             odds: Chance | None = None) -> str:
     """`images`: the trend pictures written beside the page (file names in `folder`);
     `odds`: how many shifts chance alone would show (judge.trends.chance)."""
@@ -149,6 +149,8 @@ def history(found: list[Series], cells: list[str], settings: HistorySettings,
     else:
         lines += ["No committed run to show yet: commit `reports/` after a run (the "
                   "baseline history is `git log reports/`).", ""]
+    if images:
+        lines += [pictures_note("history"), ""]
     for cell in cells:
         mine = [s for s in found if s.cell == cell]
         if not mine:

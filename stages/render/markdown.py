@@ -95,3 +95,11 @@ def short_number(v: float) -> float:
     if v == 0 or not math.isfinite(v):
         return v
     return round(v, 3 - int(math.floor(math.log10(abs(v)))))
+
+
+def pictures_note(stage: str) -> str:
+    """Said once on a page that shows pictures: they are not committed (core.vocabulary
+    PICTURES), so a fresh clone, or the page read on GitHub, shows none until drawn."""
+    return (f"*The pictures are drawn from the committed records and are not committed "
+            f"themselves: where they are missing (a fresh clone, this page on GitHub), "
+            f"`dvc repro -s {stage}` draws them, measuring nothing.*")

@@ -15,7 +15,7 @@ from stages.judge.gate import (
 from stages.judge.summary import CellSummary
 from stages.judge.verdicts import findings
 from stages.render.environment import cell as env_cell
-from stages.render.markdown import counts, markdown_table, value
+from stages.render.markdown import counts, markdown_table, pictures_note, value
 from stages.render.numbers import environment_change, numbers_section, possible_slowdown
 from stages.render.verdicts import by_effect, change, evidence
 
@@ -41,6 +41,8 @@ def summary(matrix: str, compare: CompareRecord, changes: list, env_note: str | 
         f"{n} {v}" for v, n in counts(r.verdict for r in rows).items()), ""]
     lines += [gate_line(compare, fail_on), ""]
     lines += numbers_section(bench or {}, list(compare.rows))   # per unit, every stage's row
+    if images or any(line.startswith("![") for line in sweeps):
+        lines += [pictures_note("report"), ""]
     for caption, path in images:
         lines += [f"![{caption}]({path})", ""]
     lines += list(sweeps)

@@ -48,16 +48,16 @@ def _baseline_or_note(commit, path: Path, cls, notes: list[str], root: Path) -> 
         return None
 
 
-def load_run(rev: str, cells: list[str], stages: tuple[str, ...] = ("bench", "numerics"),
+def load_run(rev: str | None, cells: list[str], stages: tuple[str, ...] = ("bench", "numerics"),
              given: dict | None = None, *, reports: Path, root: Path = Path("."),
              current: bool = True, history_runs: int = 0) -> RunInputs:
     """Read the named cells of the named stages; `given` maps (stage, cell) to a record not
     yet on disk (a stage renders its own diff before writing); current=False reads only the
     baseline (a stage about to measure: the file on disk is the previous run's);
     history_runs: how many committed bench runs per cell to read for the run-to-run
-    variance."""
+    variance; rev None: no baseline (compared_commit)."""
     given = given or {}
-    commit = git.resolve_rev(rev, root)
+    commit = git.resolve_rev(rev, root) if rev is not None else None
     found = RunInputs(rev, commit)
     env_path = reports / "env" / "env.json"
     found.env_now = load_current(env_path, EnvRecord)
@@ -174,12 +174,33 @@ def load_timeline(commit: str | None, cells: list[str], runs: int, root: Path = 
     return found
 
 
-def load_env_pair(rev: str, reports: Path,
+def load_env_pair(rev: str | None, reports: Path,
                   root: Path = Path(".")) -> tuple[EnvRecord | None, EnvRecord | None, str | None]:
-    """(this run's environment, the baseline's, why the baseline's could not be read)."""
+    """(this run's environment, the baseline's, why the baseline's could not be read); rev
+    None: no baseline (compared_commit)."""
     path = reports / "env" / "env.json"
     now = load_current(path, EnvRecord)
     try:
-        return now, load_baseline(git.resolve_rev(rev, root), path, EnvRecord, root), None
+        commit = git.resolve_rev(rev, root) if rev is not None else None
+        return now, load_baseline(commit, path, EnvRecord, root), None
     except UserError as exc:
         return now, None, str(exc)
+
+
+def compared_commit(rev: str, cells: list[str], *, reports: Path,
+                    root: Path = Path(".")) -> str | None:
+    """The commit whose reports this run was compared with, for a stage that reads the run
+    after it was measured (report): `rev`'s, unless this run is committed there already (the
+    stage runs again after the commit: its pictures missing in a fresh clone, a setting of
+    its own changed); then the commit before the one that brought this run, where `rev` stood
+    when the run was compared. None: no baseline. The first cell on disk decides."""
+    commit = git.resolve_rev(rev, root)
+    for cell in cells:
+        path = reports / "bench" / f"{cell}.json"
+        if not path.exists():
+            continue
+        if git.read_file(commit, path.as_posix(), root) != path.read_text(encoding="utf-8"):
+            return commit
+        brought = git.log_touching(commit, path.as_posix(), 1, root)
+        return git.parent(brought[0][0], root) if brought else commit
+    return commit

@@ -97,6 +97,11 @@ def resolve_rev(rev: str, root: Path = Path("."), setting: str = "baseline.rev")
                     "or run the experiment in the workspace (dvc exp run without --temp/--queue)")
 
 
+def parent(commit: str, root: Path = Path(".")) -> str | None:
+    """The first parent of `commit`; None for a root commit."""
+    return _commit(f"{commit}^", root)
+
+
 def read_file(commit: str | None, path: str, root: Path = Path(".")) -> str | None:
     """The text of file `path` (relative to `root`) as committed at `commit`; None if absent.
 

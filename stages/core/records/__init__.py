@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -74,19 +75,35 @@ def _unwritten(path: Path, exc: OSError) -> Exception:
                      f"{_FULL[exc.errno]}")
 
 
+# A picture folder ignores itself (its .gitignore included): whatever the reports root,
+# nothing drawn is committed.
+IGNORE_ALL = "*\n"
+
+
 def replace_pictures(folder: str | Path, pictures: dict[str, bytes]) -> None:
     """Make the folder's PNGs exactly `pictures`: each written (atomically) only where its
     bytes changed, since the pictures carry no date; any other PNG removed, so that none is
-    left from an earlier run. The folder is made even when empty: it is a declared DVC output."""
+    left from an earlier run. The folder is made even when empty (it is a declared DVC
+    output), with a .gitignore that keeps all of it out of git."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    for old in folder.glob("*.png"):
-        if old.name not in pictures:
-            old.unlink()
+    ignore = folder / ".gitignore"
+    if not ignore.exists() or ignore.read_text(encoding="utf-8") != IGNORE_ALL:
+        write_text(ignore, IGNORE_ALL)
+    drop_pictures(folder, keep=set(pictures))
     for name, data in pictures.items():
         path = folder / name
         if not path.exists() or path.read_bytes() != data:
             write_bytes(path, data)
+
+
+def drop_pictures(folder: str | Path, keep: set[str] = frozenset()) -> None:
+    """Remove the folder's PNGs but those in `keep` (also those an older torchgate committed
+    beside the data, in plots/ and trends/, so that the next commit takes them out)."""
+    folder = Path(folder)
+    for old in folder.glob("*.png") if folder.is_dir() else ():
+        if old.name not in keep:
+            old.unlink()
 
 
 def record_data(record: Any) -> dict:
@@ -95,8 +112,30 @@ def record_data(record: Any) -> dict:
     return {"schema_version": SCHEMA[kind], "kind": kind, **to_data(record)}
 
 
+# Bench and compare records keep each float to 6 significant digits (a whole number whole):
+# at most 5e-7 of a value lost, four orders of magnitude below the run-to-run spread (about
+# 1e-2) and any δ, where the 17 digits of a full float were a fifth of a committed run's
+# bytes. Numerics records keep full floats: an output is compared with the baseline's bit for
+# bit. Any change a page shows, any verdict, is as the full floats gave it (the test: records).
+DIGITS = 6
+KEPT_TO_DIGITS = {"bench", "compare"}
+
+
+def kept(data: Any, digits: int = DIGITS) -> Any:
+    """Plain data with every float that is not a whole number kept to `digits` significant
+    digits; a non-finite float as it is."""
+    if isinstance(data, dict):
+        return {k: kept(v, digits) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [kept(v, digits) for v in data]
+    if isinstance(data, float) and math.isfinite(data) and not data.is_integer():
+        return float(f"{data:.{digits}g}")
+    return data
+
+
 def write_record(path: str | Path, record: Any) -> None:
-    write_text(path, dumps(record_data(record)))
+    data = record_data(record)
+    write_text(path, dumps(kept(data) if data["kind"] in KEPT_TO_DIGITS else data))
 
 
 def parse_record(text: str, cls: type, source: str) -> Any:
