@@ -184,7 +184,7 @@ def test_committing_this_run_changes_neither_the_page_nor_its_pictures(repo):
     assert "over 3 run(s)" in page and "| this run" in page and len(before) == 4
     _commit(repo, "run 4")
     committed = git("ls-files", cwd=repo).stdout.split()
-    assert "reports/history.md" in committed and "pictures" not in " ".join(committed)
+    assert "reports/test-box/history.md" in committed and "pictures" not in " ".join(committed)
     assert drawn() == before
     assert git("status", "--porcelain", cwd=repo).stdout == ""
     history_stage.main([])                   # and again, as `dvc repro -s -f history` would
