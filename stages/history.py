@@ -7,10 +7,11 @@ began, with the environment change at each step.
 It reads git as well as this run's files, yet DVC runs it only when those files change, not
 after every commit: this run is the last point whether it is committed yet or not
 (baseline.load_timeline), and is named "this run", so committing it changes neither the page
-nor its trend pictures (reports/pictures/history/, byte-deterministic and never committed:
-a fresh clone misses them, and `dvc repro` runs this stage again to draw them), and the
-committed tree stays clean. Before, it ran on every `dvc repro` (1.5 s of imports: scipy, matplotlib) and renamed
-this run from "workspace" to its commit after a commit, rewriting history.md and the pictures.
+nor its trend pictures (pictures/history/ beside the page, byte-deterministic and never
+committed: a fresh clone misses them, and `dvc repro` runs this stage again to draw them),
+and the committed tree stays clean. Before, it ran on every `dvc repro` (1.5 s of imports:
+scipy, matplotlib) and renamed this run from "workspace" to its commit after a commit,
+rewriting history.md and the pictures.
 Commits that bring other runs without changing this run's files (a merge that kept them, a
 rebase) show on the next run, or now with `dvc repro -s -f history` (this stage alone: a bare
 -f would measure again). The page and the pictures are rewritten only when they changed.

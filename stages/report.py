@@ -3,10 +3,10 @@ will decide), and reports/metrics.json, a small flat file for `dvc metrics diff`
 
     python -m stages.report
 
-Its pictures go to reports/pictures/summary/, never committed (their data is, in plots/): in a
-fresh clone the folder is missing, so `dvc repro` runs this stage alone again to draw them,
-against the baseline the run was compared with (core.baseline.compared_commit), and the page
-it writes is the committed one.
+Its pictures go to pictures/summary/ beside the page, never committed (their data is, in
+plots/): in a fresh clone the folder is missing, so `dvc repro` runs this stage again to draw
+them, measuring nothing, against the baseline the run was compared with
+(core.baseline.compared_commit), and the page it writes is the committed one.
 """
 from __future__ import annotations
 
