@@ -16,6 +16,8 @@ import platform
 import re
 import sys
 
+from stages.core.machine import cpu_model, read, usable_cores
+
 ENV_VAR_NAMES = frozenset({
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "CUBLAS_WORKSPACE_CONFIG",
     "NVIDIA_TF32_OVERRIDE", "CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING",
@@ -24,27 +26,6 @@ ENV_VAR_NAMES = frozenset({
 ENV_VAR_PREFIXES = ("TORCHINDUCTOR_", "TORCH_", "PYTORCH_")
 # Names that identify a process or a run, or may hold a credential: never recorded.
 _VOLATILE_NAME = re.compile(r"(_PID|_PORT|_RUN_ID|_RANK|_KEY)$|TOKEN|SECRET|PASSWORD")
-
-
-def read(path: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read()
-    except OSError:
-        return None
-
-
-def cpu_model() -> str | None:
-    """The model /proc/cpuinfo names (Linux); None elsewhere (probe then asks sysctl)."""
-    for line in (read("/proc/cpuinfo") or "").splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "model name" and value.strip():
-            return " ".join(value.split())
-    return None
-
-
-def usable_cores() -> int | None:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
 def _is_temp_path(value: str) -> bool:

@@ -15,9 +15,10 @@ import sys
 import warnings
 from typing import Any, Callable, Iterable
 
+from stages.core.machine import cpu_model, read, usable_cores
 from stages.core.records.host import Hardware, Host
 from stages.measure import distributions as dists
-from stages.measure.fingerprint import cpu_model, env_vars, read, usable_cores
+from stages.measure.fingerprint import env_vars
 from stages.measure.nvml import clocks as nvml_clocks
 
 SECTIONS = ("python", "torch", "hardware", "os", "packages", "distributions", "flags",
