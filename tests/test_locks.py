@@ -67,7 +67,7 @@ def test_a_lock_that_moves_torch_rebuilds_the_baseline_from_its_lock_and_says_so
     base, now = found.arms
     assert found.rebuilt and base.python == "/venv/bin/python" and now.python is None
     assert built[0].pins == ("rich==13.0.0", "torch==2.13.0+cpu") and built[0].python == "3.11.7"
-    assert "packages differ (torch 2.13.0+cpu -> 2.14.1+cpu)" in found.note
+    assert "packages differ from this run's (torch 2.13.0+cpu -> 2.14.1+cpu)" in found.note
     # this interpreter (env.json: torch 2.13.0+cpu) is not the PR's lock: said, with the fix
     assert "This environment differs from its lock conf/env/test-box.txt (torch 2.14.1+cpu " \
            "-> 2.13.0+cpu): install it" in found.note

@@ -143,14 +143,17 @@ def _rebuilt_baseline(cfg: Config, log, root: Path) -> Plan:
         code, _ = _checkout(cfg, commit, cache, log, root)
     shown = ", ".join(env.changes[:3]) + (f" and {len(env.changes) - 3} more"
                                           if len(env.changes) > 3 else "")
-    changed = (f"packages ({shown}) and workload code differ" if packages_differ and code_differs
-               else f"packages differ ({shown})" if packages_differ else "workload code differs")
+    changed = (f"its packages ({shown}) and workload code differ from this run's"
+               if packages_differ and code_differs
+               else f"its packages differ from this run's ({shown})" if packages_differ
+               else "its workload code differs from this run's" if code_differs
+               else "its packages and workload code are this run's (baseline.measure=rebuild)")
     torch = env.base.get("torch")
     baseline = (Arm("baseline", python, code, commit, base_workloads, spec) if code_differs
                 else Arm("baseline", python, venv=spec))   # the same workloads: this tree's
     return Plan((baseline, NOW_ARM),
                 f"Timings compare with the baseline measured again beside this run, in "
-                f"lock-step pairs: its {changed} from this run's; the baseline arm runs "
+                f"lock-step pairs: {changed}; the baseline arm runs "
                 f"torch {torch}" + (f" and the workloads at {short(commit)}" if code_differs
                                     else "") + "." + env.note, rebuilt=True)
 
