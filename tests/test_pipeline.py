@@ -123,23 +123,12 @@ def test_dvc_repro_twice_with_a_baseline(project):
 
 
 @pytest.mark.slow
-def test_a_no_op_repro_after_a_commit_runs_nothing_and_leaves_the_tree_clean(project):
-    """A no-op that is one: after a run is committed, `dvc repro` runs only the env check (its
-    fingerprint unchanged) and rewrites nothing, neither a report nor a lock file."""
-    compose(project / "params.yaml", ["matrix=smoke", "bench.processes=2", "bench.samples=3",
-                                      "bench.adaptive_budget_s=0"], conf=project / "conf")
-    dvc("repro")
-    git("add", "-A", cwd=project)
-    git("commit", "-qm", "a run", cwd=project)
-    again = dvc("repro")
-    ran = [line for line in again.stdout.splitlines() if line.startswith("Running stage")]
-    assert ran == ["Running stage 'reports/env/dvc.yaml:env':"], again.stdout
-    assert "stands" in again.stdout
-    assert git("status", "--porcelain", cwd=project).stdout == ""
-
-
-@pytest.mark.slow
-def test_a_project_in_a_subdirectory_of_its_repository_finds_its_baseline(tmp_path, monkeypatch):
+def test_a_project_in_a_subdirectory_finds_its_baseline_and_a_no_op_is_one(tmp_path,
+                                                                           monkeypatch):
+    """A project in a subdirectory of a larger repository compares with its baseline. And,
+    on the same committed run (one run measured for both): `dvc repro` after a commit runs
+    only the env check (its fingerprint unchanged) and rewrites nothing, neither a report nor
+    a lock file."""
     outer = tmp_path / "monorepo"
     project = make_project(outer / "ml" / "perf gate", outer)
     (outer / "README.md").write_text("a larger repository\n")
@@ -153,6 +142,11 @@ def test_a_project_in_a_subdirectory_of_its_repository_finds_its_baseline(tmp_pa
     dvc("repro")
     git("add", "-A", cwd=outer)
     git("commit", "-qm", "baseline", cwd=outer)
+    again = dvc("repro")
+    ran = [line for line in again.stdout.splitlines() if line.startswith("Running stage")]
+    assert ran == ["Running stage 'reports/env/dvc.yaml:env':"], again.stdout
+    assert "stands" in again.stdout
+    assert git("status", "--porcelain", cwd=outer).stdout == ""
     dvc("repro", "-f")
     rows = json.loads(read("reports/compare.json"))["rows"]
     assert rows and not [r for r in rows if r["verdict"] in ("NEW", "MISSING")], rows
