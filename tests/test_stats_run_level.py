@@ -11,7 +11,8 @@ one: run_spreads (history, moderated), Welch shifts, finish (moderation, Benjami
 verdicts), the MDE of the target cell, and adaptive sampling's confirmation as the bench
 stage runs it by default (a REGRESSED unit gets a fresh batch and is decided again).
 
-CI runs the grid of GRID; TORCHGATE_FULL_SIMULATION=1 runs every family at every K and τ.
+CI runs the grid of GRID; TORCHGATE_FULL_SIMULATION=1 runs every family at every K and τ,
+with more matrices (NULL_MATRICES).
 `pytest -s` prints the measured rates.
 """
 from __future__ import annotations
@@ -43,7 +44,6 @@ from .test_stats_simulation import (
 )
 
 HISTORY = 3                  # committed runs of each unit, the baseline the newest
-MATRICES = 1000
 PRIOR = 0.03                 # stats.run_spread's default
 
 
@@ -56,6 +56,14 @@ def _unequal(rng, shape):
 
 SIM_FAMILIES = {**FAMILIES, "unequal": _unequal}
 FULL = os.environ.get("TORCHGATE_FULL_SIMULATION") == "1"
+# Matrices per grid point: A/A (false alarms, and the median MDE) and slowed by 2 x that MDE
+# (power). CI's 300 and 150 (1000 and 200 before) keep both checks able to fail, by the
+# binomial law: a judge with a false-alarm rate of 2·α passes `false <= ALPHA` in 0.13 % of
+# seeds, while the highest rate measured over 1000 matrices (1.7 %, prior-bimodal K = 4)
+# fails it in 0.007 % and its 95 % upper bound at 300 is 3.5 %, under α; a power of 0.7
+# passes `power >= 0.8` in 0.4 % of seeds, the lowest measured (0.87-0.90, prior-heavy
+# K = 4) fails it in at most 0.6 %. The full grid runs 1000 and 200.
+NULL_MATRICES, POWER_MATRICES = (1000, 200) if FULL else (300, 150)
 GRID = [(family, k, tau) for family in SIM_FAMILIES for k in (4, 8, 15)
         for tau in (0.0, 0.01, 0.02, 0.03)] if FULL else [
     *[(family, 4, 0.03) for family in SIM_FAMILIES],
@@ -76,11 +84,17 @@ def _values(rng, family: str, k: int, tau: float, matrices: int, slowdown: float
     return values
 
 
-def _drafts(values, m: int, k: int, source: str, confirm: set = frozenset()) -> list[Draft]:
-    """The timing rows of matrix m; the units in `confirm` with their fresh batch."""
+def _history(values, m: int, k: int, source: str) -> tuple[dict, dict]:
+    """Matrix m's committed runs per unit and their run spreads, which both looks share."""
     runs = {(cell, metric): [values[metric][m, cell, r, :k].tolist() for r in range(HISTORY)]
             for cell in range(CELLS) for metric in TIMED}
-    spreads = run_spreads(runs, PRIOR) if source == "history" else {}
+    return runs, run_spreads(runs, PRIOR) if source == "history" else {}
+
+
+def _drafts(values, m: int, k: int, history: tuple[dict, dict],
+            confirm: set = frozenset()) -> list[Draft]:
+    """The timing rows of matrix m; the units in `confirm` with their fresh batch."""
+    runs, spreads = history
     drafts = []
     for (cell, metric), past in runs.items():
         fresh = (cell, metric) in confirm
@@ -95,10 +109,11 @@ def _drafts(values, m: int, k: int, source: str, confirm: set = frozenset()) -> 
 def _judged(values, m: int, k: int, source: str, plan=lambda d: False):
     """As the bench stage decides by default: an interim look, a fresh batch of k processes
     for every REGRESSED unit, and the final look (2 looks)."""
-    first = finish(_drafts(values, m, k, source), alpha=ALPHA, power=POWER, looks=2,
+    history = _history(values, m, k, source)
+    first = finish(_drafts(values, m, k, history), alpha=ALPHA, power=POWER, looks=2,
                    plan=lambda d: False)
     confirm = {(int(r.cell[1:]), r.metric) for r in first.rows if r.verdict == Verdict.REGRESSED}
-    drafts = _drafts(values, m, k, source, confirm)
+    drafts = _drafts(values, m, k, history, confirm)
     return drafts, finish(drafts, alpha=ALPHA, power=POWER, looks=2, plan=plan)
 
 
@@ -107,7 +122,8 @@ def _is_target(d: Draft) -> bool:
 
 
 @functools.cache
-def null_run(family: str, k: int, tau: float, source: str, matrices: int = MATRICES):
+def null_run(family: str, k: int, tau: float, source: str,
+             matrices: int = NULL_MATRICES):
     """(share of matrices with a false REGRESSED, median MDE of the target, median MDE plain
     Welch would report with the same run-level variance, without moderation)."""
     rng = np.random.default_rng([k, int(tau * 1000), len(family), source == "history"])
@@ -131,7 +147,7 @@ def null_run(family: str, k: int, tau: float, source: str, matrices: int = MATRI
 
 
 def detected(family: str, k: int, tau: float, source: str, slowdown: float,
-             matrices: int = 200) -> float:
+             matrices: int = POWER_MATRICES) -> float:
     rng = np.random.default_rng([k, int(tau * 1000), len(family), 7])
     values = _values(rng, family, k, tau, matrices, slowdown)
     hits = 0
