@@ -127,7 +127,7 @@ def history(found: list[Series], cells: list[str], settings: HistorySettings,
     `odds`: how many shifts chance alone would show (judge.trends.chance)."""
     lines = ["# Baseline history", "",
              f"Each cell's newest `history.runs` = {settings.runs} runs, oldest first: the "
-             "committed ones (`git log reports/bench/<cell>.json`), then this run, named "
+             "committed ones (`git log reports/<machine>/bench/<cell>.json`), then this run, named "
              f"\"{THIS_RUN}\" whether it is committed yet or not. One point per run: the "
              "median over its worker processes of their medians. A change of hardware starts "
              "a new series. A lasting shift is where a series' level changed and stayed "
@@ -148,7 +148,7 @@ def history(found: list[Series], cells: list[str], settings: HistorySettings,
         lines += [f"No lasting shift in {len(found)} series.", ""]
     else:
         lines += ["No committed run to show yet: commit `reports/` after a run (the "
-                  "baseline history is `git log reports/`).", ""]
+                  "baseline history is `git log reports/<machine>/`).", ""]
     if images:
         lines += [pictures_note("history"), ""]
     for cell in cells:
