@@ -127,8 +127,8 @@ def history(found: list[Series], cells: list[str], settings: HistorySettings,
     `odds`: how many shifts chance alone would show (judge.trends.chance)."""
     lines = ["# Baseline history", "",
              f"Each cell's newest `history.runs` = {settings.runs} runs, oldest first: the "
-             "committed ones (`git log reports/<machine>/bench/<cell>.json`), then this run, named "
-             f"\"{THIS_RUN}\" whether it is committed yet or not. One point per run: the "
+             "committed ones (`git log reports/<machine>/bench/<cell>.json`), then this "
+             f"run, named \"{THIS_RUN}\" whether it is committed yet or not. One point per run: the "
              "median over its worker processes of their medians. A change of hardware starts "
              "a new series. A lasting shift is where a series' level changed and stayed "
              f"changed for at least {settings.min_points} runs: Apache Otava's method "

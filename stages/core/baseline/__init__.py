@@ -1,7 +1,7 @@
 """This run's records and the baseline's: the one place that reads reports for a comparison.
 
-The baseline is this machine's `reports/<machine>/` as committed at `baseline.rev` (read from git, relative to the
-project folder, which may be a subdirectory of the repository), or, in A/B mode, the other
+The baseline is this machine's `reports/<machine>/` as committed at `baseline.rev` (read from
+git, relative to the project folder, which may be a subdirectory of the repository), or, in A/B mode, the other
 arm that this run's record carries. An unreadable baseline environment is a note: the
 comparison goes on without it and says why. An unreadable baseline record of a cell is
 carried as that cell's reason (RunInputs.unusable): a baseline present but unusable, which
