@@ -110,9 +110,11 @@ def _judged(values, m: int, k: int, source: str, plan=lambda d: False):
     """As the bench stage decides by default: an interim look, a fresh batch of k processes
     for every REGRESSED unit, and the final look (2 looks)."""
     history = _history(values, m, k, source)
-    first = finish(_drafts(values, m, k, history), alpha=ALPHA, power=POWER, looks=2,
-                   plan=lambda d: False)
+    drafts = _drafts(values, m, k, history)
+    first = finish(drafts, alpha=ALPHA, power=POWER, looks=2, plan=plan)
     confirm = {(int(r.cell[1:]), r.metric) for r in first.rows if r.verdict == Verdict.REGRESSED}
+    if not confirm:       # no fresh batch: the final look would judge the same drafts again
+        return drafts, first
     drafts = _drafts(values, m, k, history, confirm)
     return drafts, finish(drafts, alpha=ALPHA, power=POWER, looks=2, plan=plan)
 
