@@ -39,6 +39,14 @@ def git(*args, cwd):
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True)
 
 
+def init_repo(path: Path) -> Path:
+    """An empty git repository with an author, for tests that commit records by hand."""
+    git("init", "-q", cwd=path)
+    git("config", "user.email", "t@t.invalid", cwd=path)
+    git("config", "user.name", "t", cwd=path)
+    return path
+
+
 def make_project(where: Path, repository: Path) -> Path:
     """torchgate's pipeline files in `where`, inside the git repository `repository` (the
     same folder, or a parent: a project kept in a subdirectory of a larger repository)."""

@@ -15,7 +15,7 @@ from stages.judge.timings import bench_rows, fresh_since_last_look
 from stages.judge.verdicts import finish
 from tests.conftest import REPORTS
 
-from .conftest import git
+from .conftest import git, init_repo
 from .records import DELTA, bench, process, record
 
 
@@ -82,9 +82,7 @@ def _commit_run(root, seed, offset, env=ENV, message="run"):
 
 
 def test_the_run_to_run_variance_comes_from_like_committed_runs(tmp_path, monkeypatch):
-    git("init", "-q", cwd=tmp_path)
-    git("config", "user.email", "t@t.invalid", cwd=tmp_path)
-    git("config", "user.name", "t", cwd=tmp_path)
+    init_repo(tmp_path)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "params.yaml").write_text(json.dumps(RAW))
     cfg = config.parse(RAW)

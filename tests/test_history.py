@@ -17,7 +17,7 @@ from stages.core.records.schema import EnvRecord
 from stages.judge.changepoints import change_points
 from stages.judge.trends import Run, series
 
-from .conftest import git
+from .conftest import git, init_repo
 from .records import BUSY, bench, process
 
 STEPS = {60: 1.05, 120: 1.10, 160: 0.92}
@@ -98,9 +98,7 @@ def _commit(root, message):
 
 @pytest.fixture
 def repo(tmp_path, monkeypatch):
-    git("init", "-q", cwd=tmp_path)
-    git("config", "user.email", "t@t.invalid", cwd=tmp_path)
-    git("config", "user.name", "t", cwd=tmp_path)
+    init_repo(tmp_path)
     (tmp_path / "params.yaml").write_text(json.dumps(RAW))
     monkeypatch.chdir(tmp_path)
     return tmp_path

@@ -14,7 +14,7 @@ from stages.core.records.schema import BenchRecord, EnvRecord
 from stages.judge.run import compare_run
 from tests.conftest import REPORTS
 
-from .conftest import git
+from .conftest import git, init_repo
 from .records import bench, process
 
 RAW = {"device": {"cpu": {"type": "cpu"}}, "precision": {"fp32": {"dtype": "float32"}},
@@ -43,9 +43,7 @@ def _good(seed):
 
 @pytest.fixture
 def history(tmp_path, monkeypatch):
-    git("init", "-q", cwd=tmp_path)
-    git("config", "user.email", "t@t.invalid", cwd=tmp_path)
-    git("config", "user.name", "t", cwd=tmp_path)
+    init_repo(tmp_path)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "params.yaml").write_text(json.dumps(RAW))
     from stages.core.records import dumps, record_data

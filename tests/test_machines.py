@@ -14,7 +14,7 @@ from stages.core.errors import UserError
 from stages.core.records import write_record
 from stages.core.records.schema import BenchRecord, EnvRecord
 
-from .conftest import git
+from .conftest import git, init_repo
 from .records import bench, process
 
 CELL = "cpu-fp32"
@@ -32,9 +32,7 @@ def _run(root: Path, reports: Path, seed: int, message: str) -> None:
 
 @pytest.fixture
 def repo(tmp_path, monkeypatch):
-    git("init", "-q", cwd=tmp_path)
-    git("config", "user.email", "t@t.invalid", cwd=tmp_path)
-    git("config", "user.name", "t", cwd=tmp_path)
+    init_repo(tmp_path)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

@@ -16,7 +16,7 @@ from stages.judge.verdicts import finish
 from stages.render.summary import headline
 from tests.conftest import REPORTS
 
-from .conftest import git
+from .conftest import git, init_repo
 from .records import DELTA, bench, process, record
 
 DEFAULT = Gate().fail_on
@@ -62,9 +62,7 @@ RAW = {"device": {"cpu": {"type": "cpu"}}, "precision": {"fp32": {"dtype": "floa
 
 def test_a_committed_unreadable_baseline_cell_fails_the_gate_with_the_loaders_message(
         tmp_path, monkeypatch):
-    git("init", "-q", cwd=tmp_path)
-    git("config", "user.email", "t@t.invalid", cwd=tmp_path)
-    git("config", "user.name", "t", cwd=tmp_path)
+    init_repo(tmp_path)
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "reports" / "test-box" / "bench" / "cpu-fp32.json"
     path.parent.mkdir(parents=True)
