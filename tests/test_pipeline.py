@@ -217,6 +217,9 @@ def test_a_pull_request_is_measured_beside_its_baseline_in_lock_step(project):
                                       # the pairing is tested here, not the busy rule: a
                                       # neighbour's load must not leave the pairs out
                                       "compare.busy_share=1",
+                                      # one thread a worker: the two arms' workers are alive
+                                      # at once, and two threads each fight for 2 cores
+                                      "device.cpu.threads=1",
                                       f"arms.cache_dir={project / 'cache'}"],
             conf=project / "conf")
     (project / ".gitignore").write_text("__pycache__/\ncache/\n")
