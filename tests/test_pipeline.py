@@ -126,6 +126,16 @@ def test_dvc_repro_twice_with_a_baseline(project):
     assert any(r["stage"] == "numerics" and r["verdict"] == "EQUIVALENT" for r in rows)
 
 
+def assert_a_no_op(repository: Path) -> None:
+    """After a commit, `dvc repro` runs only the env check (its fingerprint unchanged) and
+    rewrites nothing, neither a report nor a lock file."""
+    again = dvc("repro")
+    ran = [line for line in again.stdout.splitlines() if line.startswith("Running stage")]
+    assert ran == ["Running stage 'reports/env/dvc.yaml:env':"], again.stdout
+    assert "stands" in again.stdout
+    assert git("status", "--porcelain", cwd=repository).stdout == ""
+
+
 @pytest.mark.slow
 def test_a_no_op_repro_after_a_commit_runs_nothing_and_leaves_the_tree_clean(project):
     """A no-op that is one: after a run is committed, `dvc repro` runs only the env check (its
@@ -135,11 +145,7 @@ def test_a_no_op_repro_after_a_commit_runs_nothing_and_leaves_the_tree_clean(pro
     dvc("repro")
     git("add", "-A", cwd=project)
     git("commit", "-qm", "a run", cwd=project)
-    again = dvc("repro")
-    ran = [line for line in again.stdout.splitlines() if line.startswith("Running stage")]
-    assert ran == ["Running stage 'reports/env/dvc.yaml:env':"], again.stdout
-    assert "stands" in again.stdout
-    assert git("status", "--porcelain", cwd=project).stdout == ""
+    assert_a_no_op(project)
 
     # A fresh clone has no pictures (never committed): `dvc repro` draws them by running the
     # two stages that draw, measuring nothing, and the pages and the lock stay the committed.
@@ -171,11 +177,7 @@ def test_a_project_in_a_subdirectory_of_its_repository_finds_its_baseline(tmp_pa
     dvc("repro")
     git("add", "-A", cwd=outer)
     git("commit", "-qm", "baseline", cwd=outer)
-    again = dvc("repro")
-    ran = [line for line in again.stdout.splitlines() if line.startswith("Running stage")]
-    assert ran == ["Running stage 'reports/env/dvc.yaml:env':"], again.stdout
-    assert "stands" in again.stdout
-    assert git("status", "--porcelain", cwd=outer).stdout == ""
+    assert_a_no_op(outer)
     dvc("repro", "-f")
     rows = json.loads(read("reports/test-box/compare.json"))["rows"]
     assert rows and not [r for r in rows if r["verdict"] in ("NEW", "MISSING")], rows
