@@ -23,6 +23,7 @@ from stages.core.numbers import median
 from stages.core.records.inputs import ab_baseline
 from stages.core.records.schema import BenchRecord, Look, ModeTiming
 from stages.core.vocabulary import Status
+from stages.judge.ranks import RankSummary, rank_summary
 from stages.judge.timings import SERIES, busy, failures, process_values
 
 NOW, BASELINE = "now", "baseline"          # a unit's arm: this run's, or its baseline's
@@ -110,6 +111,7 @@ class UnitSummary:
     gpu: GpuSummary | None = None
     clocks: tuple[str, ...] = ()           # how its calls were timed (the device's clock)
     unmeasured: tuple[tuple[str, str], ...] = ()   # (metric, why the backend could not)
+    ranks: RankSummary | None = None       # a distributed unit (`_ranks_`)
 
     @property
     def measured(self) -> bool:
@@ -199,7 +201,8 @@ def unit_summary(record: BenchRecord, workload: str, mode: str, price_per_hour: 
         point=tuple(map(tuple, spec.point)) if spec is not None and spec.point else (),
         shapes=_shapes(modes), gpu=_gpu(workload, mode, [m for m in modes if m.gpu]),
         clocks=tuple(dict.fromkeys(m.clock for m in modes if m.clock)),
-        unmeasured=tuple(dict.fromkeys(kv for m in modes for kv in sorted(m.unmeasured.items()))))
+        unmeasured=tuple(dict.fromkeys(kv for m in modes for kv in sorted(m.unmeasured.items()))),
+        ranks=rank_summary(record, workload, mode, busy_share))
 
 
 def _measured(record: BenchRecord, workload: str, mode: str) -> list[ModeTiming]:

@@ -244,7 +244,7 @@ class RayBackend:
         self.address = connect(cfg.launcher.ray, Path.cwd())
         self.wait_s = cfg.launcher.ray.connect_timeout_s
         self.ray = ray = _import_ray()
-        device = cell.device
+        self.device = device = cell.device
         self.asked = request(device.type, device.threads, device)
         self.wanted = offered(self.asked)
         self.cache_dir, self.max_gb = cfg.arms.cache_dir, cfg.arms.cache_max_gb
@@ -287,21 +287,29 @@ class RayBackend:
     def close(self) -> None:
         self.ray.shutdown()
 
+    def _asked(self, jobs: list[tuple[Job, str | None]]) -> dict:
+        """The cell's request, or a distributed unit's: its ranks' CPUs and GPUs."""
+        ranks = max((job.workload.ranks or 1 for job, _ in jobs if isinstance(job, Job)),
+                    default=1)
+        return self.asked if ranks == 1 else request(self.device.type, self.device.threads,
+                                                     self.device, ranks)
+
     def _units(self, jobs: list[tuple[Job, str | None]], timeout_s: float,
                fresh: bool) -> list[dict]:
         ray = self.ray
         units = [{"job": to_data(job), "python": python, "venv": self.venvs.get(python)}
                  for job, python in jobs]
+        asked = self._asked(jobs)
         lost, first = (), None
         while True:
-            missing = self._unavailable(lost)
+            missing = unavailable(ray, offered(asked), lost, self._ask)
             if missing:
                 return [{"status": Status.SKIPPED, "error": missing + (
                     f" (the node that ran it was lost: {first})" if first else "")}
                         for _ in jobs]
             # Elsewhere: the label selector keeps a retry off the node just lost.
             elsewhere = {"label_selector": {NODE_ID: f"!{lost[0]}"}} if lost else {}
-            task = self.task.options(max_retries=0, **self.asked, **elsewhere)
+            task = self.task.options(max_retries=0, **asked, **elsewhere)
             # Each process's limit counts its own time (a pair's take turns), then the start.
             deadline_s = len(jobs) * timeout_s + START_MARGIN_S
             try:
