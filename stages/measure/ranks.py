@@ -108,7 +108,7 @@ class RankGroup:
                     "port": self.store.port, "threads": self.threads})
             ready = self._answers("join the process group and build the workload")
         except BaseException:
-            self.close()
+            self.close(kill=True)
             raise
         self.unit = UnitStep(self.step, sum(a.get("items") or 0 for a in ready))
 
@@ -186,14 +186,15 @@ class RankGroup:
                 max(peaks, default=None),
                 None if dynamo is None else from_data(Dynamo, dynamo, "dynamo"))
 
-    def close(self) -> None:
-        """Stop the ranks; those that do not end within STOP_S are killed."""
+    def close(self, kill: bool = False) -> None:
+        """Stop the ranks; those that do not end within STOP_S are killed, and with `kill`
+        (a rank failed or hung: the others may be stuck in a collective) all at once."""
         for rank in range(len(self.send_fds)):
             self._send(rank, "stop")
         for fd in self.send_fds + self.answer_fds:
             os.close(fd)
         self.send_fds, self.answer_fds = [], []
-        deadline = time.monotonic() + STOP_S
+        deadline = time.monotonic() + (0 if kill else STOP_S)
         for proc in self.procs:
             try:
                 proc.wait(timeout=max(deadline - time.monotonic(), 0.01))
@@ -204,8 +205,8 @@ class RankGroup:
     def __enter__(self) -> "RankGroup":
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, kind, *exc) -> None:
+        self.close(kill=kind is not None)
 
 
 def reduce(answers: list[dict], backend: str, threads: int, slowed: int | None = None,

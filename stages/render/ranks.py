@@ -46,7 +46,7 @@ def line(cell: str, workload: str, mode: str, r, rows: list[Row]) -> str:
             f"{rate(r.busbw)} ({nbytes(r.bytes_per_step)} a step)"]
     if r.lag is not None and r.slowest is not None:
         said.append(f"slowest rank {r.slowest} ({r.slowest_in} of {r.processes} processes), "
-                    f"{r.lag:.1%} behind the fastest{_moved(mine.get('straggler'))}")
+                    f"{r.lag * 100:.1f} % behind the fastest{_moved(mine.get('straggler'))}")
     return "- " + "; ".join(said) + _slowed(r)
 
 
@@ -69,7 +69,7 @@ def table(summary: CellSummary) -> str:
                      seconds(r.comm_s), rate(r.busbw), nbytes(r.bytes_per_step),
                      " / ".join(seconds(s) for s in r.compute_s),
                      " / ".join(seconds(s) for s in r.allreduce_s),
-                     "" if r.lag is None else f"rank {r.slowest}, {r.lag:.1%}" + _slowed(r)])
+                     "" if r.lag is None else f"rank {r.slowest}, {r.lag * 100:.1f} %" + _slowed(r)])
     if not body:
         return ""
     return ("## Distributed units\n\n" + ABOUT + " Per rank, in rank order: its time outside "
