@@ -91,18 +91,18 @@ def test_buckets_in_flight_together_count_once():
     assert union([(1.0, 2.0), (1.2, 1.5)]) == pytest.approx(1.0) and union([]) == 0
 
 
-def ranks(compute=(1e-3, 1.5e-3), comm=1e-3, nbytes=1 << 20, **extra) -> Ranks:
-    timings = tuple(RankTiming(r, 3e-3, 3e-3 - c, c) for r, c in enumerate(compute))
-    return Ranks("gloo", len(compute), 1, 10, nbytes, comm, timings, **extra)
+def ranks(ready=(1e-3, 1.5e-3), comm=1e-3, nbytes=1 << 20, **extra) -> Ranks:
+    timings = tuple(RankTiming(r, 4e-3, 3e-3 - c, c) for r, c in enumerate(ready))
+    return Ranks("gloo", len(ready), 1, 10, nbytes, comm, timings, **extra)
 
 
 def test_bus_bandwidth_is_nccl_tests_and_the_straggler_is_relative_to_the_fastest():
-    r = ranks(compute=(2e-3, 1e-3, 1.5e-3, 1e-3), comm=2e-3, nbytes=8_000_000)
+    r = ranks(ready=(2e-3, 1e-3, 1.5e-3, 1e-3), comm=2e-3, nbytes=8_000_000)
     assert r.algbw == pytest.approx(4e9)
     assert r.busbw == pytest.approx(4e9 * 2 * 3 / 4)        # algbw × 2(n-1)/n
     assert r.slowest.rank == 0 and r.fastest.rank == 1
     assert r.straggler == pytest.approx(2.0) and r.score(r.ranks[2]) == pytest.approx(2 / 3)
-    alone = ranks(compute=(1e-3,))
+    alone = ranks(ready=(1e-3,))
     assert alone.busbw == 0 and alone.straggler is None
 
 
@@ -110,13 +110,13 @@ def test_the_collective_is_the_all_reduce_of_the_last_rank_to_arrive():
     """Rank 1 arrives late every step: rank 0 waits in its all-reduce; per step the shorter
     of the two is the collective itself."""
     answers = [{"step_s": [9.0, 5.0, 5.0, 5.0], "allreduce_s": [1.0, 3.0, 3.2, 2.8],
-                "bytes": 4096, "peak_bytes": 10},
+                "ready_s": [8.0, 1.0, 1.2, 0.8], "bytes": 4096, "peak_bytes": 10},
                {"step_s": [5.0, 5.1, 4.9], "allreduce_s": [1.0, 0.9, 1.1],
-                "bytes": 4096, "peak_bytes": 12}]
+                "ready_s": [2.0, 2.1, 1.9], "bytes": 4096, "peak_bytes": 12}]
     r = reduce(answers, "gloo", 1, 1, 1.5)
     assert r.steps == 3 and r.comm_s == pytest.approx(1.0)    # min of 3.0|1.0, 3.2|0.9, 2.8|1.1
-    assert r.ranks[0].allreduce_s == pytest.approx(3.0)
-    assert r.ranks[0].compute_s == pytest.approx(2.0) and r.ranks[1].compute_s == 4.0
+    assert r.ranks[0].allreduce_s == pytest.approx(3.0) and r.ranks[0].step_s == 5.0
+    assert r.ranks[0].ready_s == pytest.approx(1.0) and r.ranks[1].ready_s == 2.0
     assert r.slowest.rank == 1 and r.straggler == pytest.approx(2.0)
     assert (r.bytes_per_step, r.slowed, r.slow_factor) == (4096, 1, 1.5)
 
@@ -131,7 +131,7 @@ def test_a_distributed_workload_runs_alone_without_ddp_as_numerics_runs_it():
 def record(comm: float, lag: float, seed: int, n: int = 6):
     rng = random.Random(seed)
     return bench({"ddp": [process(rng=rng, ranks=ranks(
-        compute=(1e-3 * rng.uniform(0.99, 1.01), 1e-3 * (1 + lag) * rng.uniform(0.99, 1.01)),
+        ready=(1e-3 * rng.uniform(0.99, 1.01), 1e-3 * (1 + lag) * rng.uniform(0.99, 1.01)),
         comm=comm * rng.uniform(0.98, 1.02))) for _ in range(n)]})
 
 
@@ -155,7 +155,7 @@ def test_all_reduce_time_and_straggler_are_compared_like_every_timing():
 def test_the_pages_name_the_straggler_its_lag_and_the_bus_bandwidth():
     base = record(1e-3, 0.02, seed=1)
     now = bench({"ddp": [process(rng=random.Random(i), ranks=ranks(
-        compute=(1e-3, 1.5e-3), comm=2e-3, nbytes=1_000_000, slowed=1, slow_factor=1.5))
+        ready=(1e-3, 1.5e-3), comm=2e-3, nbytes=1_000_000, slowed=1, slow_factor=1.5))
         for i in range(4)]})
     result = finish(bench_rows("cpu-fp32", now, base, DELTA), alpha=0.05, power=0.8)
     cell = summarize("cpu-fp32", now, None, BUSY)

@@ -23,10 +23,10 @@ class RankSummary:
     comm_s: float | None                   # the all-reduce per step (the last rank's)
     bytes_per_step: int
     busbw: float | None                    # bytes per second (nccl-tests' bus bandwidth)
-    straggler: float | None                # slowest over fastest time outside all-reduce
+    straggler: float | None                # slowest over fastest time to the collective
     slowest: int | None                    # the rank slowest in the most processes ...
     slowest_in: int                        # ... in how many
-    compute_s: tuple[float, ...]           # per rank: time outside all-reduce
+    ready_s: tuple[float, ...]             # per rank: time to the collective
     allreduce_s: tuple[float, ...]         # per rank: all-reduce, its waits included
     slowed: int | None = None              # `_slow_rank_`: slowed on purpose, by this factor
     slow_factor: float | None = None
@@ -57,7 +57,7 @@ def rank_summary(record: BenchRecord, workload: str, mode: str,
         median(r.busbw for r in kept if r.busbw is not None),
         median(r.straggler for r in kept if r.straggler is not None), top,
         slowest.count(top) if top is not None else 0,
-        _per_rank(kept, "compute_s"), _per_rank(kept, "allreduce_s"),
+        _per_rank(kept, "ready_s"), _per_rank(kept, "allreduce_s"),
         first.slowed, first.slow_factor)
 
 

@@ -81,6 +81,11 @@ class TimedAllReduce:
         return union([(self.timeline.seconds(a), self.timeline.seconds(b))
                       for a, b in self.spans if b is not None])
 
+    def ready(self) -> float | None:
+        """When this step's last bucket was launched: the rank's backward pass done (None:
+        nothing was all-reduced)."""
+        return self.timeline.seconds(self.spans[-1][0]) if self.spans else None
+
 
 def union(spans: list[tuple[float, float]]) -> float:
     """The length of the union of intervals: overlapping spans count once."""

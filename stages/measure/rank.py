@@ -89,7 +89,8 @@ class Rank:
         self.slow = spec.slow_factor if spec.slow_rank == self.rank else None
         self.step_s: list[float] = []
         self.allreduce_s: list[float] = []
-        self.own_s: list[float] = []       # its step without all-reduce and without the knob
+        self.ready_s: list[float] = []     # from its start to its last bucket's launch
+        self.own_s: list[float] = []       # ... without the knob's hold
         self.bytes = 0
 
     def ddp(self, module: torch.nn.Module) -> torch.nn.Module:
@@ -107,18 +108,20 @@ class Rank:
         self.workload.step()
         end = self.timeline.mark()
         self.timeline.synchronize()
-        step_s, allreduce_s = self.timeline.seconds(end), self.hook.seconds()
+        step_s, ready_s = self.timeline.seconds(end), self.hook.ready()
+        ready_s = step_s if ready_s is None else ready_s
         self.step_s.append(step_s)
-        self.allreduce_s.append(allreduce_s)
-        self.own_s.append(step_s - allreduce_s - spun)
+        self.allreduce_s.append(self.hook.seconds())
+        self.ready_s.append(ready_s)
+        self.own_s.append(ready_s - spun)
         self.bytes = self.hook.bytes
         if self.dynamo is not None and len(self.step_s) == 1:
             self.dynamo.mark_first()
 
     def _lag(self) -> float:
         """`_slow_rank_`: hold this rank's step back, busy, by (factor - 1) times its own
-        recent time, before it reaches its first all-reduce (a straggler's compute); the
-        first steps, with nothing to go by, are not held."""
+        recent time to the all-reduce (a straggler's compute), so that it arrives `factor`
+        times as late; the first steps, with nothing to go by, are not held."""
         recent = self.own_s[-WINDOW:]
         hold = (self.slow - 1) * max(median(recent), 0.0) if recent else 0.0
         start = time.perf_counter()
@@ -128,6 +131,7 @@ class Rank:
 
     def report(self, last: int) -> dict[str, Any]:
         return {"step_s": self.step_s[-last:], "allreduce_s": self.allreduce_s[-last:],
+                "ready_s": self.ready_s[-last:],
                 "bytes": self.bytes, "peak_bytes": peak_memory_bytes(self.device),
                 "items": self.workload.items,
                 "dynamo": to_data(self.dynamo.summary()) if self.dynamo else None}

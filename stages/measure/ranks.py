@@ -16,9 +16,9 @@ the process group and each collective.
 Each call of the unit's step sends "step" to every rank and returns when all have answered,
 after their device finished: the step of the slowest rank, and the pipes' round trip (tens of
 microseconds). After the steady state each rank reports its steady steps: its step time and
-its all-reduce time per step (measure.comm), from which `reduce` makes the record
-(core.records.ranks: the all-reduce of the last rank to arrive, bus bandwidth, each rank's time
-outside all-reduce, the straggler).
+its all-reduce time and its time to reach it per step (measure.comm), from which `reduce` makes
+the record (core.records.ranks: the all-reduce of the last rank to arrive, bus bandwidth, each
+rank's time to the collective, the straggler).
 
 Nothing here waits for ever: a rank that fails answers its error and the mode fails with that
 line; one that ends without a word (a crash) fails it with its exit status; one that does not
@@ -211,15 +211,14 @@ class RankGroup:
 
 def reduce(answers: list[dict], backend: str, threads: int, slowed: int | None = None,
            slow_factor: float | None = None) -> Ranks:
-    """Each rank's medians over its steps, and per step the all-reduce of the last rank to
-    arrive (the shortest: the others waited for it), whose median is the unit's."""
+    """Each rank's medians over its last steps, and per step the all-reduce of the last rank
+    to arrive (the shortest: the others waited for it), whose median is the unit's."""
     k = min(len(a["step_s"]) for a in answers)
-    steps = [a["step_s"][-k:] for a in answers]
     reduces = [a["allreduce_s"][-k:] for a in answers]
     timings = tuple(
-        RankTiming(rank, median(s), median(r), median(a - b for a, b in zip(s, r)),
-                   answers[rank].get("peak_bytes"))
-        for rank, (s, r) in enumerate(zip(steps, reduces)))
+        RankTiming(rank, median(a["step_s"][-k:]), median(a["allreduce_s"][-k:]),
+                   median(a["ready_s"][-k:]), a.get("peak_bytes"))
+        for rank, a in enumerate(answers))
     last = median(min(step) for step in zip(*reduces))
     return Ranks(backend, len(answers), threads, k, int(answers[0]["bytes"]), last, timings,
                  slowed, slow_factor)

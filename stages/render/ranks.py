@@ -10,9 +10,10 @@ from stages.render.verdicts import change
 
 ABOUT = ("Per distributed unit: its ranks and their threads each; the all-reduce time per step "
          "(that of the last rank to arrive: the others wait in theirs) and the bus bandwidth "
-         "it gives (nccl-tests': bytes / time × 2(n-1)/n); the slowest rank by its time "
-         "outside all-reduce, and how far it lags the fastest (nvidia-resiliency-ext's "
-         "relative performance: fastest / its time). Medians over the processes.")
+         "it gives (nccl-tests': bytes / time × 2(n-1)/n); the slowest rank by its time to "
+         "the collective (its forward and backward passes, waits excluded), and how far it "
+         "lags the fastest (nvidia-resiliency-ext's relative performance: fastest / its "
+         "time). Medians over the processes.")
 
 
 def rate(bytes_per_s: float | None) -> str:
@@ -67,13 +68,13 @@ def table(summary: CellSummary) -> str:
             continue
         body.append([key.workload, key.mode, f"{r.world_size} × {r.threads}", r.backend,
                      seconds(r.comm_s), rate(r.busbw), nbytes(r.bytes_per_step),
-                     " / ".join(seconds(s) for s in r.compute_s),
+                     " / ".join(seconds(s) for s in r.ready_s),
                      " / ".join(seconds(s) for s in r.allreduce_s),
                      "" if r.lag is None else f"rank {r.slowest}, {r.lag * 100:.1f} %" + _slowed(r)])
     if not body:
         return ""
-    return ("## Distributed units\n\n" + ABOUT + " Per rank, in rank order: its time outside "
-            "all-reduce, and its all-reduce time with its waits.\n\n" + markdown_table(
+    return ("## Distributed units\n\n" + ABOUT + " Per rank, in rank order: its time to the "
+            "collective, and its all-reduce time with its waits.\n\n" + markdown_table(
                 body, ["workload", "mode", "ranks × threads", "backend", "all-reduce a step",
-                       "bus bandwidth", "all-reduced a step", "outside all-reduce, per rank",
+                       "bus bandwidth", "all-reduced a step", "to the collective, per rank",
                        "all-reduce, per rank", "slowest, lag"]))

@@ -18,7 +18,7 @@ TIMED = ("steady_s", "first_call_s", "first_call_warm_s", "warmup_s", *LATENCY)
 # sides measured them; each metric's series in the record's `gpu` block.
 GPU_TIMED = ("cold_s", "graph_s")
 # A distributed unit's (`_ranks_`), tested alike per process: comm_s, the all-reduce time per
-# step of the last rank to arrive; straggler, the slowest rank's time outside all-reduce over
+# step of the last rank to arrive; straggler, the slowest rank's time to the collective over
 # the fastest's (core.records.ranks).
 RANKED = ("comm_s", "straggler")
 

@@ -4,9 +4,12 @@ state, and the numbers the judge tests, which the record answers itself.
 Every rank runs the same steps in lock-step (measure.ranks). Per step, a rank's all-reduce time
 runs from the launch of its first gradient bucket to the completion of its last; a rank that
 arrives early waits there for the others, so the all-reduce of the last rank to arrive is the
-collective itself (`comm_s`: its median over the steps), and a rank's time outside all-reduce
-(`compute_s`) is its own work, waits excluded: the straggler shows there, not in the step
-time, which every rank shares. Standard library only.
+collective itself (`comm_s`: its median over the steps). A rank's time to the collective
+(`ready_s`: from its step's start to the launch of its last bucket, its forward and backward
+passes) is its own work, waits excluded: the straggler, the rank the others wait for, shows
+there, not in the step time, which every rank shares. Not the time outside all-reduce: a rank
+that waited resumes late (a thread woken, a VM's idle CPU), and that would count as its
+work (on this 2-core VM a rank held back 1.5× read as 1.2× so). Standard library only.
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ class RankTiming:
     rank: int
     step_s: float                      # its whole step (about the same on every rank)
     allreduce_s: float                 # launch to completion, waits for the others included
-    compute_s: float                   # its step less its all-reduce time: its own work
+    ready_s: float                     # to its last bucket's launch: its own work
     peak_bytes: int | None = None
 
 
@@ -50,21 +53,21 @@ class Ranks:
 
     @property
     def fastest(self) -> RankTiming | None:
-        return min(self.ranks, key=lambda r: r.compute_s, default=None)
+        return min(self.ranks, key=lambda r: r.ready_s, default=None)
 
     @property
     def slowest(self) -> RankTiming | None:
-        return max(self.ranks, key=lambda r: r.compute_s, default=None)
+        return max(self.ranks, key=lambda r: r.ready_s, default=None)
 
     def score(self, rank: RankTiming) -> float | None:
         """nvidia-resiliency-ext's relative performance score: the fastest rank's time over
         this rank's, 1.0 for the fastest, 0.5 for a rank twice as slow."""
         fastest = self.fastest
-        return fastest.compute_s / rank.compute_s if fastest and rank.compute_s > 0 else None
+        return fastest.ready_s / rank.ready_s if fastest and rank.ready_s > 0 else None
 
     @property
     def straggler(self) -> float | None:
-        """The slowest rank's time outside all-reduce over the fastest's (1.5: it lags by
+        """The slowest rank's time to the collective over the fastest's (1.5: it lags by
         50 %); None with fewer than two ranks."""
         slowest = self.slowest
         if len(self.ranks) < 2 or slowest is None:
