@@ -14,8 +14,7 @@ loopback device) and nccl on CUDA, with `bench.rank_timeout_s` as the timeout of
 the process group and each collective.
 
 Each call of the unit's step sends "step" to every rank and returns when all have answered,
-after their device finished: the step of the slowest rank, and the pipes' round trip (tens of
-microseconds). After the steady state each rank reports its steady steps: its step time and
+after their device finished: the step of the slowest rank, and the pipes' round trip. After the steady state each rank reports its steady steps: its step time and
 its all-reduce time and its time to reach it per step (measure.comm), from which `reduce` makes
 the record (core.records.ranks: the all-reduce of the last rank to arrive, bus bandwidth, each
 rank's time to the collective, the straggler).

@@ -96,8 +96,8 @@ class Delta:
     latency_p90_s: float = 0.1
     latency_p99_s: float = 0.2       # a tail is noisier than a median
     peak_bytes: float = 0.05
-    comm_s: float = 0.1              # loopback and NVLink all-reduces are noisier than compute
-    straggler: float = 0.1
+    comm_s: float = 0.1              # distributed units: all-reduce time per step
+    straggler: float = 0.1           # ... and the slowest rank's time over the fastest's
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ collective itself (`comm_s`: its median over the steps). A rank's time to the co
 passes) is its own work, waits excluded: the straggler, the rank the others wait for, shows
 there, not in the step time, which every rank shares. Not the time outside all-reduce: a rank
 that waited resumes late (a thread woken, a VM's idle CPU), and that would count as its
-work (on this 2-core VM a rank held back 1.5× read as 1.2× so). Standard library only.
+work (in a run on a 2-core VM a rank held back 1.5× read as 1.2× so). Standard library only.
 """
 from __future__ import annotations
 
