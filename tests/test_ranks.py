@@ -11,13 +11,14 @@ import pytest
 import torch
 import yaml
 
-from stages.core import config
+from stages.core import config, records
 from stages.core.config import DeviceSpec, PrecisionSpec
 from stages.core.config.ranks import rank_threads
 from stages.core.config.settings import WorkloadSpec
 from stages.core.errors import UserError
 from stages.core.records.job import Job, Timing
 from stages.core.records.ranks import Ranks, RankTiming
+from stages.core.records.schema import BenchRecord
 from stages.core.vocabulary import Verdict
 from stages.judge.summary import summarize
 from stages.judge.timings import bench_rows
@@ -29,6 +30,7 @@ from stages.measure.build import build
 from stages.measure.comm import union
 from stages.measure.ranks import RankError, RankGroup, check_ranks, reduce
 from stages.render.bench import page
+from stages.render.metrics import bench_metrics
 from stages.render.ranks import section
 from stages.workloads.distributed import ddp_mlp
 
@@ -126,6 +128,16 @@ def test_a_distributed_workload_runs_alone_without_ddp_as_numerics_runs_it():
     assert workload.step().shape == () and workload.items == 16
 
 
+def test_a_record_with_ranks_survives_a_round_trip(tmp_path):
+    written = record(1e-3, 0.5, seed=4, n=2)
+    records.write_record(tmp_path / "c.json", written)
+    read = records.load_record(tmp_path / "c.json", BenchRecord)
+    before, after = (r.workloads["ddp"].processes[1].modes["eager"].ranks for r in (written, read))
+    assert after.ranks[1].rank == 1 and after.world_size == 2
+    assert after.straggler == pytest.approx(before.straggler, rel=1e-5)
+    assert after.busbw == pytest.approx(before.busbw, rel=1e-5)
+
+
 # ---- verdicts and pages -----------------------------------------------------------------
 
 def record(comm: float, lag: float, seed: int, n: int = 6):
@@ -170,6 +182,8 @@ def test_the_pages_name_the_straggler_its_lag_and_the_bus_bandwidth():
     bench_page = page(cell, result)
     assert "## Distributed units" in bench_page and "1.00 ms / 1.50 ms" in bench_page
     assert section({"c": summarize("c", base, None, BUSY)}, []) != []
+    flat = bench_metrics(cell)["ddp"]["eager"]
+    assert (flat["allreduce_ms"], flat["busbw_gbps"], flat["straggler_lag_pct"]) == (2, 0.5, 50)
     assert section({"c": summarize("c", bench({"w": [process()]}), None, BUSY)}, []) == []
 
 
