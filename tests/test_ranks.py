@@ -272,3 +272,16 @@ def test_two_gloo_ranks_time_their_all_reduce_and_name_the_rank_held_back():
     assert r.busbw == pytest.approx(r.bytes_per_step / r.comm_s)    # × 2(2-1)/2
     assert r.slowest.rank == 1 and r.straggler > 1.3, r
     assert m.items == 32 and m.peak_bytes == max(x.peak_bytes for x in r.ranks)
+
+
+@pytest.mark.gpu
+def test_a_cuda_rank_times_its_nccl_all_reduce_with_events():
+    """One rank per device; a machine with one GPU runs a unit of one (nccl, world size 1)."""
+    from stages.measure.worker import run_bench
+    n = min(torch.cuda.device_count(), 2)
+    m = run_bench(job(ranks=n, device="cuda"))["modes"]["eager"]
+    assert m.status == "OK", m
+    r = m.ranks
+    assert (r.backend, r.world_size) == ("nccl", n) and r.bytes_per_step > 0
+    assert 0 < r.comm_s <= min(x.allreduce_s for x in r.ranks)
+    assert all(0 < x.ready_s < x.step_s for x in r.ranks)
