@@ -41,7 +41,8 @@ from stages.measure.device import peak_memory_bytes, peak_memory_reset
 from stages.measure.dynamo import DynamoLog, reset_dynamo
 
 HOST = "127.0.0.1"
-WINDOW = 16          # the slowed rank's own time: the median of its last steps'
+WINDOW = 16          # the slowed rank's own time: the median of its last steps
+SPIN_S = 2e-4        # ... and the end of its hold, spun rather than slept
 
 
 def one_line(exc: BaseException) -> str:
@@ -119,15 +120,19 @@ class Rank:
             self.dynamo.mark_first()
 
     def _lag(self) -> float:
-        """`_slow_rank_`: hold this rank's step back, busy, by (factor - 1) times its own
+        """`_slow_rank_`: hold this rank's step back by (factor - 1) times its own
         recent time to the all-reduce (a straggler's compute), so that it arrives `factor`
         times as late; the first steps, with nothing to go by, are not held."""
         recent = self.own_s[-WINDOW:]
         hold = (self.slow - 1) * max(median(recent), 0.0) if recent else 0.0
         start = time.perf_counter()
+        # Asleep, leaving the CPU to the other ranks as a slow node would, then spinning the
+        # last moment, which a sleep would overshoot.
+        time.sleep(max(hold - SPIN_S, 0.0))
         while time.perf_counter() - start < hold:
             pass
-        return hold
+        # As long as it really took: a hold the scheduler stretched must not feed the next.
+        return time.perf_counter() - start
 
     def report(self, last: int) -> dict[str, Any]:
         return {"step_s": self.step_s[-last:], "allreduce_s": self.allreduce_s[-last:],
