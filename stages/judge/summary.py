@@ -1,6 +1,7 @@
 """The numbers a page shows of each unit (a workload's mode in one cell), computed once per run
 from a bench record: the steady state, throughput, cost, first call, warm-up, memory, tail
-latency, shape changes and GPU series, with how many processes were kept and left out.
+latency, shape changes, GPU series and a distributed unit's ranks (judge.ranks), with how many
+processes were kept and left out.
 
 This is the one place that decides whose numbers are shown: the processes the tests use
 (judge.timings): a process that failed, or whose mode failed, is left out of everything; a

@@ -200,6 +200,7 @@ class RankGroup:
             except subprocess.TimeoutExpired:
                 proc.send_signal(signal.SIGKILL)
                 proc.wait()
+        self.store = None               # its port, freed
 
     def __enter__(self) -> "RankGroup":
         return self
