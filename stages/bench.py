@@ -67,12 +67,12 @@ def measured(cfg, cell, arms):
         return record
     with connection(cfg) as cluster:
         if staged is None:
-            return measure(cfg, cell, arms, on(cluster, cfg, cell, arms, log=say))
+            return measure(cfg, cell, arms, on(cluster, cfg, cell, arms.arms, log=say))
         cells = [cell] + [c for c in cfg.cells() if c.name != cell.name]
         say(f"a fleet run: {len(cells)} cells at once, each on nodes of its own")
         progress = Progress()       # one count and one ETA for the whole matrix
         found = measure_all(cells, lambda c: measure(
-            cfg, c, arms, on(cluster, cfg, c, arms, log=say), progress))
+            cfg, c, arms, on(cluster, cfg, c, arms.arms, log=say), progress))
     for other in cells[1:]:
         if isinstance(found[other.name], BenchRecord):
             staged.leave(other, found[other.name])

@@ -72,10 +72,11 @@ def _on_node(units: list[dict], timeout_s: float, fresh: bool, cache_dir: str | 
     finally:
         if threads is not None:       # Ray takes back what it set, after the task
             os.environ["OMP_NUM_THREADS"] = threads
-    node, window = ray.get_runtime_context().get_node_id(), [started, time.time()]
+    node = ray.get_runtime_context().get_node_id()
+    window = [round(started * 1e3), round(time.time() * 1e3)]
     for result in results:
         host = result.setdefault("host", {"name": socket.gethostname(), "hardware": None})
-        host.update(node=node, window=window)
+        host.update(node=node, window_ms=window)
     return results
 
 

@@ -80,13 +80,13 @@ def _bench_5(data: dict) -> dict:
 
 
 def _bench_6(data: dict) -> dict:
-    """Schema 7 adds, for a unit a Ray node ran, the window it held that node (`host.window`);
+    """Schema 7 adds, for a unit a Ray node ran, the window it held that node (`host.window_ms`);
     optional, so a schema-6 record reads as one whose windows were not kept."""
     return {**data, "schema_version": 7}
 
 
 def _numerics_3(data: dict) -> dict:
-    """Schema 4: the hosts' Ray window (bench 7's `host.window`); optional, as in bench 7."""
+    """Schema 4: the hosts' Ray window (bench 7's `host.window_ms`); optional, as in bench 7."""
     return {**data, "schema_version": 4}
 
 
