@@ -154,7 +154,9 @@ def page(summary: CellSummary, result: Comparison, ab_env: str = "") -> str:
               "## Against the baseline", "",
               "The verdicts (REGRESSED, EQUIVALENT, ...) are decided once over the whole run, in "
               "[compare.md](../compare.md), with p-values adjusted over every tested metric; "
-              "the gate uses those.", "", diff(result.rows), ""]
+              "the gate uses those. Baseline and now: the geometric means of the values each "
+              "test compared (in lock-step, the pairs it used), so that now / baseline is its "
+              "change; the medians above take every kept process.", "", diff(result.rows), ""]
     for extra in (latency(summary), shape_changes(summary), unmeasured(summary), looks(summary),
                   ab_env):
         if extra:
