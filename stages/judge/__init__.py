@@ -51,7 +51,11 @@ Adaptive sampling (on by default, `bench.adaptive_budget_s: 60` per cell; `adapt
 When a baseline exists and a timing comes out INCONCLUSIVE (or REGRESSED: a regression is
 confirmed with a fresh batch, which a noisy bimodal cell whose few processes happened to split
 between its modes does not survive), the bench stage adds worker processes for that workload
-and mode (up to `bench.max_processes`) and looks again, at most `bench.max_looks` times. The
+and mode and looks again, at most `bench.max_looks` times: an undecided timing gets the
+processes its look says would decide it (the "~N processes to decide" of its note), where
+`bench.max_processes` and the budget left cover them, the cheapest to decide first, and none
+where they do not (a few more would not decide it; its note then says how many more, what they
+would take in wall time and which limit kept them out). The
 error budget follows the looks: a look only ever stops early for an equivalence, so
 EQUIVALENT is decided at α / `max_looks`; an interim REGRESSED always gets a fresh batch, so
 a regression decided on processes no interim look had seen is tested at the full α, and one
