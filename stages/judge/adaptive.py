@@ -4,9 +4,8 @@ how many; and, for a timing the run leaves undecided, what deciding it would cos
 An interim reading of one cell, not a verdict: the run's verdicts are decided once, over the
 whole run, in compare (`judge.run`). Every look is tested at alpha / max_looks, so stopping
 early on a lucky look cannot inflate the false-alarm rate. The launcher (launch.cells.fund)
-gives an undecided timing the processes its look says would decide it, where
-bench.max_processes and the budget cover them, and none where they do not: a few more would
-not decide it, and the budget goes where they can.
+gives an undecided timing the processes its look says would decide it (at least a batch, at
+most bench.max_processes), the units those can decide first, within the budget.
 """
 from __future__ import annotations
 
@@ -50,13 +49,12 @@ def cost_note(row: Row, record: BenchRecord | None, bench: BenchSettings) -> str
     more = c.needed - have
     if more <= 0:
         return None
-    unit = "A/B pairs" if c.paired else "processes"
+    unit = ("A/B pair" + "s" * (more > 1)) if c.paired else ("process" + "es" * (more > 1))
     processes = record.workloads[row.workload].processes
     if row.metric == "first_call_s" and any(
             p.modes[row.mode].compile_cache for p in processes if row.mode in p.modes):
         return (f"{more} more cold compiles would decide it; adaptive rounds compile with "
-                f"warm caches: raise bench.cold_compile_processes "
-                f"({bench.cold_compile_processes} now)")
+                f"warm caches: bench.cold_compile_processes is {bench.cold_compile_processes}")
     ab = record.ab
     one = (process_seconds(processes, {row.mode}) or 0.0) * (
         2 if ab is not None and not ab.interleaved else 1)

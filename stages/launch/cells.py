@@ -261,34 +261,47 @@ def process_cost(run: CellRun, name: str, modes) -> float:
     return one * (1 if run.run_pair else run.arms_of(name))
 
 
+def wanted_more(have: int, needed: int | None, batch: int, most: int) -> int:
+    """Processes per side to add to a unit with `have`: a regression's confirmation
+    (`needed` None) a fresh batch; an undecided unit what its look says would decide it, at
+    least a batch (the estimate is rough: a batch often decides a unit said to need more),
+    never beyond `most` (bench.max_processes)."""
+    target = have + batch if needed is None else max(needed, have + batch)
+    return max(0, min(target, most) - have)
+
+
 def fund(run: CellRun, wanted: list[Wanted], left_s: float) -> dict[str, tuple[int, set]]:
-    """workload -> (rounds to add, the modes they run): a REGRESSED timing gets a fresh batch
-    of bench.processes to confirm it, first; an undecided one the processes its look says
-    would decide it, where bench.max_processes and the budget left cover them, those cheapest
-    to decide first. One they cannot cover gets none (the judge says what it would cost):
-    a few more processes would not decide it."""
+    """workload -> (rounds to add, the modes they run), within `left_s` of wall time:
+    regressions' confirmations first, then the undecided units that bench.max_processes lets
+    decide, then the others, each group the cheapest first (`wanted_more` each; as many as
+    the budget left affords). So the budget goes first where more processes can decide, and
+    the judge says what deciding the rest would cost (judge.adaptive)."""
     bench = run.cfg.bench
-    plan: dict[str, tuple[int, set]] = {}
     asks = []
     for unit, needed in wanted:
         if unit.metric == "first_call_s" and any(
                 p.modes[unit.mode].compile_cache for p in run.results[run.now][unit.workload]
                 if unit.mode in p.modes):
             continue        # its rounds would compile with warm caches: no cold first call
-        room = bench.max_processes - have_of(run, unit.workload)
-        more = min(bench.processes, room) if needed is None else needed - have_of(
-            run, unit.workload)
-        if 0 < more <= room:
-            asks.append((needed is not None,
-                         more * process_cost(run, unit.workload, {unit.mode}), unit, more))
+        more = wanted_more(have_of(run, unit.workload), needed, bench.processes,
+                           bench.max_processes)
+        group = 0 if needed is None else 1 if needed <= bench.max_processes else 2
+        if more:
+            asks.append((group, more * process_cost(run, unit.workload, {unit.mode}), unit,
+                         more))
+    plan: dict[str, tuple[int, set]] = {}
     spent = 0.0
     for _, _, unit, more in sorted(asks, key=lambda a: a[:2]):
         n, modes = plan.get(unit.workload, (0, set()))
-        trial = (max(n, more), modes | {unit.mode})
-        cost = (trial[0] * process_cost(run, unit.workload, trial[1])
-                - n * process_cost(run, unit.workload, modes))
-        if spent + cost <= left_s:
-            plan[unit.workload], spent = trial, spent + cost
+        before = n * process_cost(run, unit.workload, modes)
+        modes = modes | {unit.mode}
+        each = process_cost(run, unit.workload, modes)
+        rounds = max(n, more)
+        if each > 0:        # what the budget left affords, this workload's granted rounds too
+            rounds = min(rounds, int((left_s - spent + before) // each))
+        if rounds > 0 and rounds >= n:
+            plan[unit.workload] = (rounds, modes)
+            spent += rounds * each - before
     return plan
 
 
