@@ -82,16 +82,16 @@ CASES = [  # (label, true throughputs, σ, processes)
 ]
 
 
-def test_the_table(capsys):
+def test_the_table():
     """Measured (400 sweeps each, old / new): A/A, the cheaper setting chosen 0.49-0.51 /
     0.96 of two points, 0.20 / 0.98 of five; a true +20 % gap recommended 1.00 / 0.94-0.99
     (0.90 among five points); +10 % 0.99 / 0.72; a best point 14 % over the next cheaper
     one 0.98 / 0.66: an undecided gap goes to the cheaper setting."""
-    with capsys.disabled():
-        print(f"\n{'case':38} {'σ':>5} {'K':>2}  old   new  (share right)")
-        for label, gains, sigma, k in CASES:
-            old, new = rates(gains, sigma, k)
-            print(f"{label:38} {sigma:5.0%} {k:2}  {old:.2f}  {new:.2f}")
+    print(f"\n{'case':38} {'σ':>5} {'K':>2}  old   new  (share right)")
+    for label, gains, sigma, k in CASES:
+        old, new = rates(gains, sigma, k)
+        print(f"{label:38} {sigma:5.0%} {k:2}  {old:.2f}  {new:.2f}")
+        assert new >= 0.9 or "+10 %" in label or "next cheaper" in label
 
 
 @pytest.mark.parametrize("gains, sigma", [((1.0, 1.0), 0.05), ((1.0, 1.0), 0.10),
