@@ -110,6 +110,7 @@ class UnitSummary:
     gpu: GpuSummary | None = None
     clocks: tuple[str, ...] = ()           # how its calls were timed (the device's clock)
     unmeasured: tuple[tuple[str, str], ...] = ()   # (metric, why the backend could not)
+    items: int | None = None               # per call (a batch), as the workload reported
 
     @property
     def measured(self) -> bool:
@@ -199,7 +200,8 @@ def unit_summary(record: BenchRecord, workload: str, mode: str, price_per_hour: 
         point=tuple(map(tuple, spec.point)) if spec is not None and spec.point else (),
         shapes=_shapes(modes), gpu=_gpu(workload, mode, [m for m in modes if m.gpu]),
         clocks=tuple(dict.fromkeys(m.clock for m in modes if m.clock)),
-        unmeasured=tuple(dict.fromkeys(kv for m in modes for kv in sorted(m.unmeasured.items()))))
+        unmeasured=tuple(dict.fromkeys(kv for m in modes for kv in sorted(m.unmeasured.items()))),
+        items=int(items[0]) if items else None)
 
 
 def _measured(record: BenchRecord, workload: str, mode: str) -> list[ModeTiming]:
