@@ -288,6 +288,24 @@ class Point:
 
 
 @dataclass(frozen=True)
+class Failures:
+    """How often a unit failed over a cell's history: a flaky unit is a rate, not one run."""
+    cell: str
+    workload: str
+    mode: str
+    failed: int                 # processes that failed, over every run shown
+    processes: int              # processes that ran or failed (SKIPPED ones not counted)
+    runs: int                   # runs with at least one failure
+    of_runs: int                # runs that had the unit
+    last: str | None            # the newest failing run's commit (None: this run)
+    message: str                # its first failure's message
+
+    @property
+    def rate(self) -> float:
+        return self.failed / self.processes
+
+
+@dataclass(frozen=True)
 class Chance:
     """How many of a page's lasting shifts chance alone would put there."""
     rate: float          # share of simulated unchanged series with a shift
