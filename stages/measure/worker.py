@@ -116,7 +116,7 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
         ranks, rank_peak, rank_dynamo = group.report(
             phases.calls_per_sample * len(phases.steady_s)) if group else (None, None, None)
         # After the steady state, so that it stays comparable with runs without these.
-        tail = measure_latency(workload.step, sync_for(device.type),
+        tail = measure_latency(workload.step, sync_for(device.type if group is None else "cpu"),
                                min(phases.steady_s), min_calls=job.timing.latency_calls,
                                target_s=job.timing.latency_s, turn=turn) \
             if job.workload.latency else {}
