@@ -30,8 +30,9 @@ NOT_KEYS = {
     "family": "set by a sweep: the workload a swept unit was made from",
     "point": "set by a sweep: a swept unit's values",
 }
-# Per-entry fields a sweep sets, not the entry's YAML (WorkloadSpec.threads is `sweep.threads`).
-NOT_KEYS_OF = {"WorkloadSpec": {"threads"}}
+# Per-entry fields a sweep sets, not the entry's YAML (WorkloadSpec.threads is `sweep.threads`),
+# or that another key holds (WorkloadSpec.slow_factor is `_slow_rank_`'s factor).
+NOT_KEYS_OF = {"WorkloadSpec": {"threads", "slow_factor"}}
 
 
 def dataclass_of(tp) -> type | None:

@@ -1,6 +1,7 @@
 """The numbers a page shows of each unit (a workload's mode in one cell), computed once per run
 from a bench record: the steady state, throughput, cost, first call, warm-up, memory, tail
-latency, shape changes and GPU series, with how many processes were kept and left out.
+latency, shape changes, GPU series and a distributed unit's ranks (judge.ranks), with how many
+processes were kept and left out.
 
 This is the one place that decides whose numbers are shown: the processes the tests use
 (judge.timings): a process that failed, or whose mode failed, is left out of everything; a
@@ -23,6 +24,7 @@ from stages.core.numbers import median
 from stages.core.records.inputs import ab_baseline
 from stages.core.records.schema import BenchRecord, Look, ModeTiming
 from stages.core.vocabulary import Status
+from stages.judge.ranks import RankSummary, rank_summary
 from stages.judge.timings import SERIES, busy, failures, process_values
 
 NOW, BASELINE = "now", "baseline"          # a unit's arm: this run's, or its baseline's
@@ -111,6 +113,7 @@ class UnitSummary:
     clocks: tuple[str, ...] = ()           # how its calls were timed (the device's clock)
     unmeasured: tuple[tuple[str, str], ...] = ()   # (metric, why the backend could not)
     items: int | None = None               # per call (a batch), as the workload reported
+    ranks: RankSummary | None = None       # a distributed unit (`_ranks_`)
 
     @property
     def measured(self) -> bool:
@@ -201,7 +204,8 @@ def unit_summary(record: BenchRecord, workload: str, mode: str, price_per_hour: 
         shapes=_shapes(modes), gpu=_gpu(workload, mode, [m for m in modes if m.gpu]),
         clocks=tuple(dict.fromkeys(m.clock for m in modes if m.clock)),
         unmeasured=tuple(dict.fromkeys(kv for m in modes for kv in sorted(m.unmeasured.items()))),
-        items=int(items[0]) if items else None)
+        items=int(items[0]) if items else None,
+        ranks=rank_summary(record, workload, mode, busy_share))
 
 
 def _measured(record: BenchRecord, workload: str, mode: str) -> list[ModeTiming]:

@@ -13,6 +13,7 @@ from typing import Iterator
 from stages.core.config.settings import (
     GPU_TIMED,
     LATENCY,
+    RANKED,
     TIMED,
     CompareSettings,
     Delta,
@@ -29,6 +30,7 @@ COUNTED = ("graph_breaks", "recompiles")           # exact: more, or a new reaso
 REASONS = {"graph_breaks": "graph_break_reasons", "recompiles": "recompile_reasons"}
 # Each GPU_TIMED metric's series in the record's `gpu` block (steady_s: the hot one).
 SERIES = {"steady_s": "hot", "cold_s": "cold", "graph_s": "graph"}
+TESTED = (*TIMED, *GPU_TIMED, *RANKED)      # one number per process, tested alike
 
 
 # ---- reducing a bench record to process-level summaries ----------------------------------
@@ -56,6 +58,8 @@ def metric_value(m: ModeTiming, metric: str):
     if metric in ("first_call_s", "first_call_warm_s"):
         warm = m.compile_cache == "warm"
         return m.first_call_s if warm == (metric == "first_call_warm_s") else None
+    if metric in RANKED:        # a distributed unit's, answered by its record
+        return None if m.ranks is None else getattr(m.ranks, metric)
     return getattr(m, metric)
 
 
@@ -226,7 +230,7 @@ def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None,
         return [Draft(**key, metric="status", verdict=Verdict.FLAKY if ran else Verdict.FAILED,
                       base=Status.OK if in_base and not failed_base else None,
                       now=failed_now[0].split(":")[0], note=was)]
-    measured = [m for m in (*TIMED, *GPU_TIMED) if process_values(now, workload, mode, m)]
+    measured = [m for m in TESTED if process_values(now, workload, mode, m)]
     if not in_base:
         return [Draft(**key, metric=m, verdict=Verdict.NEW,
                       now=median(process_values(now, workload, mode, m))) for m in measured]
@@ -234,14 +238,15 @@ def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None,
         return [Draft(**key, metric="status", verdict=Verdict.IMPROVED, base=Verdict.FAILED,
                       now=Status.OK, note=f"now runs; was {failed_base[0]}")]
     rows = []
-    for metric in (*TIMED, *GPU_TIMED):
+    for metric in TESTED:
         if not process_values(base, workload, mode, metric):
             if metric in measured:    # e.g. an older record, which measured it otherwise
                 rows.append(Draft(**key, metric=metric, verdict=Verdict.NEW,
                                   now=median(process_values(now, workload, mode, metric)),
                                   note="the baseline's record has no value of it"))
             continue
-        # The GPU series (cold, graph replay) are steady states too: the steady state's δ.
+        # The GPU series (cold, graph replay) are steady states too: the steady state's δ;
+        # a distributed unit's all-reduce time and straggler have their own.
         veto, slope = sentinel(workload, mode, metric)
         rows.append(_timing_row(key, metric, now, base,
                                 getattr(delta, metric, delta.steady_s),

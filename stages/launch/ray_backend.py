@@ -204,7 +204,7 @@ class RayBackend:
     def __init__(self, cluster: RayCluster, cfg: Config, cell: Cell, arms: tuple[Arm, ...],
                  log: Callable[[str], None] = lambda line: None):
         self.cluster, self.ray, self.address = cluster, cluster.ray, cluster.address
-        device = cell.device
+        self.device = device = cell.device
         self.asked = request(device.type, device.threads, device)
         self.wanted = offered(self.asked)
         self.cache_dir, self.max_gb = cfg.arms.cache_dir, cfg.arms.cache_max_gb
@@ -242,23 +242,32 @@ class RayBackend:
             return {"error": f"could not capture the environment of {python}: "
                              f"{(str(exc).strip().splitlines() or ['?'])[0]}"}
 
+    def _asked(self, jobs: list[tuple[Job, str | None]]) -> dict:
+        """The cell's request, or a distributed unit's: its ranks' CPUs and GPUs."""
+        ranks = max((job.workload.ranks or 1 for job, _ in jobs if isinstance(job, Job)),
+                    default=1)
+        return self.asked if ranks == 1 else request(self.device.type, self.device.threads,
+                                                     self.device, ranks)
+
     def _units(self, jobs: list[tuple[Job, str | None]], timeout_s: float,
                fresh: bool) -> list[dict]:
         ray = self.ray
         units = [{"job": to_data(job), "python": python, "venv": self.venvs.get(python)}
                  for job, python in jobs]
+        asked = self._asked(jobs)
+        wanted = offered(asked)
         # Each process's limit counts its own time (a pair's take turns), then the start.
         deadline_s = len(jobs) * timeout_s + START_MARGIN_S
         lost, first = (), None
         while True:
-            node = self.cluster.leases.take(self.wanted, lost)
+            node = self.cluster.leases.take(wanted, lost)
             if node is None:
                 return [{"status": Status.SKIPPED, "error": f"no node offers "
-                         f"{describe(self.wanted)}" + (
+                         f"{describe(wanted)}" + (
                              f" (the node that ran it was lost: {first})" if first else "")}
                         for _ in jobs]
             try:
-                results = self._on(node, units, timeout_s, fresh, deadline_s)
+                results = self._on(node, units, asked, timeout_s, fresh, deadline_s)
             except Overdue:
                 return [{"status": Status.TIMEOUT, "error": f"no result from the Ray cluster "
                          f"within {deadline_s:g} s (the unit's time limit, {timeout_s:g} s per "
@@ -286,11 +295,11 @@ class RayBackend:
                     result["host"]["retried"] = first
             return results
 
-    def _on(self, node: str, units: list[dict], timeout_s: float, fresh: bool,
+    def _on(self, node: str, units: list[dict], asked: dict, timeout_s: float, fresh: bool,
             deadline_s: float) -> list[dict]:
         """The units as one task pinned to `node`, which they hold until it ends."""
         try:
-            task = self.cluster.task.options(max_retries=0, **self.asked,
+            task = self.cluster.task.options(max_retries=0, **asked,
                                              **self.cluster.pinned(node))
             return self._get(task.remote(units, timeout_s, fresh, self.cache_dir, self.codes,
                                          self.max_gb), deadline_s)

@@ -4,18 +4,22 @@ Pure: the Ray backend uses it; tests check it without Ray."""
 from __future__ import annotations
 
 from stages.core.config.launcher import Placement
+from stages.core.config.ranks import rank_threads
 
 # Device types whose cells need a GPU of the node (Ray hides the GPUs from a task that asks
 # for none).
 GPU_TYPES = ("cuda", "xpu")
 
 
-def request(device_type: str, threads: int, spec: Placement) -> dict:
+def request(device_type: str, threads: int, spec: Placement, ranks: int = 1) -> dict:
     """A unit's Ray resource request. The CPUs are the device's threads (1 when torch picks
-    its own count); a lock-step pair takes turns, so it asks for no more than one unit."""
+    its own count); a lock-step pair takes turns, so it asks for no more than one unit. A
+    distributed unit's ranks run in its one task, so on one node: it asks for each rank's
+    threads (measure.ranks: the unit's shared among them, at least one) and GPU."""
     gpus = spec.num_gpus if spec.num_gpus is not None else (
         1 if device_type in GPU_TYPES else 0)
-    found: dict = {"num_cpus": max(threads, 1), "num_gpus": int(gpus)}
+    cpus = max(threads, 1) if ranks <= 1 else ranks * rank_threads(threads, ranks)
+    found: dict = {"num_cpus": cpus, "num_gpus": int(gpus) * max(ranks, 1)}
     if spec.resources:
         found["resources"] = dict(sorted(spec.resources.items()))
     if spec.accelerator_type:

@@ -55,13 +55,14 @@ def compiler(mode: str, dynamic: bool | None = None, backend: str | None = None)
 
 
 def build(job: Job, factory, device: torch.device, dtype: torch.dtype, mode: str,
-          workload_index: int = 0):
+          workload_index: int = 0, provided: dict | None = None):
     """The workload, built by its factory for this device, dtype and mode (under autocast
-    when the precision asks for it)."""
+    when the precision asks for it); `provided`: more arguments from torchgate (a rank's
+    `rank`, `world_size` and `ddp`, measure.rank)."""
     spec = job.workloads[workload_index]
     workload = factory(device=device, dtype=dtype,
                        compile=compiler(mode, spec.dynamic, job.device.compile_backend),
-                       seed=job.seed, **spec.kwargs)
+                       seed=job.seed, **spec.kwargs, **(provided or {}))
     if job.precision.autocast and dtype != torch.float64:
         inner = workload.step
         amp = getattr(torch, job.precision.autocast_dtype)

@@ -52,6 +52,7 @@ from stages.measure.gpu_timing import GpuProcess
 from stages.measure.latency import measure_latency
 from stages.measure.ops import op_coverage
 from stages.measure.probe import process_host
+from stages.measure.ranks import RankGroup, check_ranks
 from stages.measure.shapes import run_shapes
 from stages.measure.timing import (
     PHASES,
@@ -88,14 +89,17 @@ def compile_cache_state() -> str:
 
 def bench_mode(job: Job, factory, device: torch.device, mode: str,
                turn=lambda: None, cache: str | None = None,
-               gpu: GpuProcess | None = None) -> ModeTiming:
+               gpu: GpuProcess | None = None, group: RankGroup | None = None) -> ModeTiming:
+    """One mode; `group`: a distributed unit's ranks (measure.ranks), whose steps are timed
+    on the host clock (each answers once its device finished) and who report the rest."""
     dtype = getattr(torch, job.precision.dtype)
     compiled = mode != "eager"
     if compiled:
         reset_dynamo()
-    peak_memory_reset(device)
-    workload = build(job, factory, device, dtype, mode)
-    clock = clock_for(device.type)
+    if group is None:
+        peak_memory_reset(device)
+    workload = build(job, factory, device, dtype, mode) if group is None else group.unit
+    clock = clock_for(device.type if group is None else "cpu")
     # A workload of another revision may predate `bytes_moved`.
     bytes_moved = getattr(workload, "bytes_moved", None)
     sampler = gpu.sampler(workload.flops, bytes_moved) if gpu is not None else None
@@ -109,13 +113,15 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
                          warmup_max_s=job.timing.warmup_max_s,
                          after_first=dynamo.mark_first if compiled else lambda: None,
                          turn=turn, busy=busy, sampler=sampler)
+        ranks, rank_peak, rank_dynamo = group.report(
+            phases.calls_per_sample * len(phases.steady_s)) if group else (None, None, None)
         # After the steady state, so that it stays comparable with runs without these.
-        tail = measure_latency(workload.step, sync_for(device.type),
+        tail = measure_latency(workload.step, sync_for(device.type if group is None else "cpu"),
                                min(phases.steady_s), min_calls=job.timing.latency_calls,
                                target_s=job.timing.latency_s, turn=turn) \
             if job.workload.latency else {}
         # The first shape's peak (the others may be larger), less the GPU's flush buffer.
-        peak = peak_memory_bytes(device)        # None where the backend keeps no statistics
+        peak = peak_memory_bytes(device) if group is None else rank_peak  # None: no statistics
         if peak is not None and gpu is not None:
             peak -= gpu.held_bytes
         shapes = run_shapes(workload.shapes, clock, lambda: dynamo.recompiles, turn) \
@@ -123,7 +129,7 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
     bad = sum(nonfinite_count(t) for t in flatten(phases.first_output).values())
     if bad:
         return ModeTiming(Status.NONFINITE, error=f"first call returned {bad} NaN/Inf values")
-    counts = dynamo.summary() if compiled else None
+    counts = (rank_dynamo or dynamo.summary()) if compiled else None
     return ModeTiming(
         Status.OK, first_call_s=phases.first_call_s, warmup_s=phases.warmup_s,
         warmup_calls=phases.warmup_calls, warmup_excess_s=phases.warmup_excess_s,
@@ -133,6 +139,7 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
         items=workload.items, flops=workload.flops, bytes_moved=bytes_moved,
         busy_machine=busy["steady_s"].summary(), compile_cache=cache if compiled else None,
         busy_first_call=busy["first_call_s"].summary(), busy_warmup=busy["warmup_s"].summary(),
+        ranks=ranks,
         **(sampler.record() if sampler is not None else {}),
         **({} if counts is None else {
             "graph_breaks": counts.graph_breaks, "graph_break_reasons": counts.graph_break_reasons,
@@ -148,12 +155,19 @@ def run_bench(job: Job) -> dict:
     machine = SentinelProbe()
     machine.burst()
     cache = compile_cache_state()       # before this process compiles anything
+    spread = job.workload.ranks is not None    # a distributed unit: its ranks use the device
+    if spread:
+        check_ranks(job)
     # CUDA with `timing`: hot/cold/graph series; the flush buffer is allocated here, once.
-    gpu = GpuProcess.open(torch, job) if device.type == "cuda" and job.device.timing else None
+    gpu = GpuProcess.open(torch, job) if device.type == "cuda" and job.device.timing \
+        and not spread else None
     out: dict = {"modes": {}}
     for mode in job.modes:
         try:
-            out["modes"][mode] = bench_mode(job, factory, device, mode, turn, cache, gpu)
+            with RankGroup(job, mode, torch.get_num_threads()) if spread \
+                    else contextlib.nullcontext() as group:
+                out["modes"][mode] = bench_mode(job, factory, device, mode, turn, cache, gpu,
+                                                group)
         except Exception as exc:  # one mode failing must not hide the others
             out["modes"][mode] = failure(exc)
         machine.burst()           # still this process's turn: between modes, outside timings

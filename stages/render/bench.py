@@ -6,7 +6,7 @@ shown as what they are. Pure.
 """
 from __future__ import annotations
 
-from stages.core.config.settings import GPU_TIMED, LATENCY, TIMED
+from stages.core.config.settings import GPU_TIMED, LATENCY, RANKED, TIMED
 from stages.core.numbers import median
 from stages.core.records.rows import Row
 from stages.core.vocabulary import Status
@@ -15,6 +15,7 @@ from stages.judge.verdicts import Comparison
 from stages.render.environment import cell
 from stages.render.gpu import section as gpu_section
 from stages.render.markdown import markdown_table, pvalue, seconds, value
+from stages.render.ranks import table as ranks_table
 from stages.render.verdicts import change, ordered
 
 
@@ -122,7 +123,7 @@ def diff(rows: list[Row]) -> str:
     body = [[r.workload, r.mode, r.metric, value(r.metric, r.base), value(r.metric, r.now),
              change(r), pvalue(r.change.p if r.change else None),
              f"{r.change.n_base}/{r.change.n_now}" if r.change else "", r.note]
-            for r in ordered(rows) if r.metric in (*TIMED, *GPU_TIMED, "peak_bytes",
+            for r in ordered(rows) if r.metric in (*TIMED, *GPU_TIMED, *RANKED, "peak_bytes",
                                                    "graph_breaks", "recompiles", "status")]
     return markdown_table(body, ["workload", "mode", "metric", "baseline", "now",
                                  "change [CI]", "p (this test)", "n", "note"])
@@ -160,8 +161,8 @@ def page(summary: CellSummary, result: Comparison, ab_env: str = "") -> str:
               "the gate uses those. Baseline and now: the geometric means of the values each "
               "test compared (in lock-step, the pairs it used), so that now / baseline is its "
               "change; the medians above take every kept process.", "", diff(result.rows), ""]
-    for extra in (latency(summary), shape_changes(summary), unmeasured(summary), looks(summary),
-                  ab_env):
+    for extra in (latency(summary), shape_changes(summary), ranks_table(summary),
+                  unmeasured(summary), looks(summary), ab_env):
         if extra:
             lines += [extra, ""]
     return "\n".join(lines)

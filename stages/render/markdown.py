@@ -48,6 +48,8 @@ def value(metric: str, v) -> str:
         return seconds(v)
     if metric.endswith("_bytes"):
         return nbytes(v)
+    if metric == "straggler" and isinstance(v, float):   # slowest over fastest: its lag
+        return f"{(v - 1) * 100:.1f} % lag"
     if isinstance(v, float):
         return f"{v:.1e}" if v and (abs(v) < 1e-3 or abs(v) >= 1e4) else f"{v:g}"
     return str(v)

@@ -27,6 +27,11 @@ def bench_metrics(summary: CellSummary) -> dict:
              **{f"{k[:-2]}_ms": n.value(k) * 1e3 for k in ("cold_s", "graph_s")   # CUDA
                 if n.value(k) is not None},
              "graph_breaks": n.graph_breaks, "recompiles": n.recompiles}
+        r = n.ranks                 # a distributed unit
+        if r is not None:
+            m.update(allreduce_ms=r.comm_s and r.comm_s * 1e3,
+                     busbw_gbps=r.busbw and r.busbw / 1e9,
+                     straggler_lag_pct=r.lag and r.lag * 100)
         out.setdefault(key.workload, {})[key.mode] = {k: short_number(v) for k, v in m.items()
                                                       if v is not None}
     return out

@@ -21,7 +21,7 @@ LABELS = {"steady_s": "steady", "first_call_s": "first call",
           "first_call_warm_s": "first call (warm caches)", "warmup_s": "warm-up",
           "peak_bytes": "memory", "graph_breaks": "graph breaks", "recompiles": "recompiles",
           "latency_p50_s": "latency p50", "latency_p90_s": "latency p90",
-          "latency_p99_s": "latency p99"}
+          "latency_p99_s": "latency p99", "comm_s": "all-reduce", "straggler": "straggler"}
 
 
 def environment_change(changes: list, note: str | None, now: dict | None = None) -> str:

@@ -17,6 +17,7 @@ from stages.judge.verdicts import findings
 from stages.render.environment import cell as env_cell
 from stages.render.markdown import counts, markdown_table, pictures_note, value
 from stages.render.numbers import environment_change, numbers_section, possible_slowdown
+from stages.render.ranks import section as ranks_section
 from stages.render.verdicts import by_effect, change, evidence
 
 COMPARED = (Verdict.REGRESSED, Verdict.IMPROVED, Verdict.EQUIVALENT, Verdict.INCONCLUSIVE)   # verdicts of a comparison made
@@ -41,6 +42,7 @@ def summary(matrix: str, compare: CompareRecord, changes: list, env_note: str | 
         f"{n} {v}" for v, n in counts(r.verdict for r in rows).items()), ""]
     lines += [gate_line(compare, fail_on), ""]
     lines += numbers_section(bench or {}, list(compare.rows))   # per unit, every stage's row
+    lines += ranks_section(bench or {}, list(compare.rows))     # a line per distributed unit
     if images or any(line.startswith("![") for line in sweeps):
         lines += [pictures_note("report"), ""]
     for caption, path in images:

@@ -19,6 +19,7 @@ from typing import Any
 from stages.core import machine
 from stages.core.config.gpu import CudaTiming, check_timing
 from stages.core.config.launcher import Launcher, Placement
+from stages.core.config.ranks import parse_ranks
 from stages.core.config.settings import (
     GATE_CHOICES,
     INSTALLERS,
@@ -139,7 +140,8 @@ SECTIONS = {"bench": BenchSettings, "numerics": NumericsSettings, "stats": Stats
             "machine": MachineSettings}
 GROUPS = ("device", "precision", "workload")
 TOP_LEVEL = tuple(sorted((*SECTIONS, *GROUPS, "sweep")))
-RESERVED = ("_target_", "_timeout_s_", "_latency_", "_dynamic_", "_rel_l2_tol_")
+RESERVED = ("_target_", "_timeout_s_", "_latency_", "_dynamic_", "_rel_l2_tol_", "_ranks_",
+            "_slow_rank_")
 
 
 def _choice(value: str, choices: tuple[str, ...], where: str) -> None:
@@ -221,7 +223,8 @@ def _workload(name: str, body: Any) -> WorkloadSpec:
                         f"automatic dynamic shapes), got {dynamic!r}")
     return WorkloadSpec(name, body["_target_"], kwargs,
                         None if timeout is None else float(timeout), latency, dynamic,
-                        _own_tolerance(body.get("_rel_l2_tol_"), where))
+                        _own_tolerance(body.get("_rel_l2_tol_"), where),
+                        **parse_ranks(body, where))
 
 
 def _own_tolerance(value: Any, where: str) -> dict[str, float]:
@@ -247,7 +250,7 @@ def parse_workloads(section: dict) -> dict[str, WorkloadSpec]:
 
 def _check_bench(bench: BenchSettings) -> None:
     for key in ("processes", "samples", "sample_target_s", "timeout_s", "max_processes",
-                "max_looks", "warmup_max_s"):
+                "max_looks", "warmup_max_s", "rank_timeout_s"):
         _at_least(getattr(bench, key), f"bench.{key}")
     for key in ("warmup_s", "adaptive_budget_s", "min_warmup_calls", "cold_compile_processes",
                 "latency_s"):

@@ -17,6 +17,10 @@ TIMED = ("steady_s", "first_call_s", "first_call_warm_s", "warmup_s", *LATENCY)
 # The CUDA series beside steady_s (the hot one), tested alike, at steady_s's δ, where both
 # sides measured them; each metric's series in the record's `gpu` block.
 GPU_TIMED = ("cold_s", "graph_s")
+# A distributed unit's (`_ranks_`), tested alike per process: comm_s, the all-reduce time per
+# step of the last rank to arrive; straggler, the slowest rank's time to the collective over
+# the fastest's (core.records.ranks).
+RANKED = ("comm_s", "straggler")
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,11 @@ class WorkloadSpec:
     threads: int | None = None
     family: str | None = None
     point: tuple[tuple[Any, ...], ...] = ()
+    # `_ranks_`: data-parallel ranks per unit (core.config.ranks); `_slow_rank_`: one of them
+    # slowed on purpose by a factor (a test knob for the straggler report).
+    ranks: int | None = None
+    slow_rank: int | None = None
+    slow_factor: float | None = None
 
 
 @dataclass(frozen=True)
@@ -64,6 +73,7 @@ class BenchSettings:
     latency_calls: int = 200
     latency_s: float = 0.5
     timeout_s: float = 300.0
+    rank_timeout_s: float = 60.0      # a distributed unit's rendezvous, and each of its steps
     seed: int = 0
     adaptive_budget_s: float = 60.0   # per cell: more processes for INCONCLUSIVE timings
     max_processes: int = 15           # per side, workload and mode, adaptive rounds included
@@ -87,6 +97,8 @@ class Delta:
     latency_p90_s: float = 0.1
     latency_p99_s: float = 0.2       # a tail is noisier than a median
     peak_bytes: float = 0.05
+    comm_s: float = 0.1              # distributed units: all-reduce time per step
+    straggler: float = 0.1           # ... and the slowest rank's time over the fastest's
 
 
 @dataclass(frozen=True)

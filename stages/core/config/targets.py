@@ -27,7 +27,8 @@ from stages.core import lifetime
 from stages.core.config.settings import WorkloadSpec
 from stages.core.errors import UserError
 
-PROVIDED = ("device", "dtype", "compile", "seed")  # passed by torchgate, not by the YAML
+# Passed by torchgate, not by the YAML (the last three to a distributed unit's ranks).
+PROVIDED = ("device", "dtype", "compile", "seed", "rank", "world_size", "ddp")
 
 
 def load_target(target: str):

@@ -18,6 +18,7 @@ class Timing:
     warmup_max_s: float = BenchSettings.warmup_max_s
     latency_calls: int = BenchSettings.latency_calls
     latency_s: float = BenchSettings.latency_s
+    rank_timeout_s: float = BenchSettings.rank_timeout_s
 
 
 @dataclass(frozen=True)

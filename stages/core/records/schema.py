@@ -23,6 +23,7 @@ from stages.core.records.outputs import (
     FreshOutputs,
     ModeOutputs,
 )
+from stages.core.records.ranks import Ranks
 from stages.core.records.rows import CompareRecord
 from stages.core.vocabulary import Check
 
@@ -95,6 +96,7 @@ class ModeTiming:
     # without memory statistics, say); and how the calls were timed there.
     unmeasured: dict[str, str] = field(default_factory=dict)
     clock: str | None = None
+    ranks: Ranks | None = None            # a distributed unit: per rank, all-reduce, straggler
 
 
 @dataclass(frozen=True)
@@ -154,6 +156,9 @@ class RecordedWorkload:
     threads: int | None = None
     family: str | None = None
     point: tuple[tuple[Any, ...], ...] = ()
+    ranks: int | None = None
+    slow_rank: int | None = None
+    slow_factor: float | None = None
 
 
 @dataclass(frozen=True)

@@ -85,6 +85,13 @@ def _bench_6(data: dict) -> dict:
     return {**data, "schema_version": 7}
 
 
+def _bench_7(data: dict) -> dict:
+    """Schema 8 records a distributed unit's ranks (a mode's `ranks`: per rank, the all-reduce
+    time per step, the straggler) and a workload's `ranks` and `slow_rank`; a schema-7 record
+    has no distributed unit."""
+    return {**data, "schema_version": 8}
+
+
 def _numerics_3(data: dict) -> dict:
     """Schema 4: the hosts' Ray window (bench 7's `host.window_ms`); optional, as in bench 7."""
     return {**data, "schema_version": 4}
@@ -164,7 +171,7 @@ def _without_control(data: dict) -> dict:
 
 UPGRADES = {("bench", 1): _bench_1, ("bench", 2): _bench_2, ("bench", 3): _bench_3,
             ("bench", 4): _bench_4, ("bench", 5): _bench_5, ("bench", 6): _bench_6,
-            ("numerics", 1): _numerics_1,
+            ("bench", 7): _bench_7, ("numerics", 1): _numerics_1,
             ("numerics", 2): _numerics_2, ("numerics", 3): _numerics_3,
             ("compare", 1): _compare_1,
             ("env", 1): _env_1}
