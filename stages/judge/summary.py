@@ -18,11 +18,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from stages.core.config.settings import GPU_TIMED, TIMED
+from stages.core.config.settings import BREAKDOWN, ENERGY, GPU_TIMED, TIMED
 from stages.core.numbers import median
 from stages.core.records.inputs import ab_baseline
 from stages.core.records.schema import BenchRecord, Look, ModeTiming
 from stages.core.vocabulary import Status
+from stages.judge.steps import BOUND_SHARE as BOUND_SHARE  # the diagnosis rule, for pages
+from stages.judge.steps import Breakdown, Usage, breakdown, usage
 from stages.judge.timings import SERIES, busy, failures, process_values
 
 NOW, BASELINE = "now", "baseline"          # a unit's arm: this run's, or its baseline's
@@ -110,6 +112,8 @@ class UnitSummary:
     gpu: GpuSummary | None = None
     clocks: tuple[str, ...] = ()           # how its calls were timed (the device's clock)
     unmeasured: tuple[tuple[str, str], ...] = ()   # (metric, why the backend could not)
+    breakdown: Breakdown | None = None     # an input pipeline's step, part by part
+    usage: Usage | None = None             # utilization and energy of the steady state
 
     @property
     def measured(self) -> bool:
@@ -165,7 +169,7 @@ def unit_summary(record: BenchRecord, workload: str, mode: str, price_per_hour: 
                  busy_share: float) -> UnitSummary:
     """One unit of one arm, from the processes the tests use (see the module's docstring)."""
     def kept(metric: str) -> list[float]:
-        timed = metric in TIMED or metric in GPU_TIMED
+        timed = metric in (*TIMED, *GPU_TIMED, *BREAKDOWN, *ENERGY)
         return process_values(record, workload, mode, metric, busy_share if timed else None)
 
     def middle(metric: str) -> float | None:
@@ -199,7 +203,9 @@ def unit_summary(record: BenchRecord, workload: str, mode: str, price_per_hour: 
         point=tuple(map(tuple, spec.point)) if spec is not None and spec.point else (),
         shapes=_shapes(modes), gpu=_gpu(workload, mode, [m for m in modes if m.gpu]),
         clocks=tuple(dict.fromkeys(m.clock for m in modes if m.clock)),
-        unmeasured=tuple(dict.fromkeys(kv for m in modes for kv in sorted(m.unmeasured.items()))))
+        unmeasured=tuple(dict.fromkeys(kv for m in modes for kv in sorted(m.unmeasured.items()))),
+        breakdown=breakdown([m for m in modes if not busy(m, busy_share, "input_wait_s")]),
+        usage=usage(modes, [m for m in modes if not busy(m, busy_share)]))
 
 
 def _measured(record: BenchRecord, workload: str, mode: str) -> list[ModeTiming]:

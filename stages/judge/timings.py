@@ -11,6 +11,8 @@ import math
 from typing import Iterator
 
 from stages.core.config.settings import (
+    BREAKDOWN,
+    ENERGY,
     GPU_TIMED,
     LATENCY,
     TIMED,
@@ -21,7 +23,7 @@ from stages.core.config.settings import (
 from stages.core.numbers import median
 from stages.core.records.schema import BenchProcess, BenchRecord, Busy, ModeTiming
 from stages.core.vocabulary import Status, Verdict
-from stages.judge import placement, portability, stats
+from stages.judge import placement, portability, stats, steps
 from stages.judge.sentinel import Slope, adjusted, machine_moved, machine_unchanged
 from stages.judge.verdicts import Draft, skipped_baseline, unusable_row
 
@@ -29,6 +31,7 @@ COUNTED = ("graph_breaks", "recompiles")           # exact: more, or a new reaso
 REASONS = {"graph_breaks": "graph_break_reasons", "recompiles": "recompile_reasons"}
 # Each GPU_TIMED metric's series in the record's `gpu` block (steady_s: the hot one).
 SERIES = {"steady_s": "hot", "cold_s": "cold", "graph_s": "graph"}
+TESTED = (*TIMED, *GPU_TIMED, *BREAKDOWN, *ENERGY)   # every metric tested as a timing is
 
 
 # ---- reducing a bench record to process-level summaries ----------------------------------
@@ -67,6 +70,12 @@ def process_values(record: BenchRecord, workload: str, mode: str, metric: str,
             if not busy(m, busy_share, metric)]
 
 
+def measured_modes(record: BenchRecord, workload: str, mode: str,
+                   metric: str) -> list[ModeTiming]:
+    """The mode's result in every process that measured the metric."""
+    return [m for _, m, _ in _summaries(record, workload, mode, metric)]
+
+
 def paired_values(base: BenchRecord, now: BenchRecord, workload: str, mode: str, metric: str,
                   busy_share: float | None = None) -> tuple[list[float], list[float]]:
     """Interleaved A/B: the two arms' values in the rounds where both processes succeeded
@@ -81,8 +90,8 @@ def reading(mode: ModeTiming, metric: str) -> Busy | None:
     """What else took the CPU during the phase a metric times. A record that read the
     steady-state samples only (schema 2) is judged by that reading in every phase."""
     phase = {"first_call_s": mode.busy_first_call, "first_call_warm_s": mode.busy_first_call,
-             "warmup_s": mode.busy_warmup, **dict.fromkeys(LATENCY, mode.busy_latency)
-             }.get(metric)
+             "warmup_s": mode.busy_warmup, **dict.fromkeys(LATENCY, mode.busy_latency),
+             **dict.fromkeys(BREAKDOWN, mode.busy_breakdown)}.get(metric)
     return phase or mode.busy_machine
 
 
@@ -226,7 +235,7 @@ def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None,
         return [Draft(**key, metric="status", verdict=Verdict.FLAKY if ran else Verdict.FAILED,
                       base=Status.OK if in_base and not failed_base else None,
                       now=failed_now[0].split(":")[0], note=was)]
-    measured = [m for m in (*TIMED, *GPU_TIMED) if process_values(now, workload, mode, m)]
+    measured = [m for m in TESTED if process_values(now, workload, mode, m)]
     if not in_base:
         return [Draft(**key, metric=m, verdict=Verdict.NEW,
                       now=median(process_values(now, workload, mode, m))) for m in measured]
@@ -234,12 +243,21 @@ def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None,
         return [Draft(**key, metric="status", verdict=Verdict.IMPROVED, base=Verdict.FAILED,
                       now=Status.OK, note=f"now runs; was {failed_base[0]}")]
     rows = []
-    for metric in (*TIMED, *GPU_TIMED):
+    for metric in TESTED:
         if not process_values(base, workload, mode, metric):
             if metric in measured:    # e.g. an older record, which measured it otherwise
                 rows.append(Draft(**key, metric=metric, verdict=Verdict.NEW,
                                   now=median(process_values(now, workload, mode, metric)),
                                   note="the baseline's record has no value of it"))
+            continue
+        if metric in BREAKDOWN and steps.negligible(
+                *(measured_modes(r, workload, mode, metric) for r in (base, now)), metric,
+                delta.steady_s):
+            rows.append(Draft(**key, metric=metric, verdict=Verdict.EQUIVALENT,
+                              base=median(process_values(base, workload, mode, metric)),
+                              now=median(process_values(now, workload, mode, metric)),
+                              note=f"under {delta.steady_s:.0%} of the step on both sides: it "
+                                   "cannot move the step by more than that (not tested)"))
             continue
         # The GPU series (cold, graph replay) are steady states too: the steady state's δ.
         veto, slope = sentinel(workload, mode, metric)

@@ -11,6 +11,7 @@ import torch
 from stages.core.records.job import Job
 from stages.core.vocabulary import Status
 from stages.measure.extensions import missing_kernel
+from stages.measure.pipeline import Pipeline
 
 
 def unsupported(exc: BaseException) -> bool:
@@ -57,7 +58,8 @@ def compiler(mode: str, dynamic: bool | None = None, backend: str | None = None)
 def build(job: Job, factory, device: torch.device, dtype: torch.dtype, mode: str,
           workload_index: int = 0):
     """The workload, built by its factory for this device, dtype and mode (under autocast
-    when the precision asks for it)."""
+    when the precision asks for it). A workload with `batches` gets a measure.pipeline
+    Pipeline as its step: fetch, copy, compute, called without arguments like any step."""
     spec = job.workloads[workload_index]
     workload = factory(device=device, dtype=dtype,
                        compile=compiler(mode, spec.dynamic, job.device.compile_backend),
@@ -65,10 +67,13 @@ def build(job: Job, factory, device: torch.device, dtype: torch.dtype, mode: str
     if job.precision.autocast and dtype != torch.float64:
         inner = workload.step
         amp = getattr(torch, job.precision.autocast_dtype)
-        workload.step = lambda: _autocast_call(inner, device.type, amp)
+        workload.step = lambda *batch: _autocast_call(inner, device.type, amp, *batch)
+    batches = getattr(workload, "batches", None)    # another revision's may predate it
+    if batches is not None:
+        workload.step = Pipeline(batches, workload.step, device)
     return workload
 
 
-def _autocast_call(fn, device_type: str, dtype: torch.dtype):
+def _autocast_call(fn, device_type: str, dtype: torch.dtype, *batch):
     with torch.autocast(device_type, dtype=dtype):
-        return fn()
+        return fn(*batch)

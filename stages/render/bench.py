@@ -6,7 +6,7 @@ shown as what they are. Pure.
 """
 from __future__ import annotations
 
-from stages.core.config.settings import GPU_TIMED, LATENCY, TIMED
+from stages.core.config.settings import BREAKDOWN, ENERGY, GPU_TIMED, LATENCY, TIMED
 from stages.core.numbers import median
 from stages.core.records.rows import Row
 from stages.core.vocabulary import Status
@@ -15,6 +15,7 @@ from stages.judge.verdicts import Comparison
 from stages.render.environment import cell
 from stages.render.gpu import section as gpu_section
 from stages.render.markdown import markdown_table, pvalue, seconds, value
+from stages.render.steps import OWN, breakdown_section, usage_section
 from stages.render.verdicts import change, ordered
 
 
@@ -100,14 +101,16 @@ def shape_changes(summary: CellSummary) -> str:
 
 
 def unmeasured(summary: CellSummary) -> str:
-    """What the device's backend could not provide, and how its calls were timed."""
+    """What the device's backend could not provide, and how its calls were timed (what the
+    sections of render.steps say themselves aside)."""
     said: dict[str, None] = {}
     for key in summary.keys():
         n = summary.units[key]
         for clock in n.clocks:
             said[f"calls timed with {CLOCKS.get(clock, clock)}"] = None
         for metric, why in n.unmeasured:
-            said[f"{metric} not measured: {why}"] = None
+            if metric not in OWN:
+                said[f"{metric} not measured: {why}"] = None
     if not said:
         return ""
     return "## What this device provides\n\n" + "\n".join(f"- {line}" for line in said)
@@ -122,7 +125,8 @@ def diff(rows: list[Row]) -> str:
     body = [[r.workload, r.mode, r.metric, value(r.metric, r.base), value(r.metric, r.now),
              change(r), pvalue(r.change.p if r.change else None),
              f"{r.change.n_base}/{r.change.n_now}" if r.change else "", r.note]
-            for r in ordered(rows) if r.metric in (*TIMED, *GPU_TIMED, "peak_bytes",
+            for r in ordered(rows) if r.metric in (*TIMED, *GPU_TIMED, *BREAKDOWN, *ENERGY,
+                                                   "peak_bytes",
                                                    "graph_breaks", "recompiles", "status")]
     return markdown_table(body, ["workload", "mode", "metric", "baseline", "now",
                                  "change [CI]", "p (this test)", "n", "note"])
@@ -155,8 +159,8 @@ def page(summary: CellSummary, result: Comparison, ab_env: str = "") -> str:
               "The verdicts (REGRESSED, EQUIVALENT, ...) are decided once over the whole run, in "
               "[compare.md](../compare.md), with p-values adjusted over every tested metric; "
               "the gate uses those.", "", diff(result.rows), ""]
-    for extra in (latency(summary), shape_changes(summary), unmeasured(summary), looks(summary),
-                  ab_env):
+    for extra in (latency(summary), breakdown_section(summary), usage_section(summary),
+                  shape_changes(summary), unmeasured(summary), looks(summary), ab_env):
         if extra:
             lines += [extra, ""]
     return "\n".join(lines)

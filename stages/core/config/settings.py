@@ -17,6 +17,10 @@ TIMED = ("steady_s", "first_call_s", "first_call_warm_s", "warmup_s", *LATENCY)
 # The CUDA series beside steady_s (the hot one), tested alike, at steady_s's δ, where both
 # sides measured them; each metric's series in the record's `gpu` block.
 GPU_TIMED = ("cold_s", "graph_s")
+# Where the step goes (an input pipeline's parts, per step) and the energy per item: tested
+# like timings, at steady_s's δ, where both sides measured them.
+BREAKDOWN = ("input_wait_s", "copy_s", "compute_s")
+ENERGY = ("joules_per_item",)
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,10 @@ class BenchSettings:
     # synchronized calls, at least latency_calls of them and about latency_s long.
     latency_calls: int = 200
     latency_s: float = 0.5
+    # Where the step goes (workloads with an input pipeline): after the steady state, single
+    # steps timed part by part, at least breakdown_calls of them and about breakdown_s long.
+    breakdown_calls: int = 30
+    breakdown_s: float = 0.3
     timeout_s: float = 300.0
     seed: int = 0
     adaptive_budget_s: float = 60.0   # per cell: more processes for INCONCLUSIVE timings

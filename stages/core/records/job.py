@@ -18,6 +18,8 @@ class Timing:
     warmup_max_s: float = BenchSettings.warmup_max_s
     latency_calls: int = BenchSettings.latency_calls
     latency_s: float = BenchSettings.latency_s
+    breakdown_calls: int = BenchSettings.breakdown_calls
+    breakdown_s: float = BenchSettings.breakdown_s
 
 
 @dataclass(frozen=True)

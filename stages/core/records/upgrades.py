@@ -79,6 +79,13 @@ def _bench_5(data: dict) -> dict:
     return {**data, "schema_version": 6}
 
 
+def _bench_6(data: dict) -> dict:
+    """Schema 7 records where the step goes (an input pipeline's wait, copy and compute per
+    step, `breakdown_calls` ... `busy_breakdown`) and the utilization and energy of the steady
+    state (`cpu_busy` ... `watts`). A schema-6 mode measured none of them: not measured."""
+    return {**data, "schema_version": 7}
+
+
 def _numerics_2(data: dict) -> dict:
     """Schema 3 records where each numerics worker process ran (`hosts`); schema 2 has none."""
     return {**data, "schema_version": 3}
@@ -152,7 +159,8 @@ def _without_control(data: dict) -> dict:
 
 
 UPGRADES = {("bench", 1): _bench_1, ("bench", 2): _bench_2, ("bench", 3): _bench_3,
-            ("bench", 4): _bench_4, ("bench", 5): _bench_5, ("numerics", 1): _numerics_1,
+            ("bench", 4): _bench_4, ("bench", 5): _bench_5, ("bench", 6): _bench_6,
+            ("numerics", 1): _numerics_1,
             ("numerics", 2): _numerics_2, ("compare", 1): _compare_1,
             ("env", 1): _env_1}
 
