@@ -4,13 +4,17 @@ cell of summary.md. Pure."""
 from __future__ import annotations
 
 from stages.judge.summary import BASELINE, BOUND_SHARE, CellSummary, UnitSummary
-from stages.render.markdown import markdown_table, seconds
+from stages.render.markdown import joules, markdown_table, seconds
 
 # The metrics these sections say "not measured" of, with the reason.
 OWN = ("copy_s", "joules_per_item", "sm_util")
 RULE = (f"input-bound or transfer-bound when the input wait or the copy, the larger of the "
         f"two, takes at least {BOUND_SHARE:.0%} of the step (the device idles meanwhile), "
         f"else compute-bound")
+
+
+def _joules(v: float | None) -> str:
+    return "" if v is None else joules(v)
 
 
 def _share(v: float | None) -> str:
@@ -62,12 +66,6 @@ def breakdown_section(summary: CellSummary) -> str:
                        "copy GB/s", "compute", "diagnosis"]))
 
 
-def _energy(j: float | None) -> str:
-    if j is None:
-        return ""
-    return f"{j * 1e3:.3g} mJ" if j < 1 else f"{j:.3g} J"
-
-
 def usage_section(summary: CellSummary) -> str:
     rows, said = [], {}
     for key in summary.keys():
@@ -79,7 +77,7 @@ def usage_section(summary: CellSummary) -> str:
         if u is None:
             continue
         rows.append([key.workload, key.mode, _share(u.cpu_busy), _share(u.sm_util),
-                     _share(u.mem_util), _energy(u.joules_per_item),
+                     _share(u.mem_util), _joules(u.joules_per_item),
                      "" if u.watts is None else f"{u.watts:.3g} W"])
     if not rows and not said:
         return ""
@@ -107,7 +105,7 @@ def cell_lines(summary: CellSummary) -> list[str]:
         if n.breakdown is not None:
             lines.append(f"- Where the step goes, {key.workload} {key.mode}: "
                          + diagnosis(n, summary.unit(key.workload, key.mode, BASELINE)) + ".")
-    energy = [f"{k.workload} {k.mode} {_energy(summary.units[k].usage.joules_per_item)}"
+    energy = [f"{k.workload} {k.mode} {_joules(summary.units[k].usage.joules_per_item)}"
               for k in summary.keys() if summary.units[k].usage is not None
               and summary.units[k].usage.joules_per_item is not None]
     why = list(dict.fromkeys(_why(summary.units[k], "joules_per_item")
