@@ -61,10 +61,10 @@ def test_a_failed_write_keeps_the_previous_file(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("text, message", [
     ('{"schema_version": 2, "kind": "ben', "is not valid JSON"),
-    ('{"schema_version": 7, "kind": "bench"}', "has schema_version 7, written by a newer "
-                                               "torchgate; this one reads bench records up to 6"),
+    ('{"schema_version": 8, "kind": "bench"}', "has schema_version 8, written by a newer "
+                                               "torchgate; this one reads bench records up to 7"),
     ('{"schema_version": 0, "kind": "bench"}', "has schema_version 0; a torchgate bench record "
-                                               "has a whole number from 1 to 6"),
+                                               "has a whole number from 1 to 7"),
     ('{"kind": "bench"}', "has schema_version None"),
     ('{"schema_version": 1, "kind": "env"}', "is not a torchgate bench record"),
     ('[1, 2]', "is not a torchgate bench record"),
