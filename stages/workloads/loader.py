@@ -45,7 +45,7 @@ class DecodedSamples(Dataset):
 
 
 def loader_train(*, device: torch.device, dtype: torch.dtype, compile: Callable, seed: int,
-                 batch: int = 64, features: int = 256, hidden: int = 512, classes: int = 10,
+                 batch: int = 256, features: int = 256, hidden: int = 2048, classes: int = 10,
                  decode_rounds: int = 8, num_workers: int = 0, pin_memory: bool = False,
                  batches: int = 16, lr: float = 1e-3, train_steps: int = 3) -> Workload:
     _positive("loader_train", batch=batch, features=features, hidden=hidden, classes=classes,
