@@ -13,7 +13,7 @@ from stages.core.config import DeviceSpec, PrecisionSpec
 from stages.core.config.settings import WorkloadSpec
 from stages.core.config.sweeps import expand
 from stages.core.records.job import Job, Timing
-from stages.core.records.schema import ModeTiming
+from stages.core.records.schema import Busy, ModeTiming
 from stages.core.vocabulary import Verdict
 from stages.judge.steps import COMPUTE, INPUT, TRANSFER, breakdown, diagnose
 from stages.judge.summary import summarize
@@ -215,3 +215,17 @@ def test_a_bench_stage_measures_the_loader_at_each_num_workers(project):
         assert m["status"] == "OK" and m["input_wait_s"] > 0 and m["compute_s"] > 0, m
     text = (project / "reports/test-box/bench/cpu-fp32.md").read_text()
     assert "## Where the step goes" in text and "loader_train[num_workers=2]" in text
+
+
+def test_a_breakdown_timed_on_a_busy_machine_is_left_out_and_said():
+    busy = Busy(0.6, 0.0)
+    now = bench({"loader_train": [process(rng=random.Random(i), breakdown_calls=30,
+                                          input_wait_s=5e-3, compute_s=6e-3,
+                                          busy_breakdown=busy) for i in range(3)]})
+    summary = summarize("cpu-fp32", now, 0.1, BUSY)
+    n = summary.unit("loader_train", "eager")
+    assert n.breakdown is None and n.breakdown_busy == 3
+    assert ("- Where the step goes, loader_train eager: not shown: its 3 process(es) timed it "
+            "while other programs took more than `compare.busy_share` of the CPU.") in \
+        numbers_section({"cpu-fp32": summary}, [])
+    assert summarize("cpu-fp32", now, 0.1, 1.0).unit("loader_train", "eager").breakdown

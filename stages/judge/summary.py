@@ -24,7 +24,7 @@ from stages.core.records.inputs import ab_baseline
 from stages.core.records.schema import BenchRecord, Look, ModeTiming
 from stages.core.vocabulary import Status
 from stages.judge.steps import BOUND_SHARE as BOUND_SHARE  # the diagnosis rule, for pages
-from stages.judge.steps import Breakdown, Usage, breakdown, usage
+from stages.judge.steps import Breakdown, Usage, breakdown, step_total, usage
 from stages.judge.timings import SERIES, busy, failures, process_values
 
 NOW, BASELINE = "now", "baseline"          # a unit's arm: this run's, or its baseline's
@@ -113,6 +113,7 @@ class UnitSummary:
     clocks: tuple[str, ...] = ()           # how its calls were timed (the device's clock)
     unmeasured: tuple[tuple[str, str], ...] = ()   # (metric, why the backend could not)
     breakdown: Breakdown | None = None     # an input pipeline's step, part by part
+    breakdown_busy: int = 0                # ... timed on a busy machine: left out
     usage: Usage | None = None             # utilization and energy of the steady state
 
     @property
@@ -205,6 +206,8 @@ def unit_summary(record: BenchRecord, workload: str, mode: str, price_per_hour: 
         clocks=tuple(dict.fromkeys(m.clock for m in modes if m.clock)),
         unmeasured=tuple(dict.fromkeys(kv for m in modes for kv in sorted(m.unmeasured.items()))),
         breakdown=breakdown([m for m in modes if not busy(m, busy_share, "input_wait_s")]),
+        breakdown_busy=sum(step_total(m) is not None and busy(m, busy_share, "input_wait_s")
+                           for m in modes),
         usage=usage(modes, [m for m in modes if not busy(m, busy_share)]))
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 from stages.judge.summary import BASELINE, BOUND_SHARE, CellSummary, UnitSummary
 from stages.render.markdown import joules, markdown_table, seconds
 
+BUSY = ("not shown: its {} process(es) timed it while other programs took more than "
+        "`compare.busy_share` of the CPU")
 # The metrics these sections say "not measured" of, with the reason.
 OWN = ("copy_s", "joules_per_item", "sm_util")
 RULE = (f"input-bound or transfer-bound when the input wait or the copy, the larger of the "
@@ -47,6 +49,9 @@ def breakdown_section(summary: CellSummary) -> str:
         n = summary.units[key]
         b = n.breakdown
         if b is None:
+            if n.breakdown_busy:
+                rows.append([key.workload, key.mode, "0", "", BUSY.format(n.breakdown_busy),
+                             *[""] * 4])
             continue
         rows.append([key.workload, key.mode, str(b.processes), f"{b.steps:g}",
                      _part(b.input_wait_s, b.input_wait_share),
@@ -105,6 +110,9 @@ def cell_lines(summary: CellSummary) -> list[str]:
         if n.breakdown is not None:
             lines.append(f"- Where the step goes, {key.workload} {key.mode}: "
                          + diagnosis(n, summary.unit(key.workload, key.mode, BASELINE)) + ".")
+        elif n.breakdown_busy:
+            lines.append(f"- Where the step goes, {key.workload} {key.mode}: "
+                         f"{BUSY.format(n.breakdown_busy)}.")
     energy = [f"{k.workload} {k.mode} {_joules(summary.units[k].usage.joules_per_item)}"
               for k in summary.keys() if summary.units[k].usage is not None
               and summary.units[k].usage.joules_per_item is not None]
