@@ -53,6 +53,17 @@ from).
 The machine-speed sentinel and the busy probe (`timing.py`, `proc.py`) are read here, around
 every timed phase; the judge decides with them (see `stages/judge`).
 
+Where the step goes; utilization and energy
+-------------------------------------------
+
+A workload with an input pipeline (`batches`) is timed as fetch, copy and compute in every
+phase; after the steady state, single steps are timed part by part (`pipeline.py`): the wait
+for the next host batch (host clock), the copy to the device and the compute (the device's
+clock), the device idle at each step's start. Over the steady-state samples (on CUDA the hot
+series) every mode reads the process's CPU busy share, NVML's SM and memory utilization and an
+energy counter, RAPL's or NVML's, for joules per item (`energy.py`); a reading that cannot be
+had is recorded as not measured, with the reason.
+
 GPU timing
 ----------
 
