@@ -1,4 +1,5 @@
-"""Utilization and energy over a mode's steady-state samples (on CUDA: its hot series).
+"""Utilization and energy over a mode's steady-state samples (on CUDA, energy and utilization
+over its hot series alone).
 
 - CPU busy share: the CPU time of the worker and its descendants (loader workers, compile
   workers) while the samples ran, per second of wall time and per torch thread: 1.0 is every
