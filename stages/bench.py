@@ -6,7 +6,8 @@ Every sample of every worker process goes to reports/bench/<cell>.json; reports/
 shows what was measured and how it differs from the baseline (the verdicts are compare's).
 The arms measured (this run alone, or beside the baseline measured again, or beside a
 candidate) are arms.plan's choice. With a baseline, timings an interim look leaves undecided
-get more processes within `bench.adaptive_budget_s` (launch.cells, judge.adaptive).
+get more processes within `bench.adaptive_budget_s` (launch.cells, judge.adaptive). On a Ray
+cluster, the first bench stage of a `dvc repro` measures every cell at once (launch.fleet).
 """
 from __future__ import annotations
 
@@ -16,12 +17,15 @@ from stages.core.baseline import load_env_pair, load_run
 from stages.core.errors import one_line_errors
 from stages.core.records import write_record, write_text
 from stages.core.records.inputs import with_record
+from stages.core.records.schema import BenchRecord
 from stages.judge.adaptive import pending_units
 from stages.judge.environment import diff
 from stages.judge.run import compare_run
 from stages.judge.summary import summarize
-from stages.launch.backends import backend
+from stages.launch.backends import connection, on
 from stages.launch.cells import measure_bench
+from stages.launch.fleet import measure_all, staging
+from stages.launch.progress import Progress
 from stages.render import bench as page
 from stages.render.progress import bench_line
 
@@ -40,28 +44,58 @@ def candidate_env(here: dict | None, candidate: dict | None) -> str:
     return page.ab_environments(diff(here or {}, candidate))
 
 
+def measure(cfg, cell, arms, where, progress: Progress | None = None):
+    """One cell's record on `where` (a backend), adaptive rounds included."""
+    inputs = load_run(cfg.baseline.rev, [cell.name], ("bench",), reports=cfg.reports,
+                      current=False)
+
+    def judged(record):
+        return compare_run(cfg, with_record(inputs, "bench", cell.name, record))
+    return measure_bench(
+        cfg, cell, log=lambda *line: print(bench_line(*line), flush=True),
+        pending=lambda rec: pending_units(judged(rec), cfg.bench.max_processes),
+        arms=arms.arms, note=arms.note, rebuilt=arms.rebuilt, unchanged=arms.unchanged,
+        run=where.run, run_pair=where.run_pair, capture=where.capture_env, progress=progress)
+
+
+def measured(cfg, cell, arms):
+    """This cell's record: measured now, alone, or with every cell of the matrix at once
+    (a fleet run, launch.fleet), or taken from the fleet run an earlier stage started."""
+    staged = staging(cfg)
+    if staged is not None and (record := staged.take(cell)) is not None:
+        say(f"{cell.name}: measured with the matrix's other cells by an earlier bench stage")
+        return record
+    with connection(cfg) as cluster:
+        if staged is None:
+            return measure(cfg, cell, arms, on(cluster, cfg, cell, arms.arms, log=say))
+        cells = [cell] + [c for c in cfg.cells() if c.name != cell.name]
+        say(f"a fleet run: {len(cells)} cells at once, each on nodes of its own")
+        progress = Progress()       # one count and one ETA for the whole matrix
+        found = measure_all(cells, lambda c: measure(
+            cfg, c, arms, on(cluster, cfg, c, arms.arms, log=say), progress))
+    for other in cells[1:]:
+        if isinstance(found[other.name], BenchRecord):
+            staged.leave(other, found[other.name])
+    if isinstance(found[cell.name], BaseException):
+        raise found[cell.name]
+    return found[cell.name]
+
+
 def main(argv: list[str] | None = None) -> None:
     with one_line_errors("bench"):
         cfg, cell, out = cli.cell_stage("bench", __doc__, argv)
         arms = plan(cfg, log=say)
         say(arms.note)
+        record = measured(cfg, cell, arms)
+        write_record(out / f"{cell.name}.json", record)
         inputs = load_run(cfg.baseline.rev, [cell.name], ("bench",), reports=cfg.reports,
                           current=False)
-
-        def judged(record):
-            return compare_run(cfg, with_record(inputs, "bench", cell.name, record))
-        with backend(cfg, cell, arms.arms, log=say) as where:
-            record = measure_bench(
-                cfg, cell, log=lambda *line: print(bench_line(*line), flush=True),
-                pending=lambda rec: pending_units(judged(rec), cfg.bench.max_processes),
-                arms=arms.arms, note=arms.note, rebuilt=arms.rebuilt, unchanged=arms.unchanged,
-                run=where.run, run_pair=where.run_pair, capture=where.capture_env)
-        write_record(out / f"{cell.name}.json", record)
         here = load_env_pair(cfg.baseline.rev, cfg.reports)[0]
         summary = summarize(cell.name, record, cell.device.price_per_hour,
                             cfg.compare.busy_share)
-        write_text(out / f"{cell.name}.md", page.page(summary, judged(record), candidate_env(
-            here.env if here else None, record.env_candidate)))
+        write_text(out / f"{cell.name}.md", page.page(
+            summary, compare_run(cfg, with_record(inputs, "bench", cell.name, record)),
+            candidate_env(here.env if here else None, record.env_candidate)))
         print(f"torchgate bench: wrote {out / cell.name}.json and .md")
 
 

@@ -24,7 +24,7 @@ from stages.core.errors import one_line_errors
 from stages.core.records import drop_pictures, replace_pictures, write_text
 from stages.core.vocabulary import PICTURES
 from stages.judge.summary import KEY_METRICS
-from stages.judge.trends import Run, chance, series
+from stages.judge.trends import Run, chance, failure_rates, series
 from stages.render.history import history
 from stages.render.trends import trend_images
 
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
         replace_pictures(folder, images)    # a series that is gone leaves no picture behind
         drop_pictures(args.reports / "trends")      # where an older torchgate drew them
         text = history(found, cells, cfg.history, tuple(images), f"{PICTURES}/history",
-                       chance(found, cfg.history, cfg.stats.delta))
+                       chance(found, cfg.history, cfg.stats.delta), failure_rates(runs))
         path = args.reports / "history.md"
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             write_text(path, text)

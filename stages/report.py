@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> None:
             summaries, numerics, compare, hardware_key(env) if env else None)))
         write_text(args.reports / "verdicts.json", dumps(verdicts(
             compare, gate_failures(compare, cfg.gate.fail_on))))
-        images, curves = write_plots(args.reports, summaries, compare, cfg.recommend)
+        decide = dict(alpha=cfg.stats.alpha, delta=cfg.stats.delta.steady_s)
+        images, curves = write_plots(args.reports, summaries, compare, cfg.recommend, decide)
         if why is None and base is None:
             why = "no baseline environment"
         changes = diff(base.env, now.env) if now is not None and base is not None else []
@@ -73,15 +74,16 @@ def main(argv: list[str] | None = None) -> None:
                                                         [c.name for c in cfg.cells()],
                                                         cfg.gate.fail_on, summaries, images, env,
                                                         sweeps_section(summaries, cfg.recommend,
-                                                                       curves)))
+                                                                       curves, **decide)))
         print(f"torchgate report: wrote {args.reports / 'summary.md'}, metrics.json and "
               f"{len(images) + len(curves)} picture(s) in {args.reports / PICTURES / PAGE}")
 
 
-def write_plots(reports: Path, summaries: dict, compare: CompareRecord,
-                rule) -> tuple[list[tuple[str, str]], dict[str, str]]:
+def write_plots(reports: Path, summaries: dict, compare: CompareRecord, rule,
+                decide: dict | None = None) -> tuple[list[tuple[str, str]], dict[str, str]]:
     """The pictures' data (plots/, committed) and the pictures (pictures/summary/, never
-    committed), from each cell's judge.summary. Returns (caption, path from the reports
+    committed), from each cell's judge.summary; `decide`: the sweeps' alpha and delta.
+    Returns (caption, path from the reports
     folder) of each picture drawn, and each swept cell's curve (cell -> path)."""
     for name, text in plot_data(summaries, compare.rows).items():
         write_text(reports / "plots" / name, text)
@@ -90,7 +92,7 @@ def write_plots(reports: Path, summaries: dict, compare: CompareRecord,
     drawn = {name: data for name, data in pictures(summaries, compare.rows).items()
              if data is not None}      # nothing to draw this run: no picture
     curves = {f"sweep-{cell}.png": (cell, data)
-              for cell, data in sweep_pictures(summaries, rule).items()}
+              for cell, data in sweep_pictures(summaries, rule, **(decide or {})).items()}
     replace_pictures(folder, {**drawn, **{name: data for name, (_, data) in curves.items()}})
     where = f"{PICTURES}/{PAGE}"
     return ([(CAPTIONS[name], f"{where}/{name}") for name in drawn],

@@ -1,16 +1,20 @@
 """Self-check: this machine's real false-alarm rate and detection rate for the selected matrix.
 
-    python -m stages.selfcheck [--splits 200] [--slowdown 0.10] [--repeat 0]
+    python -m stages.selfcheck [--splits 200] [--slowdown 0.10] [--repeat 0] [--pool N]
 
-Measures every cell with twice `bench.processes` worker processes, then, many times over,
-splits each unit's processes at random into two halves of `bench.processes` and runs the real
-comparison on them: an A/A comparison of identical code on this machine. The share of splits
-with any REGRESSED verdict is the false-alarm rate; the same splits with every sample of one
-random unit slowed by `--slowdown` give the detection rate. The rules of other tools
-(TorchBench, asv, pyperf) judge the same splits and slowdowns, for a table beside
-torchgate's rates. With `--repeat N` it also measures the matrix N more times in sequence
-and compares each run with the first, which adds the drift of the machine between runs
-(what a committed baseline faces).
+Measures every cell with `--pool` worker processes per unit (by default 40: twice the 20 a
+side of pyperf's design, the largest of the peers'), then, many times over, splits each
+unit's processes at random into two halves and runs the real comparison on
+`bench.processes` of each: an A/A comparison of identical code on this machine. The share of
+splits with any REGRESSED verdict is the false-alarm rate; the same splits with every sample
+of one random unit slowed by `--slowdown` give the detection rate; both also as against a
+recorded baseline (the run-to-run variance added). The rules of other tools (TorchBench, asv,
+pyperf) judge the same halves at their own sampling designs, per unit and at matched
+false-alarm rates, for a table beside torchgate's rates (judge.selfcheck). A smaller pool is
+quicker (--pool 8: torchgate's design, the peers' below theirs, which the table says). With
+`--repeat N` it also measures the matrix N more times in sequence and compares each run with
+the first, which adds the drift of the machine between runs (what a committed baseline
+faces).
 Writes reports/selfcheck.md.
 """
 from __future__ import annotations
@@ -22,10 +26,11 @@ import time
 from pathlib import Path
 
 from stages.core import config
-from stages.core.errors import one_line_errors
+from stages.core.errors import UserError, one_line_errors
 from stages.core.records import write_text
 from stages.core.vocabulary import Status, Verdict
-from stages.judge.selfcheck import check, split, verdicts
+from stages.judge.rules import RULES
+from stages.judge.selfcheck import check, split, take, verdicts
 from stages.launch.cells import measure_bench
 from stages.render.progress import bench_line
 from stages.render.selfcheck import report
@@ -41,6 +46,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--splits", type=int, default=200)
     parser.add_argument("--slowdown", type=float, default=0.10)
     parser.add_argument("--repeat", type=int, default=0)
+    parser.add_argument("--pool", type=int, help="processes per unit; default twice the "
+                        "most a side of bench.processes and the peers' designs")
     parser.add_argument("--out", type=Path, help="default reports/<machine>/selfcheck.md")
     args = parser.parse_args(argv)
     with one_line_errors("selfcheck"):
@@ -49,15 +56,20 @@ def main(argv: list[str] | None = None) -> None:
         started = time.perf_counter()
         once = dataclasses.replace(cfg, bench=dataclasses.replace(cfg.bench,
                                                                   adaptive_budget_s=0.0))
-        doubled = dataclasses.replace(once, bench=dataclasses.replace(
-            once.bench, processes=2 * cfg.bench.processes))
+        pool = args.pool or 2 * max(cfg.bench.processes,
+                                    *(r.design.processes for r in RULES))
+        if pool < 2 * cfg.bench.processes:
+            raise UserError(f"--pool {pool} is under twice bench.processes "
+                            f"({cfg.bench.processes}): each half must hold a side")
+        doubled = dataclasses.replace(once, bench=dataclasses.replace(once.bench,
+                                                                      processes=pool))
         records = {cell.name: measure_bench(doubled, cell, log=_log) for cell in cfg.cells()}
         records = {c: r for c, r in records.items() if r.status == Status.OK}
         checked = check(records, cfg, args.splits, args.slowdown)
         repeats = None
         if args.repeat:
-            first = {c: split(r, random.Random(1), cfg.bench.processes)[0]
-                     for c, r in records.items()}
+            first = {c: take(split(r, random.Random(1), cfg.bench.processes)[0],
+                             cfg.bench.processes) for c, r in records.items()}
             repeats = []
             for i in range(args.repeat):
                 again = {cell.name: measure_bench(once, cell, log=_log) for cell in cfg.cells()}

@@ -2,6 +2,8 @@
 A/B records. The statistics themselves are tested by simulation in test_stats_simulation."""
 import dataclasses
 
+import pytest
+
 from stages.core.records.inputs import ab_baseline
 from stages.core.records.schema import Busy, ModeNumerics
 from stages.core.vocabulary import Verdict
@@ -87,6 +89,29 @@ def test_lock_step_pairs_are_tested_pair_by_pair():
     assert paired.change.test == "paired t" and paired.verdict == Verdict.REGRESSED
     assert 1.08 < paired.change.ratio < 1.12
     assert rows(now, base)["steady_s"].verdict == Verdict.INCONCLUSIVE
+
+
+def test_the_numbers_shown_beside_a_change_are_the_ones_it_tested():
+    """Issue 22: in lock-step the page showed the baseline at 136.3 µs and this run at 152.8 µs
+    (+12 %) beside a paired change of +2.2 %: each side's median of its own kept processes,
+    where the test used the pairs both of whose processes were kept. Here two rounds of this
+    run ran busy: the medians of the sides say +14 %, the pairs +2.2 %."""
+    drift = [1.0, 1.0, 1.0, 1.25, 1.25, 1.25]
+    base = bench({"w": [process(1e-3 * d, round_=i) for i, d in enumerate(drift)]})
+    now = bench({"w": [process(1.022e-3 * d, round_=i, busy=0.9 if i < 2 else None)
+                       for i, d in enumerate(drift)]})
+    row = rows(now, base, paired=True)["steady_s"]
+    assert row.change.n_base == row.change.n_now == 4
+    assert 1.01 < row.change.ratio < 1.035
+    assert row.now / row.base == pytest.approx(row.change.ratio, rel=1e-9)
+    assert 1.2e-3 < row.now < 1.25e-3      # not the median of the kept 4 (1.28e-3)
+    welch = rows(now, base)["steady_s"]   # Welch: every kept process of each side
+    assert welch.change.n_base == 6 and welch.change.n_now == 4
+    assert welch.now / welch.base == pytest.approx(welch.change.ratio, rel=1e-9)
+    memory = rows(bench({"w": [process(peak=p) for p in (1000, 1100, 1050, 990)]}),
+                  bench({"w": [process(peak=p) for p in (1000, 1010, 1020, 1030)]})
+                  )["peak_bytes"]
+    assert memory.now / memory.base == pytest.approx(memory.change.ratio, rel=1e-9)
 
 
 def test_numerics_flags_new_failures_and_errors_that_grew():

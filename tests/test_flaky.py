@@ -93,3 +93,27 @@ def test_the_knob_makes_a_real_workload_flaky_through_the_stages(project):
                                   "failed in process 2 (on purpose)")
     assert gate.returncode == 1 and "1 FLAKY" in gate.stdout + gate.stderr
     assert "FLAKY" in (project / "reports/test-box/summary.md").read_text()
+
+
+def test_the_failure_rate_over_the_history_counts_failed_processes_and_runs():
+    from stages.core.config.settings import HistorySettings
+    from stages.judge.trends import Run, failure_rates
+    from stages.render.history import history
+    from tests.records import bench, process
+
+    def run(commit, failed, skipped=0):
+        procs = [process(status="CRASHED", error=f"killed by signal SIGSEGV ({commit})")] * \
+            failed + [process(status="SKIPPED")] * skipped + [process()] * (4 - failed)
+        return Run(commit, None, bench({"noisy": procs, "quiet": [process()] * 4}), None)
+    runs = {"cpu-fp32": [run("a" * 40, 1), run("b" * 40, 0, skipped=2), run("c" * 40, 2),
+                         run(None, 0)]}
+    (noisy,) = failure_rates(runs)                 # `quiet` never failed: no row
+    assert (noisy.workload, noisy.mode, noisy.failed, noisy.processes) == (
+        "noisy", "eager", 3, 16)
+    assert (noisy.runs, noisy.of_runs, noisy.last) == (2, 4, "c" * 40)
+    assert noisy.message == f"CRASHED: killed by signal SIGSEGV ({'c' * 40})"
+    page = history([], ["cpu-fp32"], HistorySettings(), failed=[noisy])
+    row = next(line for line in page.splitlines() if "3 of 16 (19%)" in line)
+    assert [c.strip() for c in row.split("|")][1:-1] == [
+        "cpu-fp32", "noisy", "eager", "3 of 16 (19%)", "2 of 4", "c" * 10, noisy.message]
+    assert failure_rates({"cpu-fp32": [run("a" * 40, 0)]}) == []

@@ -89,9 +89,9 @@ def _compose(project, devices, *extra):
 def _keys(data, path=""):
     """Every key path of a JSON document (list items merged): its schema, less the values.
     Busy-machine readings are left out: a phase too short for /proc's clock ticks has none,
-    wherever it ran."""
+    wherever it ran; so is the window a unit held its Ray node (none locally)."""
     if isinstance(data, dict):
-        return {p for k, v in data.items() if not k.startswith("busy_")
+        return {p for k, v in data.items() if not k.startswith("busy_") and k != "window_ms"
                 for p in {f"{path}.{k}"} | _keys(v, f"{path}.{k}")}
     if isinstance(data, list):
         return {p for v in data for p in _keys(v, f"{path}[]")}
@@ -111,8 +111,15 @@ def test_each_cell_runs_on_the_node_it_names_and_gives_the_local_records(project
     local = _reports(project)
     _compose(project, ["a", "b"], "workload=[matmul_relu]", "workload.matmul_relu.size=64",
              "launcher.backend=ray", f"launcher.ray.address={cluster.address}")
-    dvc("repro")
+    fleet = dvc("repro")
     on_ray = _reports(project)
+    # A fleet run: the first bench stage measured both cells at once, the second took its own.
+    assert "a fleet run: 2 cells at once" in fleet.stdout
+    assert "measured with the matrix's other cells by an earlier bench stage" in fleet.stdout
+    windows = {cell: [p["host"]["window_ms"] for p in json.loads(on_ray[f"bench/{cell}.json"])[
+        "workloads"]["matmul_relu"]["processes"]] for cell in ("a-fp32", "b-fp32")}
+    (a_start, a_end), (b_start, b_end) = windows["a-fp32"][0], windows["b-fp32"][0]
+    assert max(a_start, b_start) < min(a_end, b_end), windows    # the two nodes at once
 
     assert local.keys() == on_ray.keys()
     rows = [{(r["stage"], r["cell"], r["workload"], r["mode"], r["metric"], r["verdict"])
@@ -137,6 +144,25 @@ def test_each_cell_runs_on_the_node_it_names_and_gives_the_local_records(project
                 records.parse_record(json.dumps(data), cls, f"{how} {kind}/{cell}.json")
         # The numerics outputs, bit for bit: digests, fingerprints and errors.
         assert numerics["local"]["workloads"] == numerics["ray"]["workloads"]
+
+
+def test_two_cells_on_one_node_take_turns_in_a_fleet_run(project, cluster):
+    """As DVC runs bench stages (DVC_STAGE set, a shell between): the first measures both
+    cells, the second takes its record; every unit held host_a's node alone."""
+    _devices(project, a="host_a", a2="host_a")
+    _compose(project, ["a", "a2"], "workload=[matmul_relu]", "workload.matmul_relu.size=64",
+             "bench.processes=2", "launcher.backend=ray", f"launcher.ray.address={cluster.address}")
+    stage = {**os.environ, "DVC_STAGE": "bench"}
+    runs = [subprocess.run(["sh", "-c", f"{sys.executable} -m stages.bench --device {d} "
+                            "--precision fp32; true"], capture_output=True, text=True, env=stage)
+            for d in ("a", "a2")]
+    assert "a fleet run: 2 cells at once" in runs[0].stdout, runs[0].stdout + runs[0].stderr
+    assert "by an earlier bench stage" in runs[1].stdout, runs[1].stdout + runs[1].stderr
+    windows = sorted(p["host"]["window_ms"] for cell in ("a-fp32", "a2-fp32") for p in json.loads(
+        (project / REPORTS / f"bench/{cell}.json").read_text())["workloads"]["matmul_relu"][
+        "processes"])
+    assert len(windows) == 4
+    assert all(end <= start for (_, end), (start, _) in zip(windows, windows[1:])), windows
 
 
 def _free_port() -> int:

@@ -9,7 +9,8 @@ import pytest
 from stages.core.errors import UserError
 from stages.core.vocabulary import Status
 from stages.launch import ray_backend
-from stages.launch.ray_backend import RayBackend, ask_cluster
+from stages.launch.ray_backend import RayBackend, RayCluster, ask_cluster
+from stages.launch.ray_nodes import NodeLeases
 
 ADDRESS = "127.0.0.1:6379"
 
@@ -30,7 +31,7 @@ EXCEPTIONS = types.SimpleNamespace(
     RayError=RayError, GetTimeoutError=GetTimeoutError, RayTaskError=RayTaskError,
     **{name: type(name, (RayError,), {}) for name in (
         "NodeDiedError", "WorkerCrashedError", "LocalRayletDiedError", "ObjectLostError",
-        "RaySystemError", "OutOfMemoryError")})
+        "RaySystemError", "OutOfMemoryError", "TaskUnschedulableError")})
 
 
 class FakeRay:
@@ -67,10 +68,16 @@ NODE = {"NodeID": "n0", "Alive": True, "Resources": {"CPU": 1}}
 
 
 def backend(ray) -> RayBackend:
-    made = RayBackend.__new__(RayBackend)     # what __init__ sets, without joining a cluster
-    made.address, made.wait_s, made.ray = ADDRESS, 0.5, ray
+    """What RayCluster's and RayBackend's __init__ set, without joining a cluster."""
+    cluster = RayCluster.__new__(RayCluster)
+    cluster.address, cluster.wait_s, cluster.ray, cluster.task = ADDRESS, 0.5, ray, FakeTask()
+    cluster.leases = NodeLeases(lambda: cluster.ask(ray.nodes), poll_s=0.01)
+    cluster.codes, cluster.running = {}, set()
+    cluster.pinned = lambda node: {}
+    made = RayBackend.__new__(RayBackend)
+    made.cluster, made.address, made.ray = cluster, ADDRESS, ray
     made.asked, made.wanted, made.cache_dir, made.max_gb = {"num_cpus": 1}, {"CPU": 1}, None, None
-    made.venvs, made.codes, made.task = {}, {}, FakeTask()
+    made.venvs, made.codes = {}, {}
     return made
 
 

@@ -51,7 +51,13 @@ Adaptive sampling (on by default, `bench.adaptive_budget_s: 60` per cell; `adapt
 When a baseline exists and a timing comes out INCONCLUSIVE (or REGRESSED: a regression is
 confirmed with a fresh batch, which a noisy bimodal cell whose few processes happened to split
 between its modes does not survive), the bench stage adds worker processes for that workload
-and mode (up to `bench.max_processes`) and looks again, at most `bench.max_looks` times. The
+and mode and looks again, at most `bench.max_looks` times: an undecided timing gets the
+processes its look says would decide it (the "~N processes to decide" of its note), at least a
+batch and at most `bench.max_processes`, the units those can decide first, the cheapest first,
+as many as the budget affords; one left undecided says how many more would decide it, what
+they would take in wall time and which limit kept them out (simulated in
+tests/test_adaptive.py: an unchanged unit EQUIVALENT 0.66 → 0.95 of the time where a fixed
+batch was added, false REGRESSED unchanged). The
 error budget follows the looks: a look only ever stops early for an equivalence, so
 EQUIVALENT is decided at α / `max_looks`; an interim REGRESSED always gets a fresh batch, so
 a regression decided on processes no interim look had seen is tested at the full α, and one
@@ -158,22 +164,26 @@ selected matrix:
     python -m stages.selfcheck              # reports/selfcheck.md
     python -m stages.selfcheck --repeat 3   # also 3 fresh runs in sequence against the first
 
-It measures every cell with twice `bench.processes` worker processes, then splits each unit's
-processes at random into two halves many times and runs the real comparison on them (A/A: the
-false-alarm rate), and again with a 10 % slowdown injected into one unit (the detection rate),
-and prints the minimum detectable effect of every unit. `--repeat N` adds N fresh runs
-compared with the first, which includes the machine's drift over time.
+It measures every cell with 40 worker processes per unit (`--pool`; twice the 20 a side of
+pyperf's design), then splits each unit's processes at random into two halves many times and
+runs the real comparison on `bench.processes` of each (A/A: the false-alarm rate), and again
+with a 10 % slowdown injected into one unit (the detection rate), both within the run and as
+against a recorded baseline (the run-to-run variance added), and prints the minimum
+detectable effect of every unit. `--repeat N` adds N fresh runs compared with the first,
+which includes the machine's drift over time.
 
-A table then sets torchgate beside the rules other tools apply, each judging the same splits
-and the same injected slowdowns on the steady-state samples, with each rule's one-line
-description, its false-alarm rate (the share of A/A comparisons in which it called any unit of
-the run slower) and its detection rate: TorchBench's 7 % threshold on the median, `asv
-compare`'s factor 1.1 with a Mann–Whitney U test at p < 0.002, and `pyperf compare_to`'s t-test
-at 95 % (`rules.py`; each follows the tool's source, named there). torchgate's row counts its
-steady-state verdicts only, as the rules see. The other rules are given every process's
-samples of a side, pooled, as asv and pyperf pool theirs (TorchBench times one process a
-side); a test on pooled samples takes the offsets between worker processes for a change of
-the code, which is why torchgate tests one value per process.
+A table then sets torchgate beside the rules other tools apply, each judging the same halves
+and the same injected slowdowns on the steady-state samples at its own tool's sampling design
+(TorchBench one process a side, asv 2 rounds of up to 5 samples, pyperf 20 processes of 3
+values): TorchBench's 7 % threshold on the median, `asv compare`'s factor 1.1 with a
+Mann–Whitney U test at p < 0.002, and `pyperf compare_to`'s t-test at 95 % (`rules.py`; each
+follows the tool's source, named there). Every row is counted per unit (none of the other
+tools claims control over a run): its false alarms (the mean over the units and the worst
+unit), its detection, and its detection at matched false alarms, each rule's own statistic
+thresholded where it calls 1 % of the unchanged units slower. A test on pooled samples takes
+the offsets between worker processes for a change of the code, which is why torchgate tests
+one value per process: simulated at 3 % process spread, pyperf at its design calls 12-17 % of
+unchanged units slower, 22 % at torchgate's 4 processes pooled (tests/test_rules.py).
 
 Lasting shifts in the history (`changepoints.py`, `trends.py`) are found by Apache Otava's
 method; `reports/README.md` ("The history") gives its derivation and what it finds. The lag-1

@@ -1,21 +1,29 @@
-"""Adaptive sampling's interim decision: which timings of a cell deserve more processes.
+"""Adaptive sampling's interim decision: which timings of a cell deserve more processes, and
+how many; and, for a timing the run leaves undecided, what deciding it would cost.
 
 An interim reading of one cell, not a verdict: the run's verdicts are decided once, over the
 whole run, in compare (`judge.run`). Every look is tested at alpha / max_looks, so stopping
-early on a lucky look cannot inflate the false-alarm rate.
+early on a lucky look cannot inflate the false-alarm rate. The launcher (launch.cells.fund)
+gives an undecided timing the processes its look says would decide it (at least a batch, at
+most bench.max_processes), the units those can decide first, within the budget.
 """
 from __future__ import annotations
 
-from stages.core.config.settings import TIMED
-from stages.core.records.schema import Pending
+import dataclasses
+
+from stages.core.config.settings import TIMED, BenchSettings
+from stages.core.records.cost import process_seconds
+from stages.core.records.rows import Row
+from stages.core.records.schema import BenchRecord, Pending
 from stages.core.vocabulary import Verdict
 from stages.judge.verdicts import Comparison
 
 
-def pending_units(result: Comparison, max_processes: int) -> list[Pending]:
-    """Timings that are INCONCLUSIVE but could be decided, and REGRESSED ones, confirmed with
-    a fresh batch (a noisy, bimodal cell whose few processes happened to split between its
-    modes does not survive one)."""
+def pending_units(result: Comparison, max_processes: int) -> list[tuple[Pending, int | None]]:
+    """Timings that are INCONCLUSIVE but could be decided, each with the processes per side
+    (lock-step pairs) that would decide it, and REGRESSED ones (None), to be confirmed with a
+    fresh batch (a noisy, bimodal cell whose few processes happened to split between its
+    modes does not survive one). How many the launcher adds is its `fund`'s choice."""
     found = []
     for row in result.rows:
         if row.stage != "bench" or row.metric not in TIMED or row.change is None:
@@ -23,6 +31,57 @@ def pending_units(result: Comparison, max_processes: int) -> list[Pending]:
         undecided = row.verdict == Verdict.INCONCLUSIVE and row.change.needed is not None
         if (undecided or row.verdict == Verdict.REGRESSED) and row.change.n_now < max_processes:
             c = row.change
-            found.append(Pending(row.workload, row.mode, row.metric, row.verdict, c.ratio,
-                                 c.ci_low, c.ci_high))
+            found.append((Pending(row.workload, row.mode, row.metric, row.verdict, c.ratio,
+                                  c.ci_low, c.ci_high), c.needed if undecided else None))
     return found
+
+
+def cost_note(row: Row, record: BenchRecord | None, bench: BenchSettings) -> str | None:
+    """For a timing left INCONCLUSIVE whose test says how many processes would decide it:
+    how many more, what they would take in wall time (from this run's processes), and which
+    of adaptive sampling's limits kept them out; None for any other row."""
+    c = row.change
+    if (row.stage != "bench" or row.metric not in TIMED or row.verdict != Verdict.INCONCLUSIVE
+            or c is None or c.needed is None or record is None
+            or row.workload not in record.workloads):
+        return None
+    have = max(c.n_base, c.n_now)
+    more = c.needed - have
+    if more <= 0:
+        return None
+    unit = ("A/B pair" + "s" * (more > 1)) if c.paired else ("process" + "es" * (more > 1))
+    processes = record.workloads[row.workload].processes
+    if row.metric == "first_call_s" and any(
+            p.modes[row.mode].compile_cache for p in processes if row.mode in p.modes):
+        return (f"{more} more cold compiles would decide it; adaptive rounds compile with "
+                f"warm caches: bench.cold_compile_processes is {bench.cold_compile_processes}")
+    ab = record.ab
+    one = (process_seconds(processes, {row.mode}) or 0.0) * (
+        2 if ab is not None and not ab.interleaved else 1)
+    total = more * one
+    limits = []
+    if c.needed > bench.max_processes:
+        limits.append(f"bench.max_processes is {bench.max_processes}")
+    if bench.adaptive_budget_s <= 0:
+        limits.append("adaptive sampling is off (bench.adaptive_budget_s = 0)")
+    elif total > bench.adaptive_budget_s:
+        limits.append(f"bench.adaptive_budget_s is {bench.adaptive_budget_s:g} s a cell")
+    said = f"{more} more {unit} (~{_duration(total)}, {_duration(one)} each) would decide it"
+    return said + (": " + "; ".join(limits) if limits else "")
+
+
+def cost_notes(result: Comparison, records: dict[str, BenchRecord],
+               bench: BenchSettings) -> None:
+    """`cost_note` on every row of `result` it applies to; `records`: cell -> this run's
+    bench record."""
+    for i, row in enumerate(result.rows):
+        note = cost_note(row, records.get(row.cell), bench)
+        if note:
+            result.rows[i] = dataclasses.replace(row, note="; ".join(filter(None, [row.note,
+                                                                                  note])))
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.1f} min" if seconds >= 100 else f"{seconds:.0f} s"

@@ -3,8 +3,10 @@ the self-check can show their error rates on this machine beside torchgate's.
 
 Each rule takes one unit's steady-state samples, base and now, as one tuple per worker
 process, and says whether that tool would call the change a regression. asv and pyperf pool
-the samples of all their processes into one set per side (TorchBench times one process a
-side); each rule here is given every process's samples, pooled. Pure.
+the samples of all their processes into one set per side. Each tool has its own sampling
+design (`Design`: worker processes a side and values per process, as it runs by default),
+and the self-check gives it that design; each also has a statistic (`score`, larger: more
+slower) that its rule thresholds, for a comparison at matched false-alarm rates. Pure.
 """
 from __future__ import annotations
 
@@ -42,14 +44,18 @@ def _pooled(processes: Samples) -> list[float]:
 # pytorch/benchmark userbenchmark/test_bench/run.py: a model's latency is numpy.median of the
 # latencies timed in one isolated subprocess; regression_detector.py signals a change when
 # (treatment - control) / control exceeds DEFAULT_REGRESSION_DELTA_THRESHOLD = 0.07.
-# TorchBench measures one process per side; here it is given every process, pooled.
+# TorchBench measures one process per side (its Design).
 
 TORCHBENCH_THRESHOLD = 0.07
 
 
 def torchbench(base: Samples, now: Samples) -> bool:
+    return torchbench_score(base, now) > TORCHBENCH_THRESHOLD
+
+
+def torchbench_score(base: Samples, now: Samples) -> float:
     b, n = median(_pooled(base)), median(_pooled(now))
-    return bool((n - b) / b > TORCHBENCH_THRESHOLD)
+    return (n - b) / b
 
 
 # ---- asv ---------------------------------------------------------------------------------
@@ -73,6 +79,11 @@ def asv(base: Samples, now: Samples, factor: float = ASV_FACTOR) -> bool:
         return True
     return _asv_different([x for x in a if not math.isnan(x)],
                           [x for x in b if not math.isnan(x)])
+
+
+def asv_score(base: Samples, now: Samples) -> float:
+    """The ratio of the pooled medians, which asv's factor thresholds."""
+    return median(_pooled(now)) / median(_pooled(base))
 
 
 def _asv_different(a: list[float], b: list[float]) -> bool:
@@ -174,6 +185,17 @@ def pyperf(base: Samples, now: Samples) -> bool:
     return statistics.fmean(b) > statistics.fmean(a) and _pyperf_significant(a, b)
 
 
+def pyperf_score(base: Samples, now: Samples) -> float:
+    """Student's t of the pooled values (mean now over mean base; Welch's standard error for
+    unequal sizes), which pyperf thresholds at its 95 % table."""
+    a, b = _pooled(base), _pooled(now)
+    ma, mb = statistics.fmean(a), statistics.fmean(b)
+    va = math.fsum((x - ma) ** 2 for x in a) / max(len(a) - 1, 1)
+    vb = math.fsum((x - mb) ** 2 for x in b) / max(len(b) - 1, 1)
+    se = math.sqrt(va / len(a) + vb / len(b))
+    return (mb - ma) / se if se > 0 else math.copysign(math.inf, mb - ma) if mb != ma else 0.0
+
+
 def _pyperf_significant(a: list[float], b: list[float]) -> bool:
     if len(a) != len(b) or len(a) == 1:
         return True
@@ -191,17 +213,39 @@ def _pyperf_significant(a: list[float], b: list[float]) -> bool:
 # ---- the table ---------------------------------------------------------------------------
 
 @dataclass(frozen=True)
+class Design:
+    """How a tool samples a benchmark by default: worker processes a side, values kept per
+    process (None: every sample the process took)."""
+    processes: int
+    values: int | None = None
+
+    def take(self, processes: Samples) -> list[tuple[float, ...]]:
+        """This design's share of one side: its first `processes`, their first `values`."""
+        return [tuple(p[:self.values]) for p in processes[:self.processes]]
+
+    def text(self) -> str:
+        per = "every sample" if self.values is None else f"{self.values} values"
+        return f"{self.processes} process{'es' * (self.processes > 1)} × {per}"
+
+
+@dataclass(frozen=True)
 class Rule:
     name: str
     description: str
     regressed: Callable[[Samples, Samples], bool]
+    score: Callable[[Samples, Samples], float]
+    design: Design
 
 
 RULES = (
+    # test_bench runs a model in one subprocess and takes the median of its iterations.
     Rule("TorchBench", f"median of the samples more than {TORCHBENCH_THRESHOLD * 100:g} % "
-         "slower", torchbench),
+         "slower", torchbench, torchbench_score, Design(1)),
+    # asv's defaults for a timing benchmark: 2 rounds (processes), and with more than one
+    # round repeat = (1, 5, 10.0): at most 5 samples a round.
     Rule("asv compare", f"median more than {ASV_FACTOR:g}× slower and Mann–Whitney U "
-         f"p < {ASV_P} on the samples", asv),
+         f"p < {ASV_P} on the samples", asv, asv_score, Design(2, 5)),
+    # pyperf's defaults: 20 worker processes, 3 values each (after a warm-up value).
     Rule("pyperf compare_to", "Student's t-test on all samples significant at 95 %, and the "
-         "mean slower", pyperf),
+         "mean slower", pyperf, pyperf_score, Design(20, 3)),
 )

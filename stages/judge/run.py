@@ -12,6 +12,7 @@ from stages.core.config import Config
 from stages.core.records.inputs import RunInputs
 from stages.core.records.schema import BenchRecord
 from stages.core.vocabulary import Status
+from stages.judge.adaptive import cost_notes
 from stages.judge.environment import hardware_changes, python_change
 from stages.judge.history import like_reference, prior, spreads_of_run
 from stages.judge.numerics import numerics_rows
@@ -150,4 +151,6 @@ def compare_run(cfg: Config, inputs: RunInputs) -> Comparison:
                     notes=list(dict.fromkeys(notes)), baseline=inputs.rev,
                     has_baseline=inputs.commit is not None)
     result.unchanged = bool(benches) and all(b.unchanged for b in benches)
+    cost_notes(result, {cell: p.now for (stage, cell), p in inputs.pairs.items()
+                        if stage == "bench" and p.now is not None}, cfg.bench)
     return result

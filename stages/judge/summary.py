@@ -112,6 +112,7 @@ class UnitSummary:
     gpu: GpuSummary | None = None
     clocks: tuple[str, ...] = ()           # how its calls were timed (the device's clock)
     unmeasured: tuple[tuple[str, str], ...] = ()   # (metric, why the backend could not)
+    items: int | None = None               # per call (a batch), as the workload reported
     breakdown: Breakdown | None = None     # an input pipeline's step, part by part
     breakdown_busy: int = 0                # ... timed on a busy machine: left out
     usage: Usage | None = None             # utilization and energy of the steady state
@@ -205,6 +206,7 @@ def unit_summary(record: BenchRecord, workload: str, mode: str, price_per_hour: 
         shapes=_shapes(modes), gpu=_gpu(workload, mode, [m for m in modes if m.gpu]),
         clocks=tuple(dict.fromkeys(m.clock for m in modes if m.clock)),
         unmeasured=tuple(dict.fromkeys(kv for m in modes for kv in sorted(m.unmeasured.items()))),
+        items=int(items[0]) if items else None,
         breakdown=breakdown([m for m in modes if not busy(m, busy_share, "input_wait_s")]),
         breakdown_busy=sum(step_total(m) is not None and busy(m, busy_share, "input_wait_s")
                            for m in modes),
@@ -292,6 +294,24 @@ class Point:
     torch: str | None = None
     driver: str | None = None
     changes: tuple[str, ...] = ()   # what changed since the series' previous point
+
+
+@dataclass(frozen=True)
+class Failures:
+    """How often a unit failed over a cell's history: a flaky unit is a rate, not one run."""
+    cell: str
+    workload: str
+    mode: str
+    failed: int                 # processes that failed, over every run shown
+    processes: int              # processes that ran or failed (SKIPPED ones not counted)
+    runs: int                   # runs with at least one failure
+    of_runs: int                # runs that had the unit
+    last: str | None            # the newest failing run's commit (None: this run)
+    message: str                # its first failure's message
+
+    @property
+    def rate(self) -> float:
+        return self.failed / self.processes
 
 
 @dataclass(frozen=True)

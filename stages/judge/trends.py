@@ -18,10 +18,10 @@ import numpy as np
 from stages.core.config.settings import TIMED, Delta, HistorySettings
 from stages.core.records.dotted import get
 from stages.core.records.schema import BenchRecord, EnvRecord
-from stages.core.vocabulary import Status
+from stages.core.vocabulary import FAILURES, Status
 from stages.judge.changepoints import change_points, noise
 from stages.judge.environment import hardware_key
-from stages.judge.summary import Chance, Point, Series, summarize
+from stages.judge.summary import Chance, Failures, Point, Series, summarize
 
 
 @dataclass(frozen=True)
@@ -137,3 +137,39 @@ def chance(found: list[Series], settings: HistorySettings, delta: Delta,
                                    min_points=settings.min_points))
     rate = hits / trials
     return Chance(rate, rate * len(long), runs, spread, rho, trials)
+
+
+def _failure(process, mode: str) -> str | None:
+    """The process's failure for `mode` (its own, or the mode's), None when it ran."""
+    if process.status in FAILURES:
+        return f"{process.status}: {process.error or ''}".strip()
+    found = process.modes.get(mode) if process.status == Status.OK else None
+    if found is not None and found.status in FAILURES:
+        return f"{found.status}: {found.error or ''}".strip()
+    return None
+
+
+def failure_rates(runs: dict[str, list[Run]]) -> list[Failures]:
+    """Per cell, workload and mode that failed in any of `runs` (oldest first): processes
+    failed of those that ran, and in how many runs. SKIPPED processes (absent device, a
+    workload unsupported there) are not failures and do not count."""
+    found = []
+    for cell, cell_runs in runs.items():
+        counts: dict[tuple[str, str], list] = {}
+        for run in cell_runs:
+            if run.bench.status != Status.OK:
+                continue
+            for name, result in run.bench.workloads.items():
+                for mode in run.bench.modes:
+                    c = counts.setdefault((name, mode), [0, 0, 0, 0, None, ""])
+                    ran = [p for p in result.processes if p.status != Status.SKIPPED]
+                    failures = [f for f in (_failure(p, mode) for p in ran) if f]
+                    c[0] += len(failures)
+                    c[1] += len(ran)
+                    c[3] += bool(ran)
+                    if failures:
+                        c[2] += 1
+                        c[4], c[5] = run.commit, failures[0]
+        found += [Failures(cell, name, mode, *c[:4], c[4], c[5][:200])
+                  for (name, mode), c in counts.items() if c[0]]
+    return found

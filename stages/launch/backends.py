@@ -24,14 +24,35 @@ LOCAL = Backend(run_worker, run_interleaved, capture_env)
 
 
 @contextmanager
-def backend(cfg: Config, cell: Cell, arms: tuple[Arm, ...],
-            log: Callable[[str], None] = lambda line: None) -> Iterator[Backend]:
+def connection(cfg: Config) -> Iterator[object | None]:
+    """The Ray cluster the cells of this stage share (None: the local backend). Leaving it,
+    by an error or a signal, cancels every unit still running there."""
     if cfg.launcher.backend == "local":
-        yield LOCAL
+        yield None
         return
-    from stages.launch.ray_backend import RayBackend
-    cluster = RayBackend(cfg, cell, arms, log)
+    from stages.launch.ray_backend import RayCluster
+    cluster = RayCluster(cfg.launcher.ray)
     try:
-        yield Backend(cluster.run, cluster.run_pair, cluster.capture_env)
+        yield cluster
+    except BaseException:
+        cluster.cancel_all()
+        raise
     finally:
         cluster.close()
+
+
+def on(cluster, cfg: Config, cell: Cell, arms: tuple[Arm, ...],
+       log: Callable[[str], None] = lambda line: None) -> Backend:
+    """The three calls for one cell, on `cluster` (None: here)."""
+    if cluster is None:
+        return LOCAL
+    from stages.launch.ray_backend import RayBackend
+    one = RayBackend(cluster, cfg, cell, arms, log)
+    return Backend(one.run, one.run_pair, one.capture_env)
+
+
+@contextmanager
+def backend(cfg: Config, cell: Cell, arms: tuple[Arm, ...],
+            log: Callable[[str], None] = lambda line: None) -> Iterator[Backend]:
+    with connection(cfg) as cluster:
+        yield on(cluster, cfg, cell, arms, log)

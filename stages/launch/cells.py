@@ -22,6 +22,7 @@ from stages.core import scratch
 from stages.core.config import Cell, Config
 from stages.core.config.settings import WorkloadSpec
 from stages.core.errors import UserError
+from stages.core.records.cost import process_seconds
 from stages.core.records.job import NOW_ARM, Arm, Job, Timing
 from stages.core.records.outputs import FreshOutputs
 from stages.core.records.schema import (
@@ -217,46 +218,96 @@ def have_of(run: CellRun, name: str) -> int:
     return min(len(arm[name]) for arm in run.results.values())
 
 
-def extend(run: CellRun, pending: Callable[[BenchRecord], list[Pending]],
+Wanted = tuple[Pending, int | None]    # a pending timing, and the processes that decide it
+
+
+def extend(run: CellRun, pending: Callable[[BenchRecord], list[Wanted]],
            record: Callable[..., BenchRecord]) -> list[Look]:
-    """Adaptive sampling: more rounds for the units `pending` names until decided, out of
-    budget or out of looks. Rounds go to the pending workloads in turn, so that the budget is
-    shared rather than spent on the first. Returns the looks that added processes."""
+    """Adaptive sampling: at each look, the rounds `fund` grants the units `pending` names
+    (each with the processes per side its interim look says would decide it), until decided,
+    out of budget or out of looks. Rounds go to the funded workloads in turn. Returns the
+    looks that named units."""
     bench = run.cfg.bench
     deadline = time.perf_counter() + bench.adaptive_budget_s
     looks, round_ = [], bench.processes
     for _ in range(bench.max_looks - 1):
-        units = pending(record(looks_planned=bench.max_looks))
-        if not units:
+        wanted = pending(record(looks_planned=bench.max_looks))
+        if not wanted:
             break
         looks.append(Look(min(len(arm[u.workload]) for arm in run.results.values()
-                              for u in units), tuple(units)))
-        modes: dict[str, set[str]] = {}
-        for u in units:
-            modes.setdefault(u.workload, set()).add(u.mode)
-        # The most this look may add; processes the budget leaves out come off the count.
-        room = {name: max(0, min(bench.processes, bench.max_processes - have_of(run, name)))
-                for name in modes}
-        run.progress.plan(sum(run.arms_of(name) * n for name, n in room.items()))
-        for extra in range(bench.processes):
-            for name in sorted(modes):
-                walls = [p.wall_s or 0.0 for arm in run.results.values() for p in arm[name]]
-                # Interleaved arms share their wall time; otherwise they run one after another.
-                cost = (1 if run.run_pair else len(run.arms)) * (
-                    sum(walls) / len(walls) if walls else 0.0)
-                have = have_of(run, name)
-                if have >= bench.max_processes:
+                              for u, _ in wanted), tuple(u for u, _ in wanted)))
+        plan = fund(run, wanted, deadline - time.perf_counter())
+        if not plan:
+            break
+        run.progress.plan(sum(run.arms_of(name) * n for name, (n, _) in plan.items()))
+        most = max(n for n, _ in plan.values())
+        for extra in range(most):
+            for name in sorted(plan):
+                n, modes = plan[name]
+                if extra >= n:
                     continue
-                if time.perf_counter() + cost > deadline:
-                    run.progress.plan(-run.arms_of(name))      # out of budget: not started
+                if time.perf_counter() + process_cost(run, name, modes) > deadline:
+                    run.progress.plan(-run.arms_of(name) * (n - extra))   # not started
+                    plan[name] = (extra, modes)
                     continue
-                run.process(name, round_ + extra, sorted(modes[name]))
-        round_ += bench.processes
+                run.process(name, round_ + extra, sorted(modes))
+        round_ += most
     return looks
 
 
+def process_cost(run: CellRun, name: str, modes) -> float:
+    """Seconds one more round of a workload running `modes` takes (core.records.cost):
+    interleaved arms share their wall time, others run one after another."""
+    one = process_seconds(run.results[run.now][name], modes) or 0.0
+    return one * (1 if run.run_pair else run.arms_of(name))
+
+
+def wanted_more(have: int, needed: int | None, batch: int, most: int) -> int:
+    """Processes per side to add to a unit with `have`: a regression's confirmation
+    (`needed` None) a fresh batch; an undecided unit what its look says would decide it, at
+    least a batch (the estimate is rough: a batch often decides a unit said to need more),
+    never beyond `most` (bench.max_processes)."""
+    target = have + batch if needed is None else max(needed, have + batch)
+    return max(0, min(target, most) - have)
+
+
+def fund(run: CellRun, wanted: list[Wanted], left_s: float) -> dict[str, tuple[int, set]]:
+    """workload -> (rounds to add, the modes they run), within `left_s` of wall time:
+    regressions' confirmations first, then the undecided units that bench.max_processes lets
+    decide, then the others, each group the cheapest first (`wanted_more` each; as many as
+    the budget left affords). So the budget goes first where more processes can decide, and
+    the judge says what deciding the rest would cost (judge.adaptive)."""
+    bench = run.cfg.bench
+    asks = []
+    for unit, needed in wanted:
+        if unit.metric == "first_call_s" and any(
+                p.modes[unit.mode].compile_cache for p in run.results[run.now][unit.workload]
+                if unit.mode in p.modes):
+            continue        # its rounds would compile with warm caches: no cold first call
+        more = wanted_more(have_of(run, unit.workload), needed, bench.processes,
+                           bench.max_processes)
+        group = 0 if needed is None else 1 if needed <= bench.max_processes else 2
+        if more:
+            asks.append((group, more * process_cost(run, unit.workload, {unit.mode}), unit,
+                         more))
+    plan: dict[str, tuple[int, set]] = {}
+    spent = 0.0
+    for _, _, unit, more in sorted(asks, key=lambda a: a[:2]):
+        n, modes = plan.get(unit.workload, (0, set()))
+        before = n * process_cost(run, unit.workload, modes)
+        modes = modes | {unit.mode}
+        each = process_cost(run, unit.workload, modes)
+        rounds = max(n, more)
+        if each > 0:        # what the budget left affords, this workload's granted rounds too
+            rounds = min(rounds, int((left_s - spent + before) // each))
+        if rounds > 0 and rounds >= n:
+            plan[unit.workload] = (rounds, modes)
+            spent += rounds * each - before
+    return plan
+
+
 def measure_bench(cfg: Config, cell: Cell, *, run=run_worker, log=lambda *line: None,
-                  pending: Callable[[BenchRecord], list[Pending]] | None = None,
+                  pending: Callable[[BenchRecord], list[Wanted]] | None = None,
                   run_pair=run_interleaved, arms: tuple[Arm, ...] = NOW,
                   note: str | None = None, rebuilt: bool = False,
                   unchanged: bool = False, progress: Progress | None = None,

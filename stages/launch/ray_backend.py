@@ -3,7 +3,9 @@ whole, is one Ray task placed by what the cell's device asks for (launch.ray_res
 
 Inside the task the unit runs exactly as the local backend runs it (launch.local: a fresh
 worker process with its time limit, every failure a status), so isolation, statuses and
-records are the same; the task only adds which node ran it. The project's code travels as
+records are the same; the task only adds which node ran it and when (its window). Each unit
+holds a node of its own while it runs (launch.ray_nodes): the cells of a fleet run
+(launch.fleet) run at once, never two units on one node. The project's code travels as
 Ray's runtime environment (`working_dir`); an arm's venv is built on the node from its spec
 and an arm's checkout unpacked there, both cached on the node. A node lost mid-unit gets the
 unit once more, on another node; a unit's own failure (an error, OOM, a time limit) is its
@@ -17,7 +19,6 @@ import re
 import socket
 import threading
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -25,14 +26,15 @@ from stages.core.config import Cell, Config
 from stages.core.config.launcher import RaySettings
 from stages.core.errors import UserError
 from stages.core.records.job import Arm, Job
-from stages.core.typed import from_data, to_data
+from stages.core.typed import to_data
 from stages.core.vocabulary import Status
-from stages.launch.local import ROOT, run_interleaved, run_worker
+from stages.launch.local import ROOT
+from stages.launch.ray_nodes import NodeLeases, fits
 from stages.launch.ray_resources import describe, offered, request
+from stages.launch.ray_task import capture_on_node, on_node
 
 # Not code: history, DVC's cache, environments. Shipped, they would only slow every upload.
 EXCLUDES = (".git", ".dvc", "reports", "__pycache__", "*.pyc", ".venv", "venv")
-NODE_ID = "ray.io/node-id"      # the label Ray gives every node
 # Waiting for a unit's result: beyond its own time limit (per worker process), the time to
 # start it on its node (a venv built there on first use, a checkout unpacked, a queue); in
 # slices, between which the cluster is asked whether it is still there.
@@ -144,84 +146,9 @@ def unavailable(ray, wanted: dict[str, float], lost: tuple[str, ...] = (),
     """"no node offers {...}" when no live node (but those just lost) has the resources a
     unit asks for, so that it is not queued for ever. `ask` makes the cluster call
     (RayBackend's: a dead head is one line)."""
-    for node in ask(ray.nodes):
-        have = node.get("Resources") or {}
-        if node.get("Alive") and node["NodeID"] not in lost \
-                and all(have.get(k, 0) >= v for k, v in wanted.items()):
-            return None
+    if any(fits(node, wanted, lost) for node in ask(ray.nodes)):
+        return None
     return f"no node offers {describe(wanted)}"
-
-
-def _started_by_ray(name: str) -> bool:
-    """Whether Ray set `name` for this task rather than the node's own environment (Ray sets
-    OMP_NUM_THREADS to the task's CPUs; the device's `threads` decides here, as locally)."""
-    try:
-        initial = Path("/proc/self/environ").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return name in os.environ and not any(v.startswith(name.encode() + b"=") for v in initial)
-
-
-def _ready_python(python: str | None, spec: dict | None, cache_dir: str | None,
-                  max_gb: float | None = None) -> str | None:
-    if not spec:
-        return python
-    from stages.arms.cache import cache_at
-    from stages.arms.venv import VenvSpec, materialise
-    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in spec.items()}
-    return materialise(VenvSpec(**fields), cache_at(cache_dir), max_gb=max_gb)
-
-
-def on_node(units: list[dict], timeout_s: float, fresh: bool, cache_dir: str | None,
-            codes: dict, max_gb: float | None = None) -> list[dict]:
-    """The task, on its node: each arm's venv and checkout made ready (cached on the node,
-    and held until the task ends), then the unit run as the local backend runs it, and each
-    result told which node it is."""
-    from stages.arms.cache import release
-    try:
-        return _on_node(units, timeout_s, fresh, cache_dir, codes, max_gb)
-    finally:
-        release()
-
-
-def _on_node(units: list[dict], timeout_s: float, fresh: bool, cache_dir: str | None,
-             codes: dict, max_gb: float | None) -> list[dict]:
-    import ray
-
-    from stages.arms.cache import cache_at
-    from stages.arms.checkout import unpack
-    jobs = []
-    for unit in units:
-        job = from_data(Job, unit["job"], "job")
-        if job.code:
-            target = cache_at(cache_dir) / "code" / Path(job.code).name
-            job = replace(job, code=str(unpack(ray.get(codes[job.code]), target)))
-        jobs.append((job, _ready_python(unit["python"], unit["venv"], cache_dir, max_gb)))
-    threads = os.environ.pop("OMP_NUM_THREADS") if _started_by_ray("OMP_NUM_THREADS") else None
-    try:
-        if len(jobs) == 1:
-            (job, python), = jobs
-            results = [run_worker(job, timeout_s=timeout_s, python=python,
-                                  fresh_compile_cache=fresh)]
-        else:
-            results = run_interleaved(jobs, timeout_s=timeout_s, fresh_compile_cache=fresh)
-    finally:
-        if threads is not None:       # Ray takes back what it set, after the task
-            os.environ["OMP_NUM_THREADS"] = threads
-    node = ray.get_runtime_context().get_node_id()
-    for result in results:
-        result.setdefault("host", {"name": socket.gethostname(), "hardware": None})["node"] = node
-    return results
-
-
-def capture_on_node(python: str | None, spec: dict | None, cache_dir: str | None,
-                    max_gb: float | None = None) -> dict:
-    from stages.arms.cache import release
-    from stages.launch.environment import capture_env
-    try:
-        return capture_env(_ready_python(python, spec, cache_dir, max_gb))
-    finally:
-        release()
 
 
 def _line(exc: BaseException) -> str:
@@ -234,31 +161,62 @@ def _lost_node(exc: Exception) -> str | None:
     return found.group(1) if found else None
 
 
+class RayCluster:
+    """This stage's connection to the cluster and the nodes its units hold; the cells of a
+    fleet run share one."""
+
+    def __init__(self, settings: RaySettings):
+        self.address = connect(settings, Path.cwd())
+        self.wait_s = settings.connect_timeout_s
+        self.ray = ray = _import_ray()
+        self.leases = NodeLeases(lambda: self.ask(ray.nodes), settings.units_per_node)
+        self.task = ray.remote(on_node)     # retries are RayBackend's: lost nodes only
+        self.codes: dict[str, object] = {}  # an arm's checkout, packed and put once
+        self.running: set = set()            # the units' tasks, to cancel on the way out
+
+    def ask(self, fn: Callable):
+        return ask_cluster(fn, self.address, self.wait_s)
+
+    def code(self, path: str):
+        from stages.arms.checkout import pack
+        if path not in self.codes:
+            self.codes[path] = self.ray.put(pack(Path(path)))
+        return self.codes[path]
+
+    def pinned(self, node: str) -> dict:
+        """A task's options that run it on `node` or nowhere."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=False)}
+
+    def cancel_all(self) -> None:
+        """Not forced: each task kills its worker process on the way out."""
+        for ref in list(self.running):
+            self.ray.cancel(ref)
+
+    def close(self) -> None:
+        self.ray.shutdown()
+
+
 class RayBackend:
     """Runs a cell's units on the cluster: `run` and `run_pair` take what launch.local's
     functions take and give what they give."""
 
-    def __init__(self, cfg: Config, cell: Cell, arms: tuple[Arm, ...],
+    def __init__(self, cluster: RayCluster, cfg: Config, cell: Cell, arms: tuple[Arm, ...],
                  log: Callable[[str], None] = lambda line: None):
-        from stages.arms.checkout import pack
-        self.address = connect(cfg.launcher.ray, Path.cwd())
-        self.wait_s = cfg.launcher.ray.connect_timeout_s
-        self.ray = ray = _import_ray()
+        self.cluster, self.ray, self.address = cluster, cluster.ray, cluster.address
         device = cell.device
         self.asked = request(device.type, device.threads, device)
         self.wanted = offered(self.asked)
         self.cache_dir, self.max_gb = cfg.arms.cache_dir, cfg.arms.cache_max_gb
         self.venvs = {a.python: to_data(a.venv) for a in arms if a.venv is not None}
-        self.codes = {a.code: ray.put(pack(Path(a.code))) for a in arms if a.code}
-        # Retries are this backend's: once, and only for a lost node or worker.
-        self.task = ray.remote(on_node)
-        alive = len([n for n in self._ask(ray.nodes) if n.get("Alive")])
+        self.codes = {a.code: cluster.code(a.code) for a in arms if a.code}
+        alive = len([n for n in self._ask(self.ray.nodes) if n.get("Alive")])
         log(f"{cell.name}: each unit is a Ray task asking for {describe(self.wanted)} "
             f"({alive} nodes at {self.address})"
             + (f"; {why}" if (why := self._unavailable()) else ""))
 
     def _ask(self, fn: Callable):
-        return ask_cluster(fn, self.address, self.wait_s)
+        return self.cluster.ask(fn)
 
     def _unavailable(self, lost: tuple[str, ...] = ()) -> str | None:
         return unavailable(self.ray, self.wanted, lost, self._ask)
@@ -284,43 +242,39 @@ class RayBackend:
             return {"error": f"could not capture the environment of {python}: "
                              f"{(str(exc).strip().splitlines() or ['?'])[0]}"}
 
-    def close(self) -> None:
-        self.ray.shutdown()
-
     def _units(self, jobs: list[tuple[Job, str | None]], timeout_s: float,
                fresh: bool) -> list[dict]:
         ray = self.ray
         units = [{"job": to_data(job), "python": python, "venv": self.venvs.get(python)}
                  for job, python in jobs]
+        # Each process's limit counts its own time (a pair's take turns), then the start.
+        deadline_s = len(jobs) * timeout_s + START_MARGIN_S
         lost, first = (), None
         while True:
-            missing = self._unavailable(lost)
-            if missing:
-                return [{"status": Status.SKIPPED, "error": missing + (
-                    f" (the node that ran it was lost: {first})" if first else "")}
+            node = self.cluster.leases.take(self.wanted, lost)
+            if node is None:
+                return [{"status": Status.SKIPPED, "error": f"no node offers "
+                         f"{describe(self.wanted)}" + (
+                             f" (the node that ran it was lost: {first})" if first else "")}
                         for _ in jobs]
-            # Elsewhere: the label selector keeps a retry off the node just lost.
-            elsewhere = {"label_selector": {NODE_ID: f"!{lost[0]}"}} if lost else {}
-            task = self.task.options(max_retries=0, **self.asked, **elsewhere)
-            # Each process's limit counts its own time (a pair's take turns), then the start.
-            deadline_s = len(jobs) * timeout_s + START_MARGIN_S
             try:
-                results = self._get(task.remote(units, timeout_s, fresh, self.cache_dir,
-                                                self.codes, self.max_gb), deadline_s)
+                results = self._on(node, units, timeout_s, fresh, deadline_s)
             except Overdue:
                 return [{"status": Status.TIMEOUT, "error": f"no result from the Ray cluster "
                          f"within {deadline_s:g} s (the unit's time limit, {timeout_s:g} s per "
                          f"process, and {START_MARGIN_S:g} s to start it on its node)"}
                         for _ in jobs]
+            # A node that died before the task started there: unschedulable where pinned.
             except (ray.exceptions.NodeDiedError, ray.exceptions.WorkerCrashedError,
+                    ray.exceptions.TaskUnschedulableError,
                     ray.exceptions.LocalRayletDiedError, ray.exceptions.ObjectLostError,
                     ray.exceptions.RaySystemError) as exc:
                 reason = _line(exc)[:300]
                 if first is not None:
                     return [{"status": Status.CRASHED, "error": f"lost twice on the cluster: "
                              f"{first}; then {reason}"} for _ in jobs]
-                first, node = reason, _lost_node(exc)
-                lost = (node,) if node else ()
+                first = reason
+                lost = (*lost, _lost_node(exc) or node)
                 continue
             except ray.exceptions.OutOfMemoryError as exc:   # Ray's memory monitor: its result
                 return [{"status": Status.OOM, "error": _line(exc)[:500]} for _ in jobs]
@@ -332,6 +286,17 @@ class RayBackend:
                     result["host"]["retried"] = first
             return results
 
+    def _on(self, node: str, units: list[dict], timeout_s: float, fresh: bool,
+            deadline_s: float) -> list[dict]:
+        """The units as one task pinned to `node`, which they hold until it ends."""
+        try:
+            task = self.cluster.task.options(max_retries=0, **self.asked,
+                                             **self.cluster.pinned(node))
+            return self._get(task.remote(units, timeout_s, fresh, self.cache_dir, self.codes,
+                                         self.max_gb), deadline_s)
+        finally:
+            self.cluster.leases.give_back(node)
+
     def _get(self, ref, deadline_s: float):
         """The task's result, waited for in slices, asking the cluster between them whether
         it is still there (a dead head is one line); past `deadline_s` the task is cancelled
@@ -339,6 +304,7 @@ class RayBackend:
         as locally). A failure of the task itself, not of its unit, is one line."""
         ray = self.ray
         end = time.monotonic() + deadline_s
+        self.cluster.running.add(ref)
         try:
             while True:
                 try:
@@ -361,3 +327,5 @@ class RayBackend:
             self._ask(ray.nodes)                     # a head that died: one line
             raise UserError(f"the Ray cluster at {self.address} failed while a unit ran: "
                             f"{_line(exc)[:300]}") from None
+        finally:
+            self.cluster.running.discard(ref)

@@ -136,8 +136,11 @@ def looks(summary: CellSummary) -> str:
     if not summary.looks:
         return ""
     lines = ["## Adaptive sampling (interim looks of this cell)", "",
-             "Each look compared this cell alone with the baseline and gave the units below "
-             "more processes; these are interim readings, not verdicts.", ""]
+             "Each look compared this cell alone with the baseline and named the units below "
+             "undecided; each got the processes its look said would decide it where "
+             "`bench.max_processes` and the budget covered them, and none where they did not "
+             "(compare.md says what those would cost). These are interim readings, not "
+             "verdicts.", ""]
     for i, look in enumerate(summary.looks, 1):
         units = "; ".join(f"{p.workload} {p.mode} {p.metric} {p.verdict} "
                           f"{(p.ratio - 1) * 100:+.1f} % [{(p.ci_low - 1) * 100:+.1f}, "
@@ -158,7 +161,9 @@ def page(summary: CellSummary, result: Comparison, ab_env: str = "") -> str:
               "## Against the baseline", "",
               "The verdicts (REGRESSED, EQUIVALENT, ...) are decided once over the whole run, in "
               "[compare.md](../compare.md), with p-values adjusted over every tested metric; "
-              "the gate uses those.", "", diff(result.rows), ""]
+              "the gate uses those. Baseline and now: the geometric means of the values each "
+              "test compared (in lock-step, the pairs it used), so that now / baseline is its "
+              "change; the medians above take every kept process.", "", diff(result.rows), ""]
     for extra in (latency(summary), breakdown_section(summary), usage_section(summary),
                   shape_changes(summary), unmeasured(summary), looks(summary), ab_env):
         if extra:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from stages.core.config.settings import HistorySettings
 from stages.core.vocabulary import PICTURES, short
-from stages.judge.summary import KEY_METRICS, Chance, Point, Series, Shift
+from stages.judge.summary import KEY_METRICS, Chance, Failures, Point, Series, Shift
 from stages.render.markdown import markdown_table, percent, pictures_note, pvalue, seconds
 from stages.render.trends import THIS_RUN, image_name
 
@@ -120,11 +120,28 @@ def chance_line(odds: Chance | None, series: int) -> str:
             f"{odds.expected:.1f} false shift(s) are to be expected.")
 
 
+def failures_section(failed: list[Failures]) -> list[str]:
+    """The units that failed in any run of the history, the flakiest first."""
+    if not failed:
+        return []
+    rows = [[f.cell, f.workload, f.mode, f"{f.failed} of {f.processes} ({f.rate:.0%})",
+             f"{f.runs} of {f.of_runs}", short(f.last) if f.last else THIS_RUN, f.message]
+            for f in sorted(failed, key=lambda f: (-f.rate, f.cell, f.workload, f.mode))]
+    return ["## Failure rate", "",
+            "Units whose worker processes failed in any run shown (an error, a crash, OOM, a "
+            "time limit, a non-finite output); SKIPPED processes do not count. A unit that "
+            "fails now and then is FLAKY in the run where it does: its rate over the history "
+            "says how often.", "",
+            markdown_table(rows, ["cell", "workload", "mode", "processes failed",
+                                  "runs with a failure", "last", "its first failure"]), ""]
+
+
 def history(found: list[Series], cells: list[str], settings: HistorySettings,
             images: tuple[str, ...] = (), folder: str = f"{PICTURES}/history",
-            odds: Chance | None = None) -> str:
+            odds: Chance | None = None, failed: list[Failures] = ()) -> str:
     """`images`: the trend pictures written beside the page (file names in `folder`);
-    `odds`: how many shifts chance alone would show (judge.trends.chance)."""
+    `odds`: how many shifts chance alone would show (judge.trends.chance); `failed`: the
+    units' failure rates (judge.trends.failure_rates)."""
     lines = ["# Baseline history", "",
              f"Each cell's newest `history.runs` = {settings.runs} runs, oldest first: the "
              "committed ones (`git log reports/<machine>/bench/<cell>.json`), then this "
@@ -149,6 +166,7 @@ def history(found: list[Series], cells: list[str], settings: HistorySettings,
     else:
         lines += ["No committed run to show yet: commit `reports/` after a run (the "
                   "baseline history is `git log reports/<machine>/`).", ""]
+    lines += failures_section(list(failed))
     if images:
         lines += [pictures_note("history"), ""]
     for cell in cells:

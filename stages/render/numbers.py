@@ -148,7 +148,10 @@ def numbers_section(bench: dict[str, CellSummary], rows: list[Row]) -> list[str]
         return []
     lines = ["## Numbers", "",
              "Medians over this run's worker processes. Change: against the baseline, with its "
-             "confidence interval; cost: the device's `price_per_hour` over the throughput.",
+             "confidence interval, as the test estimates it: the ratio of the geometric means "
+             "of the processes it compared (in lock-step, the pairs it used), which "
+             "[compare.md](compare.md) shows beside it; a median here may differ from those. "
+             "Cost: the device's `price_per_hour` over the throughput.",
              ""]
     for cell in sorted(bench, key=lambda c: (_rank([r for r in rows if r.cell == c]), c)):
         summary = bench[cell]

@@ -37,8 +37,10 @@ def bench_line(cell: str, workload: str, arm: str, round_: int, result: BenchPro
             if m.steady_s else f"{mode} OK"
             for mode, m in result.modes.items())
     wall = f" [{result.wall_s:.1f} s]" if result.wall_s is not None else ""
-    return (f"torchgate bench: {counter(tick)}{cell} {workload}{label} process {round_ + 1}: "
-            f"{what}{wall}")
+    node = result.host.node if result.host is not None else None
+    where = f" on node {node[:8]}" if node else ""
+    return (f"torchgate bench: {counter(tick)}{cell} {workload}{label} process {round_ + 1}"
+            f"{where}: {what}{wall}")
 
 
 def numerics_process_line(cell: str, workload: str, arm: str, round_: int,

@@ -1,101 +1,115 @@
 """Sweeps in the summary: per cell, each swept workload and mode as a curve (throughput, latency,
 peak memory and cost against the swept values), the recommended point under the documented
-rule, and how the recommendation moved against the baseline. Table and PNG. Pure."""
+rule (judge.sweeps: decided like any timing, a tie going to the cheaper setting), and how the
+recommendation moved against the baseline. Table and PNG. Pure."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
 
 from matplotlib.figure import Figure
 
-from stages.core.config.settings import Recommend
-from stages.judge.summary import BASELINE, NOW, CellSummary, UnitSummary
-from stages.render.markdown import markdown_table, nbytes, seconds
+from stages.core.config.settings import Delta, Recommend, StatsSettings
+from stages.judge.summary import BASELINE, CellSummary
+from stages.judge.sweeps import (
+    Choice,
+    Point,
+    Versus,
+    curves,
+    geometric_throughput,
+    recommend,
+    throughput_interval,
+    why_not,
+)
+from stages.render.markdown import markdown_table, nbytes, ratio_change, seconds
 from stages.render.plots import png
 
-
-@dataclass(frozen=True)
-class Point:
-    unit: str
-    values: tuple[tuple, ...]         # (("batch", 64), ("threads", 2))
-    numbers: UnitSummary              # its judge.summary (not measured: failed)
-
-    @property
-    def label(self) -> str:
-        return ", ".join(f"{k}={v}" for k, v in self.values)
+__all__ = ["Point", "curves", "why_not", "recommended", "sweeps_section", "sweep_pictures"]
+ALPHA, DELTA = StatsSettings.alpha, Delta.steady_s
 
 
-def curves(summary: CellSummary, arm: str = NOW) -> dict[tuple[str, str], list[Point]]:
-    """(workload, mode) -> its sweep's points in one arm, in the order of their values."""
-    found: dict[tuple[str, str], list[Point]] = {}
-    for key in summary.keys(arm):
-        n = summary.units[key]
-        if n.family is not None:
-            found.setdefault((n.family, key.mode), []).append(Point(key.workload, n.point, n))
-    return {key: sorted(points, key=lambda p: [(k, _order(v)) for k, v in p.values])
-            for key, points in found.items()}
+def recommended(points: list[Point], rule: Recommend, *, alpha: float = ALPHA,
+                delta: float = DELTA) -> Point | None:
+    """The recommended point (judge.sweeps.recommend): the cheapest setting no other point
+    is shown to beat on cost per item."""
+    return recommend(points, rule, alpha=alpha, delta=delta).chosen
 
 
-def _order(v) -> tuple:
-    return (0, v, "") if isinstance(v, (int, float)) else (1, 0, str(v))
+def _cost(p: Point) -> float | None:
+    """$ per M items at the geometric mean throughput (the summary's cost is per median)."""
+    n, geo = p.numbers, geometric_throughput(p)
+    if not n.usd_per_million or not n.items_per_s or not geo:
+        return None
+    return n.usd_per_million * n.items_per_s / geo
 
 
-def why_not(p: Point, rule: Recommend) -> str | None:
-    """Why a point cannot be recommended, or None."""
-    n = p.numbers
-    if not n.measured:
-        return "not measured"
-    if rule.max_peak_mib is not None and (n.peak_bytes or 0) > rule.max_peak_mib * 2 ** 20:
-        return f"over {rule.max_peak_mib:g} MiB"
-    if rule.max_latency_ms is not None and n.steady_s * 1e3 > rule.max_latency_ms:
-        return f"over {rule.max_latency_ms:g} ms"
-    return None
+def _versus(v: Versus) -> str:
+    """"+3.0 % [-8.0, +15.0]": the point's throughput against the recommended one's."""
+    if math.isnan(v.low):
+        return f"{(v.ratio - 1) * 100:+.1f} % (one process: no test)"
+    return ratio_change(v.ratio, v.low, v.high)
 
 
-def recommended(points: list[Point], rule: Recommend) -> Point | None:
-    """The lowest cost per million items within the limits (the highest throughput where the
-    device has no price: the same order)."""
-    fit = [p for p in points if why_not(p, rule) is None and p.numbers.items_per_s]
-    return max(fit, key=lambda p: p.numbers.items_per_s, default=None)
+def _why(choice: Choice) -> str:
+    """Why the recommended point: it ties with the points named, or beats every other."""
+    ties = choice.ties
+    if not choice.versus:
+        return "the only point within the limits"
+    if not ties:
+        return "every other point is shown to cost more per item"
+    level = f"{ties[0].confidence * 100:g} % interval"
+    named = ", ".join(f"{v.point.label} {_versus(v)}" for v in ties[:3])
+    more = f" and {len(ties) - 3} more" if len(ties) > 3 else ""
+    return (f"{choice.chosen.label} and {named}{more} tie (throughput against it, "
+            f"{level}): the cheaper setting")
 
 
-def recommendation_line(cell: str, workload: str, mode: str, now: Point | None,
-                        base: Point | None, had_base: bool) -> str:
-    """"best on cpu-fp32 mlp_train eager: batch=64 → batch=128 ($0.02 per M items)"."""
+def recommendation_line(cell: str, workload: str, mode: str, now: Choice,
+                        base: Choice | None, had_base: bool) -> str:
+    """"`cpu-fp32` mlp_train eager: batch=64 → **batch=128** ($0.02 per M items); batch=128
+    and batch=256 +3.0 % [-8.0, +15.0] tie ...: the cheaper setting"."""
     where = f"`{cell}` {workload} {mode}"
-    if now is None:
+    pick = now.chosen
+    if pick is None:
         return f"- {where}: no point fits the limits (`recommend`)."
-    cost = now.numbers.usd_per_million
+    cost = _cost(pick)
     price = f" (${cost:.3g} per M items)" if cost else \
-        f" ({now.numbers.items_per_s:,.0f} items/s)"
+        f" ({geometric_throughput(pick):,.0f} items/s)"
+    why = f"; {_why(now)}."
     if not had_base:
-        return f"- {where}: **{now.label}**{price}."
-    if base is None:
-        return f"- {where}: **{now.label}**{price}; the baseline had no point within the limits."
-    if base.label == now.label:
-        return f"- {where}: **{now.label}**{price}, as in the baseline."
-    return f"- {where}: {base.label} → **{now.label}**{price}."
+        return f"- {where}: **{pick.label}**{price}{why}"
+    was = base.chosen if base is not None else None
+    if was is None:
+        return (f"- {where}: **{pick.label}**{price}; the baseline had no point within the "
+                f"limits{why}")
+    if was.label == pick.label:
+        return f"- {where}: **{pick.label}**{price}, as in the baseline{why}"
+    return f"- {where}: {was.label} → **{pick.label}**{price}{why}"
 
 
-def curve_table(points: list[Point], best: Point | None, rule: Recommend) -> str:
+def curve_table(points: list[Point], choice: Choice, rule: Recommend) -> str:
+    against = {id(v.point): v for v in choice.versus}
     rows = []
     for p in points:
-        n = p.numbers
-        cost = n.usd_per_million
-        rows.append([p.label + (" ◀" if p is best else ""),
+        n, geo, cost, v = p.numbers, geometric_throughput(p), _cost(p), against.get(id(p))
+        rows.append([p.label + (" ◀" if p is choice.chosen else ""),
+                     seconds(n.items / geo) if geo and n.items else
                      seconds(n.steady_s) if n.measured else "not measured",
-                     f"{n.items_per_s:,.0f}" if n.items_per_s else "",
+                     f"{geo:,.0f}" if geo else "",
+                     (_versus(v) + (" tie" if v.tie else "")) if v is not None else "",
                      nbytes(n.peak_bytes) if n.peak_bytes is not None else "",
                      f"${cost:.3g}" if cost else "", why_not(p, rule) or ""])
     return markdown_table(rows, ["point", "steady state (one call)", "items/s",
-                                 "peak memory", "$ / M items", "outside the limits"])
+                                 "items/s against ◀ [CI]", "peak memory", "$ / M items",
+                                 "outside the limits"])
 
 
 def sweep_figure(cell: str, found: dict[tuple[str, str], list[Point]],
-                 best: dict[tuple[str, str], Point | None]) -> bytes | None:
-    """Items/s against the first swept parameter, one line per value of the others; the
-    recommended point circled."""
+                 choices: dict[tuple[str, str], Choice], alpha: float = ALPHA) -> bytes | None:
+    """Items/s against the first swept parameter, one line per value of the others, each
+    point with its (1 - alpha) interval, on an axis from zero; the recommended point circled
+    and the points that tie with it ringed."""
     panels = [(key, points) for key, points in found.items()
-              if any(p.numbers.measured for p in points)]
+              if any(geometric_throughput(p) for p in points)]
     if not panels:
         return None
     fig = Figure(figsize=(4.6 * len(panels), 3.6))
@@ -106,22 +120,34 @@ def sweep_figure(cell: str, found: dict[tuple[str, str], list[Point]],
         for p in points:
             lines.setdefault(tuple(kv for kv in p.values if kv[0] != axis), []).append(p)
         numeric = all(isinstance(dict(p.values)[axis], (int, float)) for p in points)
+
+        def x_of(p: Point):
+            x = dict(p.values)[axis]
+            return x if numeric else str(x)
         for rest, mine in lines.items():
-            xs = [dict(p.values)[axis] for p in mine if p.numbers.measured]
-            ys = [p.numbers.items_per_s for p in mine if p.numbers.measured]
+            mine = [p for p in mine if geometric_throughput(p)]
+            ys = [geometric_throughput(p) for p in mine]
+            bars = [throughput_interval(p, alpha) or (y, y) for p, y in zip(mine, ys)]
             label = ", ".join(f"{k}={v}" for k, v in rest) or None
-            ax.plot(xs if numeric else list(map(str, xs)), ys, "o-", ms=4, label=label)
-        pick = best.get((workload, mode))
-        if pick is not None:
-            x = dict(pick.values)[axis]
-            ax.plot([x if numeric else str(x)], [pick.numbers.items_per_s], "o", ms=12,
+            ax.errorbar([x_of(p) for p in mine], ys,
+                        yerr=[[max(0.0, y - lo) for y, (lo, _) in zip(ys, bars)],
+                              [max(0.0, hi - y) for y, (_, hi) in zip(ys, bars)]],
+                        fmt="o-", ms=4, capsize=3, label=label)
+        choice = choices.get((workload, mode))
+        if choice is not None and choice.chosen is not None:
+            ax.plot([x_of(choice.chosen)], [geometric_throughput(choice.chosen)], "o", ms=12,
                     mfc="none", mec="#c62828", mew=2, label="recommended")
+            if choice.ties:
+                ax.plot([x_of(v.point) for v in choice.ties],
+                        [geometric_throughput(v.point) for v in choice.ties], "o", ms=10,
+                        mfc="none", mec="#ef6c00", mew=1.5, label="ties with it")
         if numeric and min(dict(p.values)[axis] for p in points) > 0:
             ax.set_xscale("log", base=2)
             ax.set_xticks(sorted({dict(p.values)[axis] for p in points}),
                           [str(v) for v in sorted({dict(p.values)[axis] for p in points})])
+        ax.set_ylim(bottom=0)       # a throughput axis from zero: gaps drawn to scale
         ax.set_xlabel(axis, fontsize=8)
-        ax.set_ylabel("items/s", fontsize=8)
+        ax.set_ylabel(f"items/s ({1 - alpha:.0%} interval)", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.set_title(f"{workload} · {mode}", fontsize=9)
         ax.legend(fontsize=7, frameon=False)
@@ -132,9 +158,11 @@ def sweep_figure(cell: str, found: dict[tuple[str, str], list[Point]],
 
 
 def sweeps_section(bench: dict[str, CellSummary], rule: Recommend,
-                   images: dict[str, str]) -> list[str]:
+                   images: dict[str, str], *, alpha: float = ALPHA,
+                   delta: float = DELTA) -> list[str]:
     """`## Sweeps` of the summary; `bench`: each cell's judge.summary, the baseline's arm
-    included; `images`: cell -> path of its sweep picture."""
+    included; `images`: cell -> path of its sweep picture; `alpha`, `delta`: stats.alpha and
+    the steady state's δ, which decide the recommendation."""
     lines = []
     for cell, summary in sorted(bench.items()):
         found = curves(summary)
@@ -143,12 +171,12 @@ def sweeps_section(bench: dict[str, CellSummary], rule: Recommend,
         before = curves(summary, BASELINE)
         lines += [f"### `{cell}`", ""]
         for (workload, mode), points in found.items():
-            best = recommended(points, rule)
+            choice = recommend(points, rule, alpha=alpha, delta=delta)
             old = before.get((workload, mode))
-            lines += [recommendation_line(cell, workload, mode, best,
-                                          recommended(old, rule) if old else None,
-                                          old is not None), "",
-                      curve_table(points, best, rule), ""]
+            lines += [recommendation_line(
+                cell, workload, mode, choice,
+                recommend(old, rule, alpha=alpha, delta=delta) if old else None,
+                old is not None), "", curve_table(points, choice, rule), ""]
         if cell in images:
             lines += [f"![{cell}: throughput across the sweep]({images[cell]})", ""]
     if not lines:
@@ -159,20 +187,29 @@ def sweeps_section(bench: dict[str, CellSummary], rule: Recommend,
     if rule.max_latency_ms is not None:
         limits.append(f"a call ≤ {rule.max_latency_ms:g} ms")
     return ["## Sweeps", "",
-            "Each swept value is its own unit (compared and judged above). Recommended (◀): the "
-            "lowest cost per million items, the highest throughput where the device has no "
-            "price, " + (f"within {' and '.join(limits)}" if limits else
-                         "with no limits set (`recommend.max_peak_mib`, "
-                         "`recommend.max_latency_ms`)") + "; the arrow shows how it moved "
+            "Each swept value is its own unit (compared and judged above). Recommended (◀): "
+            "among the points " + (f"within {' and '.join(limits)}" if limits else
+                                   "(no limits set: `recommend.max_peak_mib`, "
+                                   "`recommend.max_latency_ms`)") +
+            ", the cheapest setting that no other point is shown to beat on cost per item "
+            "(the same order as throughput): a point beats another when its cost per item is "
+            "lower by Welch's test on the log per-process values, one-sided at α/(k − 1) for "
+            f"k points (α = {alpha:g}), and by more than δ = {delta:.0%}. Points no point "
+            "beats tie with it (marked tie). Cheaper: fewer threads, then the smaller values "
+            "of the other swept parameters, then less peak memory. Steady state and items/s: "
+            "the geometric mean over the kept processes, as the test compares them; the "
+            "interval is the decision's. The arrow shows how the recommendation moved "
             "against the baseline.", ""] + lines
 
 
-def sweep_pictures(bench: dict[str, CellSummary], rule: Recommend) -> dict[str, bytes]:
+def sweep_pictures(bench: dict[str, CellSummary], rule: Recommend, *, alpha: float = ALPHA,
+                   delta: float = DELTA) -> dict[str, bytes]:
     """cell -> its sweep picture, for the cells that swept something."""
     out = {}
     for cell, summary in sorted(bench.items()):
         found = curves(summary)
-        drawn = sweep_figure(cell, found, {k: recommended(p, rule) for k, p in found.items()})
+        drawn = sweep_figure(cell, found, {k: recommend(p, rule, alpha=alpha, delta=delta)
+                                           for k, p in found.items()}, alpha)
         if drawn is not None:
             out[cell] = drawn
     return out

@@ -106,7 +106,9 @@ def method(result: Comparison) -> str:
             f"truth: a true change a little under δ is sometimes flagged); EQUIVALENT: the "
             f"interval lies within ±δ (two one-sided tests); INCONCLUSIVE: neither. The "
             f"interval shown is the one decided on: the test's {100 * (1 - a):g} % for a "
-            f"significant change, the equivalence's otherwise. MDE: the "
+            f"significant change, the equivalence's otherwise; baseline and now are the "
+            f"geometric means of the values the test compared (in lock-step, the pairs it "
+            f"used), so that their ratio is the change. MDE: the "
             f"slowdown that would be caught with {result.power:.0%} power. Peak memory is "
             f"tested per process as a timing is (where every process agrees, its ratio "
             f"against δ decides); graph breaks and recompiles compare exactly.")

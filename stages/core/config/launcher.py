@@ -48,6 +48,10 @@ class RaySettings:
     address: str = "auto"
     excludes: tuple[str, ...] = ()       # more paths not shipped with the code (gitignore style)
     connect_timeout_s: float = 60.0      # to join, the project folder's upload included
+    # The first bench stage measures every cell of the matrix at once (launch.fleet).
+    fleet: bool = True
+    # Units a node runs at once: 1 unless its devices are independent of each other.
+    units_per_node: int = 1
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,9 @@ class Launcher:
         if self.ray.connect_timeout_s <= 0:
             raise UserError("launcher.ray.connect_timeout_s must be > 0, got "
                             f"{self.ray.connect_timeout_s}")
+        if self.ray.units_per_node < 1:
+            raise UserError("launcher.ray.units_per_node must be >= 1, got "
+                            f"{self.ray.units_per_node}")
         if not self.ray.address.strip():
             raise UserError("launcher.ray.address is empty; give auto, ray://host:port, "
                             "host:port or local")

@@ -44,8 +44,9 @@ class WorkloadSpec:
 
 @dataclass(frozen=True)
 class Recommend:
-    """Which point of a sweep to recommend: the lowest cost per million items (the highest
-    throughput where the device has no price) among the points within both limits."""
+    """Which point of a sweep may be recommended: the points within both limits; among them
+    judge.sweeps takes the cheapest setting no other point is shown to beat on cost per
+    item."""
     max_peak_mib: float | None = None     # peak memory limit per process
     max_latency_ms: float | None = None   # a call's steady-state time (a batch's latency)
 

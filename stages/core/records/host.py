@@ -22,3 +22,7 @@ class Host:
     node: str | None
     hardware: Hardware | None
     retried: str | None = None           # the system failure of a first try on another node
+    # On a Ray node: when the unit started and ended there (milliseconds since the epoch,
+    # the node's clock; whole numbers, which records keep exact), the window no other unit
+    # held that node.
+    window_ms: tuple[int, int] | None = None

@@ -80,10 +80,21 @@ def _bench_5(data: dict) -> dict:
 
 
 def _bench_6(data: dict) -> dict:
-    """Schema 7 records where the step goes (an input pipeline's wait, copy and compute per
-    step, `breakdown_calls` ... `busy_breakdown`) and the utilization and energy of the steady
-    state (`cpu_busy` ... `watts`). A schema-6 mode measured none of them: not measured."""
+    """Schema 7 adds, for a unit a Ray node ran, the window it held that node (`host.window_ms`);
+    optional, so a schema-6 record reads as one whose windows were not kept."""
     return {**data, "schema_version": 7}
+
+
+def _bench_7(data: dict) -> dict:
+    """Schema 8 records where the step goes (an input pipeline's wait, copy and compute per
+    step, `breakdown_calls` ... `busy_breakdown`) and the utilization and energy of the steady
+    state (`cpu_busy` ... `watts`). A schema-7 mode measured none of them: not measured."""
+    return {**data, "schema_version": 8}
+
+
+def _numerics_3(data: dict) -> dict:
+    """Schema 4: the hosts' Ray window (bench 7's `host.window_ms`); optional, as in bench 7."""
+    return {**data, "schema_version": 4}
 
 
 def _numerics_2(data: dict) -> dict:
@@ -160,8 +171,9 @@ def _without_control(data: dict) -> dict:
 
 UPGRADES = {("bench", 1): _bench_1, ("bench", 2): _bench_2, ("bench", 3): _bench_3,
             ("bench", 4): _bench_4, ("bench", 5): _bench_5, ("bench", 6): _bench_6,
-            ("numerics", 1): _numerics_1,
-            ("numerics", 2): _numerics_2, ("compare", 1): _compare_1,
+            ("bench", 7): _bench_7, ("numerics", 1): _numerics_1,
+            ("numerics", 2): _numerics_2, ("numerics", 3): _numerics_3,
+            ("compare", 1): _compare_1,
             ("env", 1): _env_1}
 
 # A version whose shape changed without a bump: its records, as read, are first made the shape

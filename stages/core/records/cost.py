@@ -1,0 +1,37 @@
+"""What one more worker process of a unit costs in wall time, estimated from the processes
+already measured: adaptive sampling spends its budget by it (launch.cells), and a unit left
+undecided says what deciding it would cost (judge.adaptive). Pure.
+
+A process's wall time is its start (importing torch, building the workload) plus its modes';
+a process that runs some modes only costs its wall time less the others' time. A mode's time
+is read from what it measured: the first call (a compile), the warm-up, the steady state's
+samples, the single calls of its tail and its shape changes. The median over the processes
+stands for the next one; it errs high where the first processes compiled with empty caches
+(later ones find them warm).
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+from stages.core.numbers import median
+from stages.core.records.schema import BenchProcess, ModeTiming
+
+
+def mode_seconds(m: ModeTiming) -> float:
+    """Roughly the wall time a mode took in its process."""
+    per_sample = m.calls_per_sample or 1
+    timed = sum(m.steady_s) + sum(m.cold_s) + sum(m.graph_s)
+    tail = (m.latency_calls or 0) * (m.latency_p50_s or 0.0)
+    shapes = sum(s.first_call_s + (s.call_s or 0.0) for s in m.shapes)
+    return (m.first_call_s or 0.0) + (m.warmup_s or 0.0) + timed * per_sample + tail + shapes
+
+
+def process_seconds(processes: Iterable[BenchProcess], modes: Iterable[str]) -> float | None:
+    """The wall time of one more process that runs `modes` only: the median, over the
+    processes that report a wall time, of it less the time of their other modes. None: no
+    process reported one."""
+    keep = set(modes)
+    found = [max(0.0, p.wall_s - sum(mode_seconds(m) for name, m in p.modes.items()
+                                     if name not in keep))
+             for p in processes if p.wall_s]
+    return median(found)
