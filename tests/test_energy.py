@@ -4,12 +4,18 @@ the reason wherever a reading cannot be had."""
 import pytest
 
 from stages.core.config.gpu import CudaTiming
-from stages.measure.energy import NO_NVML, Meter, Rapl, busy_share, open_meter
+from stages.core.records.schema import BenchProcess
+from stages.judge.summary import summarize
+from stages.measure.energy import NO_NVML, SHORT_FOR_TICKS, Meter, Rapl, busy_share, open_meter
 from stages.measure.gpu_timing import GpuProcess
 from stages.measure.timing import BusyMachine, measure
+from stages.measure.worker import bench_mode
+from stages.workloads.loader import loader_train
 from tests.fake_gpu import EventClock, FakeGpu, FakeSensor
 
+from .records import BUSY, bench
 from .test_gpu_timing import H200, HOT, MISS
+from .test_steps import loader_job
 from .test_timing import FakeClock
 
 
@@ -78,6 +84,19 @@ def test_the_cpu_busy_share_is_cpu_time_per_second_and_thread():
     assert busy_share(busy, 1) == pytest.approx(1.5)     # loader workers beside the thread
     busy.wall = 0.01                                     # too short for /proc's ticks
     assert busy_share(busy, 2) is None
+
+
+def test_a_cpu_busy_share_too_short_to_read_says_why():
+    """For real, in this process: one steady sample of a few milliseconds."""
+    import torch
+
+    from stages.render.steps import usage_section
+
+    m = bench_mode(loader_job(), loader_train, torch.device("cpu"), "eager")
+    assert m.cpu_busy is None and m.unmeasured["cpu_busy"] == SHORT_FOR_TICKS
+    page = usage_section(summarize("c", bench({"loader_train": [
+        BenchProcess("OK", modes={"eager": m})]}), 0.0, BUSY))
+    assert f"- CPU busy not measured: {SHORT_FOR_TICKS}" in page
 
 
 def gpu_mode(sensor_kwargs=None, series=("hot", "cold", "graph")):

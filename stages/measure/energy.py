@@ -29,6 +29,8 @@ from stages.measure.proc import hz
 from stages.measure.timing import MAX_ROUNDING, BusyMachine
 
 POWERCAP = "/sys/class/powercap"
+SHORT_FOR_TICKS = ("the steady state was too short for /proc's clock ticks to tell (more "
+                   "bench.samples or a longer bench.sample_target_s)")
 NO_NVML = "NVML is not available (install nvidia-ml-py, `pip install -e '.[gpu]'`, and an " \
           "NVIDIA driver)"
 

@@ -48,7 +48,7 @@ from stages.measure.device import (
     sync_for,
 )
 from stages.measure.dynamo import DynamoLog, reset_dynamo
-from stages.measure.energy import busy_share, open_meter
+from stages.measure.energy import SHORT_FOR_TICKS, busy_share, open_meter
 from stages.measure.gpu_timing import GpuProcess
 from stages.measure.latency import measure_latency
 from stages.measure.ops import op_coverage
@@ -136,13 +136,16 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
     usage = meter.record(phases.calls_per_sample * workload.items)
     unmeasured = {**notes.pop("unmeasured", {}), **usage.pop("unmeasured"),
                   **parts.pop("unmeasured", {})}
+    cpu = busy_share(busy["steady_s"], torch.get_num_threads())
+    if cpu is None:
+        unmeasured["cpu_busy"] = SHORT_FOR_TICKS
     return ModeTiming(
         Status.OK, first_call_s=phases.first_call_s, warmup_s=phases.warmup_s,
         warmup_calls=phases.warmup_calls, warmup_excess_s=phases.warmup_excess_s,
         warmup_settled=phases.warmup_settled, calls_per_sample=phases.calls_per_sample,
         steady_s=tuple(phases.steady_s), peak_bytes=peak, **tail, **parts, shapes=shapes,
         **notes, unmeasured=unmeasured, **usage,
-        cpu_busy=busy_share(busy["steady_s"], torch.get_num_threads()),
+        cpu_busy=cpu,
         items=workload.items, flops=workload.flops, bytes_moved=bytes_moved,
         busy_machine=busy["steady_s"].summary(), compile_cache=cache if compiled else None,
         busy_first_call=busy["first_call_s"].summary(), busy_warmup=busy["warmup_s"].summary(),

@@ -9,7 +9,7 @@ from stages.render.markdown import joules, markdown_table, seconds
 BUSY = ("not shown: its {} process(es) timed it while other programs took more than "
         "`compare.busy_share` of the CPU")
 # The metrics these sections say "not measured" of, with the reason.
-OWN = ("copy_s", "joules_per_item", "sm_util")
+OWN = ("copy_s", "cpu_busy", "joules_per_item", "sm_util")
 RULE = (f"input-bound or transfer-bound when the input wait or the copy, the larger of the "
         f"two, takes at least {BOUND_SHARE:.0%} of the step (the device idles meanwhile), "
         f"else compute-bound")
@@ -75,7 +75,7 @@ def usage_section(summary: CellSummary) -> str:
     rows, said = [], {}
     for key in summary.keys():
         n = summary.units[key]
-        for metric in ("joules_per_item", "sm_util"):
+        for metric in ("cpu_busy", "joules_per_item", "sm_util"):
             if _why(n, metric):
                 said[f"{LABELS[metric]} not measured: {_why(n, metric)}"] = None
         u = n.usage
@@ -98,7 +98,8 @@ def usage_section(summary: CellSummary) -> str:
         *(f"- {line}" for line in said)]).rstrip()
 
 
-LABELS = {"joules_per_item": "energy per item", "sm_util": "GPU utilization"}
+LABELS = {"cpu_busy": "CPU busy", "joules_per_item": "energy per item",
+          "sm_util": "GPU utilization"}
 
 
 def cell_lines(summary: CellSummary) -> list[str]:
