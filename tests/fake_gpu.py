@@ -123,13 +123,27 @@ class EventClock:
 
 
 class FakeSensor:
-    """NVML's readings, scripted per sample window: `script(i)` gives the i-th Window."""
+    """NVML's readings, scripted per sample window: `script(i)` gives the i-th Window. The
+    energy counter adds `power_w` for every second the device works (its timeline, which
+    moves only while it has work); utilization is `rates` (None: NVML gives none)."""
+
+    available = True
 
     def __init__(self, script=None, reference_mhz: float | None = 1980.0, gpu=None,
-                 read_s: float = 30e-6):
+                 read_s: float = 30e-6, power_w: float | None = 500.0,
+                 rates: tuple[float, float] | None = (0.9, 0.4)):
         from stages.measure.gpu_rules import Window
         self.script = script or (lambda i: Window(1980.0, 60.0, 500.0, 0))
         self.reference, self.gpu, self.read_s, self.reads = reference_mhz, gpu, read_s, 0
+        self.power_w, self.rates = power_w, rates
+
+    def energy_j(self):
+        if self.power_w is None or self.gpu is None:
+            return None
+        return 1e4 + self.power_w * self.gpu.device     # a counter never starts at zero
+
+    def utilization(self):
+        return self.rates
 
     def window(self):
         if self.gpu is not None:

@@ -18,6 +18,7 @@ from stages.measure.nvml import Sensor
 from stages.measure.probe import capture
 from stages.measure.worker import bench_mode
 from stages.workloads import elementwise, matmul_relu, mlp_train
+from stages.workloads.loader import loader_train
 
 pytestmark = pytest.mark.gpu
 
@@ -102,3 +103,28 @@ def test_the_environment_names_the_gpu_its_driver_and_clocks():
     except ImportError:
         return
     assert hardware["gpu_clocks"][0]["sm_max_mhz"] > 0
+
+
+def test_an_input_pipeline_is_timed_part_by_part_on_the_device():
+    """loader_train with pinned batches: the copy is timed by CUDA events, its bytes are the
+    batch's tensors, and the parts add up to a step."""
+    spec = WorkloadSpec("loader_train", "stages.workloads.loader.loader_train",
+                        {"batch": 256, "features": 1024, "pin_memory": True, "num_workers": 2})
+    j = Job("bench", 0, DeviceSpec("cuda", "cuda", timing=CudaTiming(series=("hot", "graph"))),
+            FP32, (spec,), ("eager",), Timing(12, 0.02, 0.1, 3))
+    configure(j)
+    m = bench_mode(j, loader_train, torch.device("cuda"), "eager", gpu=GpuProcess.open(torch, j))
+    assert m.status == "OK", m.error
+    assert m.copy_bytes == 256 * 1024 * 4 + 256 * 8 and m.copy_s > 0 and m.compute_s > 0
+    assert 0.1 < m.copy_bytes / m.copy_s / 1e9 < 1000, m.copy_s          # GB/s, PCIe or faster
+    assert m.breakdown_calls >= 30 and m.input_wait_s >= 0 and "copy_s" not in m.unmeasured
+    assert m.gpu.graph_error.startswith("a step with an input pipeline is not captured")
+
+
+def test_nvml_reads_energy_and_utilization_over_the_hot_series():
+    pytest.importorskip("pynvml", reason="nvidia-ml-py is not installed")
+    m, _ = measure(matmul_relu, BF16, size=8192)
+    assert m.sm_util is not None and m.sm_util > 0.5, m.sm_util      # kernels back to back
+    if "joules_per_item" in m.unmeasured:            # a GPU without an energy counter
+        return
+    assert m.joules_per_item > 0 and 20 < m.watts < 2000, (m.joules_per_item, m.watts)

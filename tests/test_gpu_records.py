@@ -138,6 +138,12 @@ class FakeNvml:
     def nvmlDeviceGetApplicationsClock(self, handle, kind):
         return 1980
 
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle):
+        return 123_456_789                   # millijoules since the driver loaded
+
+    def nvmlDeviceGetUtilizationRates(self, handle):
+        return SimpleNamespace(gpu=97, memory=41)
+
     def nvmlDeviceGetMaxClockInfo(self, handle, kind):
         return {nvml.CLOCK_SM: 1980, nvml.CLOCK_MEM: 3201}[kind]
 
@@ -161,6 +167,7 @@ def test_nvml_reads_a_sample_window_and_the_reference_clock(monkeypatch):
     assert (window.sm_clock_mhz, window.temperature_c, window.power_w, window.reasons) == \
         (1755.0, 64.0, 512.0, 0x5)
     assert sensor.reference_sm_clock_mhz() == 1980.0      # no default clock: the maximum
+    assert sensor.energy_j() == 123_456.789 and sensor.utilization() == (0.97, 0.41)
     assert nvml.clocks(FAKE_TORCH, 1) == [{
         "uuid": "GPU-5f0c", "sm_max_mhz": 1980, "sm_default_mhz": None,
         "sm_applications_mhz": 1980, "mem_max_mhz": 3201, "power_limit_w": 700.0}]
@@ -172,6 +179,7 @@ def test_without_nvml_every_reading_is_none(monkeypatch, module):
     monkeypatch.setitem(sys.modules, "pynvml", module)    # None: the import fails
     sensor = nvml.Sensor.open(FAKE_TORCH)
     assert not sensor.available and sensor.reference_sm_clock_mhz() is None
+    assert sensor.energy_j() is None and sensor.utilization() is None
     assert sensor.window() == nvml.Window()
     assert nvml.clocks(FAKE_TORCH, 2) == [None, None]
 
@@ -229,7 +237,8 @@ def test_the_gpu_scripts_params_equal_the_composition_of_conf(tmp_path):
         "tests/gpu/params.yaml is stale: run `bash tests/gpu/run_on_gpu.sh --compose`")
     cfg = config.parse(_raw())
     assert [c.name for c in cfg.cells()] == ["cuda-fp32", "cuda-tf32", "cuda-bf16"]
-    assert list(cfg.workloads) == ["matmul_relu_xl", "elementwise"]
+    assert list(cfg.workloads) == ["matmul_relu_xl", "elementwise", "loader_train"]
+    assert cfg.workloads["loader_train"].kwargs["pin_memory"] is True
     assert cfg.devices["cuda"].timing.series == ("hot", "cold", "graph")
 
 
@@ -267,9 +276,15 @@ def test_the_gpu_summary_reads_a_run(tmp_path, capsys):
         return process(steady=5e-6, rng=rng, gpu=gpu, bytes_moved=2.0 * (16 << 20),
                        cold_s=tuple(9e-6 for _ in range(12)))
 
+    def loader():
+        return process(steady=3e-3, rng=rng, breakdown_calls=30, input_wait_s=1e-4,
+                       copy_s=5e-4, copy_bytes=20e6, compute_s=2.4e-3, sm_util=0.6,
+                       mem_util=0.2, joules_per_item=2e-3, unmeasured={})
+
     record = bench({"matmul_relu_xl": [matmul(1.4e-3 * rng.uniform(0.995, 1.005))
                                        for _ in range(4)],
-                    "elementwise": [elementwise_op() for _ in range(4)]})
+                    "elementwise": [elementwise_op() for _ in range(4)],
+                    "loader_train": [loader() for _ in range(4)]})
     shutil.copy(ROOT / "tests/gpu/params.yaml", tmp_path / "params.yaml")
     records.write_record(tmp_path / "reports/gpu-check/bench/cuda-bf16.json", record)
     runpy.run_path(str(ROOT / "tests/gpu/summarize.py"))["main"](tmp_path)
@@ -285,3 +300,5 @@ def test_the_gpu_summary_reads_a_run(tmp_path, capsys):
                                                        "3,728", "4,800"]
     assert "cold max_samples x4" in text and "redone 4, kept and flagged 4" in text
     assert "graph not captured: RuntimeError: capture failed" in text
+    assert cells("| cuda-bf16 | loader_train")[3:11] == [
+        "3%", "500 µs", "40", "80%", "compute-bound", "60%", "20%", "2 mJ"]

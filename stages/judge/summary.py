@@ -19,12 +19,14 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from stages.core.config.settings import GPU_TIMED, TIMED
+from stages.core.config.settings import BREAKDOWN, ENERGY, GPU_TIMED, TIMED
 from stages.core.numbers import median
 from stages.core.records.inputs import ab_baseline
 from stages.core.records.schema import BenchRecord, Look, ModeTiming
 from stages.core.vocabulary import Status
 from stages.judge.ranks import RankSummary, rank_summary
+from stages.judge.steps import BOUND_SHARE as BOUND_SHARE  # the diagnosis rule, for pages
+from stages.judge.steps import Breakdown, Usage, breakdown, step_total, usage
 from stages.judge.timings import SERIES, busy, failures, process_values
 
 NOW, BASELINE = "now", "baseline"          # a unit's arm: this run's, or its baseline's
@@ -114,6 +116,9 @@ class UnitSummary:
     unmeasured: tuple[tuple[str, str], ...] = ()   # (metric, why the backend could not)
     items: int | None = None               # per call (a batch), as the workload reported
     ranks: RankSummary | None = None       # a distributed unit (`_ranks_`)
+    breakdown: Breakdown | None = None     # an input pipeline's step, part by part
+    breakdown_busy: int = 0                # ... timed on a busy machine: left out
+    usage: Usage | None = None             # utilization and energy of the steady state
 
     @property
     def measured(self) -> bool:
@@ -169,7 +174,7 @@ def unit_summary(record: BenchRecord, workload: str, mode: str, price_per_hour: 
                  busy_share: float) -> UnitSummary:
     """One unit of one arm, from the processes the tests use (see the module's docstring)."""
     def kept(metric: str) -> list[float]:
-        timed = metric in TIMED or metric in GPU_TIMED
+        timed = metric in (*TIMED, *GPU_TIMED, *BREAKDOWN, *ENERGY)
         return process_values(record, workload, mode, metric, busy_share if timed else None)
 
     def middle(metric: str) -> float | None:
@@ -205,7 +210,11 @@ def unit_summary(record: BenchRecord, workload: str, mode: str, price_per_hour: 
         clocks=tuple(dict.fromkeys(m.clock for m in modes if m.clock)),
         unmeasured=tuple(dict.fromkeys(kv for m in modes for kv in sorted(m.unmeasured.items()))),
         items=int(items[0]) if items else None,
-        ranks=rank_summary(record, workload, mode, busy_share))
+        ranks=rank_summary(record, workload, mode, busy_share),
+        breakdown=breakdown([m for m in modes if not busy(m, busy_share, "input_wait_s")]),
+        breakdown_busy=sum(step_total(m) is not None and busy(m, busy_share, "input_wait_s")
+                           for m in modes),
+        usage=usage(modes, [m for m in modes if not busy(m, busy_share)]))
 
 
 def _measured(record: BenchRecord, workload: str, mode: str) -> list[ModeTiming]:

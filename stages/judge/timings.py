@@ -11,6 +11,8 @@ import math
 from typing import Iterator
 
 from stages.core.config.settings import (
+    BREAKDOWN,
+    ENERGY,
     GPU_TIMED,
     LATENCY,
     RANKED,
@@ -22,7 +24,7 @@ from stages.core.config.settings import (
 from stages.core.numbers import geometric_mean, median
 from stages.core.records.schema import BenchProcess, BenchRecord, Busy, ModeTiming
 from stages.core.vocabulary import Status, Verdict
-from stages.judge import placement, portability, stats
+from stages.judge import placement, portability, stats, steps
 from stages.judge.sentinel import Slope, adjusted, machine_moved, machine_unchanged
 from stages.judge.verdicts import Draft, skipped_baseline, unusable_row
 
@@ -30,7 +32,7 @@ COUNTED = ("graph_breaks", "recompiles")           # exact: more, or a new reaso
 REASONS = {"graph_breaks": "graph_break_reasons", "recompiles": "recompile_reasons"}
 # Each GPU_TIMED metric's series in the record's `gpu` block (steady_s: the hot one).
 SERIES = {"steady_s": "hot", "cold_s": "cold", "graph_s": "graph"}
-TESTED = (*TIMED, *GPU_TIMED, *RANKED)      # one number per process, tested alike
+TESTED = (*TIMED, *GPU_TIMED, *RANKED, *BREAKDOWN, *ENERGY)   # tested as timings are
 
 
 # ---- reducing a bench record to process-level summaries ----------------------------------
@@ -71,6 +73,12 @@ def process_values(record: BenchRecord, workload: str, mode: str, metric: str,
             if not busy(m, busy_share, metric)]
 
 
+def measured_modes(record: BenchRecord, workload: str, mode: str,
+                   metric: str) -> list[ModeTiming]:
+    """The mode's result in every process that measured the metric."""
+    return [m for _, m, _ in _summaries(record, workload, mode, metric)]
+
+
 def paired_values(base: BenchRecord, now: BenchRecord, workload: str, mode: str, metric: str,
                   busy_share: float | None = None) -> tuple[list[float], list[float]]:
     """Interleaved A/B: the two arms' values in the rounds where both processes succeeded
@@ -85,8 +93,8 @@ def reading(mode: ModeTiming, metric: str) -> Busy | None:
     """What else took the CPU during the phase a metric times. A record that read the
     steady-state samples only (schema 2) is judged by that reading in every phase."""
     phase = {"first_call_s": mode.busy_first_call, "first_call_warm_s": mode.busy_first_call,
-             "warmup_s": mode.busy_warmup, **dict.fromkeys(LATENCY, mode.busy_latency)
-             }.get(metric)
+             "warmup_s": mode.busy_warmup, **dict.fromkeys(LATENCY, mode.busy_latency),
+             **dict.fromkeys(BREAKDOWN, mode.busy_breakdown)}.get(metric)
     return phase or mode.busy_machine
 
 
@@ -244,6 +252,15 @@ def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None,
                 rows.append(Draft(**key, metric=metric, verdict=Verdict.NEW,
                                   now=median(process_values(now, workload, mode, metric)),
                                   note="the baseline's record has no value of it"))
+            continue
+        if metric in BREAKDOWN and steps.negligible(
+                *(measured_modes(r, workload, mode, metric) for r in (base, now)), metric,
+                delta.steady_s):
+            rows.append(Draft(**key, metric=metric, verdict=Verdict.EQUIVALENT,
+                              base=median(process_values(base, workload, mode, metric)),
+                              now=median(process_values(now, workload, mode, metric)),
+                              note=f"under {delta.steady_s:.0%} of the step on both sides: it "
+                                   "cannot move the step by more than that (not tested)"))
             continue
         # The GPU series (cold, graph replay) are steady states too: the steady state's δ;
         # a distributed unit's all-reduce time and straggler have their own.

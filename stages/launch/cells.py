@@ -54,7 +54,8 @@ def job_for(cfg: Config, cell: Cell, workloads: list[WorkloadSpec], kind: str,
                tuple(modes or cfg.modes),
                Timing(b.samples, b.sample_target_s, b.warmup_s, b.min_warmup_calls,
                       b.warmup_max_s, latency_calls=b.latency_calls,
-                      latency_s=b.latency_s, rank_timeout_s=b.rank_timeout_s),
+                      latency_s=b.latency_s, rank_timeout_s=b.rank_timeout_s,
+                      breakdown_calls=b.breakdown_calls, breakdown_s=b.breakdown_s),
                code=arm.code)
 
 

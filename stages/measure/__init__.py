@@ -63,6 +63,17 @@ communication hook (`comm.py`) and its time to the collective; after the steady 
 report, and the record keeps the all-reduce of the last rank to arrive, the bus bandwidth and
 the straggler (core.records.ranks). Peak memory is the largest rank's; graph breaks are rank 0's.
 
+Where the step goes; utilization and energy
+-------------------------------------------
+
+A workload with an input pipeline (`batches`) is timed as fetch, copy and compute in every
+phase; after the steady state, single steps are timed part by part (`pipeline.py`): the wait
+for the next host batch (host clock), the copy to the device and the compute (the device's
+clock), the device idle at each step's start. Over the steady-state samples (on CUDA the hot
+series) every mode reads the process's CPU busy share, NVML's SM and memory utilization and an
+energy counter, RAPL's or NVML's, for joules per item (`energy.py`); a reading that cannot be
+had is recorded as not measured, with the reason.
+
 GPU timing
 ----------
 

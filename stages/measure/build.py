@@ -11,6 +11,7 @@ import torch
 from stages.core.records.job import Job
 from stages.core.vocabulary import Status
 from stages.measure.extensions import missing_kernel
+from stages.measure.pipeline import Pipeline
 
 
 def unsupported(exc: BaseException) -> bool:
@@ -58,7 +59,9 @@ def build(job: Job, factory, device: torch.device, dtype: torch.dtype, mode: str
           workload_index: int = 0, provided: dict | None = None):
     """The workload, built by its factory for this device, dtype and mode (under autocast
     when the precision asks for it); `provided`: more arguments from torchgate (a rank's
-    `rank`, `world_size` and `ddp`, measure.rank)."""
+    `rank`, `world_size` and `ddp`, measure.rank). A workload with `batches` gets a
+    measure.pipeline Pipeline as its step: fetch, copy, compute, called without arguments
+    like any step."""
     spec = job.workloads[workload_index]
     workload = factory(device=device, dtype=dtype,
                        compile=compiler(mode, spec.dynamic, job.device.compile_backend),
@@ -66,10 +69,13 @@ def build(job: Job, factory, device: torch.device, dtype: torch.dtype, mode: str
     if job.precision.autocast and dtype != torch.float64:
         inner = workload.step
         amp = getattr(torch, job.precision.autocast_dtype)
-        workload.step = lambda: _autocast_call(inner, device.type, amp)
+        workload.step = lambda *batch: _autocast_call(inner, device.type, amp, *batch)
+    batches = getattr(workload, "batches", None)    # another revision's may predate it
+    if batches is not None:
+        workload.step = Pipeline(batches, workload.step, device)
     return workload
 
 
-def _autocast_call(fn, device_type: str, dtype: torch.dtype):
+def _autocast_call(fn, device_type: str, dtype: torch.dtype, *batch):
     with torch.autocast(device_type, dtype=dtype):
-        return fn()
+        return fn(*batch)

@@ -37,6 +37,8 @@ from stages.measure.gpu_rules import (
     throttled,
 )
 from stages.measure.nvml import Sensor
+from stages.measure.pipeline import Pipeline
+from stages.measure.timing import Probes
 
 Sample = Callable[[], tuple[float, Window]]   # seconds per call, and what NVML read
 
@@ -182,16 +184,21 @@ class GpuProcess:
         """Device memory the harness holds through every mode (the flush buffer)."""
         return self.ops.flush_bytes
 
-    def sampler(self, flops: float | None, bytes_moved: float | None) -> "GpuSampler":
-        return GpuSampler(self, flops, bytes_moved)
+    def sampler(self, flops: float | None, bytes_moved: float | None,
+                meter: Any = None) -> "GpuSampler":
+        return GpuSampler(self, flops, bytes_moved, meter)
 
 
 class GpuSampler:
     """measure()'s steady-state hook for one mode: the hot series (returned, as steady_s),
-    then cold and graph as configured; `record()` gives the mode's GPU fields."""
+    then cold and graph as configured; `record()` gives the mode's GPU fields. `meter`
+    (measure.energy) reads energy and utilization around the hot samples alone: the cold
+    series' flushes and the graph replays are other work."""
 
-    def __init__(self, process: GpuProcess, flops: float | None, bytes_moved: float | None):
+    def __init__(self, process: GpuProcess, flops: float | None, bytes_moved: float | None,
+                 meter: Any = None):
         self.process, self.flops, self.bytes_moved = process, flops, bytes_moved
+        self.meter = meter
         self.series: dict[str, Series] = {}
         self.graph_error: str | None = None
 
@@ -201,16 +208,20 @@ class GpuSampler:
         rule = StopRule(p.min_samples, spec.max_rel_sd, max(spec.max_samples, p.min_samples),
                         spec.timeout_s)
 
-        def run(sample: Sample) -> Series:
+        def run(sample: Sample, probe: Any = probe) -> Series:
             return take_series(sample, rule, lambda w: throttled(w, p.reference_mhz,
                                                                  spec.throttle_clock),
                                spec.throttle_redos, turn=turn, probe=probe, wall=p.wall)
 
-        self.series["hot"] = run(hot_sample(p.ops, p.sensor, step, calls))
+        self.series["hot"] = run(hot_sample(p.ops, p.sensor, step, calls),
+                                 probe if self.meter is None else Probes(probe, self.meter))
         if "cold" in spec.series:
             flush = p.ops.flush_buffer(spec.flush_mib << 20)
             self.series["cold"] = run(cold_sample(p.ops, p.sensor, step, flush))
-        if "graph" in spec.series:
+        if "graph" in spec.series and isinstance(step, Pipeline):
+            self.graph_error = ("a step with an input pipeline is not captured: each step "
+                                "takes a new batch from the host")
+        elif "graph" in spec.series:
             try:
                 graph = p.ops.capture(step)
             except Exception as exc:   # some steps cannot be captured; hot and cold stand

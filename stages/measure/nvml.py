@@ -1,5 +1,6 @@
 """NVML through nvidia-ml-py (`pynvml`): the SM clock, temperature, power and clock-event
-reasons of a sample window, and the GPU's stable clocks for the environment record.
+reasons of a sample window, the energy counter and utilization rates (measure.energy), and
+the GPU's stable clocks for the environment record.
 
 Optional and imported lazily (`pip install 'torchgate[gpu]'`): without it, without an NVIDIA
 driver, or where a reading is not supported, the reading is None, never a guess.
@@ -86,6 +87,22 @@ class Sensor:
                                                   TEMPERATURE_GPU)),
                       power_w=None if power is None else power / 1000,
                       reasons=_read(lambda: int(reasons(h))))
+
+    def energy_j(self) -> float | None:
+        """The GPU's energy counter in joules (NVML counts millijoules since the driver
+        loaded; Volta and newer)."""
+        if self._handle is None:
+            return None
+        found = _read(self._nvml.nvmlDeviceGetTotalEnergyConsumption, self._handle)
+        return None if found is None else found / 1000
+
+    def utilization(self) -> tuple[float, float] | None:
+        """(SM, memory) as shares: the time a kernel ran, and the time device memory was
+        read or written, over NVML's own sampling period."""
+        if self._handle is None:
+            return None
+        rates = _read(self._nvml.nvmlDeviceGetUtilizationRates, self._handle)
+        return None if rates is None else (rates.gpu / 100, rates.memory / 100)
 
     def reference_sm_clock_mhz(self) -> float | None:
         """What throttling is judged against: the default applications clock (NVBench's

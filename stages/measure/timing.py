@@ -157,6 +157,22 @@ class _NoProbe:
     def stop(self) -> None: ...
 
 
+class Probes:
+    """Several probes read around the same windows: started in order, stopped in reverse
+    (None: no probe)."""
+
+    def __init__(self, *probes: Any):
+        self.probes = [p for p in probes if p is not None]
+
+    def start(self) -> None:
+        for p in self.probes:
+            p.start()
+
+    def stop(self) -> None:
+        for p in reversed(self.probes):
+            p.stop()
+
+
 WINDOW = 5           # calls per window when telling warm-up from steady state
 SETTLED = 0.10       # a window within 10 % of the steady level is at that level
 
@@ -226,7 +242,7 @@ def measure(step: Callable[[], Any], clock: Clock, *, samples: int, sample_targe
             warmup_max_s: float = BenchSettings.warmup_max_s,
             after_first: Callable[[], None] = lambda: None,
             turn: Callable[[], None] = lambda: None, busy: dict | None = None,
-            sampler: Sampler | None = None) -> Phases:
+            sampler: Sampler | None = None, meter: Any = None) -> Phases:
     """Time the first call, warm up, then take `samples` batched steady-state samples (or
     leave the steady state to `sampler`, with the calibrated calls per sample).
 
@@ -238,7 +254,9 @@ def measure(step: Callable[[], Any], clock: Clock, *, samples: int, sample_targe
     the two arms of an interleaved A/B pair alternate there, so each sample of one arm sits
     next to a sample of the other and both see the machine at the same speed. `busy` maps
     "first_call_s", "warmup_s" and "steady_s" to a BusyMachine each, which reads what else
-    took the CPU during that phase (every sample of it), outside the waits for a turn."""
+    took the CPU during that phase (every sample of it), outside the waits for a turn.
+    `meter` (measure.energy) is read around every steady-state sample too; a `sampler`
+    reads its own."""
     probe = {phase: (busy or {}).get(phase) or _NoProbe() for phase in PHASES}
     turn()
     probe["first_call_s"].start()
@@ -261,7 +279,8 @@ def measure(step: Callable[[], Any], clock: Clock, *, samples: int, sample_targe
     if sampler is not None:
         steady = sampler(step, calls, turn, probe["steady_s"])
     else:
-        steady = batched_samples(step, clock, calls, samples, turn, probe["steady_s"])
+        steady = batched_samples(step, clock, calls, samples, turn, probe["steady_s"]
+                                 if meter is None else Probes(probe["steady_s"], meter))
     return Phases(first_call_s, sum(warm_times[:k + 1]), k + 1, calls, steady, first_output,
                   max(0.0, sum(warm_times[:k]) - k * level), settled)
 

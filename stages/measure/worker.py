@@ -48,9 +48,11 @@ from stages.measure.device import (
     sync_for,
 )
 from stages.measure.dynamo import DynamoLog, reset_dynamo
+from stages.measure.energy import SHORT_FOR_TICKS, busy_share, open_meter
 from stages.measure.gpu_timing import GpuProcess
 from stages.measure.latency import measure_latency
 from stages.measure.ops import op_coverage
+from stages.measure.pipeline import Pipeline, measure_breakdown
 from stages.measure.probe import process_host
 from stages.measure.ranks import RankGroup, check_ranks
 from stages.measure.shapes import run_shapes
@@ -102,7 +104,8 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
     clock = clock_for(device.type if group is None else "cpu")
     # A workload of another revision may predate `bytes_moved`.
     bytes_moved = getattr(workload, "bytes_moved", None)
-    sampler = gpu.sampler(workload.flops, bytes_moved) if gpu is not None else None
+    meter = open_meter(device.type, gpu.sensor if gpu is not None else None, torch)
+    sampler = gpu.sampler(workload.flops, bytes_moved, meter) if gpu is not None else None
     busy = {phase: BusyMachine() for phase in PHASES}
     # Graph breaks and recompiles with their reasons; logging fires only while compiling.
     with (DynamoLog() if compiled else contextlib.nullcontext()) as dynamo:
@@ -112,7 +115,8 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
                          min_warmup_calls=job.timing.min_warmup_calls,
                          warmup_max_s=job.timing.warmup_max_s,
                          after_first=dynamo.mark_first if compiled else lambda: None,
-                         turn=turn, busy=busy, sampler=sampler)
+                         turn=turn, busy=busy, sampler=sampler,
+                         meter=meter if sampler is None else None)
         ranks, rank_peak, rank_dynamo = group.report(
             phases.calls_per_sample * len(phases.steady_s)) if group else (None, None, None)
         # After the steady state, so that it stays comparable with runs without these.
@@ -120,6 +124,10 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
                                min(phases.steady_s), min_calls=job.timing.latency_calls,
                                target_s=job.timing.latency_s, turn=turn) \
             if job.workload.latency else {}
+        parts = measure_breakdown(workload.step, device.type, lambda: clock_for(device.type),
+                                  min(phases.steady_s), min_calls=job.timing.breakdown_calls,
+                                  target_s=job.timing.breakdown_s, turn=turn) \
+            if isinstance(workload.step, Pipeline) else {}
         # The first shape's peak (the others may be larger), less the GPU's flush buffer.
         peak = peak_memory_bytes(device) if group is None else rank_peak  # None: no statistics
         if peak is not None and gpu is not None:
@@ -130,12 +138,20 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
     if bad:
         return ModeTiming(Status.NONFINITE, error=f"first call returned {bad} NaN/Inf values")
     counts = (rank_dynamo or dynamo.summary()) if compiled else None
+    notes = device_notes(device.type)
+    usage = meter.record(phases.calls_per_sample * workload.items)
+    unmeasured = {**notes.pop("unmeasured", {}), **usage.pop("unmeasured"),
+                  **parts.pop("unmeasured", {})}
+    cpu = busy_share(busy["steady_s"], torch.get_num_threads())
+    if cpu is None:
+        unmeasured["cpu_busy"] = SHORT_FOR_TICKS
     return ModeTiming(
         Status.OK, first_call_s=phases.first_call_s, warmup_s=phases.warmup_s,
         warmup_calls=phases.warmup_calls, warmup_excess_s=phases.warmup_excess_s,
         warmup_settled=phases.warmup_settled, calls_per_sample=phases.calls_per_sample,
-        steady_s=tuple(phases.steady_s), peak_bytes=peak, **tail, shapes=shapes,
-        **device_notes(device.type),
+        steady_s=tuple(phases.steady_s), peak_bytes=peak, **tail, **parts, shapes=shapes,
+        **notes, unmeasured=unmeasured, **usage,
+        cpu_busy=cpu,
         items=workload.items, flops=workload.flops, bytes_moved=bytes_moved,
         busy_machine=busy["steady_s"].summary(), compile_cache=cache if compiled else None,
         busy_first_call=busy["first_call_s"].summary(), busy_warmup=busy["warmup_s"].summary(),

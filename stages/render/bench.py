@@ -6,7 +6,7 @@ shown as what they are. Pure.
 """
 from __future__ import annotations
 
-from stages.core.config.settings import GPU_TIMED, LATENCY, RANKED, TIMED
+from stages.core.config.settings import BREAKDOWN, ENERGY, GPU_TIMED, LATENCY, RANKED, TIMED
 from stages.core.numbers import median
 from stages.core.records.rows import Row
 from stages.core.vocabulary import Status
@@ -16,6 +16,7 @@ from stages.render.environment import cell
 from stages.render.gpu import section as gpu_section
 from stages.render.markdown import markdown_table, pvalue, seconds, value
 from stages.render.ranks import table as ranks_table
+from stages.render.steps import OWN, breakdown_section, usage_section
 from stages.render.verdicts import change, ordered
 
 
@@ -101,14 +102,16 @@ def shape_changes(summary: CellSummary) -> str:
 
 
 def unmeasured(summary: CellSummary) -> str:
-    """What the device's backend could not provide, and how its calls were timed."""
+    """What the device's backend could not provide, and how its calls were timed (what the
+    sections of render.steps say themselves aside)."""
     said: dict[str, None] = {}
     for key in summary.keys():
         n = summary.units[key]
         for clock in n.clocks:
             said[f"calls timed with {CLOCKS.get(clock, clock)}"] = None
         for metric, why in n.unmeasured:
-            said[f"{metric} not measured: {why}"] = None
+            if metric not in OWN:
+                said[f"{metric} not measured: {why}"] = None
     if not said:
         return ""
     return "## What this device provides\n\n" + "\n".join(f"- {line}" for line in said)
@@ -123,7 +126,8 @@ def diff(rows: list[Row]) -> str:
     body = [[r.workload, r.mode, r.metric, value(r.metric, r.base), value(r.metric, r.now),
              change(r), pvalue(r.change.p if r.change else None),
              f"{r.change.n_base}/{r.change.n_now}" if r.change else "", r.note]
-            for r in ordered(rows) if r.metric in (*TIMED, *GPU_TIMED, *RANKED, "peak_bytes",
+            for r in ordered(rows) if r.metric in (*TIMED, *GPU_TIMED, *RANKED, *BREAKDOWN,
+                                                   *ENERGY, "peak_bytes",
                                                    "graph_breaks", "recompiles", "status")]
     return markdown_table(body, ["workload", "mode", "metric", "baseline", "now",
                                  "change [CI]", "p (this test)", "n", "note"])
@@ -161,8 +165,9 @@ def page(summary: CellSummary, result: Comparison, ab_env: str = "") -> str:
               "the gate uses those. Baseline and now: the geometric means of the values each "
               "test compared (in lock-step, the pairs it used), so that now / baseline is its "
               "change; the medians above take every kept process.", "", diff(result.rows), ""]
-    for extra in (latency(summary), shape_changes(summary), ranks_table(summary),
-                  unmeasured(summary), looks(summary), ab_env):
+    for extra in (latency(summary), breakdown_section(summary), usage_section(summary),
+                  shape_changes(summary), ranks_table(summary), unmeasured(summary),
+                  looks(summary), ab_env):
         if extra:
             lines += [extra, ""]
     return "\n".join(lines)

@@ -41,11 +41,20 @@ def sci(v) -> str:
     return f"{v:.2e}" if math.isfinite(v) else "NaN/Inf"
 
 
+def joules(v) -> str:
+    if v is None:
+        return "not measured"
+    return f"{three(v)} J" if v >= 1 else f"{three(v * 1e3)} mJ" if v >= 1e-3 else \
+        f"{three(v * 1e6)} µJ"
+
+
 def value(metric: str, v) -> str:
     if v is None:
         return ""
     if metric.endswith("_s"):
         return seconds(v)
+    if metric == "joules_per_item":
+        return joules(v)
     if metric.endswith("_bytes"):
         return nbytes(v)
     if metric == "straggler" and isinstance(v, float):   # slowest over fastest: its lag

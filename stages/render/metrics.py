@@ -26,7 +26,11 @@ def bench_metrics(summary: CellSummary) -> dict:
                 if n.value(k) is not None},
              **{f"{k[:-2]}_ms": n.value(k) * 1e3 for k in ("cold_s", "graph_s")   # CUDA
                 if n.value(k) is not None},
-             "graph_breaks": n.graph_breaks, "recompiles": n.recompiles}
+             "graph_breaks": n.graph_breaks, "recompiles": n.recompiles,
+             **({"input_wait_share": n.breakdown.input_wait_share,
+                 "compute_ms": n.breakdown.compute_s * 1e3} if n.breakdown else {}),
+             **({"cpu_busy": n.usage.cpu_busy, "joules_per_item": n.usage.joules_per_item}
+                if n.usage else {})}
         r = n.ranks                 # a distributed unit
         if r is not None:
             m.update(allreduce_ms=r.comm_s and r.comm_s * 1e3,

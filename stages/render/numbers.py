@@ -9,6 +9,7 @@ from stages.core.records.rows import Row
 from stages.core.vocabulary import BAD, Status, Verdict
 from stages.judge.summary import CellSummary, UnitSummary
 from stages.render.markdown import markdown_table, nbytes, seconds
+from stages.render.steps import cell_lines
 from stages.render.verdicts import change
 from stages.render.verdicts import effect as row_effect
 
@@ -21,7 +22,9 @@ LABELS = {"steady_s": "steady", "first_call_s": "first call",
           "first_call_warm_s": "first call (warm caches)", "warmup_s": "warm-up",
           "peak_bytes": "memory", "graph_breaks": "graph breaks", "recompiles": "recompiles",
           "latency_p50_s": "latency p50", "latency_p90_s": "latency p90",
-          "latency_p99_s": "latency p99", "comm_s": "all-reduce", "straggler": "straggler"}
+          "latency_p99_s": "latency p99", "comm_s": "all-reduce", "straggler": "straggler",
+          "input_wait_s": "input wait", "copy_s": "copy", "compute_s": "compute",
+          "joules_per_item": "energy per item"}
 
 
 def environment_change(changes: list, note: str | None, now: dict | None = None) -> str:
@@ -156,5 +159,7 @@ def numbers_section(bench: dict[str, CellSummary], rows: list[Row]) -> list[str]
         if summary.status != Status.OK:     # a device not present, a backend not registered
             lines += [f"### `{cell}`", "", f"{summary.status}: {summary.reason}", ""]
             continue
-        lines += [f"### `{cell}`", "", cell_table(summary, rows), ""]
+        extra = cell_lines(summary)
+        lines += [f"### `{cell}`", "", cell_table(summary, rows), "",
+                  *([*extra, ""] if extra else [])]
     return lines

@@ -16,18 +16,25 @@ a label and a step per shape, in the order to run, the first being `step`'s own.
 modes run each further shape after the steady state and record the recompiles and the time
 each shape change cost (see reports/README.md, "Dynamic shapes").
 
+A workload with an input pipeline gives `batches`, an iterable of host batches (a DataLoader,
+a list: anything `iter()` takes again for the next epoch), and a `step(batch)` that takes one
+batch already on the device. The harness then makes each step: wait for the next batch, copy
+its tensors to the device (`non_blocking`: pinned memory overlaps), call `step`; and times
+the three parts apart (the measure room's docstring, "Where the step goes").
+
 A workload that cannot run on this device or dtype by design (float8 on a GPU without float8
 tensor cores) raises `Unsupported` from its factory: its modes are SKIPPED with the message,
 not failed. Anything else it raises is a failure.
 
 Beyond the built-ins below: vision.py (a ResNet), decoder.py (a GPT decoder: prefill and
 generation with a KV cache), recsys.py (embedding bags with sparse gradients), control.py
-(data-dependent control flow at several lengths), lowp.py (int8 and float8).
+(data-dependent control flow at several lengths), lowp.py (int8 and float8), loader.py (a
+training step fed by a DataLoader with a CPU-side decode cost).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import torch
 from torch import nn
@@ -39,13 +46,14 @@ class Unsupported(Exception):
 
 @dataclass
 class Workload:
-    step: Callable[[], Any]          # one unit of work; returns its outputs (tensor/tuple/dict)
+    step: Callable[..., Any]         # one unit of work; returns its outputs (tensor/tuple/dict)
     items: int                       # items processed per step (samples, tokens): throughput
     flops: float | None = None       # floating-point operations per step, when known
     state: Callable[[], dict] | None = None  # what training changes (parameters), for numerics
     train_steps: int = 1             # steps before numerics compares outputs and state
     bytes_moved: float | None = None  # device memory read + written per step, when known
     shapes: dict[str, Callable[[], Any]] | None = None  # label -> step, per input shape
+    batches: Iterable | None = None  # host batches (a DataLoader); `step` then takes one
 
 
 def _positive(workload: str, **values: int) -> None:

@@ -4,7 +4,8 @@
 #   bash tests/gpu/run_on_gpu.sh              the `gpu` tests and the simulated-device tests,
 #                                             then the GPU matrix of tests/gpu/params.yaml
 #                                             (cuda x fp32, tf32, bf16 x eager, compiled;
-#                                             hot, cold and graph series) through the bench,
+#                                             hot, cold and graph series; loader_train's
+#                                             pinned copies, energy) through the bench,
 #                                             numerics, compare and report stages, without
 #                                             DVC; results in $OUT (default .gpu-results/)
 #   bash tests/gpu/run_on_gpu.sh --compose    rewrite tests/gpu/params.yaml from conf/ and
@@ -82,7 +83,8 @@ status=0
 # ---- the tests --------------------------------------------------------------------------------
 if "$PYTHON" -c "import pytest" 2>/dev/null; then
     (cd "$ROOT" && "$PYTHON" -m pytest -q -rs -p no:cacheprovider tests/test_gpu.py \
-        tests/test_gpu_timing.py) 2>&1 | tee "$OUT/pytest.txt"
+        tests/test_gpu_timing.py tests/test_energy.py tests/test_steps.py -m "not slow") 2>&1 \
+        | tee "$OUT/pytest.txt"
     [[ ${PIPESTATUS[0]} == 0 ]] || status=1
 else
     say "pytest is missing: tests not run"; status=1

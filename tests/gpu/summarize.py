@@ -7,6 +7,8 @@
 - the minimum detectable effect of the compute-bound unit (that matmul) when two runs like
   this one are compared at bench.processes processes a side;
 - the gap between the cold and the hot series of the 16 MiB elementwise op;
+- where loader_train's step goes (input wait, pinned copy and its GB/s, compute) and every
+  unit's SM and memory utilization and energy per item;
 - how every series stopped, what was throttled, what was impossible, what would not capture.
 """
 from __future__ import annotations
@@ -22,6 +24,7 @@ from stages.core.records.rows import CompareRecord
 from stages.core.records.schema import BenchRecord
 from stages.core.vocabulary import Status
 from stages.judge import stats
+from stages.judge.steps import breakdown
 from stages.judge.timings import process_values
 from stages.render.markdown import markdown_table, mde, seconds
 
@@ -105,6 +108,40 @@ def cold_hot(bench: dict[str, BenchRecord]) -> str:
                                  "hot GB/s", "cold GB/s", "HBM peak GB/s"])
 
 
+def steps_and_energy(bench: dict[str, BenchRecord]) -> str:
+    rows = []
+    for cell, record in bench.items():
+        for workload in sorted(record.workloads):
+            for mode in record.modes:
+                found = modes_of(record, workload, mode)
+                if not found:
+                    continue
+                b = breakdown(found)
+                reasons = sorted({f"{k}: {v}" for m in found for k, v in m.unmeasured.items()})
+                rows.append([cell, workload, mode,
+                             f"{b.input_wait_share:.0%}" if b else "",
+                             seconds(b.copy_s) if b and b.copy_s else "",
+                             f"{b.copy_gbps:.3g}" if b and b.copy_gbps else "",
+                             f"{b.compute_share:.0%}" if b else "", b.bound if b else "",
+                             *(_share(median(getattr(m, k) for m in found
+                                             if getattr(m, k) is not None))
+                               for k in ("sm_util", "mem_util")),
+                             _mj(median(m.joules_per_item for m in found
+                                        if m.joules_per_item is not None)),
+                             "; ".join(reasons)])
+    return markdown_table(rows, ["cell", "workload", "mode", "input wait", "copy", "copy GB/s",
+                                 "compute", "diagnosis", "SM", "memory", "energy per item",
+                                 "not measured"])
+
+
+def _share(v: float | None) -> str:
+    return "" if v is None else f"{v:.0%}"
+
+
+def _mj(v: float | None) -> str:
+    return "" if v is None else f"{v * 1e3:.4g} mJ"
+
+
 def health(bench: dict[str, BenchRecord]) -> list[str]:
     lines = []
     for cell, record in bench.items():
@@ -154,6 +191,7 @@ def main(project: Path) -> None:
         "## Minimum detectable effect of the compute-bound unit at "
         f"{cfg.bench.processes} processes a side", "", detectable(cfg, bench, tests), "",
         "## Cold vs hot: the 16 MiB elementwise op", "", cold_hot(bench), "",
+        "## Where the step goes; utilization and energy", "", steps_and_energy(bench), "",
         "## How the series ran", "", *health(bench), "",
         f"The stage reports are in {cfg.reports}/ (summary.md first).", ""]))
 

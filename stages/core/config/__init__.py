@@ -250,10 +250,10 @@ def parse_workloads(section: dict) -> dict[str, WorkloadSpec]:
 
 def _check_bench(bench: BenchSettings) -> None:
     for key in ("processes", "samples", "sample_target_s", "timeout_s", "max_processes",
-                "max_looks", "warmup_max_s", "rank_timeout_s"):
+                "max_looks", "warmup_max_s", "rank_timeout_s", "breakdown_calls"):
         _at_least(getattr(bench, key), f"bench.{key}")
     for key in ("warmup_s", "adaptive_budget_s", "min_warmup_calls", "cold_compile_processes",
-                "latency_s"):
+                "latency_s", "breakdown_s"):
         _at_least(getattr(bench, key), f"bench.{key}", inclusive=True)
     if bench.latency_calls < 100:
         raise UserError(f"bench.latency_calls must be >= 100 (a p99 of fewer calls is their "

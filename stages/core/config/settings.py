@@ -21,6 +21,10 @@ GPU_TIMED = ("cold_s", "graph_s")
 # step of the last rank to arrive; straggler, the slowest rank's time to the collective over
 # the fastest's (core.records.ranks).
 RANKED = ("comm_s", "straggler")
+# Where the step goes (an input pipeline's parts, per step) and the energy per item: tested
+# like timings, at steady_s's δ, where both sides measured them.
+BREAKDOWN = ("input_wait_s", "copy_s", "compute_s")
+ENERGY = ("joules_per_item",)
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,10 @@ class BenchSettings:
     # synchronized calls, at least latency_calls of them and about latency_s long.
     latency_calls: int = 200
     latency_s: float = 0.5
+    # Where the step goes (workloads with an input pipeline): after the steady state, single
+    # steps timed part by part, at least breakdown_calls of them and about breakdown_s long.
+    breakdown_calls: int = 30
+    breakdown_s: float = 0.3
     timeout_s: float = 300.0
     rank_timeout_s: float = 60.0      # a distributed unit's rendezvous, and each of its steps
     seed: int = 0

@@ -19,6 +19,8 @@ class Timing:
     latency_calls: int = BenchSettings.latency_calls
     latency_s: float = BenchSettings.latency_s
     rank_timeout_s: float = BenchSettings.rank_timeout_s
+    breakdown_calls: int = BenchSettings.breakdown_calls
+    breakdown_s: float = BenchSettings.breakdown_s
 
 
 @dataclass(frozen=True)

@@ -92,6 +92,23 @@ class ModeTiming:
     latency_p99_s: float | None = None
     busy_latency: Busy | None = None
     shapes: tuple[ShapeRun, ...] = ()     # compiled modes of a workload with several shapes
+    # Where the step goes (workloads with an input pipeline): single steps after the steady
+    # state, each part's mean per step: the wait for the next host batch, its copy to the
+    # device (None on the CPU: nothing is copied) with its bytes, and the compute.
+    breakdown_calls: int | None = None
+    input_wait_s: float | None = None
+    copy_s: float | None = None
+    copy_bytes: float | None = None
+    compute_s: float | None = None
+    busy_breakdown: Busy | None = None
+    # Utilization and energy over the steady-state samples (measure.energy): the process's
+    # CPU time per second and torch thread, NVML's SM and memory utilization (shares), the
+    # energy counter's joules per item and mean power.
+    cpu_busy: float | None = None
+    sm_util: float | None = None
+    mem_util: float | None = None
+    joules_per_item: float | None = None
+    watts: float | None = None
     # What the device's backend could not provide: metric -> why (a generic accelerator
     # without memory statistics, say); and how the calls were timed there.
     unmeasured: dict[str, str] = field(default_factory=dict)

@@ -92,6 +92,13 @@ def _bench_7(data: dict) -> dict:
     return {**data, "schema_version": 8}
 
 
+def _bench_8(data: dict) -> dict:
+    """Schema 9 records where the step goes (an input pipeline's wait, copy and compute per
+    step, `breakdown_calls` ... `busy_breakdown`) and the utilization and energy of the steady
+    state (`cpu_busy` ... `watts`). A schema-8 mode measured none of them: not measured."""
+    return {**data, "schema_version": 9}
+
+
 def _numerics_3(data: dict) -> dict:
     """Schema 4: the hosts' Ray window (bench 7's `host.window_ms`); optional, as in bench 7."""
     return {**data, "schema_version": 4}
@@ -171,7 +178,7 @@ def _without_control(data: dict) -> dict:
 
 UPGRADES = {("bench", 1): _bench_1, ("bench", 2): _bench_2, ("bench", 3): _bench_3,
             ("bench", 4): _bench_4, ("bench", 5): _bench_5, ("bench", 6): _bench_6,
-            ("bench", 7): _bench_7, ("numerics", 1): _numerics_1,
+            ("bench", 7): _bench_7, ("bench", 8): _bench_8, ("numerics", 1): _numerics_1,
             ("numerics", 2): _numerics_2, ("numerics", 3): _numerics_3,
             ("compare", 1): _compare_1,
             ("env", 1): _env_1}

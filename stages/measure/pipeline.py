@@ -1,0 +1,124 @@
+"""Where the step goes, for a workload with an input pipeline (`Workload.batches`).
+
+The harness makes the step: the next host batch from the workload's iterable (a new epoch
+when it runs out), its tensors copied to the device, then the workload's step on them.
+Every other phase times that whole step. After the steady state, `measure_breakdown` times
+single steps part by part, the device idle at each step's start:
+
+- input wait: the host clock around fetching the next batch (a DataLoader's workers may
+  have it ready; with none, this is the decode itself);
+- copy: the tensors to the device, timed by the device's clock (CUDA events; elsewhere the
+  host clock around a synchronize), with the bytes moved; none on the CPU, which is the host;
+- compute: the workload's step, by the same clock, to its end on the device.
+
+Per process the record keeps each part's mean per step and the bytes per step; the shares
+and the diagnosis are the judge's (judge.steps).
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Iterable
+
+import torch
+
+from stages.measure.clocks import Clock
+from stages.measure.latency import latency_calls
+from stages.measure.timing import BusyMachine
+
+NO_COPY = "the device is the host: batches are not copied"
+
+
+def to_device(batch: Any, device: Any) -> Any:
+    """The batch with every tensor in it (in tuples, lists and dicts) on `device`;
+    `non_blocking`, so that a pinned batch is copied asynchronously."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, (list, tuple)):
+        moved = [to_device(b, device) for b in batch]
+        return type(batch)(*moved) if hasattr(batch, "_fields") else type(batch)(moved)
+    if isinstance(batch, dict):
+        return {k: to_device(v, device) for k, v in batch.items()}
+    return batch
+
+
+def batch_bytes(batch: Any) -> int:
+    """The bytes of every tensor in the batch."""
+    if isinstance(batch, torch.Tensor):
+        return batch.nbytes
+    if isinstance(batch, (list, tuple)):
+        return sum(batch_bytes(b) for b in batch)
+    if isinstance(batch, dict):
+        return sum(batch_bytes(v) for v in batch.values())
+    return 0
+
+
+class Pipeline:
+    """The step a workload with `batches` is timed as: called without arguments like any
+    other workload's step."""
+
+    def __init__(self, batches: Iterable, compute: Callable[[Any], Any], device: Any):
+        self.batches, self.compute, self.device = batches, compute, device
+        self._it = None
+
+    def next_batch(self) -> Any:
+        if self._it is not None:
+            try:
+                return next(self._it)
+            except StopIteration:
+                pass
+        self._it = iter(self.batches)           # the next epoch
+        try:
+            return next(self._it)
+        except StopIteration:
+            raise ValueError("the workload's batches gave no batch: give an iterable that "
+                             "iter() starts again (a DataLoader, a list), not a spent "
+                             "generator") from None
+
+    def __call__(self) -> Any:
+        return self.compute(to_device(self.next_batch(), self.device))
+
+
+def time_breakdown(pipeline: Pipeline, copy: Clock | None, compute: Clock, calls: int,
+                   turn: Callable[[], None] = lambda: None, busy: Any = None,
+                   wall: Callable[[], float] = time.perf_counter) -> dict:
+    """`calls` steps, each part timed (`copy` None: nothing is copied, the CPU); the
+    ModeTiming fields of their means per step. One turn of a lock-step pair covers all."""
+    turn()
+    if busy is not None:
+        busy.start()
+    waited = copied = computed = 0.0
+    moved = 0
+    for _ in range(calls):
+        t0 = wall()
+        batch = pipeline.next_batch()
+        waited += wall() - t0
+        if copy is not None:
+            copy.start()
+            on_device = to_device(batch, pipeline.device)
+            copied += copy.stop()
+            moved += batch_bytes(batch)
+        else:
+            on_device = to_device(batch, pipeline.device)
+        compute.start()
+        pipeline.compute(on_device)
+        computed += compute.stop()      # the step has ended on the device: the next starts idle
+    if busy is not None:
+        busy.stop()
+    return {"breakdown_calls": calls, "input_wait_s": waited / calls,
+            "copy_s": copied / calls if copy is not None else None,
+            "copy_bytes": moved / calls if copy is not None else None,
+            "compute_s": computed / calls,
+            "busy_breakdown": busy.summary() if busy is not None else None}
+
+
+def measure_breakdown(pipeline: Pipeline, device_type: str, clock: Callable[[], Clock],
+                      per_call_s: float, *, min_calls: int, target_s: float,
+                      turn: Callable[[], None] = lambda: None) -> dict:
+    """The breakdown phase of a mode whose steady state ran at `per_call_s` per step;
+    `clock` makes the device's clock (device.clock_for)."""
+    calls = latency_calls(per_call_s, min_calls, target_s)
+    found = time_breakdown(pipeline, None if device_type == "cpu" else clock(), clock(), calls,
+                           turn, BusyMachine())
+    if device_type == "cpu":
+        found["unmeasured"] = {"copy_s": NO_COPY}
+    return found

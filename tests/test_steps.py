@@ -1,0 +1,231 @@
+"""Where the step goes: an input pipeline's wait, copy and compute per step, the diagnosis
+rule, the comparison of the parts with the baseline's and the pages that show them."""
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from stages.compose import compose
+from stages.core.config import DeviceSpec, PrecisionSpec
+from stages.core.config.settings import WorkloadSpec
+from stages.core.config.sweeps import expand
+from stages.core.records.job import Job, Timing
+from stages.core.records.schema import Busy, ModeTiming
+from stages.core.vocabulary import Verdict
+from stages.judge.steps import COMPUTE, INPUT, TRANSFER, breakdown, diagnose
+from stages.judge.summary import summarize
+from stages.judge.timings import bench_rows
+from stages.judge.verdicts import finish
+from stages.measure.pipeline import NO_COPY, Pipeline, batch_bytes, time_breakdown
+from stages.measure.worker import bench_mode, outputs_after_steps
+from stages.render.bench import page
+from stages.render.numbers import numbers_section
+from stages.workloads.loader import DecodedSamples, loader_train
+
+from .records import BUSY, DELTA, bench, process
+from .test_timing import FakeClock
+
+
+@pytest.mark.parametrize("wait, copy, bound", [
+    (0.41, None, INPUT), (0.25, None, INPUT), (0.249, None, COMPUTE), (0.0, None, COMPUTE),
+    (0.1, 0.3, TRANSFER), (0.3, 0.3, INPUT), (0.2, 0.2, COMPUTE), (0.0, 0.9, TRANSFER),
+    (0.6, 0.3, INPUT)])
+def test_the_diagnosis_names_the_larger_idle_part_once_it_takes_a_quarter(wait, copy, bound):
+    assert diagnose(wait, copy) == bound
+
+
+def parts(wait, compute, copy=None, moved=None, calls=30) -> ModeTiming:
+    return ModeTiming("OK", breakdown_calls=calls, input_wait_s=wait, copy_s=copy,
+                      copy_bytes=moved, compute_s=compute)
+
+
+def test_a_units_breakdown_is_the_median_of_its_processes_shares():
+    found = breakdown([parts(2e-3, 7e-3, 1e-3, 1e6), parts(2.2e-3, 7e-3, 1e-3, 1e6),
+                       parts(1.8e-3, 7e-3, 1e-3, 1e6), ModeTiming("OK")])  # one without
+    assert found.processes == 3 and found.steps == 30
+    assert found.input_wait_share == pytest.approx(0.2) and found.copy_share == pytest.approx(
+        0.1, rel=0.02)
+    assert found.copy_gbps == pytest.approx(1.0) and found.bound == COMPUTE
+    cpu = breakdown([parts(6e-3, 4e-3)])
+    assert cpu.copy_s is None and cpu.copy_share is None and cpu.copy_gbps is None
+    assert cpu.input_wait_share == pytest.approx(0.6) and cpu.bound == INPUT
+    assert breakdown([ModeTiming("OK")]) is None
+
+
+class Slow:
+    """Batches whose fetch takes `wait_s` of simulated host time; counts its epochs."""
+
+    def __init__(self, clock: FakeClock, wait_s: float, n: int):
+        self.clock, self.wait_s, self.n, self.epochs = clock, wait_s, n, 0
+
+    def __iter__(self):
+        self.epochs += 1
+        for i in range(self.n):
+            self.clock.now += self.wait_s
+            yield (torch.zeros(4, 8), {"y": torch.zeros(4, dtype=torch.int64)}, "meta")
+
+
+class Ticking(FakeClock):
+    """A device clock whose region lasts `seconds` of simulated time."""
+
+    def __init__(self, host: FakeClock, seconds: float):
+        super().__init__()
+        self.host, self.seconds = host, seconds
+
+    def stop(self):
+        self.host.now += self.seconds
+        return self.seconds
+
+
+def test_each_part_is_timed_by_its_clock_over_epochs_and_the_bytes_are_the_tensors():
+    host = FakeClock()
+    batches = Slow(host, 2e-3, n=4)
+    seen = []
+    pipeline = Pipeline(batches, seen.append, "cpu")
+    turns = []
+    found = time_breakdown(pipeline, Ticking(host, 1e-3), Ticking(host, 5e-3), 10,
+                           turn=lambda: turns.append(1), wall=lambda: host.now)
+    assert turns == [1] and batches.epochs == 3 and len(seen) == 10     # 4 + 4 + 2
+    assert found["breakdown_calls"] == 10
+    assert found["input_wait_s"] == pytest.approx(2e-3)
+    assert found["copy_s"] == pytest.approx(1e-3) and found["compute_s"] == pytest.approx(5e-3)
+    assert found["copy_bytes"] == batch_bytes(seen[0]) == 4 * 8 * 4 + 4 * 8
+    none = time_breakdown(pipeline, None, Ticking(host, 5e-3), 3, wall=lambda: host.now)
+    assert none["copy_s"] is None and none["copy_bytes"] is None
+
+
+def test_the_pipeline_is_a_step_like_any_other_and_a_spent_generator_says_so():
+    pipeline = Pipeline([(torch.ones(2),)], lambda b: b[0] * 2, torch.device("cpu"))
+    assert pipeline().tolist() == [2.0, 2.0] and pipeline().tolist() == [2.0, 2.0]
+    spent = Pipeline((b for b in [torch.ones(1)]), lambda b: b, "cpu")
+    spent()
+    with pytest.raises(ValueError, match="the workload's batches gave no batch: give an "
+                                         "iterable that iter.. starts again"):
+        spent()
+
+
+def test_a_decoded_sample_is_the_same_whoever_decodes_it_and_in_any_order():
+    a = DecodedSamples(length=8, features=16, classes=3, decode_rounds=4, seed=7)
+    b = DecodedSamples(length=8, features=16, classes=3, decode_rounds=4, seed=7)
+    late = b[5]
+    assert all(torch.equal(x, y) for x, y in zip(a[5], late))
+    assert not torch.equal(a[4][0], a[5][0])
+    assert a[5][0].abs().max() <= 1                   # tanh: bounded, never blown up
+
+
+def loader_job(**kwargs) -> Job:
+    spec = WorkloadSpec("loader_train", "stages.workloads.loader.loader_train",
+                        {"batch": 8, "features": 32, "hidden": 32, "batches": 4, **kwargs})
+    return Job("bench", 0, DeviceSpec("cpu", "cpu"), PrecisionSpec("fp32", "float32"), (spec,),
+               ("eager",), Timing(3, 0.002, 0.01, 3, 1.0, breakdown_calls=12,
+                                  breakdown_s=0.001))
+
+
+def test_the_worker_records_where_the_step_goes_on_the_cpu():
+    """For real, in this process: loader_train without loader workers."""
+    m = bench_mode(loader_job(), loader_train, torch.device("cpu"), "eager")
+    assert m.status == "OK", m.error
+    assert m.breakdown_calls >= 12 and m.input_wait_s > 0 and m.compute_s > 0
+    assert m.copy_s is None and m.copy_bytes is None and m.unmeasured["copy_s"] == NO_COPY
+    assert len(m.steady_s) == 3 and m.items == 8
+    # The same batches in the same order each time: numerics sees one sequence.
+    job = loader_job(train_steps=3)
+    first, again = (outputs_after_steps(job, loader_train, torch.device("cpu"), torch.float32,
+                                        "eager") for _ in range(2))
+    assert first.keys() == again.keys() and all(torch.equal(first[k], again[k]) for k in first)
+
+
+def test_num_workers_and_pin_memory_sweep_like_any_workload_argument():
+    spec = WorkloadSpec("loader_train", "stages.workloads.loader.loader_train",
+                        {"num_workers": 0, "pin_memory": False})
+    units = expand({"loader_train": spec}, {"num_workers": [0, 2], "pin_memory": [False, True]})
+    assert sorted(units) == [f"loader_train[num_workers={w},pin_memory={p}]"
+                             for w in (0, 2) for p in (False, True)]
+    assert units["loader_train[num_workers=2,pin_memory=True]"].kwargs == {
+        "num_workers": 2, "pin_memory": True}
+    with pytest.raises(ValueError, match="num_workers must be a whole number >= 0"):
+        loader_train(device=torch.device("cpu"), dtype=torch.float32, compile=lambda f: f,
+                     seed=0, num_workers=-1)
+
+
+def pipeline_record(wait: float, compute: float, seed: int, joules: float = 1e-3, n: int = 6):
+    rng = random.Random(seed)
+    return bench({"loader_train": [process(
+        rng=rng, breakdown_calls=30, input_wait_s=wait * rng.uniform(0.97, 1.03),
+        compute_s=compute * rng.uniform(0.98, 1.02),
+        joules_per_item=joules * rng.uniform(0.99, 1.01), cpu_busy=0.9,
+        unmeasured={"copy_s": NO_COPY}) for _ in range(n)]})
+
+
+def verdicts(now, base) -> dict:
+    return {r.metric: r for r in finish(bench_rows("cpu-fp32", now, base, DELTA), alpha=0.05,
+                                        power=0.8).rows}
+
+
+def test_the_parts_and_the_energy_are_compared_like_timings():
+    base = pipeline_record(4e-3, 6e-3, seed=1)
+    now = pipeline_record(1e-4, 6e-3, seed=2, joules=1.3e-3)
+    rows = verdicts(now, base)
+    assert rows["input_wait_s"].verdict == Verdict.IMPROVED and rows["input_wait_s"].change
+    assert rows["compute_s"].verdict == Verdict.EQUIVALENT
+    assert rows["joules_per_item"].verdict == Verdict.REGRESSED
+    assert "copy_s" not in rows                       # the CPU copies nothing: no row
+
+
+def test_a_part_negligible_on_both_sides_is_not_tested():
+    """A prefetched batch's wait doubling (0.05 -> 0.1 ms of a 6 ms step) is no finding."""
+    rows = verdicts(pipeline_record(1e-4, 6e-3, seed=2), pipeline_record(5e-5, 6e-3, seed=1))
+    wait = rows["input_wait_s"]
+    assert wait.verdict == Verdict.EQUIVALENT and wait.change is None
+    assert wait.note.startswith("under 5% of the step on both sides")
+
+
+def test_the_pages_show_the_breakdown_and_the_diagnosis_against_the_baseline():
+    base = pipeline_record(1e-4, 6e-3, seed=1)
+    now = pipeline_record(5e-3, 6e-3, seed=2)
+    summary = summarize("cpu-fp32", now, 0.1, BUSY, recorded=base)
+    lines = "\n".join(numbers_section({"cpu-fp32": summary}, []))
+    assert ("- Where the step goes, loader_train eager: **input-bound** (input wait 46%; "
+            "baseline compute-bound, input wait 2%).") in lines
+    text = page(summary, finish(bench_rows("cpu-fp32", now, base, DELTA), alpha=0.05,
+                                power=0.8))
+    assert "## Where the step goes" in text and "none: the device is the host" in text
+    assert "## Utilization and energy" in text and "| 90% " in text     # CPU busy
+    assert "| loader_train | eager  | input_wait_s    |" in text   # its change, in the diff
+
+
+@pytest.mark.slow        # a bench stage with two worker processes
+def test_a_bench_stage_measures_the_loader_at_each_num_workers(project):
+    compose(project / "params.yaml", [
+        "matrix=smoke", "workload=[loader_train]", "bench.processes=1",
+        "bench.cold_compile_processes=1", "bench.samples=3", "bench.adaptive_budget_s=0",
+        "workload.loader_train.batch=8", "workload.loader_train.features=32",
+        "workload.loader_train.hidden=32", "workload.loader_train.batches=4",
+        "sweep.num_workers=[0,2]"], conf=project / "conf")
+    run = subprocess.run([sys.executable, "-m", "stages.bench", "--device", "cpu",
+                          "--precision", "fp32"], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    bench_json = json.loads((project / "reports/test-box/bench/cpu-fp32.json").read_text())
+    for workers in (0, 2):
+        m = bench_json["workloads"][f"loader_train[num_workers={workers}]"]["processes"][0][
+            "modes"]["eager"]
+        assert m["status"] == "OK" and m["input_wait_s"] > 0 and m["compute_s"] > 0, m
+    text = (project / "reports/test-box/bench/cpu-fp32.md").read_text()
+    assert "## Where the step goes" in text and "loader_train[num_workers=2]" in text
+
+
+def test_a_breakdown_timed_on_a_busy_machine_is_left_out_and_said():
+    busy = Busy(0.6, 0.0)
+    now = bench({"loader_train": [process(rng=random.Random(i), breakdown_calls=30,
+                                          input_wait_s=5e-3, compute_s=6e-3,
+                                          busy_breakdown=busy) for i in range(3)]})
+    summary = summarize("cpu-fp32", now, 0.1, BUSY)
+    n = summary.unit("loader_train", "eager")
+    assert n.breakdown is None and n.breakdown_busy == 3
+    assert ("- Where the step goes, loader_train eager: not shown: its 3 process(es) timed it "
+            "while other programs took more than `compare.busy_share` of the CPU.") in \
+        numbers_section({"cpu-fp32": summary}, [])
+    assert summarize("cpu-fp32", now, 0.1, 1.0).unit("loader_train", "eager").breakdown
