@@ -4,7 +4,8 @@ the reason wherever a reading cannot be had."""
 import pytest
 
 from stages.core.config.gpu import CudaTiming
-from stages.core.records.schema import BenchProcess
+from stages.core.records.schema import BenchProcess, ModeTiming
+from stages.core.typed import from_data, to_data
 from stages.judge.summary import summarize
 from stages.measure.energy import NO_NVML, SHORT_FOR_TICKS, Meter, Rapl, busy_share, open_meter
 from stages.measure.gpu_timing import GpuProcess
@@ -94,6 +95,7 @@ def test_a_cpu_busy_share_too_short_to_read_says_why():
 
     m = bench_mode(loader_job(), loader_train, torch.device("cpu"), "eager")
     assert m.cpu_busy is None and m.unmeasured["cpu_busy"] == SHORT_FOR_TICKS
+    m = from_data(ModeTiming, to_data(m), "mode")      # as the record reads it
     page = usage_section(summarize("c", bench({"loader_train": [
         BenchProcess("OK", modes={"eager": m})]}), 0.0, BUSY))
     assert f"- CPU busy not measured: {SHORT_FOR_TICKS}" in page
