@@ -35,7 +35,7 @@ from stages.core.records.migration import (
     WorkloadMigration,
 )
 from stages.core.records.schema import BenchRecord, EnvRecord, NumericsRecord
-from stages.judge import portability, readiness, stats
+from stages.judge import placement, portability, readiness, stats
 from stages.judge.history import prior
 from stages.judge.moderation import RunSpread
 from stages.judge.timings import process_values
@@ -140,7 +140,9 @@ def shown(side: SideInput) -> list[str]:
     for name, run in (side.bench.workloads.items() if side.bench else ()):
         spec = run.spec
         found.append(spec.family if spec is not None and spec.point and spec.family else name)
-    found += list(side.numerics.workloads) if side.numerics else []
+    held = side.bench.workloads if side.bench else {}
+    found += [name.partition("[")[0] for name in (side.numerics.workloads if side.numerics
+                                                  else ()) if name not in held]
     return list(dict.fromkeys(found))
 
 
@@ -201,23 +203,36 @@ def compare_workload(workload: str, modes: tuple[str, ...], source: SideInput,
         retuned, readiness.checklist(found, ops[1], target, retuned))
 
 
+def hardware(side: SideInput) -> str | None:
+    """What the side's processes ran on (their own hardware keys: a cell's threads may be
+    its own), else its environment's."""
+    keys = {k for w in (side.bench.workloads if side.bench else {})
+            for k in placement.hardware_of(side.bench, w)}
+    env = side.env.env if side.env is not None else {}
+    cpus = sorted({k.cpu_model for k in keys if k.cpu_model}) or [
+        (env.get("hardware") or {}).get("cpu_model")]
+    gpus = sorted({g for k in keys for g in k.gpu_names}) if keys else \
+        (env.get("hardware") or {}).get("gpu_names") or []
+    threads = sorted({k.torch_threads for k in keys if k.torch_threads}) or [
+        (env.get("torch") or {}).get("num_threads")]
+    parts = [*filter(None, cpus), ", ".join(gpus) or None,
+             "threads " + "/".join(map(str, threads)) if any(threads) else None]
+    return ", ".join(p for p in parts if p) or None
+
+
 def side_info(side: SideInput, spread: str | None) -> SideInfo:
     env = side.env.env if side.env is not None else {}
-    hardware = env.get("hardware") or {}
-    threads = (env.get("torch") or {}).get("num_threads")
-    parts = [hardware.get("cpu_model"), ", ".join(hardware.get("gpu_names") or []) or None,
-             f"threads {threads}" if threads else None]
     return SideInfo(side.label, side.machine, side.cell, side.where,
                     side.bench.status if side.bench else None,
                     side.bench.reason if side.bench else None, side.price_per_hour,
-                    (env.get("torch") or {}).get("version"),
-                    ", ".join(p for p in parts if p) or None, spread)
+                    (env.get("torch") or {}).get("version"), hardware(side), spread)
 
 
 def _source_of(side: SideInput, run_spread: float) -> str:
-    found = sorted({s.source for s in side.spreads.values()})
-    return ("; ".join(found) if found else "none in its history") + \
-        f" (units without one: the prior stats.run_spread = {run_spread:.1%})"
+    found = sorted({s.source for s in side.spreads.values() if s.source != "prior"})
+    prior_ = f"the prior stats.run_spread = {run_spread:.1%}"
+    return (f"{'; '.join(found)} ({prior_} for units without)" if found else
+            f"{prior_} (no history of its hardware and torch)")
 
 
 def migrate(name: str, source: SideInput, target: SideInput, *, same_run: bool,

@@ -46,7 +46,7 @@ def change(r: float) -> str:
 
 
 def usd(x: float | None) -> str:
-    return "" if x is None else f"${three(x)}"
+    return "no price" if x is None else f"${three(x)}"
 
 
 def _metric(metric: str, v: float | None) -> str:
