@@ -192,14 +192,13 @@ def compare_workload(workload: str, modes: tuple[str, ...], source: SideInput,
                      target: SideInput, **how) -> WorkloadMigration:
     found = tuple(compare_mode(workload, mode, source, target, **how) for mode in modes)
     verdict, reason = readiness.verdict(found)
-    ops = [readiness.side_ops(side, unit_of(side, workload, modes[0]) if modes else None)
-           for side in (source, target)]
+    # op coverage is the eager step's, one per unit: the first mode's unit on each side
+    units = [unit_of(side, workload, modes[0]) if modes else None for side in (source, target)]
+    ops = [readiness.side_ops(side, unit) for side, unit in zip((source, target), units)]
     retuned = readiness.retuned(workload, modes, source.points, target.points)
     return WorkloadMigration(
         workload, verdict, reason, found, *ops,
-        tuple(readiness.new_ops(*(side.numerics for side in (source, target)),
-                                *(unit_of(s, workload, modes[0]) if modes else None
-                                  for s in (source, target)))),
+        tuple(readiness.new_ops(source.numerics, target.numerics, *units)),
         retuned, readiness.checklist(found, ops[1], target, retuned))
 
 
