@@ -27,8 +27,8 @@ from stages.judge.history import unit_runs
 from stages.judge.migration import SideInput, migrate
 from stages.judge.moderation import run_spreads
 from stages.judge.summary import summarize
+from stages.judge.sweeps import curves, recommend
 from stages.render.migration import PICTURE, figure, page
-from stages.render.sweeps import curves, recommended
 
 
 def pair_of(cfg: config.Config, name: str) -> Pair:
@@ -94,12 +94,15 @@ def spreads(side: SideInput, head: str | None, runs: int, prior: float) -> dict:
 
 
 def points(side: SideInput, cfg: config.Config) -> dict[tuple[str, str], str]:
-    """(workload, mode) -> the unit its sweep recommends on this side (render.sweeps)."""
+    """(workload, mode) -> the unit its sweep recommends on this side, as the summary's
+    (judge.sweeps.recommend)."""
     if side.bench is None or side.bench.status != "OK":
         return {}
     summary = summarize(side.cell, side.bench, side.price_per_hour, cfg.compare.busy_share)
-    return {key: best.unit for key, found in curves(summary).items()
-            if (best := recommended(found, cfg.recommend)) is not None}
+    chosen = {key: recommend(found, cfg.recommend, alpha=cfg.stats.alpha,
+                             delta=cfg.stats.delta.steady_s).chosen
+              for key, found in curves(summary).items()}
+    return {key: point.unit for key, point in chosen.items() if point is not None}
 
 
 def main(argv: list[str] | None = None) -> None:
