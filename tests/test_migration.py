@@ -272,9 +272,10 @@ def test_two_machines_histories_widen_the_interval(tmp_path, monkeypatch, capsys
     assert "history of 6 runs" in record["source"]["run_spread"]
     per_item = record["workloads"][0]["modes"][0]["timings"][0]
     assert per_item["metric"] == PER_ITEM and per_item["widened"] > 1.5
+    assert per_item["se_widened"] > 1.5
     text = (repo / REPORTS / "migration" / "a_to_b.md").read_text()
-    assert "The sides were measured apart" in text and "widened the steady-state intervals " \
-        "by a median ×" in text
+    assert "The sides were measured apart" in text and "it made the steady-state standard " \
+        "errors ×" in text
     assert (repo / REPORTS / "pictures" / "migration-a_to_b" / "throughput.png").exists()
 
     params = _params(repo, {"x": {"from": "box-a/cpu-fp32", "to": "box-c/cpu-fp32"}})

@@ -91,10 +91,10 @@ def ratio(metric: str, source: list[float], target: list[float], runs: list[RunS
         if runs else plain
     low, high = tested.interval(alpha)
     alone = plain.interval(alpha)
-    widened = math.log(high / low) / math.log(alone[1] / alone[0]) \
-        if runs and alone[1] > alone[0] else None
+    apart = runs and alone[1] > alone[0]
+    widened = math.log(high / low) / math.log(alone[1] / alone[0]) if apart else None
     return Ratio(metric, found.source, found.target, tested.ratio, low, high, len(source),
-                 len(target), tested.df, widened,
+                 len(target), tested.df, widened, tested.se / plain.se if apart else None,
                  *own_interval(source, runs[0] if runs else None, alpha),
                  *own_interval(target, runs[1] if runs else None, alpha))
 
@@ -248,10 +248,11 @@ def migrate(name: str, source: SideInput, target: SideInput, *, same_run: bool,
                            same_run, alpha, workloads, tuple(notes(workloads, same_run, alpha)))
 
 
-def widening(workloads: tuple[WorkloadMigration, ...]) -> float | None:
-    """The median factor by which the run-to-run variance widened the per-item intervals."""
-    return median([r.widened for w in workloads for m in w.modes
-                   for r in m.timings if r.metric == PER_ITEM and r.widened])
+def widening(workloads: tuple[WorkloadMigration, ...], field: str = "widened") -> float | None:
+    """The median factor by which the run-to-run variance changed the per-item intervals'
+    width (or, `se_widened`, their standard errors)."""
+    return median([getattr(r, field) for w in workloads for m in w.modes
+                   for r in m.timings if r.metric == PER_ITEM and getattr(r, field)])
 
 
 def notes(workloads: tuple[WorkloadMigration, ...], same_run: bool, alpha: float) -> list[str]:
@@ -262,9 +263,12 @@ def notes(workloads: tuple[WorkloadMigration, ...], same_run: bool, alpha: float
         found.append("Both sides were measured in this run: their processes are compared "
                      "as they are, with no run-to-run variance added.")
         return found
-    wider = widening(workloads)
+    wider, se = widening(workloads), widening(workloads, "se_widened")
     found.append("The sides were measured apart: each ratio's standard error adds both "
                  "sides' run-to-run variance, each from its own machine's committed history"
-                 + (f"; it widened the steady-state intervals by a median ×{wider:.2f} over "
-                    "the processes' spread alone." if wider else "."))
+                 + (f"; over the processes' spread alone it made the steady-state standard "
+                    f"errors ×{se:.2f} and the intervals ×{wider:.2f} as wide (median)"
+                    + (" (with few processes, a nearly known variance also adds degrees of "
+                       "freedom, lowering the t quantile)" if wider < 1 else "") + "."
+                    if wider and se else "."))
     return found

@@ -23,9 +23,12 @@ class Ratio:
     n_source: int = 0
     n_target: int = 0
     df: float | None = None
-    # The interval's width (log scale) over what the processes' spread alone would give: the
-    # run-to-run variance of sides measured apart (1: measured in one run).
+    # The interval's width (log scale) and its standard error over what the processes' spread
+    # alone would give: the run-to-run variance of sides measured apart (None: in one run).
+    # The width can come out below 1 at few processes: a nearly known variance added to the
+    # processes' also adds degrees of freedom (Satterthwaite), lowering the t quantile.
     widened: float | None = None
+    se_widened: float | None = None
     # Each side's own interval of its geometric mean (its run-to-run variance included where
     # the sides were measured apart), for the pictures.
     source_low: float | None = None
