@@ -10,7 +10,9 @@ and every operator goes through the dispatcher's PrivateUse1 key, as on a real d
 
 What it lacks, as a young backend may: torch.accelerator.synchronize, timing events and
 memory statistics (the device module's `synchronize` is the only way to wait, and the work
-is already done when an operator returns). Set TGACCEL_NO_SYNC=1 to take that away too.
+is already done when an operator returns). Set TGACCEL_NO_SYNC=1 to take that away too, and
+TGACCEL_NO_KERNEL=aten::op[,aten::other] to leave operators without a kernel here (the
+dispatcher's error, as on a backend that lacks them).
 """
 from __future__ import annotations
 
@@ -50,6 +52,7 @@ if not os.environ.get("TGACCEL_NO_SYNC"):
 
 _setup_privateuseone_for_python_backend(NAME, backend_module=DeviceModule())
 _DATA: dict[int, torch.Tensor] = {}      # device tensor's storage -> its CPU data
+_MISSING = set(filter(None, os.environ.get("TGACCEL_NO_KERNEL", "").split(",")))
 
 
 def _key(t: torch.Tensor) -> int:
@@ -78,6 +81,11 @@ def _unwrap(t):
 
 def _kernel(op, *args, **kwargs):
     """Every operator on tgaccel tensors: run on their CPU data, wrap the results."""
+    if op._schema.name in _MISSING:
+        raise NotImplementedError(
+            f"Could not run '{op._schema.name}' with arguments from the '{NAME}' backend. This "
+            "could be because the operator doesn't exist for this backend.\n"
+            "CPU: registered at aten/src/ATen/RegisterCPU.cpp:1 [kernel]")
     if op is torch.ops.aten._copy_from.default:          # to and from the device
         _unwrap(args[1]).copy_(_unwrap(args[0]))
         return args[1]

@@ -102,6 +102,7 @@ def stages_of_dvc_yaml() -> dict[str, tuple[str, list[str]]]:
     found = {}
     for path in (ROOT / "dvc.yaml", ROOT / "reports" / "env" / "dvc.yaml"):
         for name, stage in yaml.safe_load(path.read_text())["stages"].items():
+            stage = stage.get("do", stage)        # a `foreach` stage's body
             assert (path.parent / stage.get("wdir", ".")).resolve() == ROOT, (path, name)
             entry = re.search(r"python -m (stages\.\w+)", stage["cmd"]).group(1)
             found[name] = (entry, [d for d in stage.get("deps", []) if d.startswith("stages")])

@@ -6,7 +6,8 @@
 #                                             (cuda x fp32, tf32, bf16 x eager, compiled;
 #                                             hot, cold and graph series; loader_train's
 #                                             pinned copies, energy) through the bench,
-#                                             numerics, compare and report stages, without
+#                                             numerics, compare, report and migration
+#                                             (cuda-fp32 -> cuda-bf16) stages, without
 #                                             DVC; results in $OUT (default .gpu-results/)
 #   bash tests/gpu/run_on_gpu.sh --compose    rewrite tests/gpu/params.yaml from conf/ and
 #                                             tests/gpu/overrides (needs the dev install)
@@ -124,6 +125,10 @@ for precision in $precisions; do
 done
 run_stage stages.compare
 run_stage stages.report
+# Is it worth moving? fp32 -> bf16 on this GPU (tests/gpu/overrides declares the pair).
+if [[ " $precisions " == *" fp32 "* && " $precisions " == *" bf16 "* ]]; then
+    run_stage stages.migration --pair cuda_fp32_to_bf16
+fi
 say "matrix took $(( SECONDS - started )) s"
 results
 cat "$OUT/gpu-summary.md"

@@ -139,3 +139,12 @@ def log_touching(commit: str | None, path: str | Path | list, limit: int,
     if found.returncode != 0:
         return []
     return [tuple(line.split(" ", 1)) for line in found.stdout.splitlines() if " " in line]
+
+
+def names_in(commit: str | None, path: str | Path, root: Path = Path(".")) -> list[str]:
+    """The names in folder `path` (relative to `root`) as committed at `commit`, sorted; []
+    where it is absent: which machines, which cells a commit holds."""
+    if commit is None:
+        return []
+    found = _git("ls-tree", "--name-only", f"{commit}:./{Path(path).as_posix()}", root=root)
+    return sorted(found.stdout.splitlines()) if found.returncode == 0 else []

@@ -19,6 +19,7 @@ from typing import Any
 from stages.core import machine
 from stages.core.config.gpu import CudaTiming, check_timing
 from stages.core.config.launcher import Launcher, Placement
+from stages.core.config.migration import parse_pairs
 from stages.core.config.ranks import parse_ranks
 from stages.core.config.settings import (
     GATE_CHOICES,
@@ -34,6 +35,7 @@ from stages.core.config.settings import (
     HistorySettings,
     MachineSettings,
     Matrix,
+    MigrationSettings,
     NumericsSettings,
     Recommend,
     StatsSettings,
@@ -106,6 +108,7 @@ class Config:
     sweep: dict[str, Any] = field(default_factory=dict)   # parameter -> values (core.sweeps)
     launcher: Launcher = field(default_factory=Launcher)
     machine: MachineSettings = field(default_factory=MachineSettings)
+    migration: MigrationSettings = field(default_factory=MigrationSettings)
 
     @property
     def reports(self) -> Path:
@@ -137,7 +140,7 @@ SECTIONS = {"bench": BenchSettings, "numerics": NumericsSettings, "stats": Stats
             "baseline": Baseline, "candidate": Candidate, "compare": CompareSettings,
             "gate": Gate, "matrix": Matrix, "cells": Cells, "arms": Arms,
             "history": HistorySettings, "recommend": Recommend, "launcher": Launcher,
-            "machine": MachineSettings}
+            "machine": MachineSettings, "migration": MigrationSettings}
 GROUPS = ("device", "precision", "workload")
 TOP_LEVEL = tuple(sorted((*SECTIONS, *GROUPS, "sweep")))
 RESERVED = ("_target_", "_timeout_s_", "_latency_", "_dynamic_", "_rel_l2_tol_", "_ranks_",
@@ -367,6 +370,7 @@ def parse(raw: Any) -> Config:
     for i, value in enumerate(sections["gate"].fail_on):
         _choice(value, GATE_CHOICES, f"gate.fail_on[{i}]")
     sections["candidate"] = _check_candidate(sections["candidate"])
+    sections["migration"] = MigrationSettings(parse_pairs(sections["migration"].pairs, MODES))
     for key in ("max_peak_mib", "max_latency_ms"):
         if getattr(sections["recommend"], key) is not None:
             _at_least(getattr(sections["recommend"], key), f"recommend.{key}")

@@ -154,6 +154,14 @@ INSTALLERS = ("auto", "uv", "pip")
 
 
 @dataclass(frozen=True)
+class MigrationSettings:
+    """Cells compared with each other, device against device or machine against machine
+    (stages/migration.py): pair name -> core.config.migration.Pair, read from
+    {from: [machine/]cell, to: [machine/]cell, modes: [...]}."""
+    pairs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class MachineSettings:
     """The machine this run's reports belong to: reports/<name>/ (core.machine)."""
     name: str | None = None
