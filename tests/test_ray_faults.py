@@ -72,7 +72,7 @@ def backend(ray) -> RayBackend:
     cluster = RayCluster.__new__(RayCluster)
     cluster.address, cluster.wait_s, cluster.ray, cluster.task = ADDRESS, 0.5, ray, FakeTask()
     cluster.leases = NodeLeases(lambda: cluster.ask(ray.nodes), poll_s=0.01)
-    cluster.codes, cluster.running = {}, set()
+    cluster.codes, cluster.running, cluster.closing = {}, set(), threading.Event()
     cluster.pinned = lambda node: {}
     made = RayBackend.__new__(RayBackend)
     made.cluster, made.address, made.ray = cluster, ADDRESS, ray
@@ -145,4 +145,4 @@ def test_no_result_past_the_time_limit_and_the_start_margin_is_a_timeout(monkeyp
 def test_a_result_in_time_is_returned():
     ray = FakeRay([NODE], lambda ref, timeout: [{"status": "OK", "host": {}}])
     assert backend(ray).run(job(), timeout_s=5) == {"status": "OK", "host": {}}
-    assert ray.gets == [ray_backend.POLL_S]
+    assert ray.gets == [ray_backend.WAKE_S]

@@ -17,7 +17,6 @@ import hashlib
 import os
 import shutil
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
@@ -103,8 +102,8 @@ def staging(cfg: Config) -> Staging | None:
 def measure_all(cells: list[Cell], measure: Callable[[Cell], BenchRecord]
                 ) -> dict[str, BenchRecord | BaseException]:
     """measure(cell) for every cell at once, one thread each; a cell's error is its result.
-    An interrupt of the stage reaches the caller at once (the threads' units are cancelled
-    by the cluster connection it leaves)."""
+    The threads are daemons: an interrupt of the stage ends it at once, its units cancelled by
+    the cluster connection it leaves, without waiting for threads blocked on the cluster."""
     results: dict[str, BenchRecord | BaseException] = {}
     done = threading.Event()
 
@@ -115,13 +114,9 @@ def measure_all(cells: list[Cell], measure: Callable[[Cell], BenchRecord]
             results[cell.name] = exc
         if len(results) == len(cells):
             done.set()
-    pool = ThreadPoolExecutor(max_workers=len(cells), thread_name_prefix="fleet")
-    try:
-        for cell in cells:
-            pool.submit(one, cell)
-        # In slices: a signal handler runs in the main thread between them.
-        while not done.wait(0.5):
-            pass
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+    for cell in cells:
+        threading.Thread(target=one, args=(cell,), name=f"fleet-{cell.name}",
+                         daemon=True).start()
+    while not done.wait(0.5):      # in slices: a signal handler runs between them
+        pass
     return results

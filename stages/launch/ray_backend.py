@@ -40,10 +40,15 @@ EXCLUDES = (".git", ".dvc", "reports", "__pycache__", "*.pyc", ".venv", "venv")
 # slices, between which the cluster is asked whether it is still there.
 START_MARGIN_S = 1800.0
 POLL_S = 30.0
+WAKE_S = 1.0        # a thread waiting on a unit wakes this often to see whether the stage ends
 
 
 class Overdue(Exception):
     """No result within a unit's time limit and the margin for its start."""
+
+
+class Closed(Exception):
+    """The stage is ending (an error, a signal): no more calls to the cluster."""
 
 
 def ask_cluster(fn: Callable, address: str, wait_s: float):
@@ -173,8 +178,11 @@ class RayCluster:
         self.task = ray.remote(on_node)     # retries are RayBackend's: lost nodes only
         self.codes: dict[str, object] = {}  # an arm's checkout, packed and put once
         self.running: set = set()            # the units' tasks, to cancel on the way out
+        self.closing = threading.Event()
 
     def ask(self, fn: Callable):
+        if self.closing.is_set():   # a fleet's thread must not start Ray again once it is shut
+            raise Closed
         return ask_cluster(fn, self.address, self.wait_s)
 
     def code(self, path: str):
@@ -190,6 +198,7 @@ class RayCluster:
 
     def cancel_all(self) -> None:
         """Not forced: each task kills its worker process on the way out."""
+        self.closing.set()
         for ref in list(self.running):
             self.ray.cancel(ref)
 
@@ -313,13 +322,19 @@ class RayBackend:
         as locally). A failure of the task itself, not of its unit, is one line."""
         ray = self.ray
         end = time.monotonic() + deadline_s
+        asked = time.monotonic()
         self.cluster.running.add(ref)
         try:
             while True:
+                if self.cluster.closing.is_set():
+                    raise Closed
                 try:
-                    return ray.get(ref, timeout=max(0.0, min(POLL_S, end - time.monotonic())))
+                    return ray.get(ref, timeout=max(0.0, min(POLL_S, WAKE_S,
+                                                             end - time.monotonic())))
                 except ray.exceptions.GetTimeoutError:
-                    self._ask(ray.nodes)
+                    if time.monotonic() - asked >= POLL_S:
+                        self._ask(ray.nodes)
+                        asked = time.monotonic()
                     if time.monotonic() >= end:
                         ray.cancel(ref, force=True)
                         raise Overdue from None
@@ -331,7 +346,7 @@ class RayBackend:
             ray.cancel(ref)     # not forced: the task kills its worker process on the way out
             raise
         except Exception as exc:
-            if isinstance(exc, (ray.exceptions.RayError, UserError, Overdue)):
+            if isinstance(exc, (ray.exceptions.RayError, UserError, Overdue, Closed)):
                 raise           # the unit's fate: _units decides
             self._ask(ray.nodes)                     # a head that died: one line
             raise UserError(f"the Ray cluster at {self.address} failed while a unit ran: "
