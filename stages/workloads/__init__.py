@@ -68,6 +68,18 @@ def _random(*shape: int, seed_gen: torch.Generator) -> torch.Tensor:
     return torch.randn(*shape, generator=seed_gen, dtype=torch.float32)
 
 
+def classifier_step(forward: Callable, opt: torch.optim.Optimizer, x: torch.Tensor,
+                    y: torch.Tensor) -> Callable[[], torch.Tensor]:
+    """One optimizer step of cross-entropy on fixed inputs and labels; returns the loss."""
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = nn.functional.cross_entropy(forward(x), y)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+    return step
+
+
 def matmul_relu(*, device: torch.device, dtype: torch.dtype, compile: Callable, seed: int,
                 size: int = 256) -> Workload:
     _positive("matmul_relu", size=size)
@@ -90,12 +102,7 @@ def mlp_train(*, device: torch.device, dtype: torch.dtype, compile: Callable, se
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     forward = compile(model)
 
-    def step():
-        opt.zero_grad(set_to_none=True)
-        loss = nn.functional.cross_entropy(forward(x), y)
-        loss.backward()
-        opt.step()
-        return loss.detach()
+    step = classifier_step(forward, opt, x, y)
 
     # The matmuls: forward, and backward's weight gradients of both layers and the input
     # gradient of the second (the first layer's input needs none).

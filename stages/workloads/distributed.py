@@ -16,7 +16,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from stages.workloads import Workload, _positive, _random
+from stages.workloads import Workload, _positive, _random, classifier_step
 
 
 def _alone(module: nn.Module) -> nn.Module:
@@ -44,12 +44,7 @@ def ddp_mlp(*, device: torch.device, dtype: torch.dtype, compile: Callable, seed
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     forward = compile(model)
 
-    def step():
-        opt.zero_grad(set_to_none=True)
-        loss = nn.functional.cross_entropy(forward(x), y)
-        loss.backward()
-        opt.step()
-        return loss.detach()
+    step = classifier_step(forward, opt, x, y)
 
     # The matmuls: forward, every layer's weight gradient, and the input gradient of every
     # layer but the first (its input needs none).
