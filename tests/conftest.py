@@ -67,16 +67,20 @@ def make_project(where: Path, repository: Path) -> Path:
     return where
 
 
-@pytest.fixture
-def project(tmp_path, monkeypatch):
-    """A fresh git repository holding torchgate's pipeline files, as a user's fork would."""
-    make_project(tmp_path, tmp_path)
+def enter_project(where: Path, monkeypatch) -> Path:
+    """Work in the project `where` as its user would, with this interpreter's tools."""
     # Stage commands run `python -m stages...`: the interpreter running the tests.
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{__import__('os').environ['PATH']}")
     monkeypatch.setenv("DVC_NO_ANALYTICS", "1")
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
+    monkeypatch.chdir(where)
+    return where
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A fresh git repository holding torchgate's pipeline files, as a user's fork would."""
+    return enter_project(make_project(tmp_path, tmp_path), monkeypatch)
 
 
 OTHER_CPU = "Some Other CPU 9000"

@@ -1,5 +1,6 @@
-"""End to end, as a user runs it: `dvc repro` twice in a git repository, with a workload from
-the user's own module, one that raises, and a device that is not present."""
+"""End to end, as a user runs it: `dvc repro` twice in a project kept in a subdirectory of its
+git repository, with a workload from the user's own module, one that raises, and a device that
+is not present."""
 import json
 import os
 import subprocess
@@ -11,7 +12,8 @@ import pytest
 from stages.compose import compose
 from stages.core.records import kept
 
-from .conftest import ROOT, commit_baseline_from_another_cpu, git, make_project
+from .conftest import commit_baseline_from_another_cpu, enter_project, git, make_project
+from .test_env_packages import dist
 
 USER_MODULE = '''
 import torch
@@ -41,8 +43,19 @@ def read(path):
     return open(path, encoding="utf-8").read()
 
 
+@pytest.fixture
+def nested(tmp_path, monkeypatch):
+    """A project kept in a subdirectory (with a space) of a larger repository: (project, its
+    repository)."""
+    outer = tmp_path / "monorepo"
+    project = make_project(outer / "ml" / "perf gate", outer)
+    (outer / "README.md").write_text("a larger repository\n")
+    return enter_project(project, monkeypatch), outer
+
+
 @pytest.mark.slow
-def test_dvc_repro_twice_with_a_baseline(project):
+def test_dvc_repro_twice_with_a_baseline(nested, monkeypatch):
+    project, repository = nested
     (project / "stages/workloads/my_workloads.py").write_text(USER_MODULE)
     (project / "conf/workload/mine.yaml").write_text(
         "mine:\n  _target_: stages.workloads.my_workloads.scaled_matmul\n  size: 32\n")
@@ -80,6 +93,7 @@ def test_dvc_repro_twice_with_a_baseline(project):
 
     again = dvc("repro")   # nothing changed: only the cheap env check runs
     assert "Running stage 'bench" not in again.stdout and "Running stage 'compare" not in again.stdout
+    assert_an_unrelated_install_measures_nothing_again(project, monkeypatch)
 
     # Code is a dependency: editing the statistics makes every stage that runs them stale.
     stats_py = project / "stages/judge/stats.py"
@@ -92,9 +106,14 @@ def test_dvc_repro_twice_with_a_baseline(project):
 
     git("add", "-A", cwd=project)
     git("commit", "-qm", "baseline", cwd=project)
+    assert_a_no_op(repository)
+    assert_a_clone_only_draws(repository, project.relative_to(repository))
+
     dvc("repro", "-f")
+    assert "No environment change against the baseline." in read("reports/test-box/env/env.md")
     compare = read("reports/test-box/compare.md")
     rows = json.loads(read("reports/test-box/compare.json"))["rows"]
+    assert not [r for r in rows if r["verdict"] in ("NEW", "MISSING")], rows
     verdicts = {(r["stage"], r["cell"], r["workload"], r["metric"]): r["verdict"] for r in rows}
     assert verdicts[("bench", "cuda-fp32", "*", "cell")] == "SKIPPED"
     assert verdicts[("bench", "cpu-fp32", "broken", "status")] == "FAILED"
@@ -126,6 +145,26 @@ def test_dvc_repro_twice_with_a_baseline(project):
     assert any(r["stage"] == "numerics" and r["verdict"] == "EQUIVALENT" for r in rows)
 
 
+def assert_an_unrelated_install_measures_nothing_again(project: Path, monkeypatch) -> None:
+    """`pip install pytest-fake`, as it were: packages.json lists it, env.json stays byte for
+    byte, and nothing is stale; a torch that changed would make every cell stale."""
+    env_json = project / "reports/test-box/env/env.json"
+    before = env_json.read_bytes()
+    site = project.parent / "site"
+    dist(site, "pytest-fake", "1.0")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ["PYTHONPATH"]]))
+    env_stage = dvc("repro", "reports/env/dvc.yaml")
+    assert "captured: unchanged" in env_stage.stdout, env_stage.stdout + env_stage.stderr
+    assert env_json.read_bytes() == before
+    assert "pytest-fake" in (env_json.parent / "packages.json").read_text()
+    status = dvc("status").stdout
+    assert "bench@" not in status and "numerics@" not in status, status
+    env_json.write_text(before.decode().replace('"torch": "', '"torch": "0.0.1+'))
+    status = dvc("status").stdout
+    assert "bench@" in status and "numerics@" in status           # what it would show
+    env_json.write_bytes(before)
+
+
 def assert_a_no_op(repository: Path) -> None:
     """After a commit, `dvc repro` runs only the env check (its fingerprint unchanged) and
     rewrites nothing, neither a report nor a lock file."""
@@ -136,53 +175,22 @@ def assert_a_no_op(repository: Path) -> None:
     assert git("status", "--porcelain", cwd=repository).stdout == ""
 
 
-@pytest.mark.slow
-def test_a_no_op_repro_after_a_commit_runs_nothing_and_leaves_the_tree_clean(project):
-    """A no-op that is one: after a run is committed, `dvc repro` runs only the env check (its
-    fingerprint unchanged) and rewrites nothing, neither a report nor a lock file."""
-    compose(project / "params.yaml", ["matrix=smoke", "bench.processes=2", "bench.samples=3",
-                                      "bench.adaptive_budget_s=0"], conf=project / "conf")
-    dvc("repro")
-    git("add", "-A", cwd=project)
-    git("commit", "-qm", "a run", cwd=project)
-    assert_a_no_op(project)
-
-    # A fresh clone has no pictures (never committed): `dvc repro` draws them by running the
-    # two stages that draw, measuring nothing, and the pages and the lock stay the committed.
-    assert not [f for f in git("ls-files", cwd=project).stdout.split() if f.endswith(".png")]
-    clone = project.parent / f"{project.name}-clone"
-    git("clone", "-q", str(project), str(clone), cwd=project.parent)
-    drawn = subprocess.run([sys.executable, "-m", "dvc", "repro"], cwd=clone,
+def assert_a_clone_only_draws(repository: Path, project: Path) -> None:
+    """A fresh clone has no pictures (never committed): `dvc repro` draws them by running the
+    two stages that draw, measuring nothing, and the pages and the lock stay the committed."""
+    assert not [f for f in git("ls-files", cwd=repository).stdout.split() if f.endswith(".png")]
+    clone = repository.parent / f"{repository.name}-clone"
+    git("clone", "-q", str(repository), str(clone), cwd=repository.parent)
+    drawn = subprocess.run([sys.executable, "-m", "dvc", "repro"], cwd=clone / project,
                            capture_output=True, text=True)
     ran = [line for line in drawn.stdout.splitlines() if line.startswith("Running stage")]
     assert ran == ["Running stage 'reports/env/dvc.yaml:env':", "Running stage 'report':",
                    "Running stage 'history':"], drawn.stdout + drawn.stderr
-    assert sorted(p.name for p in (clone / "reports/test-box/pictures").rglob("*.png")) == sorted(
-        p.name for p in (project / "reports/test-box/pictures").rglob("*.png"))
+    drawn_here, drawn_there = (
+        sorted(p.name for p in (where / "reports/test-box/pictures").rglob("*.png"))
+        for where in (repository / project, clone / project))
+    assert drawn_here and drawn_there == drawn_here
     assert git("status", "--porcelain", cwd=clone).stdout == ""
-
-
-@pytest.mark.slow
-def test_a_project_in_a_subdirectory_of_its_repository_finds_its_baseline(tmp_path, monkeypatch):
-    outer = tmp_path / "monorepo"
-    project = make_project(outer / "ml" / "perf gate", outer)
-    (outer / "README.md").write_text("a larger repository\n")
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    monkeypatch.setenv("DVC_NO_ANALYTICS", "1")
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    monkeypatch.chdir(project)
-    compose(project / "params.yaml", ["matrix=smoke", "bench.processes=2", "bench.samples=3",
-                                      "bench.adaptive_budget_s=0", "gate.fail_on=[]"],
-            conf=project / "conf")
-    dvc("repro")
-    git("add", "-A", cwd=outer)
-    git("commit", "-qm", "baseline", cwd=outer)
-    assert_a_no_op(outer)
-    dvc("repro", "-f")
-    rows = json.loads(read("reports/test-box/compare.json"))["rows"]
-    assert rows and not [r for r in rows if r["verdict"] in ("NEW", "MISSING")], rows
-    assert "No baseline" not in read("reports/test-box/compare.md")
-    assert "No environment change against the baseline." in read("reports/test-box/env/env.md")
 
 
 CHAIN = '''
