@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 from stages.core.vocabulary import Verdict
-from stages.judge.timings import _memory_row, _ratio_rule
+from stages.judge.timings import OWN_MEMORY, WHOLE_PEAK, _memory_row, _ratio_rule, own_memory
 from stages.judge.verdicts import finish
 
+from .records import bench, process
 from .test_stats_unit_drift import margin
 
 ALPHA, DELTA, UNITS, K, TARGET = 0.05, 0.05, 20, 4, 10
@@ -79,3 +80,54 @@ def test_memory_is_tested_not_read_off_two_medians():
     assert new[0] <= margin(ALPHA / UNITS, 400 * (UNITS - 1))
     assert old[0] > 10 * max(new[0], 1e-3)
     assert new_grown[1] >= 0.5
+
+
+MIB = 2 ** 20
+
+
+def memory_record(peaks, starts):
+    return bench({"w": [process(peak=p, start_bytes=s) for p, s in zip(peaks, starts)]})
+
+
+def test_the_modes_own_increment_is_compared_where_both_sides_recorded_it():
+    base = memory_record([310 * MIB, 312 * MIB], [300 * MIB, 301 * MIB])
+    now = memory_record([316 * MIB, 317 * MIB], [300 * MIB, 302 * MIB])
+    b, n, what = own_memory(base, now, "w", "eager")
+    assert (b, n, what) == ([10 * MIB, 11 * MIB], [16 * MIB, 15 * MIB], OWN_MEMORY)
+    old = memory_record([310 * MIB, 312 * MIB], [None, None])       # a bench 9 baseline
+    b, n, what = own_memory(old, now, "w", "eager")
+    assert (b, n, what) == ([310 * MIB, 312 * MIB], [316 * MIB, 317 * MIB], WHOLE_PEAK)
+    assert own_memory(bench({"w": []}), now, "w", "eager") is None
+
+
+@functools.cache
+def simulate_increment(rule: str, growth: float, matrices: int = 400) -> float:
+    """Share of runs with a unit's memory REGRESSED: each process holds ~300 MiB before the
+    mode (1 % process to process: libraries, arenas) and the mode adds its own 10 MiB (4 %),
+    times `growth`; K = 4 a side, one unit, as the run's family of one."""
+    rng = np.random.default_rng(round(growth * 1000))
+    start = 300 * MIB * np.exp(0.01 * rng.standard_normal((matrices, 2, K)))
+    own = 10 * MIB * np.exp(0.04 * rng.standard_normal((matrices, 2, K)))
+    own[:, 1] *= growth
+    values = own if rule == "increment" else start + own
+    hits = 0
+    for m in range(matrices):
+        row = _memory_row(dict(KEY, workload="w"), values[m, 0].tolist(),
+                          values[m, 1].tolist(), DELTA)
+        result = finish([row], alpha=ALPHA, power=0.8, plan=lambda d: False)
+        hits += result.rows[0].verdict == Verdict.REGRESSED
+    return hits / matrices
+
+
+@pytest.mark.slow
+def test_a_workloads_own_memory_growing_half_again_is_found_in_its_increment():
+    """The mode's own 10 MiB growing to 15 MiB moves a 310 MiB process peak by 1.6 %, inside
+    δ = 5 %: the whole peak never calls it; its increment does, with α kept unchanged."""
+    found = {rule: (simulate_increment(rule, 1.0), simulate_increment(rule, 1.5))
+             for rule in ("whole peak", "increment")}
+    print("\nmemory, own 10 MiB over ~300 MiB held, K = 4:")
+    for rule, (null, grown) in found.items():
+        print(f"  {rule:10} unchanged REGRESSED {null:.3f}; own +50 % REGRESSED {grown:.2f}")
+    assert found["whole peak"][1] == 0.0
+    assert found["increment"][0] <= margin(ALPHA, 400)
+    assert found["increment"][1] >= 0.9

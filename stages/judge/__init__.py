@@ -35,8 +35,10 @@ pooled samples takes the offsets between worker processes for a change of the co
 - INCONCLUSIVE: neither; the report says roughly how many worker processes per side would
   decide.
 
-Peak memory is tested the same way, one value per process (Welch on the logs, Holm, δ);
-where every process agrees, the ratio decides exactly and the row stays out of the family.
+Memory is tested the same way, one value per process (Welch on the logs, Holm, δ): the
+mode's own increment, its peak less what the process held as it began (the whole peak
+against records older than bench 10); where every process agrees, the ratio decides
+exactly and the row stays out of the family.
 A ratio of two medians of four, the rule before, called 8 % of unchanged units REGRESSED at
 process spreads of 2-8 % (`timings._memory_row`, `tests/test_stats_memory.py`). The summary
 lists an undecided change as a possible slowdown only where its estimate lies beyond +δ.

@@ -1,12 +1,12 @@
 """The bench rules: one cell's bench record against the baseline's, as draft rows.
 
 Each timing is reduced to one number per worker process (its median sample, or the phase's
-value) and tested in `stats`; so is peak memory where its processes differ (`_memory_row`);
-graph breaks and recompiles compare exactly; statuses say FAILED, IMPROVED, NEW, MISSING or
-SKIPPED. Pure.
+value) and tested in `stats`; so is a mode's own memory where its processes differ; graph
+breaks and recompiles compare exactly; statuses say FAILED, IMPROVED, NEW, MISSING or SKIPPED.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Iterator
 
@@ -99,8 +99,7 @@ def reading(mode: ModeTiming, metric: str) -> Busy | None:
 
 
 def taken(b: Busy) -> float:
-    """The CPU share this process could not have: other programs' and the hypervisor's
-    (steal takes time from the worker's own CPUs as surely as a neighbour does)."""
+    """The CPU share this process could not have: others' and the hypervisor's steal."""
     return b.other_cpu + b.steal
 
 
@@ -270,9 +269,9 @@ def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None,
                                 hardware or veto or impossible(now, base, workload, mode,
                                                                metric),
                                 busy_share, paired, slope))
-    b, n = (process_values(r, workload, mode, "peak_bytes") for r in (base, now))
-    if b and n:
-        rows.append(_memory_row(key, b, n, delta.peak_bytes))
+    memory = own_memory(base, now, workload, mode)
+    if memory is not None:
+        rows.append(_memory_row(key, *memory, delta.peak_bytes))
     for metric in COUNTED:
         b, n = (process_values(r, workload, mode, metric) for r in (base, now))
         if b and n:
@@ -353,22 +352,38 @@ def reasons(record: BenchRecord, workload: str, mode: str, metric: str) -> tuple
     return tuple(dict.fromkeys(found))
 
 
-def _memory_row(key: dict, base: list[float], now: list[float], delta: float) -> Draft:
-    """Peak memory, one value per process, tested as a timing is (Welch on the logs, in the
-    run's Holm family, REGRESSED only with the estimate beyond δ), not a ratio of medians
-    with no test: a peak that wanders from process to process (allocator, thread stacks,
-    a GPU's caching allocator) took the ratio of two medians of four beyond δ = 5 % for 8 %
-    of unchanged units at spreads of 2-8 %; tested, 0.07 % (tests/test_stats_memory.py).
-    Where every process of both sides agrees (se 0, as a deterministic allocation does) or a
-    side has one process, the ratio decides exactly and the row stays out of the family.
-    The record keeps the mode's peak, not its increment over the process's resident size
-    before the mode, so δ applies to the whole peak. No run-to-run variance is added against
-    a recorded baseline (judge.run): the history holds the timings only."""
+OWN_MEMORY = "the mode's own memory: its peak less what the process held as the mode began"
+WHOLE_PEAK = "the whole peak: some process did not record what it held as the mode began"
+
+
+def own_memory(base: BenchRecord, now: BenchRecord, workload: str,
+               mode: str) -> tuple[list[float], list[float], str] | None:
+    """Each side's values for the memory row, and what they are: the mode's own increments
+    where every process recorded its start (bench 10; a CPU process's ~300 MiB of libraries
+    would hide a doubling of a workload's own 10 MiB inside δ = 5 %), else whole peaks."""
+    sides = [[(m.peak_bytes, m.start_bytes) for _, m, _ in
+              _summaries(record, workload, mode, "peak_bytes")] for record in (base, now)]
+    if not all(sides):
+        return None
+    own = all(start is not None and peak > start for side in sides for peak, start in side)
+    b, n = ([float(peak - start if own else peak) for peak, start in side] for side in sides)
+    return b, n, OWN_MEMORY if own else WHOLE_PEAK
+
+
+def _memory_row(key: dict, base: list[float], now: list[float], delta: float,
+                note: str = "") -> Draft:
+    """Memory, one value per process (own_memory; `note` says which), tested as a timing is
+    (Welch on the logs, in the run's Holm family, REGRESSED only with the estimate beyond δ),
+    not a ratio of medians: that called 8 % of unchanged units REGRESSED at process spreads
+    of 2-8 %; tested, 0.07 % (tests/test_stats_memory.py). Where both sides' processes all
+    agree (se 0) or a side has one process, the ratio decides, outside the family. No
+    run-to-run variance against a recorded baseline (judge.run): no history of memory."""
     s = stats.shift(base, now)
     if s is None or s.se == 0:
-        return _ratio_rule(key, "peak_bytes", median(base), median(now), delta)
+        rule = _ratio_rule(key, "peak_bytes", median(base), median(now), delta)
+        return dataclasses.replace(rule, note=note)
     return Draft(**key, metric="peak_bytes", verdict=Verdict.INCONCLUSIVE, shift=s, delta=delta,
-                 **shown((base, now)))
+                 note=note, **shown((base, now)))
 
 
 def _ratio_rule(key: dict, metric: str, base: float, now: float, delta: float) -> Draft:

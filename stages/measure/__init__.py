@@ -48,7 +48,9 @@ The device allocator's peak on a GPU (`allocated_bytes.all.peak` of
 `torch.accelerator.memory_stats()` on any other accelerator), and on the CPU the worker's own
 resident high-water mark during that mode (Linux `VmHWM`, reset at the start of each mode;
 `getrusage` is not used, as it keeps the high-water mark of the parent the worker was forked
-from).
+from). What the process held as the mode began (allocated on a device, resident on the CPU)
+is recorded beside it: the judge compares the mode's own increment, peak less start, so that
+the ~300 MiB of libraries a CPU process holds do not hide a workload's memory inside δ.
 
 The machine-speed sentinel and the busy probe (`timing.py`, `proc.py`) are read here, around
 every timed phase; the judge decides with them (see `stages/judge`).

@@ -152,9 +152,11 @@ def reset_peak(device_type: str) -> None:
             pass
 
 
-def peak_bytes(device_type: str) -> int | None:
+def peak_bytes(device_type: str, which: str = "peak") -> int | None:
+    """The allocator's peak since the reset, or ("current") what it holds now."""
     stats, _ = _memory_stats(device_type)
-    return int(stats["allocated_bytes.all.peak"]) if stats else None
+    value = stats.get(f"allocated_bytes.all.{which}") if stats else None
+    return None if value is None else int(value)
 
 
 def notes(device_type: str) -> dict:

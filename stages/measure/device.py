@@ -81,17 +81,40 @@ def peak_memory_bytes(device: torch.device) -> int | None:
     return resident_peak_bytes()
 
 
+def memory_in_use_bytes(device: torch.device) -> int | None:
+    """What the process holds now, as `peak_memory_bytes` counts it: read right after
+    `peak_memory_reset`, the floor the mode's own increment is measured from. None where
+    the backend keeps no memory statistics (accelerator.notes), or off Linux on the CPU."""
+    if device.type not in accelerator.KNOWN:
+        return accelerator.peak_bytes(device.type, "current")
+    if device.type == "cuda":
+        return int(torch.cuda.memory_allocated())
+    if device.type == "xpu":
+        return int(torch.xpu.memory_allocated())
+    if device.type == "mps":
+        return int(torch.mps.driver_allocated_memory())
+    return _status_bytes("VmRSS:")
+
+
+def _status_bytes(field: str) -> int | None:
+    """A size from Linux's /proc/self/status; None elsewhere."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith(field):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 def resident_peak_bytes() -> int:
     """This process's resident high-water mark. Linux: VmHWM of its own memory map.
     getrusage's ru_maxrss is no substitute there: it keeps the high-water of the memory the
     process had before exec, a copy of its parent's (measured: 611 MiB for a child of a
     600 MiB parent whose own peak was 11 MiB)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        pass
+    peak = _status_bytes("VmHWM:")
+    if peak is not None:
+        return peak
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(peak) if sys.platform == "darwin" else int(peak) * 1024   # bytes on macOS

@@ -42,6 +42,7 @@ from stages.measure.build import build, configure, failure, unsupported
 from stages.measure.code import use_code
 from stages.measure.device import (
     clock_for,
+    memory_in_use_bytes,
     peak_memory_bytes,
     peak_memory_reset,
     resolve_device,
@@ -98,8 +99,10 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
     compiled = mode != "eager"
     if compiled:
         reset_dynamo()
+    start = None
     if group is None:
         peak_memory_reset(device)
+        start = memory_in_use_bytes(device)   # the floor of the mode's own increment
     workload = build(job, factory, device, dtype, mode) if group is None else group.unit
     clock = clock_for(device.type if group is None else "cpu")
     # A workload of another revision may predate `bytes_moved`.
@@ -130,8 +133,8 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
             if isinstance(workload.step, Pipeline) else {}
         # The first shape's peak (the others may be larger), less the GPU's flush buffer.
         peak = peak_memory_bytes(device) if group is None else rank_peak  # None: no statistics
-        if peak is not None and gpu is not None:
-            peak -= gpu.held_bytes
+        if gpu is not None:
+            peak, start = (None if v is None else v - gpu.held_bytes for v in (peak, start))
         shapes = run_shapes(workload.shapes, clock, lambda: dynamo.recompiles, turn) \
             if compiled else ()
     bad = sum(nonfinite_count(t) for t in flatten(phases.first_output).values())
@@ -149,7 +152,7 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
         Status.OK, first_call_s=phases.first_call_s, warmup_s=phases.warmup_s,
         warmup_calls=phases.warmup_calls, warmup_excess_s=phases.warmup_excess_s,
         warmup_settled=phases.warmup_settled, calls_per_sample=phases.calls_per_sample,
-        steady_s=tuple(phases.steady_s), peak_bytes=peak, **tail, **parts, shapes=shapes,
+        steady_s=tuple(phases.steady_s), peak_bytes=peak, start_bytes=start, **tail, **parts, shapes=shapes,
         **notes, unmeasured=unmeasured, **usage,
         cpu_busy=cpu,
         items=workload.items, flops=workload.flops, bytes_moved=bytes_moved,

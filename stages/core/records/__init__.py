@@ -19,7 +19,7 @@ from stages.core.errors import UserError
 from stages.core.records import schema, upgrades
 from stages.core.typed import from_data, to_data
 
-SCHEMA = {"bench": 9, "numerics": 4, "compare": 2, "env": 2}
+SCHEMA = {"bench": 10, "numerics": 4, "compare": 2, "env": 2}
 KIND_OF = {cls: kind for kind, cls in schema.KINDS.items()}
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)

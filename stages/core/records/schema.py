@@ -72,6 +72,9 @@ class ModeTiming:
     cold_s: tuple[float, ...] = ()        # CUDA: L2 flushed before each call, one per sample
     graph_s: tuple[float, ...] = ()       # CUDA: per call, the step replayed as a CUDA graph
     peak_bytes: int | None = None
+    # What the process held as the mode began (resident size; a GPU: allocated), from
+    # which its peak is counted: peak_bytes - start_bytes is the mode's own increment.
+    start_bytes: int | None = None
     items: int | None = None
     flops: float | None = None
     bytes_moved: float | None = None      # device memory read and written per step

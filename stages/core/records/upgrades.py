@@ -99,6 +99,13 @@ def _bench_8(data: dict) -> dict:
     return {**data, "schema_version": 9}
 
 
+def _bench_9(data: dict) -> dict:
+    """Schema 10 records what a process held as each mode began (`start_bytes`), so that
+    memory is judged by the mode's own increment. A schema-9 mode has none: its whole peak
+    is compared, as schema 9 was judged."""
+    return {**data, "schema_version": 10}
+
+
 def _numerics_3(data: dict) -> dict:
     """Schema 4: the hosts' Ray window (bench 7's `host.window_ms`); optional, as in bench 7."""
     return {**data, "schema_version": 4}
@@ -178,7 +185,8 @@ def _without_control(data: dict) -> dict:
 
 UPGRADES = {("bench", 1): _bench_1, ("bench", 2): _bench_2, ("bench", 3): _bench_3,
             ("bench", 4): _bench_4, ("bench", 5): _bench_5, ("bench", 6): _bench_6,
-            ("bench", 7): _bench_7, ("bench", 8): _bench_8, ("numerics", 1): _numerics_1,
+            ("bench", 7): _bench_7, ("bench", 8): _bench_8, ("bench", 9): _bench_9,
+            ("numerics", 1): _numerics_1,
             ("numerics", 2): _numerics_2, ("numerics", 3): _numerics_3,
             ("compare", 1): _compare_1,
             ("env", 1): _env_1}
