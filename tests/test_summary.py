@@ -101,8 +101,23 @@ def test_each_field_of_a_unit_from_known_processes():
     assert cell.sentinel_loop_s == pytest.approx(0.03)       # every process's sentinel
     assert cell.keys() == [UnitId("cpu-fp32", "w", "eager"), UnitId("cpu-fp32", "w", "compiled")]
     assert not cell.has_baseline and cell.keys(BASELINE) == []
-    # The bench page says who was left out of the steady state.
+    # The bench page says who was left out of the steady state; so does the summary's row.
     assert "| 2 (1 busy left out) |" in measured(cell).replace("  ", "")
+    row = next(line for line in cell_table(cell, []).splitlines() if "| eager " in line)
+    assert "2.00 ms" in row and "1 of 3 processes left out (busy)" in row
+
+
+def test_fewer_than_two_processes_left_by_the_busy_rule_show_busy_not_a_number():
+    quiet, stolen = process(steady=1e-3), process(steady=9e-3)
+    stolen = dataclasses.replace(stolen, modes={"eager": dataclasses.replace(
+        stolen.modes["eager"], busy_machine=STOLEN)})
+    cell = summarize("c", bench({"w": [quiet, stolen, stolen]}), 0.0, BUSY)
+    row = next(line for line in cell_table(cell, []).splitlines() if "| eager " in line)
+    assert "| busy machine " in row and "2 of 3 processes left out (busy)" in row
+    assert " ms" not in row                           # the lone quiet process is not the unit's
+    alone = summarize("c", bench({"w": [quiet]}), 0.0, BUSY)      # one process by design
+    assert "| 999 µs " in next(line for line in cell_table(alone, []).splitlines()
+                              if "| eager " in line)
 
 
 def test_a_unit_no_process_measured_says_why():

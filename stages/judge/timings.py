@@ -269,9 +269,8 @@ def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None,
                                 hardware or veto or impossible(now, base, workload, mode,
                                                                metric),
                                 busy_share, paired, slope))
-    memory = own_memory(base, now, workload, mode)
-    if memory is not None:
-        rows.append(_memory_row(key, *memory, delta.peak_bytes))
+    if (memory := own_memory(base, now, workload, mode)) is not None:
+        rows.append(_memory_row(key, *memory[:2], delta.peak_bytes, memory[2]))
     for metric in COUNTED:
         b, n = (process_values(r, workload, mode, metric) for r in (base, now))
         if b and n:

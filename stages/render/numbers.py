@@ -66,6 +66,18 @@ def possible_slowdown(r: Row) -> bool:
             and r.change.ratio > 1 + r.delta)
 
 
+def too_busy(n: UnitSummary) -> bool:
+    """Fewer than two processes left once the busy ones are out: one process's number would
+    be shown as the unit's, with nothing to say how far it is from the next one."""
+    return n.processes_busy > 0 and n.processes_kept < 2
+
+
+def left_out(n: UnitSummary) -> str:
+    """ "2 of 4 processes left out (busy)": the row's numbers are the others'."""
+    total = n.processes_kept + n.processes_busy
+    return f"{n.processes_busy} of {total} processes left out (busy)" if n.processes_busy else ""
+
+
 def effect(rows: list[Row]) -> float:
     """The largest tested change of a unit, as |log ratio| (0 when none was tested)."""
     return max(map(row_effect, rows), default=0.0)
@@ -103,12 +115,13 @@ def cell_table(summary: CellSummary, rows: list[Row]) -> str:
         verdict = "" if steady is None else (
             "possible slowdown" if possible_slowdown(steady) else steady.verdict)
         moved = change(steady) if steady is not None else ""
-        if not n.measured:
+        also = "; ".join(filter(None, [_flags(mine), left_out(n)]))
+        if not n.measured or too_busy(n):
             skipped = next((r for r in mine if r.verdict == Verdict.SKIPPED), None)
             why = "FAILED" if n.failures else "busy machine" if n.processes_busy else \
                 "SKIPPED" if skipped else "not measured"
             body.append([workload, mode, why, "", "", "", "", "", *[""] * tails, "",
-                         _flags(mine) or (n.failures[0] if n.failures else "")
+                         also or (n.failures[0] if n.failures else "")
                          or (skipped.note if skipped else "")])
             continue
         body.append([
@@ -116,7 +129,7 @@ def cell_table(summary: CellSummary, rows: list[Row]) -> str:
             f"{moved} {verdict}".strip() if moved else verdict,
             _count(n.items_per_s), _dollars(n.usd_per_million),
             _first_call(n), seconds(n.warmup_s), *[_tail(n)] * tails,
-            nbytes(n.peak_bytes) if n.peak_bytes is not None else "", _flags(mine)])
+            nbytes(n.peak_bytes) if n.peak_bytes is not None else "", also])
     return markdown_table(body, ["workload", "mode", "steady state", "change [CI]",
                                  "items/s", "$ / M items", "first call (cold / warm)", "warm-up",
                                  *["latency p50 / p99"] * tails, "peak memory", "also"])
