@@ -25,7 +25,7 @@ from stages.core.numbers import geometric_mean, median
 from stages.core.records.schema import BenchProcess, BenchRecord, Busy, ModeTiming
 from stages.core.vocabulary import Status, Verdict
 from stages.judge import placement, portability, stats, steps
-from stages.judge.sentinel import Slope, adjusted, machine_moved, machine_unchanged
+from stages.judge.sentinel import UNFITTED, Slope, adjusted, machine_moved, machine_unchanged
 from stages.judge.verdicts import Draft, skipped_baseline, unusable_row
 
 COUNTED = ("graph_breaks", "recompiles")           # exact: more, or a new reason, is worse
@@ -181,9 +181,9 @@ def bench_rows(cell: str, now: BenchRecord | None, base: BenchRecord | None, del
     compare interpreters, not moments) is not used;
     against a recorded baseline a timing whose unit has a slope on the sentinel fitted from
     the history (`slopes`, (workload, mode, metric) -> judge.sentinel.Slope) is adjusted for
-    the machine's speed and voided only when the machine moved beyond ±δ
-    (`machine_moved`); any other must show the machine unchanged (`machine_unchanged`, at
-    `alpha`, with `python` saying how the interpreter changed, if it did). Hardware is
+    the machine's speed, any other compared unadjusted, and either voided only when the
+    machine moved beyond ±δ (`machine_moved`); with another Python (`python`, in words) the
+    copy must show the machine unchanged (`machine_unchanged`, at `alpha`). Hardware is
     judged unit by unit from the processes' own keys (judge.placement); `not_comparable`, the
     environments' hardware change, stands for records that carry none."""
     if now is None:
@@ -193,16 +193,15 @@ def bench_rows(cell: str, now: BenchRecord | None, base: BenchRecord | None, del
         return [Draft("bench", cell, "*", "*", "cell", Verdict.SKIPPED, note=now.reason or "")]
     usable = base if base is not None and base.status == Status.OK else None
     same_run = same_run or (usable is not None and now.ab is not None)
-    guard = None if same_run else machine_unchanged(
-        usable, now, alpha=alpha, delta=delta.steady_s, python=python)
     # Another Python: the loop times the interpreter, so it cannot stand for the machine.
-    covariate = {} if same_run or python or usable is None else (slopes or {})
-    moved = machine_moved(usable, now, alpha=alpha, delta=delta.steady_s) if covariate \
-        else None
+    modelled = not (same_run or python or usable is None)
+    veto = None if same_run else machine_moved(usable, now, alpha=alpha, delta=delta.steady_s) \
+        if modelled else machine_unchanged(usable, now, alpha=alpha, delta=delta.steady_s,
+                                           python=python)
 
     def sentinel(workload: str, mode: str, metric: str) -> tuple[str | None, Slope | None]:
-        slope = covariate.get((workload, mode, metric))
-        return (moved, slope) if slope is not None else (guard, None)
+        slope = (slopes or {}).get((workload, mode, metric)) if modelled else None
+        return veto, UNFITTED if modelled and slope is None else slope
     skipped = skipped_baseline(base, now)
     rows = [unusable_row("bench", cell, skipped)] if skipped else []
     for workload, mode in sorted(units(now) | (units(usable) if usable else set())):
@@ -304,8 +303,6 @@ def _timing_row(key: dict, metric: str, now: BenchRecord, base: BenchRecord, del
     tested = paired_values(base, now, workload, mode, metric, busy_share) if paired else (b, n)
     shift = stats.paired_shift(*tested) if paired else stats.shift(*tested)
     shift, machine = adjusted(shift, None if paired else slope, base, now)
-    if machine:
-        machine += "; the baseline and now shown as measured, the change adjusted"
     numbers = shown(tested) if shift is not None else shown((b, n), median)
     row = Draft(**key, metric=metric, verdict=Verdict.INCONCLUSIVE, shift=shift, delta=delta,
                 note=machine, **numbers)
