@@ -69,7 +69,7 @@ def test_a_uniformly_slower_machine_is_not_comparable_never_regressed():
     note = slower["a", "steady_s"].note
     assert note.startswith("machine speed changed: the sentinel's Python loop runs 1.07")
     assert "the sentinel's 32 MiB copy runs 1.07" in note
-    assert "90% interval" in note and "beyond ±2.5%" in note
+    assert "90% interval" in note and "beyond ±5.0%: too far to adjust for" in note
     assert slower["a", "peak_bytes"].verdict == Verdict.EQUIVALENT   # memory is still compared
     # The same slowdown in the code alone, on a steady machine, is found.
     code = compare(scaled(cell(2), timings=1.07), base)
@@ -95,16 +95,18 @@ def noisy(seed: int, loop=0.0, copy=0.0, n=4):
         for _ in range(n)] for w in "abc"})
 
 
-def test_a_loop_that_cannot_be_shown_steady_voids_the_timings():
-    """Fails closed: too few readings, or an interval too wide for ±δ/2, is not a pass."""
+def test_a_loop_too_noisy_to_show_the_machine_steady_is_no_veto_and_no_reading_is_one():
+    """Without a slope on the sentinel a timing is compared unadjusted, its run variance
+    standing for the machine: a loop whose interval is merely too wide for ±δ/2 voided the
+    timings of almost every recorded comparison on a noisy VM. No reading on a side at all
+    still voids them."""
     few = compare(cell(2, n=1, workloads=("a",)), cell(1, n=1, workloads=("a",)))
     assert few["a", "steady_s"].verdict == Verdict.NOT_COMPARABLE
-    assert few["a", "steady_s"].note == ("machine speed not shown steady: the sentinel's "
-                                         "Python loop has fewer than 2 readings on a side")
+    assert few["a", "steady_s"].note == ("machine speed not shown: the sentinel's Python loop "
+                                         "has fewer than 2 readings on a side")
     wide = compare(noisy(2, loop=0.08), noisy(1, loop=0.08))["a", "steady_s"]
-    assert wide.verdict == Verdict.NOT_COMPARABLE
-    assert wide.note.startswith("machine speed not shown steady: the sentinel's Python loop")
-    assert "not within ±2.5%" in wide.note and "spread between processes" in wide.note
+    assert wide.verdict != Verdict.NOT_COMPARABLE
+    assert wide.note.startswith("not adjusted for the machine (sentinel ")
 
 
 def test_a_noisy_copy_vetoes_only_when_it_moved():

@@ -197,8 +197,8 @@ def test_a_machine_a_little_slower_is_adjusted_for_and_the_reason_printed():
     # machine (here the configured prior, 0: the machine's +4.5 % is the change, within δ).
     unfitted = _compare(_run(9, 1.045), base, [])["a", "steady_s"]
     assert unfitted.verdict == Verdict.EQUIVALENT
-    assert unfitted.note.startswith("not adjusted for the machine (its sentinel's loop ran 1.0")
-    assert "no slope on it without 5 committed runs" in unfitted.note
+    assert unfitted.note.startswith("not adjusted for the machine (sentinel 1.0")
+    assert "no slope before 5 committed runs" in unfitted.note
     # A machine beyond ±δ is not adjusted for: the veto stays, with its reason.
     far = _compare(_run(9, 1.12), base, history)["a", "steady_s"]
     assert far.verdict == Verdict.NOT_COMPARABLE

@@ -102,10 +102,8 @@ def adjusted(shift: stats.Shift | None, slope: Slope | None, base: BenchRecord,
     if shift is None or slope is None or sentinel is None:
         return shift, ""
     if slope is UNFITTED:
-        return shift, (
-            f"not adjusted for the machine (its sentinel's loop ran {sentinel.ratio:.3f}x the "
-            f"baseline's): no slope on it without {LEAST_RUNS} committed runs whose sentinel "
-            "varied, so the run-to-run variance stands for the machine's drift")
+        return shift, (f"not adjusted for the machine (sentinel {sentinel.ratio:.3f}x): no "
+                       f"slope before {LEAST_RUNS} committed runs")
     return adjust(shift, slope, sentinel), (
         f"adjusted for the machine: the sentinel's loop ran {sentinel.ratio:.3f}x the "
         f"baseline's, this unit follows it with β {slope.beta:.2f} ± "
