@@ -47,7 +47,7 @@ def candidate_env(here: dict | None, candidate: dict | None) -> str:
 def measure(cfg, cell, arms, where, progress: Progress | None = None):
     """One cell's record on `where` (a backend), adaptive rounds included."""
     inputs = load_run(cfg.baseline.rev, [cell.name], ("bench",), reports=cfg.reports,
-                      current=False)
+                      current=False, history_runs=cfg.stats.history_runs)
 
     def judged(record):
         return compare_run(cfg, with_record(inputs, "bench", cell.name, record))
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
         record = measured(cfg, cell, arms)
         write_record(out / f"{cell.name}.json", record)
         inputs = load_run(cfg.baseline.rev, [cell.name], ("bench",), reports=cfg.reports,
-                          current=False)
+                          current=False, history_runs=cfg.stats.history_runs)
         here = load_env_pair(cfg.baseline.rev, cfg.reports)[0]
         summary = summarize(cell.name, record, cell.device.price_per_hour,
                             cfg.compare.busy_share)

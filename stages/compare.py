@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> None:
     args = cli.run_stage("compare", __doc__, argv)
     with one_line_errors("compare"):
         cfg = cli.load(args)
-        inputs = load_run(cfg.baseline.rev, [c.name for c in cfg.cells()], reports=args.reports)
+        inputs = load_run(cfg.baseline.rev, [c.name for c in cfg.cells()], reports=args.reports,
+                          history_runs=cfg.stats.history_runs)
         result = compare_run(cfg, inputs)
         write_record(args.reports / "compare.json", CompareRecord(
             result.baseline, result.has_baseline, result.alpha, result.tests, result.looks,

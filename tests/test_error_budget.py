@@ -107,3 +107,23 @@ def test_the_run_to_run_variance_comes_from_like_committed_runs(tmp_path, monkey
     steady = next(r for r in judged().rows if r.metric == "steady_s")
     assert steady.change.run_source == "history of 3 runs"
     assert 0 <= steady.change.run_spread < 0.1
+
+
+def test_the_compare_stage_reads_the_committed_history(tmp_path, monkeypatch):
+    """The stage, not only the judge: a recorded comparison's run variance (and with it the
+    like reference and the slopes) comes from the committed runs. The stages once read none,
+    so the prior decided every recorded comparison whatever the history held."""
+    from stages import compare
+
+    init_repo(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text(json.dumps(RAW))
+    for seed, offset in ((3, 0.97), (4, 1.03), (5, 1.01)):
+        _commit_run(tmp_path, seed, offset)
+    write_record(tmp_path / "reports" / "test-box" / "bench" / "cpu-fp32.json", dataclasses.replace(
+        bench({"w": [process(steady=1e-3, rng=random.Random(9)) for _ in range(4)]}),
+        cell="cpu-fp32"))
+    compare.main([])
+    rows = json.loads((tmp_path / "reports/test-box/compare.json").read_text())["rows"]
+    steady = next(r for r in rows if r["metric"] == "steady_s")
+    assert steady["change"]["run_source"] == "history of 3 runs"
