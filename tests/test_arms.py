@@ -65,7 +65,12 @@ def test_same_code_and_packages_compare_with_the_recorded_numbers(repo):
     found = plan(cfg_of(repo))
     assert [a.name for a in found.arms] == ["now"] and not found.rebuilt and found.unchanged
     assert "recorded numbers: its packages and workload code are this run's" in found.note
-    assert "(baseline.measure=recorded)" in plan(cfg_of(repo, measure="recorded")).note
+    recorded = plan(cfg_of(repo, measure="recorded"))
+    assert "(baseline.measure=recorded)" in recorded.note
+    assert recorded.unchanged and not recorded.rebuilt    # it may join the mean of like runs
+    (repo / "stages" / "workloads" / "tagged.py").write_text(WORKLOAD.format(items=2))
+    edited = plan(cfg_of(repo, measure="recorded"))
+    assert not edited.unchanged and [a.name for a in edited.arms] == ["now"]   # nothing built
 
 
 def test_a_sweep_committed_and_run_again_is_unchanged(repo):

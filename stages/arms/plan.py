@@ -64,8 +64,12 @@ def plan(cfg: Config, log: Callable[[str], None] = lambda line: None,
     if cfg.candidate.wanted:
         return _candidate(cfg, log, root)
     if cfg.baseline.measure == "recorded":
+        try:     # said in the record: an unchanged run may join the mean of like runs
+            unchanged = _rebuilt_baseline(cfg, log, root, build=False).unchanged
+        except UserError:
+            unchanged = False
         return Plan((NOW_ARM,), "Timings compare with the baseline's recorded numbers "
-                            "(baseline.measure=recorded).")
+                            "(baseline.measure=recorded).", unchanged=unchanged)
     try:
         return _rebuilt_baseline(cfg, log, root)
     except UserError as exc:
@@ -104,7 +108,9 @@ def _candidate(cfg: Config, log, root: Path) -> Plan:
                 "measured side by side in lock-step pairs.")
 
 
-def _rebuilt_baseline(cfg: Config, log, root: Path) -> Plan:
+def _rebuilt_baseline(cfg: Config, log, root: Path, build: bool = True) -> Plan:
+    """The baseline measured again beside this run, where its packages or workload code
+    differ (or `baseline.measure` is rebuild); build False: only whether they differ."""
     commit = git.resolve_rev(cfg.baseline.rev, root)
     if commit is None:
         return Plan((NOW_ARM,), "No baseline yet: this run's numbers are recorded for the next.")
@@ -132,6 +138,8 @@ def _rebuilt_baseline(cfg: Config, log, root: Path) -> Plan:
         return Plan((NOW_ARM,), f"Timings compare with the baseline's recorded numbers: its "
                             f"packages and workload code are this run's ({short(commit)}).",
                     unchanged=True)
+    if not build:
+        return Plan((NOW_ARM,), "", unchanged=not (packages_differ or code_differs))
     cache = cache_root(cfg)
     python, spec = None, None
     if packages_differ:
