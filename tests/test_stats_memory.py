@@ -122,7 +122,8 @@ def simulate_increment(rule: str, growth: float, matrices: int = 400) -> float:
 @pytest.mark.slow
 def test_a_workloads_own_memory_growing_half_again_is_found_in_its_increment():
     """The mode's own 10 MiB growing to 15 MiB moves a 310 MiB process peak by 1.6 %, inside
-    δ = 5 %: the whole peak never calls it; its increment does, with α kept unchanged."""
+    δ = 5 %: the whole peak never calls it; its increment does in every run, with unchanged
+    memory REGRESSED in 2.8 % of runs (within α)."""
     found = {rule: (simulate_increment(rule, 1.0), simulate_increment(rule, 1.5))
              for rule in ("whole peak", "increment")}
     print("\nmemory, own 10 MiB over ~300 MiB held, K = 4:")

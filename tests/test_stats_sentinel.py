@@ -121,7 +121,8 @@ def test_the_sentinel_as_a_covariate_compares_more_cells_within_alpha(tau_machin
 @pytest.mark.parametrize("tau_machine", [0.01, 0.03])
 def test_a_short_history_compares_unadjusted_within_alpha(tau_machine):
     """3 committed runs, too few for a slope. Measured (300 cells each): the guard compared
-    13-36 % of cells, unadjusted 100 %, false REGRESSED within α per cell."""
+    29 / 10 % of cells at 1 / 3 % drift, unadjusted 100 / 89 %, false REGRESSED in 0.7 / 3.0 %
+    of cells (within α), a +10 % unit caught in 58 / 19 % of cells (the guard's 17 / 2 %)."""
     found = {rule: (simulate(tau_machine, rule, committed=3),
                     simulate(tau_machine, rule, 1.10, committed=3))
              for rule in ("guard", "unadjusted")}
@@ -131,8 +132,8 @@ def test_a_short_history_compares_unadjusted_within_alpha(tau_machine):
               f"{null[1]:.3f}; +10 % REGRESSED in {slow[2]:.2f} of cells")
     (guard, _), (new, new_slow) = found["guard"], found["unadjusted"]
     assert new[1] <= margin(ALPHA, 300)
-    assert new[0] >= 0.9 > guard[0]
-    assert new_slow[2] > guard[0] * 0.5
+    assert new[0] >= max(0.85, 3 * guard[0])
+    assert new_slow[2] > 2 * found["guard"][1][2]
 
 
 def test_a_slope_needs_runs_and_a_sentinel_that_varied():

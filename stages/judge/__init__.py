@@ -112,8 +112,9 @@ than 5 runs, a new unit) the timing is compared unadjusted, with the run-to-run 
 the history or the prior (`stats.run_spread`), which holds the machine's drift between runs,
 and the same veto beyond ±δ; its note says "not adjusted for the machine". The guard used
 there before, the loop's 1 − 2α (90 %) interval required within ±δ/2, tested the sentinel's
-own precision: with 3 committed runs it compared 13-36 % of cells at 1-3 % machine drift,
-unadjusted 100 %, false REGRESSED within α either way. Otherwise the timing is NOT COMPARABLE
+own precision: with 3 committed runs it compared 29 / 10 % of cells at 1 / 3 % machine drift,
+unadjusted 100 / 89 %, with false REGRESSED in 0.7 / 3.0 % of cells and a +10 % unit caught
+in 58 / 19 % of cells (the guard's 17 / 2 %). Otherwise the timing is NOT COMPARABLE
 with one line naming the sentinel, its ratio and interval: "machine speed changed" when the
 interval lies wholly beyond ±δ, "machine speed not shown" when a side has fewer than two
 readings. So a machine several percent slower is never blamed on the code in every row at

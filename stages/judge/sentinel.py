@@ -22,8 +22,8 @@ touches (stages/measure). Against a recorded baseline:
   timing is compared unadjusted, with the run-to-run variance of the history (or the prior),
   which holds the machine's drift between runs, and the same veto beyond ±δ; its note says
   so. Requiring the sentinel shown steady within ±δ/2 instead tested the sentinel's own
-  precision: at 3 committed runs it compared 13-36 % of cells at machine drifts of 1-3 %,
-  unadjusted 100 % (tests/test_stats_sentinel.py).
+  precision: at 3 committed runs it compared 29 / 10 % of cells at machine drifts of 1 / 3 %,
+  unadjusted 100 / 89 %, false REGRESSED within α (tests/test_stats_sentinel.py).
 - As a guard (`machine_unchanged`), with another Python (the loop then times the
   interpreter): the timings are compared only when the copy is shown steady within ±δ/2,
   and otherwise are NOT COMPARABLE with the reason.
