@@ -181,7 +181,7 @@ def bench_rows(cell: str, now: BenchRecord | None, base: BenchRecord | None, del
     compare interpreters, not moments) is not used;
     against a recorded baseline a timing whose unit has a slope on the sentinel fitted from
     the history (`slopes`, (workload, mode, metric) -> judge.sentinel.Slope) is adjusted for
-    the machine's speed, any other compared unadjusted, and either voided only when the
+    the machine's speed, any other compared unadjusted, and both voided only when the
     machine moved beyond ±δ (`machine_moved`); with another Python (`python`, in words) the
     copy must show the machine unchanged (`machine_unchanged`, at `alpha`). Hardware is
     judged unit by unit from the processes' own keys (judge.placement); `not_comparable`, the
@@ -195,9 +195,12 @@ def bench_rows(cell: str, now: BenchRecord | None, base: BenchRecord | None, del
     same_run = same_run or (usable is not None and now.ab is not None)
     # Another Python: the loop times the interpreter, so it cannot stand for the machine.
     modelled = not (same_run or python or usable is None)
-    veto = None if same_run else machine_moved(usable, now, alpha=alpha, delta=delta.steady_s) \
-        if modelled else machine_unchanged(usable, now, alpha=alpha, delta=delta.steady_s,
-                                           python=python)
+    if same_run:
+        veto = None
+    elif modelled:
+        veto = machine_moved(usable, now, alpha=alpha, delta=delta.steady_s)
+    else:
+        veto = machine_unchanged(usable, now, alpha=alpha, delta=delta.steady_s, python=python)
 
     def sentinel(workload: str, mode: str, metric: str) -> tuple[str | None, Slope | None]:
         slope = (slopes or {}).get((workload, mode, metric)) if modelled else None
