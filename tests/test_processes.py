@@ -130,8 +130,11 @@ def test_a_stage_that_is_killed_takes_its_workers_and_their_children(project, tm
     previous = project / "reports/test-box/bench/cpu-fp32.json"
     previous.parent.mkdir(parents=True)
     previous.write_text('{"previous": true}\n')
+    # A suite run under nohup would hand the stage an ignored SIGHUP, which it keeps ignored
+    # on purpose (stages/core/errors.py); the user who closes a terminal has not.
     top = subprocess.Popen([sys.executable, "-c", AS_DVC, *BENCH] if "dvc" in how else BENCH,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                           preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
     try:
         worker, child = pids_in(pid_file)
         stage = parent_of(worker)
@@ -139,7 +142,7 @@ def test_a_stage_that_is_killed_takes_its_workers_and_their_children(project, tm
         assert child in group
         top.send_signal({"SIGKILL": signal.SIGKILL, "SIGHUP": signal.SIGHUP,
                          "SIGTERM": signal.SIGTERM}[how.split()[0]])
-        wait_gone([stage, *group], limit_s=15)   # what is gone, not how fast: a busy CI box
+        wait_gone([stage, *group])
         code = top.wait(timeout=30)
     finally:
         top.kill()
