@@ -70,30 +70,26 @@ def peak_memory_reset(device: torch.device) -> None:
 
 def peak_memory_bytes(device: torch.device) -> int | None:
     """None where the backend keeps no statistics (see accelerator.notes)."""
-    if device.type not in accelerator.KNOWN:
-        return accelerator.peak_bytes(device.type)
-    if device.type == "cuda":
-        return int(torch.cuda.max_memory_allocated())
-    if device.type == "xpu":
-        return int(torch.xpu.max_memory_allocated())
-    if device.type == "mps":
-        return int(torch.mps.driver_allocated_memory())
-    return resident_peak_bytes()
+    return _memory_bytes(device, peak=True)
 
 
 def memory_in_use_bytes(device: torch.device) -> int | None:
     """What the process holds now, as `peak_memory_bytes` counts it: read right after
     `peak_memory_reset`, the floor the mode's own increment is measured from. None where
     the backend keeps no memory statistics (accelerator.notes), or off Linux on the CPU."""
+    return _memory_bytes(device, peak=False)
+
+
+def _memory_bytes(device: torch.device, *, peak: bool) -> int | None:
+    """The device's allocated bytes (peak since the reset, or now); on the CPU, resident."""
     if device.type not in accelerator.KNOWN:
-        return accelerator.peak_bytes(device.type, "current")
-    if device.type == "cuda":
-        return int(torch.cuda.memory_allocated())
-    if device.type == "xpu":
-        return int(torch.xpu.memory_allocated())
+        return accelerator.peak_bytes(device.type, "peak" if peak else "current")
+    if device.type in ("cuda", "xpu"):
+        module = getattr(torch, device.type)
+        return int(module.max_memory_allocated() if peak else module.memory_allocated())
     if device.type == "mps":
         return int(torch.mps.driver_allocated_memory())
-    return _status_bytes("VmRSS:")
+    return resident_peak_bytes() if peak else _status_bytes("VmRSS:")
 
 
 def _status_bytes(field: str) -> int | None:
