@@ -107,6 +107,11 @@ def test_the_run_to_run_variance_comes_from_like_committed_runs(tmp_path, monkey
     steady = next(r for r in judged().rows if r.metric == "steady_s")
     assert steady.change.run_source == "history of 3 runs"
     assert 0 <= steady.change.run_spread < 0.1
+    # The note says how large the term was, and what it left decidable.
+    note = next(n for n in judged().notes if "run-to-run variance" in n)
+    assert "timing(s) from the history of 3 runs, " in note
+    assert f"{steady.change.run_spread:.1%}" in note.split("history of 3 runs, ")[1].split(")")[0]
+    assert f"with 80% power was +{steady.change.mde:.0%} (cpu-fp32 w eager)" in note
 
 
 def test_the_compare_stage_reads_the_committed_history(tmp_path, monkeypatch):

@@ -10,6 +10,7 @@ import dataclasses
 
 from stages.core.config import Config
 from stages.core.records.inputs import RunInputs
+from stages.core.records.rows import Row
 from stages.core.records.schema import BenchRecord
 from stages.core.vocabulary import Status
 from stages.judge.adaptive import cost_notes
@@ -61,10 +62,9 @@ def _ab_note(stage: str, cell: str, record) -> str:
             + f") with the baseline {base}, {how}")
 
 
-def _run_level(rows, cfg: Config, spreads: dict, cell: str, now, ab: bool) -> list[str]:
+def _run_level(rows, cfg: Config, spreads: dict, cell: str, now, ab: bool) -> None:
     """Give every timing row the run-to-run variance of its unit when it faces a recorded
-    baseline, and mark the rows adaptive sampling had already looked at; the sources used."""
-    used = []
+    baseline, and mark the rows adaptive sampling had already looked at."""
     for row in rows:
         if row.shift is None:
             continue
@@ -74,25 +74,39 @@ def _run_level(rows, cfg: Config, spreads: dict, cell: str, now, ab: bool) -> li
         if not ab:
             row.run = spreads.get((cell, row.workload, row.mode, row.metric)) or prior(
                 cfg.stats.run_spread)
-            used.append(row.run.source)
-    return used
 
 
-def run_level_note(sources: list[str], run_spread: float) -> str | None:
-    if not sources:
+def run_level_note(rows: list[Row], power: float) -> str | None:
+    """What the run-to-run term cost this run: its sources and sizes, and the smallest
+    steady-state slowdown any unit would have been found with (on a machine whose runs drift
+    15 % apart a user learns why everything is INCONCLUSIVE, and what to do instead)."""
+    carried = [r for r in rows if r.change is not None and r.change.run_source]
+    if not carried:
         return None
-    counts = {s: sources.count(s) for s in sorted(set(sources))}
-    parts = [f"{n} from the {s}" if s != "prior" else
-             f"{n} from the prior stats.run_spread = {run_spread:.1%}" for s, n in counts.items()]
+    parts = []
+    for source in sorted({r.change.run_source for r in carried}):
+        sizes = sorted(r.change.run_spread for r in carried if r.change.run_source == source)
+        size = f"{sizes[0]:.1%}" if sizes[-1] - sizes[0] < 5e-4 else \
+            f"{sizes[0]:.1%} to {sizes[-1]:.1%}"
+        parts.append(f"{len(sizes)} timing(s) from the prior stats.run_spread = {size}"
+                     if source == "prior" else f"{len(sizes)} timing(s) from the {source}, "
+                     f"{size}")
+    steady = [r for r in carried if r.metric == "steady_s" and r.change.mde is not None]
+    least = min(steady, key=lambda r: r.change.mde, default=None)
+    found = "" if least is None else (
+        f" At that size, the smallest steady-state slowdown this run would find with "
+        f"{power:.0%} power was " + (f"+{least.change.mde:.0%}" if least.change.mde <= 10
+                                     else "over 1000 %")
+        + f" ({least.cell} {least.workload} {least.mode}).")
     return ("Against the recorded baseline, every timing's standard error includes the "
-            "run-to-run variance of two runs measured apart (" + "; ".join(parts) + " timings). "
-            "Measured in lock-step beside this run, the baseline would need none.")
+            "run-to-run variance of two runs measured apart (" + "; ".join(parts) + ")."
+            + found + " Measured in lock-step beside this run (`baseline.measure=auto`), the "
+            "baseline would need none.")
 
 
 def compare_run(cfg: Config, inputs: RunInputs) -> Comparison:
     hardware = None if cfg.compare.allow_hardware_change else hardware_change(inputs)
     notes, drafts, looks, from_git, missing = list(inputs.notes), [], 1, 0, []
-    sources: list[str] = []
     spreads, slopes = spreads_of_run({cell: (inputs.history.get(cell, []), pair.base)
                               for (stage, cell), pair in inputs.pairs.items()
                               if stage == "bench" and not pair.ab and pair.base is not None},
@@ -128,7 +142,7 @@ def compare_run(cfg: Config, inputs: RunInputs) -> Comparison:
                                                    inputs.env_now and inputs.env_now.env),
                               allow_hardware_change=cfg.compare.allow_hardware_change,
                               slopes={key[1:]: s for key, s in slopes.items() if key[0] == cell})
-            sources.extend(_run_level(rows, cfg, spreads, cell, now, pair.ab))
+            _run_level(rows, cfg, spreads, cell, now, pair.ab)
             for row in rows:
                 row.reference_runs = runs if row.run is not None else 1
             drafts += rows
@@ -144,12 +158,12 @@ def compare_run(cfg: Config, inputs: RunInputs) -> Comparison:
     if missing:
         notes.append(f"No baseline at {inputs.rev} for {', '.join(missing)}: compared as NEW. "
                      "Commit `reports/` to make this run the baseline.")
-    notes.append(run_level_note(sources, cfg.stats.run_spread))
     benches = [p.now for (stage, _), p in inputs.pairs.items()
                if stage == "bench" and p.now is not None and p.now.status == Status.OK]
     result = finish(drafts, alpha=cfg.stats.alpha, power=cfg.stats.power, looks=looks,
                     notes=list(dict.fromkeys(notes)), baseline=inputs.rev,
                     has_baseline=inputs.commit is not None)
+    result.notes += filter(None, [run_level_note(result.rows, result.power)])
     result.unchanged = bool(benches) and all(b.unchanged for b in benches)
     cost_notes(result, {cell: p.now for (stage, cell), p in inputs.pairs.items()
                         if stage == "bench" and p.now is not None}, cfg.bench)
