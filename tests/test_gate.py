@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import yaml
 
@@ -17,6 +18,7 @@ from stages.core.records.schema import BenchRecord
 from stages.judge.gate import gate_failures, nothing_comparable
 from stages.judge.timings import bench_rows
 from stages.judge.verdicts import finish
+from stages.render.numbers import possible_slowdown
 from stages.render.summary import summary
 
 from .conftest import ROOT, commit_baseline_from_another_cpu, git
@@ -98,19 +100,45 @@ def timing(verdict: str, ratio: float, low: float, high: float, workload="w") ->
 
 
 def test_the_summary_lists_possible_slowdowns_largest_estimate_first():
-    rows = (timing("INCONCLUSIVE", 1.06, 0.97, 1.16, "small"),
+    rows = (timing("INCONCLUSIVE", 1.06, 1.01, 1.11, "small"),
             timing("INCONCLUSIVE", 1.105, 1.054, 1.158, "large"),
             timing("INCONCLUSIVE", 1.03, 0.99, 1.07, "reaches"),     # only the interval
             timing("INCONCLUSIVE", 1.02, 0.99, 1.04, "within"),      # cannot reach +δ
-            timing("EQUIVALENT", 1.0, 0.98, 1.02, "same"))
+            timing("EQUIVALENT", 1.0, 0.98, 1.02, "same"),
+            timing("INCONCLUSIVE", 1.30, 0.70, 2.41, "noisy"),      # could be 30 % faster
+            timing("INCONCLUSIVE", 1.06, 0.97, 1.16, "leaning"))   # could be unchanged
     page = summary("test", CompareRecord("HEAD", True, 0.05, 4, rows=rows), [], None, [],
                    DEFAULT)
     section = page.split("## Possible slowdowns")[1].split("##")[0]
-    assert "+10.5 % [+5.4, +15.8]" in section and "+6.0 % [-3.0, +16.0]" in section
+    assert "+10.5 % [+5.4, +15.8]" in section and "+6.0 % [+1.0, +11.0]" in section
     assert section.index("large") < section.index("small")
     assert "within" not in section and "same" not in section and "reaches" not in section
+    assert "noisy" not in section and "leaning" not in section
     assert "**No regressions.**" in page
     assert "Gate (fails on `REGRESSED`, `FAILED`, `FLAKY`, `NOTHING_COMPARABLE`): passed" in page
+
+
+@pytest.mark.parametrize("spread", [0.025, 0.05, 0.15, 0.5])
+def test_possible_slowdowns_of_unchanged_units_are_rare_at_any_spread(spread):
+    """Simulated undecided rows (log estimate ~ N(log truth, spread), the 90 % interval an
+    INCONCLUSIVE row shows), δ 5 %: how often an unchanged unit is listed, by the estimate
+    alone (the rule before) and with the interval's lower end (now), and a +10 % one."""
+    rng = np.random.default_rng(7)
+    delta, z = 0.05, 1.645
+
+    def listed(truth, rule):
+        est = rng.normal(np.log(truth), spread, 20_000)
+        rows = [timing("INCONCLUSIVE", *np.exp([e, e - z * spread, e + z * spread]))
+                for e in est]
+        return np.mean([rule(r) for r in rows])
+    before = listed(1.0, lambda r: r.change.ratio > 1 + delta)
+    now, caught = listed(1.0, possible_slowdown), listed(1.10, possible_slowdown)
+    print(f"spread {spread:.1%}: unchanged listed {before:.3f} -> {now:.3f}; +10 % {caught:.3f}")
+    assert now <= 0.055 and now <= before + 0.005
+    if spread >= 0.15:                   # a drifting machine: the estimate alone lists ~40 %
+        assert before > 0.35
+    if spread <= 0.025:                  # a quiet one: a +10 % change is still listed
+        assert caught > 0.95
 
 
 def test_the_summary_never_says_no_regressions_when_nothing_was_compared():

@@ -41,7 +41,8 @@ against records older than bench 10); where every process agrees, the ratio deci
 exactly and the row stays out of the family.
 A ratio of two medians of four, the rule before, called 8 % of unchanged units REGRESSED at
 process spreads of 2-8 % (`timings._memory_row`, `tests/test_stats_memory.py`). The summary
-lists an undecided change as a possible slowdown only where its estimate lies beyond +δ.
+lists an undecided change as a possible slowdown only where its estimate lies beyond +δ
+and its own interval lies above no change (significant alone, not after Holm).
 
 Two things borrow strength from outside the unit: its process variance is moderated across
 the run's units, and a recorded baseline adds the variance of two runs measured apart.

@@ -106,15 +106,16 @@ def gate_line(compare: CompareRecord, fail_on: tuple[str, ...]) -> str:
 
 
 def slowdowns_section(rows: list[Row]) -> list[str]:
-    """`## Possible slowdowns`: undecided timings whose estimate lies beyond +δ, the
-    largest first; more processes would decide them."""
+    """`## Possible slowdowns`: undecided timings beyond +δ whose own interval lies above no
+    change, the largest first; more processes would decide them."""
     found = sorted(filter(possible_slowdown, rows), key=lambda r: -r.change.ratio)
     if not found:
         return []
     return ["## Possible slowdowns", "",
-            "Undecided timings whose estimate lies beyond the metric's δ: not shown to be "
-            "slower, not shown to be unchanged. More worker processes (`bench.processes`) "
-            "would decide them.", "",
+            "Undecided timings whose estimate lies beyond the metric's δ and whose own "
+            "interval lies above no change: slower on their own, not once the run's tests "
+            "are taken together (Holm). More worker processes (`bench.processes`) would "
+            "decide them.", "",
             markdown_table([[r.cell, r.workload, r.mode, r.metric, change(r),
                              f"{r.delta * 100:g} %", evidence(r)] for r in found],
                            ["cell", "workload", "mode", "metric", "change [CI]", "δ",
