@@ -25,8 +25,7 @@ from stages.core.records import drop_pictures, replace_pictures, write_text
 from stages.core.vocabulary import PICTURES
 from stages.judge.summary import KEY_METRICS
 from stages.judge.trends import Run, chance, failure_rates, series
-from stages.render.history import history
-from stages.render.trends import trend_images
+from stages.render.history import history, trend_images
 
 
 def main(argv: list[str] | None = None) -> None:

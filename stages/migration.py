@@ -23,9 +23,9 @@ from stages.core.errors import UserError, one_line_errors
 from stages.core.records import dumps, replace_pictures, write_text
 from stages.core.records.schema import BenchRecord, EnvRecord, NumericsRecord
 from stages.core.vocabulary import PICTURES, short
-from stages.judge.history import unit_runs
 from stages.judge.migration import SideInput, migrate
 from stages.judge.moderation import run_spreads
+from stages.judge.run_to_run import unit_runs
 from stages.judge.summary import summarize
 from stages.judge.sweeps import curves, recommend
 from stages.render.migration import PICTURE, figure, page
@@ -86,7 +86,7 @@ def _committed(side: Side, where: str, head: str | None) -> tuple[SideInput, str
 
 def spreads(side: SideInput, head: str | None, runs: int, prior: float) -> dict:
     """(unit, mode, metric) -> the run-to-run variance of the side's machine, from its runs
-    committed up to HEAD on the side's hardware and torch (judge.history.unit_runs)."""
+    committed up to HEAD on the side's hardware and torch (judge.run_to_run.unit_runs)."""
     if side.bench is None:
         return {}
     history = load_history(head, [side.cell], runs, reports=machine.reports_of(side.machine))

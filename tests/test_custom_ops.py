@@ -11,14 +11,12 @@ from stages.core.config import DeviceSpec, PrecisionSpec
 from stages.core.config.settings import WorkloadSpec
 from stages.core.config.targets import load_target
 from stages.core.records.job import Job, Timing
-from stages.core.records.ops import extensions, namespaces
-from stages.core.records.outputs import Coverage
+from stages.core.records.outputs import Coverage, extensions, namespaces
 from stages.core.records.schema import ModeNumerics
 from stages.core.vocabulary import Verdict
 from stages.judge.numerics import numerics_rows
 from stages.judge.timings import bench_rows
-from stages.measure.build import failure
-from stages.measure.extensions import missing_kernel
+from stages.measure.build import failure, missing_kernel
 from stages.measure.ops import op_coverage
 from stages.measure.worker import run_bench
 from stages.render.numerics import ops as ops_section

@@ -10,7 +10,7 @@ import types
 
 from stages.core.records import kept, record_data
 from stages.launch import fleet
-from stages.launch.ray_nodes import NodeLeases
+from stages.launch.ray_placement import NodeLeases
 
 from .records import record
 

@@ -12,13 +12,12 @@ import yaml
 
 from stages.core import config, records
 from stages.core.errors import UserError
-from stages.core.records.gpu import GpuMode, GpuSeries
-from stages.core.records.schema import BenchRecord
+from stages.core.records.schema import BenchRecord, GpuMode, GpuSeries
 from stages.core.vocabulary import Verdict
 from stages.judge.summary import summarize
 from stages.judge.timings import bench_rows
 from stages.measure import nvml
-from stages.render.gpu import section
+from stages.render.bench import gpu_section
 from stages.render.metrics import bench_metrics
 from stages.workloads import elementwise, matmul_relu
 from tests.records import BUSY, DELTA, bench, process
@@ -74,14 +73,14 @@ def test_an_impossible_rate_makes_its_series_not_comparable():
 def test_the_bench_page_and_metrics_show_the_gpu_series():
     why = "2,199 TFLOP/s is beyond the peak of 989 (datasheet): a measurement error"
     record = gpu_run(impossible=why)
-    text = section(summarize("c", record, 0.0, BUSY))
+    text = gpu_section(summarize("c", record, 0.0, BUSY))
     assert text.startswith("## GPU timing")
     assert "| w          | eager  | cold     |" in text and "1.50x" in text
     assert "timeout 5" in text and "10/5" in text and "IMPOSSIBLE: " + why in text
     assert "bf16: peak 989 TFLOP/s, 4,800 GB/s (NVIDIA H200 SXM)" in text
     assert "judged against 1980 MHz; L2 flushed with 256 MiB" in text
     cpu = bench({"w": [process() for _ in range(3)]})
-    assert section(summarize("c", cpu, 0.0, BUSY)) == ""
+    assert gpu_section(summarize("c", cpu, 0.0, BUSY)) == ""
     assert bench_metrics(summarize("c", record, 0.0, BUSY))["w"]["eager"]["cold_ms"] == \
         pytest.approx(0.03, rel=0.02)
     assert "cold_ms" not in bench_metrics(summarize("c", cpu, 0.0, BUSY))["w"]["eager"]

@@ -12,7 +12,7 @@ from stages.core.vocabulary import Verdict
 from stages.judge.summary import summarize
 from stages.judge.timings import bench_rows
 from stages.judge.verdicts import finish
-from stages.measure.latency import latency_calls, percentile, time_latency
+from stages.measure.timing import latency_calls, percentile, time_latency
 from stages.measure.worker import bench_mode
 from stages.render.bench import latency as latency_table
 from stages.render.numbers import cell_table

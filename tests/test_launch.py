@@ -9,12 +9,11 @@ import yaml
 
 from stages.core import config, records
 from stages.core.errors import UserError
-from stages.core.records.host import Hardware, Host
-from stages.core.records.schema import BenchRecord
+from stages.core.records.schema import BenchRecord, Hardware, Host
 from stages.core.vocabulary import Verdict
 from stages.judge.timings import bench_rows
 from stages.judge.verdicts import finish
-from stages.launch import ray_resources as launch
+from stages.launch import ray_placement as launch
 from stages.launch.ray_backend import unavailable
 
 from .records import DELTA, bench, process

@@ -2,7 +2,7 @@
 stage runs (so `dvc repro` can never serve results of older code), a stage imports no stage,
 each room imports only the rooms its table row allows and no module imports itself back in a
 circle, the pure rooms touch no files, git or clocks, only render/ writes markdown, measure/
-imports with torch alone, and no module grows past 400 lines."""
+imports with torch alone, and no module grows past 600 lines."""
 from __future__ import annotations
 
 import ast
@@ -189,8 +189,10 @@ def imported_names(path: Path) -> set[str]:
 
 @pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")),
                          ids=lambda p: p.relative_to(PACKAGE).as_posix())
-def test_no_module_grows_past_400_lines(path):
-    assert len(path.read_text(encoding="utf-8").splitlines()) <= 400
+def test_no_module_grows_past_600_lines(path):
+    """A module holds one concept; past ~600 lines it holds two. The cap guards against that,
+    not against a concept's natural size: 400 made modules split where no concept does."""
+    assert len(path.read_text(encoding="utf-8").splitlines()) <= 600
 
 
 BLOCKER = """

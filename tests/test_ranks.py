@@ -17,21 +17,19 @@ from stages.core.config.ranks import rank_threads
 from stages.core.config.settings import WorkloadSpec
 from stages.core.errors import UserError
 from stages.core.records.job import Job, Timing
-from stages.core.records.ranks import Ranks, RankTiming
-from stages.core.records.schema import BenchRecord
+from stages.core.records.schema import BenchRecord, Ranks, RankTiming
 from stages.core.vocabulary import Verdict
 from stages.judge.summary import summarize
 from stages.judge.timings import bench_rows
 from stages.judge.verdicts import finish
-from stages.launch import ray_resources
+from stages.launch import ray_placement
 from stages.launch.ray_backend import RayBackend
 from stages.measure.accelerator import Unavailable
 from stages.measure.build import build
 from stages.measure.comm import union
 from stages.measure.ranks import RankError, RankGroup, check_ranks, reduce
-from stages.render.bench import page
+from stages.render.bench import page, ranks_section
 from stages.render.metrics import bench_metrics
-from stages.render.ranks import section
 from stages.workloads.distributed import ddp_mlp
 
 from .records import BUSY, DELTA, bench, process
@@ -171,7 +169,7 @@ def test_the_pages_name_the_straggler_its_lag_and_the_bus_bandwidth():
         for i in range(4)]})
     result = finish(bench_rows("cpu-fp32", now, base, DELTA), alpha=0.05, power=0.8)
     cell = summarize("cpu-fp32", now, None, BUSY)
-    lines = section({"cpu-fp32": cell}, result.rows)
+    lines = ranks_section({"cpu-fp32": cell}, result.rows)
     assert lines[0] == "## Distributed units" and len([x for x in lines if x.startswith("- ")]) == 1
     text = "\n".join(lines)
     assert "`cpu-fp32` ddp eager: 2 gloo ranks × 1 thread" in text
@@ -181,26 +179,26 @@ def test_the_pages_name_the_straggler_its_lag_and_the_bus_bandwidth():
     assert "(rank 1 slowed 1.5× on purpose: `_slow_rank_`)" in text
     bench_page = page(cell, result)
     assert "## Distributed units" in bench_page and "1.00 ms / 1.50 ms" in bench_page
-    assert section({"c": summarize("c", base, None, BUSY)}, []) != []
+    assert ranks_section({"c": summarize("c", base, None, BUSY)}, []) != []
     flat = bench_metrics(cell)["ddp"]["eager"]
     assert (flat["allreduce_ms"], flat["busbw_gbps"], flat["straggler_lag_pct"]) == (2, 0.5, 50)
-    assert section({"c": summarize("c", bench({"w": [process()]}), None, BUSY)}, []) == []
+    assert ranks_section({"c": summarize("c", bench({"w": [process()]}), None, BUSY)}, []) == []
 
 
 # ---- where a unit runs -------------------------------------------------------------------
 
 def test_a_distributed_unit_asks_ray_for_every_ranks_threads_and_gpu():
     cpu = DeviceSpec("cpu", "cpu", threads=4)
-    assert ray_resources.request("cpu", 4, cpu)["num_cpus"] == 4
-    assert ray_resources.request("cpu", 4, cpu, ranks=2)["num_cpus"] == 4     # 2 × 2
-    assert ray_resources.request("cpu", 1, cpu, ranks=2)["num_cpus"] == 2     # at least 1 each
-    assert ray_resources.request("cpu", 0, cpu, ranks=3)["num_cpus"] == 3
+    assert ray_placement.request("cpu", 4, cpu)["num_cpus"] == 4
+    assert ray_placement.request("cpu", 4, cpu, ranks=2)["num_cpus"] == 4     # 2 × 2
+    assert ray_placement.request("cpu", 1, cpu, ranks=2)["num_cpus"] == 2     # at least 1 each
+    assert ray_placement.request("cpu", 0, cpu, ranks=3)["num_cpus"] == 3
     gpu = DeviceSpec("cuda", "cuda", accelerator_type="H100")
-    assert ray_resources.request("cuda", 0, gpu, ranks=2) == {
+    assert ray_placement.request("cuda", 0, gpu, ranks=2) == {
         "num_cpus": 2, "num_gpus": 2, "accelerator_type": "H100"}
     backend = RayBackend.__new__(RayBackend)        # what __init__ sets, without a cluster
     backend.device = cpu
-    backend.asked = ray_resources.request("cpu", 4, cpu)
+    backend.asked = ray_placement.request("cpu", 4, cpu)
     assert backend._asked([(job(threads=4), None)])["num_cpus"] == 4
     assert backend._asked([(job(ranks=4, threads=1), None)])["num_cpus"] == 4
     assert backend._asked([(dataclasses.replace(job(), workloads=(

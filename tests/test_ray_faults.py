@@ -10,7 +10,7 @@ from stages.core.errors import UserError
 from stages.core.vocabulary import Status
 from stages.launch import ray_backend
 from stages.launch.ray_backend import RayBackend, RayCluster, ask_cluster
-from stages.launch.ray_nodes import NodeLeases
+from stages.launch.ray_placement import NodeLeases
 
 ADDRESS = "127.0.0.1:6379"
 
@@ -95,7 +95,7 @@ def never(ref, timeout):
     raise GetTimeoutError("not ready")
 
 
-def test_a_head_that_died_is_one_line_where_ray_nodes_would_raise():
+def test_a_head_that_died_is_one_line_where_ray_placement_would_raise():
     dead = FakeRay(ConnectionError("failed to connect to GCS at 127.0.0.1:6379\nretrying"), never)
     with pytest.raises(UserError) as err:
         backend(dead).run(job(), timeout_s=5)

@@ -17,7 +17,7 @@ from stages.judge.numerics import numerics_rows
 from stages.judge.summary import summarize
 from stages.judge.timings import bench_rows
 from stages.judge.verdicts import finish
-from stages.measure.shapes import declared, run_shapes
+from stages.measure.timing import declared, run_shapes
 from stages.measure.worker import bench_mode
 from stages.render.bench import shape_changes
 from stages.render.numbers import cell_table

@@ -7,7 +7,7 @@ from scipy import stats as sps
 
 from stages.core.numbers import median
 from stages.core.vocabulary import Verdict
-from stages.judge import multiplicity, stats
+from stages.judge import stats
 
 ALPHA, POWER = 0.05, 0.8
 
@@ -108,13 +108,13 @@ def test_bh_adjust_matches_scipy(seed):
     p = np.concatenate([rng.uniform(size=40), rng.uniform(0, 1e-3, size=5), [0.02, 0.02, 1.0]])
     rng.shuffle(p)
     expected = sps.false_discovery_control(p, method="bh")
-    assert multiplicity.bh_adjust(p.tolist()) == pytest.approx(expected.tolist(), rel=1e-12)
+    assert stats.bh_adjust(p.tolist()) == pytest.approx(expected.tolist(), rel=1e-12)
 
 
 def test_bh_adjust_small_cases():
-    assert multiplicity.bh_adjust([]) == []
-    assert multiplicity.bh_adjust([0.03]) == [0.03]
-    assert multiplicity.bh_adjust([0.01, 0.04]) == pytest.approx([0.02, 0.04])
+    assert stats.bh_adjust([]) == []
+    assert stats.bh_adjust([0.03]) == [0.03]
+    assert stats.bh_adjust([0.01, 0.04]) == pytest.approx([0.02, 0.04])
 
 
 # ---- verdict ---------------------------------------------------------------------------------

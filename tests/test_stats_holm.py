@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from stages.core.vocabulary import Verdict
-from stages.judge import multiplicity, stats
+from stages.judge import stats
 from stages.judge.verdicts import Draft, finish
 
 from .test_stats_unit_drift import margin
@@ -40,24 +40,24 @@ def test_holm_adjust_is_the_step_down(seed):
     rng = np.random.default_rng(seed)
     p = np.concatenate([rng.uniform(size=30), rng.uniform(0, 1e-3, size=5), [0.02, 0.02, 1.0]])
     rng.shuffle(p)
-    assert multiplicity.holm_adjust(p.tolist()) == pytest.approx(_naive_holm(p.tolist()),
+    assert stats.holm_adjust(p.tolist()) == pytest.approx(_naive_holm(p.tolist()),
                                                                  rel=1e-12)
 
 
 def test_holm_adjust_small_cases():
-    assert multiplicity.holm_adjust([]) == []
-    assert multiplicity.holm_adjust([0.03]) == [0.03]
-    assert multiplicity.holm_adjust([0.01, 0.04]) == pytest.approx([0.02, 0.04])
-    assert multiplicity.holm_adjust([0.04, 0.01, 0.03]) == pytest.approx([0.06, 0.03, 0.06])
+    assert stats.holm_adjust([]) == []
+    assert stats.holm_adjust([0.03]) == [0.03]
+    assert stats.holm_adjust([0.01, 0.04]) == pytest.approx([0.02, 0.04])
+    assert stats.holm_adjust([0.04, 0.01, 0.03]) == pytest.approx([0.06, 0.03, 0.06])
     for p in itertools.product((0.001, 0.01, 0.2), repeat=3):
         # never below Benjamini-Hochberg's: Holm is the stricter of the two
-        assert all(h >= b * (1 - 1e-12) for h, b in zip(multiplicity.holm_adjust(p),
-                                                         multiplicity.bh_adjust(p)))
+        assert all(h >= b * (1 - 1e-12) for h, b in zip(stats.holm_adjust(p),
+                                                         stats.bh_adjust(p)))
 
 
 def test_the_run_is_decided_with_holm(monkeypatch):
     seen = []
-    monkeypatch.setattr(multiplicity, "holm_adjust",
+    monkeypatch.setattr(stats, "holm_adjust",
                         lambda p: seen.append(p) or [1.0] * len(p))
     drafts = [Draft("bench", "c", "w", "eager", "steady_s", Verdict.INCONCLUSIVE,
                     shift=stats.shift([1.0, 1.01, 0.99], [2.0, 2.02, 1.98]), delta=0.05)]
@@ -76,10 +76,10 @@ def simulate(moved_spread: float, null_spread: float, k: int, rule: str, slowdow
     truth[TARGET] = slowdown
     values = np.exp(spread[None, :, None, None] * rng.standard_normal((matrices, UNITS, 2, k)))
     values[:, :, 1] *= truth[None, :, None]
-    adjust = multiplicity.bh_adjust if rule == "BH" else multiplicity.holm_adjust
+    adjust = stats.bh_adjust if rule == "BH" else stats.holm_adjust
     false = hits = 0
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(multiplicity, "holm_adjust", adjust)
+        patch.setattr(stats, "holm_adjust", adjust)
         for m in range(matrices):
             drafts = [Draft("bench", f"c{u}", "w", "eager", "steady_s", Verdict.INCONCLUSIVE,
                             shift=stats.shift(values[m, u, 0].tolist(), values[m, u, 1].tolist()),

@@ -22,9 +22,9 @@ from stages.core.records.inputs import Pair, RunInputs
 from stages.core.records.schema import EnvRecord
 from stages.core.vocabulary import Verdict
 from stages.judge import stats
-from stages.judge.history import like_reference
 from stages.judge.moderation import run_spreads
 from stages.judge.run import compare_run
+from stages.judge.run_to_run import like_reference
 from stages.judge.verdicts import Draft, finish
 
 from .records import bench, process

@@ -26,8 +26,8 @@ import pytest
 
 from stages.core.vocabulary import Verdict
 from stages.judge import stats
-from stages.judge.history import prior
 from stages.judge.moderation import run_spreads
+from stages.judge.run_to_run import prior
 from stages.judge.verdicts import Draft, finish
 
 from .test_stats_simulation import (

@@ -18,7 +18,7 @@ pooled samples takes the offsets between worker processes for a change of the co
   p99, 5 % memory). Benjamini-Hochberg's false discovery rate, used before, lets many true
   small changes (an upgrade moving 30 units by +2 %) lift every other test's level: some
   unchanged unit was REGRESSED in 5.3-5.5 % of such runs, 15 % with the unchanged half
-  noisier; Holm 0.47 % and 1.3 % (`multiplicity.py`, `tests/test_stats_holm.py`). Its
+  noisier; Holm 0.47 % and 1.3 % (`stats.holm_adjust`, `tests/test_stats_holm.py`). Its
   price: a +10 % unit in that noisy half was caught in 76 % of runs instead of 98 %.
 - δ bounds the estimate, not the truth, and is no margin: a true change under δ is
   sometimes REGRESSED. A true +4.5 % (0.9·δ) came out REGRESSED in 9-18 % of runs in the

@@ -11,7 +11,7 @@ Sides measured in one run are tested on their processes alone. Sides measured ap
 machine's committed run, or this run against another run) differ also by each run's offset,
 which no number of processes shrinks: the standard error then adds each side's run-to-run
 variance τ² of that unit, estimated from its own machine's committed history
-(judge.history, judge.moderation; stats.run_spread where a history is too short), with
+(judge.run_to_run, judge.moderation; stats.run_spread where a history is too short), with
 Satterthwaite's degrees of freedom (stats.with_parts).
 
 Cost: $ per million items is the device's price_per_hour over the throughput; the cost ratio
@@ -35,9 +35,9 @@ from stages.core.records.migration import (
     WorkloadMigration,
 )
 from stages.core.records.schema import BenchRecord, EnvRecord, NumericsRecord
-from stages.judge import placement, portability, readiness, stats
-from stages.judge.history import prior
+from stages.judge import environment, portability, readiness, stats
 from stages.judge.moderation import RunSpread
+from stages.judge.run_to_run import prior
 from stages.judge.timings import process_values
 
 PER_ITEM = "per_item_s"      # the steady state per item: 1 / throughput
@@ -206,7 +206,7 @@ def hardware(side: SideInput) -> str | None:
     """What the side's processes ran on (their own hardware keys: a cell's threads may be
     its own), else its environment's."""
     keys = {k for w in (side.bench.workloads if side.bench else {})
-            for k in placement.hardware_of(side.bench, w)}
+            for k in environment.hardware_of(side.bench, w)}
     env = side.env.env if side.env is not None else {}
     cpus = sorted({k.cpu_model for k in keys if k.cpu_model}) or [
         (env.get("hardware") or {}).get("cpu_model")]

@@ -2,8 +2,7 @@
 growth, compiled vs eager, determinism, drift, graph breaks, recompiles, op coverage). Pure."""
 from __future__ import annotations
 
-from stages.core.records.ops import extensions, fallback_ops
-from stages.core.records.outputs import Coverage, Dynamo
+from stages.core.records.outputs import Coverage, Dynamo, extensions, fallback_ops
 from stages.core.records.schema import CompiledCheck, ModeNumerics, NumericsRecord
 from stages.core.vocabulary import Check, Status, Verdict
 from stages.judge import portability

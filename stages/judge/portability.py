@@ -13,8 +13,7 @@ import math
 import re
 import struct
 
-from stages.core.records.ops import fallback_ops
-from stages.core.records.outputs import Coverage, Fingerprint
+from stages.core.records.outputs import Coverage, Fingerprint, fallback_ops
 
 # ---- drift across versions -------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from stages.core.records.migration import (
     SideMode,
     SideOps,
 )
-from stages.core.records.ops import TORCH_NAMESPACES, extensions, fallback_ops
+from stages.core.records.outputs import TORCH_NAMESPACES, extensions, fallback_ops
 from stages.core.records.schema import NumericsRecord
 from stages.core.vocabulary import FAILURES, Status
 from stages.core.vocabulary import Check as Result

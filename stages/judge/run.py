@@ -15,8 +15,8 @@ from stages.core.records.schema import BenchRecord
 from stages.core.vocabulary import Status
 from stages.judge.adaptive import cost_notes
 from stages.judge.environment import hardware_changes, python_change
-from stages.judge.history import like_reference, prior, spreads_of_run
 from stages.judge.numerics import numerics_rows
+from stages.judge.run_to_run import like_reference, prior, spreads_of_run
 from stages.judge.timings import bench_rows, busy_shares, fresh_since_last_look
 from stages.judge.tolerance import own_tolerances
 from stages.judge.verdicts import Comparison, finish, unusable_row

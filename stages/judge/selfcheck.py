@@ -12,8 +12,8 @@ from stages.core.config import Config
 from stages.core.numbers import median
 from stages.core.records.schema import BenchRecord
 from stages.core.vocabulary import Verdict
-from stages.judge.history import prior
 from stages.judge.rules import RULES, unit_samples
+from stages.judge.run_to_run import prior
 from stages.judge.timings import bench_rows, process_values, units
 from stages.judge.verdicts import Comparison, finish
 

@@ -24,7 +24,7 @@ from stages.core.config.settings import (
 from stages.core.numbers import geometric_mean, median
 from stages.core.records.schema import BenchProcess, BenchRecord, Busy, ModeTiming
 from stages.core.vocabulary import Status, Verdict
-from stages.judge import placement, portability, stats, steps
+from stages.judge import environment, portability, stats, steps
 from stages.judge.sentinel import UNFITTED, Slope, adjusted, machine_moved, machine_unchanged
 from stages.judge.verdicts import Draft, skipped_baseline, unusable_row
 
@@ -184,7 +184,7 @@ def bench_rows(cell: str, now: BenchRecord | None, base: BenchRecord | None, del
     the machine's speed, any other compared unadjusted, and both voided only when the
     machine moved beyond ±δ (`machine_moved`); with another Python (`python`, in words) the
     copy must show the machine unchanged (`machine_unchanged`, at `alpha`). Hardware is
-    judged unit by unit from the processes' own keys (judge.placement); `not_comparable`, the
+    judged unit by unit from the processes' own keys (judge.environment.unit_reason); `not_comparable`, the
     environments' hardware change, stands for records that carry none."""
     if now is None:
         return [Draft("bench", cell, "*", "*", "cell", Verdict.MISSING,
@@ -208,7 +208,7 @@ def bench_rows(cell: str, now: BenchRecord | None, base: BenchRecord | None, del
     skipped = skipped_baseline(base, now)
     rows = [unusable_row("bench", cell, skipped)] if skipped else []
     for workload, mode in sorted(units(now) | (units(usable) if usable else set())):
-        hardware = placement.unit_reason(now, usable, workload, env_reason=not_comparable,
+        hardware = environment.unit_reason(now, usable, workload, env_reason=not_comparable,
                                          allow_change=allow_hardware_change, same_run=same_run)
         rows.extend(_unit_rows(cell, workload, mode, now, usable, delta, hardware, sentinel,
                                busy_share, paired))

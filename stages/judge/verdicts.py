@@ -10,7 +10,7 @@ from typing import Callable, Iterable
 
 from stages.core.records.rows import Change, Row
 from stages.core.vocabulary import VERDICTS, UnitKey, Verdict
-from stages.judge import multiplicity, stats
+from stages.judge import stats
 from stages.judge.moderation import Prior, RunSpread, squeeze
 
 
@@ -76,7 +76,7 @@ def finish(drafts: list[Draft], *, alpha: float, power: float, looks: int = 1,
            has_baseline: bool = False,
            plan: Callable[[Draft], bool] = lambda draft: True) -> Comparison:
     """Moderate the tested rows' variances together, adjust their p-values together
-    (Holm's step-down over the run: the one family the gate uses; `multiplicity.holm_adjust`
+    (Holm's step-down over the run: the one family the gate uses; `stats.holm_adjust`
     says why not Benjamini-Hochberg), then decide.
 
     The error budget with adaptive sampling (up to `looks` looks per cell): an interim
@@ -89,7 +89,7 @@ def finish(drafts: list[Draft], *, alpha: float, power: float, looks: int = 1,
     tested = [d for d in drafts if d.shift is not None and d.verdict == Verdict.INCONCLUSIVE]
     priors = _moderate(tested)
     adjusted = dict(zip(map(id, tested),
-                        multiplicity.holm_adjust([d.shift.p_value for d in tested])))
+                        stats.holm_adjust([d.shift.p_value for d in tested])))
     rows = []
     for d in drafts:
         change = None

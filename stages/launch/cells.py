@@ -5,7 +5,7 @@ machine hits every workload alike. With two arms (a candidate, or the baseline m
 arms.plan decides) each round runs one process per arm, in lock-step when a pair runner is
 given (launcher.run_interleaved); who goes first alternates. With a `pending` judgment,
 adaptive sampling adds rounds to undecided units. Results are parsed into the schema's
-process records here, once.
+process records here, once; Progress counts the units as they end.
 """
 from __future__ import annotations
 
@@ -38,10 +38,34 @@ from stages.core.records.schema import (
     WorkloadRun,
 )
 from stages.core.typed import from_data, to_data
-from stages.core.vocabulary import FRESH, Status
-from stages.launch.environment import capture_env
+from stages.core.vocabulary import FRESH, Status, Tick
+from stages.launch.backends import capture_env
 from stages.launch.local import run_interleaved, run_worker
-from stages.launch.progress import Progress
+
+# ---- progress ------------------------------------------------------------
+# Where a stage is while it runs: units done of those planned, the time so far, and what is
+# left at the pace of the run so far. The counting and the clock live here; render.progress
+# writes the line.
+
+class Progress:
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self.clock = clock
+        self.started = clock()
+        self.done = self.planned = 0
+
+    def plan(self, units: int) -> None:
+        """More units to come (adaptive rounds), or fewer (negative: a unit not started after
+        all, because its modes had failed or the budget ran out)."""
+        self.planned = max(self.done, self.planned + units)
+
+    def tick(self) -> Tick:
+        """One unit done."""
+        self.done += 1
+        self.planned = max(self.planned, self.done)
+        elapsed = self.clock() - self.started
+        return Tick(self.done, self.planned, elapsed,
+                    elapsed / self.done * (self.planned - self.done))
+
 
 PROCESS = {"bench": BenchProcess, "numerics": NumericsProcess, "fresh": NumericsProcess}
 NOW = (NOW_ARM,)

@@ -4,7 +4,7 @@ its slowest cell rather than the sum.
 
 DVC runs a matrix stage's cells one after another and has no parallel stages. So the first
 bench stage of a `dvc repro` measures every cell of the matrix, one thread per cell sharing
-one cluster connection and one lease on each node (launch.ray_nodes: two units never share
+one cluster connection and one lease on each node (launch.ray_placement: two units never share
 a node), writes its own cell's record and leaves the others' in this user's scratch folder;
 each later bench stage of the same `dvc repro` takes its cell's record from there instead of
 measuring again. dvc.yaml is the same for every backend, and a record is only ever taken by

@@ -1,10 +1,10 @@
 """The Ray backend (launcher.backend: ray): each unit, a worker process or a lock-step pair as a
-whole, is one Ray task placed by what the cell's device asks for (launch.ray_resources.request).
+whole, is one Ray task placed by what the cell's device asks for (launch.ray_placement.request).
 
 Inside the task the unit runs exactly as the local backend runs it (launch.local: a fresh
 worker process with its time limit, every failure a status), so isolation, statuses and
 records are the same; the task only adds which node ran it and when (its window). Each unit
-holds a node of its own while it runs (launch.ray_nodes): the cells of a fleet run
+holds a node of its own while it runs (launch.ray_placement): the cells of a fleet run
 (launch.fleet) run at once, never two units on one node. The project's code travels as
 Ray's runtime environment (`working_dir`); an arm's venv is built on the node from its spec
 and an arm's checkout unpacked there, both cached on the node. A node lost mid-unit gets the
@@ -29,8 +29,7 @@ from stages.core.records.job import Arm, Job
 from stages.core.typed import to_data
 from stages.core.vocabulary import Status
 from stages.launch.local import ROOT
-from stages.launch.ray_nodes import NodeLeases, fits
-from stages.launch.ray_resources import describe, offered, request
+from stages.launch.ray_placement import NodeLeases, describe, fits, offered, request
 from stages.launch.ray_task import capture_on_node, on_node
 
 # Not code: history, DVC's cache, environments. Shipped, they would only slow every upload.

@@ -83,7 +83,7 @@ def _on_node(units: list[dict], timeout_s: float, fresh: bool, cache_dir: str | 
 def capture_on_node(python: str | None, spec: dict | None, cache_dir: str | None,
                     max_gb: float | None = None) -> dict:
     from stages.arms.cache import release
-    from stages.launch.environment import capture_env
+    from stages.launch.backends import capture_env
     try:
         return capture_env(_ready_python(python, spec, cache_dir, max_gb))
     finally:

@@ -1,17 +1,50 @@
 """How a workload is built in a worker: threads and matmul precision for the job, the
 `compile` its factory gets, autocast where the precision asks for it, and how a workload's
-exception becomes a status."""
+exception becomes a status (a custom operator without a kernel for the device in one line);
+and, for the other arm of a lock-step pair, its revision's workload code run with this
+harness (`use_code`)."""
 from __future__ import annotations
 
+import importlib.util
+import os
+import re
+import sys
 import traceback
 from functools import partial
+from pathlib import Path
 
 import torch
 
+import stages
 from stages.core.records.job import Job
 from stages.core.vocabulary import Status
-from stages.measure.extensions import missing_kernel
 from stages.measure.pipeline import Pipeline
+
+# ---- extensions ------------------------------------------------------------
+# Custom operators: a user's `torch.ops.<lib>` extensions, as failures see them.
+#
+# Op coverage logs every operator by its overload name, `<namespace>.<op>.<overload>`, a user's
+# extensions under their own namespace (judge.portability tells them from PyTorch's). An
+# extension that has no kernel for the device fails with a dispatcher message of some 5,000
+# characters; `missing_kernel` says the same in one line.
+
+_COULD_NOT_RUN = re.compile(r"Could not run '([\w:.]+)' with arguments from the '(\w+)' backend")
+_KERNEL = re.compile(r"^(\w+): registered at .*\[kernel\]", re.M)
+
+
+def missing_kernel(exc: BaseException) -> str | None:
+    """One line for an operator with no kernel for the device it was called on, naming the
+    devices it has kernels for; None for any other exception."""
+    text = str(exc)
+    found = _COULD_NOT_RUN.search(text)
+    if not isinstance(exc, NotImplementedError) or found is None:
+        return None
+    op, backend = found.groups()
+    kernels = [k for k in dict.fromkeys(_KERNEL.findall(text)) if k != "Meta"]
+    has = (f"it has kernels for {', '.join(kernels)} only" if kernels
+           else "it has no device kernel at all")
+    return (f"operator {op} has no kernel for the {backend} backend ({has}): the extension "
+            f"does not support this device, or its {backend} kernel was not registered")
 
 
 def unsupported(exc: BaseException) -> bool:
@@ -79,3 +112,26 @@ def build(job: Job, factory, device: torch.device, dtype: torch.dtype, mode: str
 def _autocast_call(fn, device_type: str, dtype: torch.dtype, *batch):
     with torch.autocast(device_type, dtype=dtype):
         return fn(*batch)
+
+
+# ---- code ------------------------------------------------------------
+# Run another revision's workloads with this harness: a worker of the other arm imports
+# `stages.workloads` and the project's own modules from that revision's folder, while `stages`
+# itself (measure, core: how things are measured) stays this one.
+
+def use_code(root: str) -> None:
+    """Import workloads from the project folder `root` (another revision) from now on."""
+    harness = Path(stages.__file__).resolve().parent.parent
+    here = {os.path.realpath(p) for p in (os.getcwd(), harness)}
+    # The other revision's top-level modules first; this working tree's not at all.
+    sys.path[:] = [root] + [p for p in sys.path if os.path.realpath(p or os.getcwd()) not in here]
+    package = Path(root) / "stages" / "workloads"
+    spec = importlib.util.spec_from_file_location(
+        "stages.workloads", package / "__init__.py", submodule_search_locations=[str(package)])
+    module = importlib.util.module_from_spec(spec)
+    for name in [n for n in sys.modules if n == "stages.workloads"
+                 or n.startswith("stages.workloads.")]:
+        del sys.modules[name]
+    sys.modules["stages.workloads"] = module
+    spec.loader.exec_module(module)
+    stages.workloads = module

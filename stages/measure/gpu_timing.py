@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from stages.core.config.gpu import CudaTiming
 from stages.core.numbers import median
-from stages.core.records.gpu import GpuMode, GpuSeries
+from stages.core.records.schema import GpuMode, GpuSeries
 from stages.measure.gpu_rules import (
     Peak,
     StopRule,

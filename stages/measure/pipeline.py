@@ -22,8 +22,7 @@ from typing import Any, Callable, Iterable
 import torch
 
 from stages.measure.clocks import Clock
-from stages.measure.latency import latency_calls
-from stages.measure.timing import BusyMachine
+from stages.measure.timing import BusyMachine, latency_calls
 
 NO_COPY = "the device is the host: batches are not copied"
 

@@ -16,7 +16,7 @@ import warnings
 from typing import Any, Callable, Iterable
 
 from stages.core.machine import cpu_model, read, usable_cores
-from stages.core.records.host import Hardware, Host
+from stages.core.records.schema import Hardware, Host
 from stages.measure import distributions as dists
 from stages.measure.fingerprint import env_vars
 from stages.measure.nvml import clocks as nvml_clocks

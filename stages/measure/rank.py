@@ -34,8 +34,7 @@ from stages.core.config.targets import load_target
 from stages.core.numbers import median
 from stages.core.records.job import Job
 from stages.core.typed import from_data, to_data
-from stages.measure.build import build, configure
-from stages.measure.code import use_code
+from stages.measure.build import build, configure, use_code
 from stages.measure.comm import TimedAllReduce, Timeline
 from stages.measure.device import peak_memory_bytes, peak_memory_reset
 from stages.measure.dynamo import DynamoLog, reset_dynamo

@@ -4,7 +4,7 @@ unit's step as it times any other.
 
 Placement and threads: the ranks are the worker's children, in its process group, so they run
 where the worker runs (one node, under the Ray backend too, which asks for their CPUs:
-launch.ray_resources) and end with it. Each gets the unit's threads divided among the ranks
+launch.ray_placement) and end with it. Each gets the unit's threads divided among the ranks
 (core.config.ranks.rank_threads), so that N ranks fit the CPUs one process would use; on CUDA
 rank r takes device r (a machine with fewer devices than ranks SKIPS the unit, saying so).
 
@@ -16,7 +16,7 @@ the process group and each collective.
 Each call of the unit's step sends "step" to every rank and returns when all have answered,
 after their device finished: the step of the slowest rank, and the pipes' round trip. After the steady state each rank reports its steady steps: its step time and
 its all-reduce time and its time to reach it per step (measure.comm), from which `reduce` makes
-the record (core.records.ranks: the all-reduce of the last rank to arrive, bus bandwidth, each
+the record (core.records.schema.Ranks: the all-reduce of the last rank to arrive, bus bandwidth, each
 rank's time to the collective, the straggler).
 
 Nothing here waits for ever: a rank that fails answers its error and the mode fails with that
@@ -47,7 +47,7 @@ from stages.core.lifetime import killed_by
 from stages.core.numbers import median
 from stages.core.records.job import Job
 from stages.core.records.outputs import Dynamo
-from stages.core.records.ranks import Ranks, RankTiming
+from stages.core.records.schema import Ranks, RankTiming
 from stages.core.typed import from_data, to_data
 from stages.measure.accelerator import Unavailable
 

@@ -1,5 +1,6 @@
 """The phases of a measurement: first call, warm-up, steady state; and what else took the CPU
-meanwhile (BusyMachine) and how fast the machine itself was (SentinelProbe).
+meanwhile (BusyMachine) and how fast the machine itself was (SentinelProbe); after the steady
+state, the tail latency of single calls and the shape changes of a compiled mode.
 
 Phases are timed through a Clock (measure.clocks), which device.clock_for picks per device
 type; tests pass a simulated one. Each steady-state sample times a batch of back-to-back calls
@@ -15,7 +16,8 @@ from typing import Any, Callable
 
 from stages.core.config.settings import BenchSettings
 from stages.core.numbers import median
-from stages.measure.clocks import Clock
+from stages.core.records.schema import ShapeRun
+from stages.measure.clocks import Clock, SyncClock
 from stages.measure.proc import (
     CGROUP,
     PROC,
@@ -298,3 +300,106 @@ def batched_samples(step: Callable[[], Any], clock: Clock, calls: int, samples: 
         steady.append(clock.stop() / calls)
         probe.stop()
     return steady
+
+
+# ---- latency ------------------------------------------------------------
+# Tail latency: single synchronized calls, as a caller waiting for each result sees them.
+#
+# The steady state times batches of calls, which is what throughput needs but hides the slow
+# call among many. For workloads that ask for it (`_latency_: true`), after the steady state a
+# process times single calls between two device synchronizations (host clock: the caller's
+# wait, launch overhead included) and keeps their 50th, 90th and 99th percentiles: one summary
+# per process per percentile, compared across processes like the steady state.
+
+QUANTILES = {"latency_p50_s": 0.50, "latency_p90_s": 0.90, "latency_p99_s": 0.99}
+
+
+def percentile(ordered: list[float], q: float) -> float:
+    """The nearest-rank percentile of sorted values: the smallest value with at least a
+    share q of all values at or below it (no interpolation: a reported p99 is a call that
+    happened)."""
+    return ordered[max(1, math.ceil(q * len(ordered))) - 1]
+
+
+def latency_calls(per_call_s: float, min_calls: int, target_s: float) -> int:
+    """At least `min_calls`, and as many as fill about `target_s` at the steady speed."""
+    return max(min_calls, math.ceil(target_s / max(per_call_s, 1e-9)))
+
+
+def time_latency(step: Callable[[], Any], clock: Clock, calls: int,
+                 turn: Callable[[], None] = lambda: None, busy=None) -> dict:
+    """Time `calls` single calls; the ModeTiming fields of their percentiles. `clock` must
+    synchronize the device around each call (a SyncClock); `busy` reads what else took the
+    CPU meanwhile. One turn of a lock-step pair covers all calls."""
+    turn()
+    if busy is not None:
+        busy.start()
+    times = []
+    for _ in range(calls):
+        clock.start()
+        step()
+        times.append(clock.stop())
+    if busy is not None:
+        busy.stop()
+    times.sort()
+    return {"latency_calls": calls,
+            **{name: percentile(times, q) for name, q in QUANTILES.items()},
+            "busy_latency": busy.summary() if busy is not None else None}
+
+
+def measure_latency(step: Callable[[], Any], sync: Callable[[], None], per_call_s: float, *,
+                    min_calls: int, target_s: float,
+                    turn: Callable[[], None] = lambda: None) -> dict:
+    """The latency phase of a mode whose steady state ran at `per_call_s` per call."""
+    return time_latency(step, SyncClock(sync), latency_calls(per_call_s, min_calls, target_s),
+                        turn, BusyMachine())
+
+
+# ---- shapes ------------------------------------------------------------
+# Shape changes: a workload that declares several input shapes runs each in turn, in
+# compiled modes, after its steady state (which stays the first shape's).
+#
+# Dynamic shapes are what breaks first on a new backend or compiler version: a recompile on
+# every new shape (a recompile storm) or a guard that a new version adds. Per shape after the
+# first this records the first call there (the shape change, recompile included), one more
+# call at that shape (what a call costs once it is compiled), and the recompiles the change
+# caused, with their reasons from dynamo's log.
+
+def declared(shapes) -> list[tuple[str, Callable[[], Any]]]:
+    """A workload's `shapes` (label -> step, in the order to run) as a checked list."""
+    if not shapes:
+        return []
+    if not isinstance(shapes, dict) or not all(callable(s) for s in shapes.values()):
+        raise TypeError("Workload.shapes must map a label to a step per input shape "
+                        "(e.g. {'seq=16': step16, 'seq=32': step32}), first the step's own")
+    return [(str(label), step) for label, step in shapes.items()]
+
+
+def run_shapes(shapes, clock: Clock, recompiles: Callable[[], list[str]],
+               turn: Callable[[], None] = lambda: None) -> tuple[ShapeRun, ...]:
+    """Every shape after the first, in order. `recompiles()` gives the reasons dynamo has
+    logged so far in this mode; a shape's are those its first call added."""
+    found = []
+    for label, step in declared(shapes)[1:]:
+        turn()
+        before = len(recompiles())
+        try:
+            clock.start()
+            step()
+            first = clock.stop()
+            clock.start()
+            step()
+            again = clock.stop()
+        except Exception as exc:   # the shape's failure is the mode's, named by its shape
+            raise _at_shape(exc, label) from exc
+        reasons = recompiles()[before:]
+        found.append(ShapeRun(label, first, again, len(reasons),
+                              tuple(dict.fromkeys(reasons))[:5]))
+    return tuple(found)
+
+
+def _at_shape(exc: Exception, label: str) -> Exception:
+    try:
+        return type(exc)(f"at shape {label}: {exc}")
+    except Exception:             # an exception type that takes other arguments
+        return RuntimeError(f"at shape {label}: {type(exc).__name__}: {exc}")

@@ -38,8 +38,7 @@ from stages.measure.accuracy import (
     max_abs_difference,
     nonfinite_count,
 )
-from stages.measure.build import build, configure, failure, unsupported
-from stages.measure.code import use_code
+from stages.measure.build import build, configure, failure, unsupported, use_code
 from stages.measure.device import (
     clock_for,
     memory_in_use_bytes,
@@ -51,17 +50,17 @@ from stages.measure.device import (
 from stages.measure.dynamo import DynamoLog, reset_dynamo
 from stages.measure.energy import SHORT_FOR_TICKS, busy_share, open_meter
 from stages.measure.gpu_timing import GpuProcess
-from stages.measure.latency import measure_latency
 from stages.measure.ops import op_coverage
 from stages.measure.pipeline import Pipeline, measure_breakdown
 from stages.measure.probe import process_host
 from stages.measure.ranks import RankGroup, check_ranks
-from stages.measure.shapes import run_shapes
 from stages.measure.timing import (
     PHASES,
     BusyMachine,
     SentinelProbe,
     measure,
+    measure_latency,
+    run_shapes,
 )
 
 

@@ -2,7 +2,8 @@
 
 No verdicts here: a timing's verdict depends on every test of the run (Holm's step-down), so
 it is decided once, in compare.md, which the gate uses. Adaptive sampling's interim looks are
-shown as what they are. Pure.
+shown as what they are. Its sections of GPU series and distributed units live here too (the
+summary page shows the latter). Pure.
 """
 from __future__ import annotations
 
@@ -10,14 +11,152 @@ from stages.core.config.settings import BREAKDOWN, ENERGY, GPU_TIMED, LATENCY, R
 from stages.core.numbers import median
 from stages.core.records.rows import Row
 from stages.core.vocabulary import Status
-from stages.judge.summary import CellSummary
+from stages.judge.summary import CellSummary, GpuSeriesSummary
 from stages.judge.verdicts import Comparison
 from stages.render.environment import cell
-from stages.render.gpu import section as gpu_section
-from stages.render.markdown import markdown_table, pvalue, seconds, value
-from stages.render.ranks import table as ranks_table
+from stages.render.markdown import markdown_table, nbytes, pvalue, seconds, value
 from stages.render.steps import OWN, breakdown_section, usage_section
 from stages.render.verdicts import change, ordered
+
+# ---- ranks ------------------------------------------------------------
+# Distributed units (`_ranks_`): a line per unit on the summary page, a table on the bench
+# page; their numbers are judge.summary's (judge.summary.rank_summary). Pure.
+
+ABOUT = ("Per distributed unit: its ranks and their threads each; the all-reduce time per step "
+         "(that of the last rank to arrive: the others wait in theirs) and the bus bandwidth "
+         "it gives (nccl-tests': bytes / time × 2(n-1)/n); the slowest rank by its time to "
+         "the collective (its forward and backward passes, waits excluded), and how far it "
+         "lags the fastest (nvidia-resiliency-ext's relative performance: fastest / its "
+         "time). Medians over the processes.")
+
+
+def rate(bytes_per_s: float | None) -> str:
+    if bytes_per_s is None:
+        return "not measured"
+    for unit, size in (("GB/s", 1e9), ("MB/s", 1e6)):
+        if bytes_per_s >= size:
+            return f"{bytes_per_s / size:.3g} {unit}"
+    return f"{bytes_per_s / 1e3:.3g} kB/s"
+
+
+def _moved(row: Row | None) -> str:
+    """" (+3.1 % [-0.4, +6.7] EQUIVALENT)": the change against the baseline, where tested."""
+    if row is None or row.change is None:
+        return ""
+    return f" ({change(row)} {row.verdict})"
+
+
+def _slowed(r) -> str:
+    return f" (rank {r.slowed} slowed {r.slow_factor:g}× on purpose: `_slow_rank_`)" \
+        if r.slowed is not None else ""
+
+
+def line(cell: str, workload: str, mode: str, r, rows: list[Row]) -> str:
+    """One unit: ranks, all-reduce, bus bandwidth, the straggler, and their changes."""
+    mine = {x.metric: x for x in rows if (x.stage, x.cell, x.workload, x.mode)
+            == ("bench", cell, workload, mode)}
+    said = [f"`{cell}` {workload} {mode}: {r.world_size} {r.backend} ranks × {r.threads} "
+            f"thread{'s' * (r.threads != 1)}",
+            f"all-reduce {seconds(r.comm_s)} a step{_moved(mine.get('comm_s'))}, bus bandwidth "
+            f"{rate(r.busbw)} ({nbytes(r.bytes_per_step)} a step)"]
+    if r.lag is not None and r.slowest is not None:
+        said.append(f"slowest rank {r.slowest} ({r.slowest_in} of {r.processes} processes), "
+                    f"{r.lag * 100:.1f} % behind the fastest{_moved(mine.get('straggler'))}")
+    return "- " + "; ".join(said) + _slowed(r)
+
+
+def ranks_section(bench: dict[str, CellSummary], rows: list[Row]) -> list[str]:
+    """`## Distributed units` on the summary page: one line per unit; nothing without one."""
+    found = [line(cell, key.workload, key.mode, n.ranks, rows)
+             for cell, summary in sorted(bench.items()) if summary.status == Status.OK
+             for key in summary.keys() if (n := summary.units[key]).ranks is not None]
+    return ["## Distributed units", "", ABOUT, "", *found, ""] if found else []
+
+
+def ranks_table(summary: CellSummary) -> str:
+    """`## Distributed units` on the bench page: per unit, each rank's numbers too."""
+    body = []
+    for key in summary.keys():
+        r = summary.units[key].ranks
+        if r is None:
+            continue
+        body.append([key.workload, key.mode, f"{r.world_size} × {r.threads}", r.backend,
+                     seconds(r.comm_s), rate(r.busbw), nbytes(r.bytes_per_step),
+                     " / ".join(seconds(s) for s in r.ready_s),
+                     " / ".join(seconds(s) for s in r.allreduce_s),
+                     "" if r.lag is None else f"rank {r.slowest}, {r.lag * 100:.1f} %" + _slowed(r)])
+    if not body:
+        return ""
+    return ("## Distributed units\n\n" + ABOUT + " Per rank, in rank order: its time to the "
+            "collective, and its all-reduce time with its waits.\n\n" + markdown_table(
+                body, ["workload", "mode", "ranks × threads", "backend", "all-reduce a step",
+                       "bus bandwidth", "all-reduced a step", "to the collective, per rank",
+                       "all-reduce, per rank", "slowest, lag"]))
+
+
+# ---- gpu --------------------------------------------------------------------
+# The GPU section of reports/bench/<cell>.md: per workload, mode and series (hot, cold,
+# graph), the time per call, how the series stopped, throttling, what NVML read, and the
+# achieved rates against the device's peak.
+
+def _rate(value: float | None, peak: float | None) -> str:
+    if value is None:
+        return ""
+    return f"{value:,.1f}" + (f" ({value / peak:.0%})" if peak else "")
+
+
+def _row(workload: str, mode: str, s: GpuSeriesSummary, hot: float | None,
+         peak_tflops: float | None, peak_gbps: float | None) -> list[str]:
+    per_call = s.per_call_s
+    return [workload, mode, s.name, seconds(per_call),
+            f"{per_call / hot:.2f}x" if per_call and hot and s.name != "hot" else "",
+            ", ".join(f"{stop} {n}" for stop, n in s.stops), f"{s.rel_sd or 0:.2%}",
+            f"{s.redone}/{s.throttled}",
+            f"{s.sm_clock_mhz:.0f}" if s.sm_clock_mhz is not None else "",
+            _number(s.temperature_c, "°C"), _number(s.power_w, "W"),
+            _rate(s.tflops, peak_tflops), _rate(s.gbps, peak_gbps),
+            "IMPOSSIBLE: " + "; ".join(s.impossible) if s.impossible else ""]
+
+
+def _number(value: float | None, unit: str) -> str:
+    return "" if value is None else f"{value:.0f} {unit}"
+
+
+def gpu_section(summary: CellSummary) -> str:
+    """"" when no mode was timed with device.<name>.timing."""
+    rows, facts, errors = [], set(), set()
+    for key in summary.keys():
+        g = summary.units[key].gpu
+        if g is None:
+            continue
+        rows += [_row(key.workload, key.mode, s, g.hot_s, g.peak_tflops, g.peak_gbps)
+                 for s in g.series]
+        facts.add((g.math, g.peak_tflops, g.peak_gbps, g.peak_source,
+                   g.reference_sm_clock_mhz, g.flush_bytes))
+        errors |= set(g.graph_errors)
+    if not rows:
+        return ""
+    lines = ["## GPU timing", "",
+             "Per call, the median over processes. hot: back-to-back calls; cold: the L2 cache "
+             "flushed before each call, outside the timed window; graph: CUDA-graph replays. "
+             "stop: how each process's series ended (quiet: its relative SD fell under "
+             "`timing.max_rel_sd`; timeout and max_samples: it did not). throttled: samples "
+             "redone / kept and flagged. Rates at the series' median, with the share of the "
+             "peak; an IMPOSSIBLE rate is a measurement error, and its timings are NOT "
+             "COMPARABLE.", "",
+             markdown_table(rows, ["workload", "mode", "series", "per call", "vs hot", "stop",
+                                   "rel. SD", "throttled", "SM MHz", "max temp", "max power",
+                                   "TFLOP/s", "GB/s", "note"]), ""]
+    for kind, tflops, gbps, source, clock, flush in sorted(facts, key=str):
+        lines.append(
+            f"- {kind}: peak " + (f"{tflops:,.0f} TFLOP/s" if tflops else "unknown") +
+            (f", {gbps:,.0f} GB/s" if gbps else "") + (f" ({source})" if source else
+                                                      " (set device.<name>.timing.peak_tflops)")
+            + (f"; throttling judged against {clock:.0f} MHz" if clock else
+               "; NVML not read (install nvidia-ml-py): throttling not checked")
+            + (f"; L2 flushed with {flush / 2 ** 20:.0f} MiB" if flush else ""))
+    lines += [f"- CUDA graph not captured, {e}" for e in sorted(errors)]
+    return "\n".join(lines)
 
 
 def spread(values: tuple[float, ...]) -> str:

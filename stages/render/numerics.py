@@ -6,8 +6,13 @@ from __future__ import annotations
 import math
 
 from stages.core.records import dumps
-from stages.core.records.ops import TORCH_NAMESPACES, fallback_ops, namespaces
-from stages.core.records.outputs import SKETCH_K, WHOLE_MAX
+from stages.core.records.outputs import (
+    SKETCH_K,
+    TORCH_NAMESPACES,
+    WHOLE_MAX,
+    fallback_ops,
+    namespaces,
+)
 from stages.core.records.rows import Row
 from stages.core.records.schema import NumericsRecord
 from stages.core.vocabulary import Check, Status

@@ -14,10 +14,10 @@ from stages.judge.gate import (
 )
 from stages.judge.summary import CellSummary
 from stages.judge.verdicts import findings
+from stages.render.bench import ranks_section
 from stages.render.environment import cell as env_cell
 from stages.render.markdown import counts, markdown_table, pictures_note, value
 from stages.render.numbers import environment_change, numbers_section, possible_slowdown
-from stages.render.ranks import section as ranks_section
 from stages.render.verdicts import by_effect, change, evidence
 
 COMPARED = (Verdict.REGRESSED, Verdict.IMPROVED, Verdict.EQUIVALENT, Verdict.INCONCLUSIVE)   # verdicts of a comparison made

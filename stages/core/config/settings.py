@@ -19,7 +19,7 @@ TIMED = ("steady_s", "first_call_s", "first_call_warm_s", "warmup_s", *LATENCY)
 GPU_TIMED = ("cold_s", "graph_s")
 # A distributed unit's (`_ranks_`), tested alike per process: comm_s, the all-reduce time per
 # step of the last rank to arrive; straggler, the slowest rank's time to the collective over
-# the fastest's (core.records.ranks).
+# the fastest's (core.records.schema.Ranks).
 RANKED = ("comm_s", "straggler")
 # Where the step goes (an input pipeline's parts, per step) and the energy per item: tested
 # like timings, at steady_s's δ, where both sides measured them.
