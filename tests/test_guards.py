@@ -9,7 +9,8 @@ import random
 import pytest
 
 from stages.core.config import Config
-from stages.core.config.settings import TIMED, Matrix, StatsSettings
+from stages.core.config.settings import Matrix, StatsSettings
+from stages.core.metrics import TIMINGS
 from stages.core.records.inputs import Pair, RunInputs
 from stages.core.records.schema import Busy, EnvRecord, Sentinel
 from stages.core.vocabulary import Verdict
@@ -55,7 +56,7 @@ def compare(now, base, env_base=None, env_now=None):
 
 
 def timing_verdicts(rows) -> set[str]:
-    return {r.verdict for (_, metric), r in rows.items() if metric in TIMED}
+    return {r.verdict for (_, metric), r in rows.items() if metric in TIMINGS}
 
 
 # ---- the sentinel ---------------------------------------------------------------------------
@@ -199,7 +200,7 @@ def test_each_phase_is_judged_by_its_own_reading():
     assert rows["a", "warmup_s"].change.n_now == 5
     old = with_busy(cell(2, n=5), {0: {"steady_s": stolen}})
     rows = compare(old, cell(1, n=5))
-    assert {rows["a", m].change.n_now for m in TIMED if ("a", m) in rows} == {4}
+    assert {rows["a", m].change.n_now for m in TIMINGS if ("a", m) in rows} == {4}
     assert ("a", "first_call_warm_s") not in rows       # eager: no compile caches to warm
 
 

@@ -28,14 +28,12 @@ ALPHA, DELTA, TRIALS = 0.05, 0.05, 400
 def unit(calls, items: int = 64, peak: float | None = None) -> UnitSummary:
     """A unit's summary as judge.summary makes it, from its kept processes' calls."""
     per_call = median(calls)
-    none = dict.fromkeys(("first_call_s", "first_call_warm_s", "warmup_s", "warmup_calls",
-                          "latency_p50_s", "latency_p90_s", "latency_p99_s", "cold_s",
-                          "graph_s", "graph_breaks", "recompiles"))
-    return UnitSummary(steady_s=per_call, steady_per_process_s=tuple(calls),
+    return UnitSummary(values={"steady_s": per_call, "peak_bytes": peak},
+                       steady_per_process_s=tuple(calls),
                        items_per_s=items / per_call if per_call else None,
-                       usd_per_million=None, latency_calls=(), peak_bytes=peak,
+                       usd_per_million=None, warmup_calls=None, latency_calls=(),
                        processes_kept=len(calls), processes_busy=0, processes_failed=0,
-                       items=items, **none)
+                       items=items)
 
 
 def point(name: str, values: tuple, calls, **kw) -> Point:

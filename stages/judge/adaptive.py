@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from stages.core.config.settings import TIMED, BenchSettings
+from stages.core.config.settings import BenchSettings
+from stages.core.metrics import TIMINGS
 from stages.core.records.cost import process_seconds
 from stages.core.records.rows import Row
 from stages.core.records.schema import BenchRecord, Pending
@@ -26,7 +27,7 @@ def pending_units(result: Comparison, max_processes: int) -> list[tuple[Pending,
     modes does not survive one). How many the launcher adds is its `fund`'s choice."""
     found = []
     for row in result.rows:
-        if row.stage != "bench" or row.metric not in TIMED or row.change is None:
+        if row.stage != "bench" or row.metric not in TIMINGS or row.change is None:
             continue
         undecided = row.verdict == Verdict.INCONCLUSIVE and row.change.needed is not None
         if (undecided or row.verdict == Verdict.REGRESSED) and row.change.n_now < max_processes:
@@ -41,7 +42,7 @@ def cost_note(row: Row, record: BenchRecord | None, bench: BenchSettings) -> str
     how many more, what they would take in wall time (from this run's processes), and which
     of adaptive sampling's limits kept them out; None for any other row."""
     c = row.change
-    if (row.stage != "bench" or row.metric not in TIMED or row.verdict != Verdict.INCONCLUSIVE
+    if (row.stage != "bench" or row.metric not in TIMINGS or row.verdict != Verdict.INCONCLUSIVE
             or c is None or c.needed is None or record is None
             or row.workload not in record.workloads):
         return None

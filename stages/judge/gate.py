@@ -5,7 +5,8 @@ the report can show the gate's result without depending on the gate stage. Pure.
 """
 from __future__ import annotations
 
-from stages.core.config.settings import NOTHING_COMPARABLE, TIMED
+from stages.core.config.settings import NOTHING_COMPARABLE
+from stages.core.metrics import TIMINGS
 from stages.core.records.rows import CompareRecord, Row
 from stages.core.vocabulary import VERDICTS, Verdict
 from stages.judge.verdicts import UNUSABLE, findings
@@ -18,7 +19,7 @@ NO_TIMING = "no timing was tested against the baseline"
 def timing_rows(record: CompareRecord) -> list[Row]:
     """The bench rows that are, or stand for, timings (memory and counts are exact rules);
     a cell whose baseline is present but unusable is its own reason (`unusable`)."""
-    return [r for r in record.rows if r.stage == "bench" and r.metric in (*TIMED, *UNIT_METRICS)
+    return [r for r in record.rows if r.stage == "bench" and r.metric in (*TIMINGS, *UNIT_METRICS)
             and not is_unusable(r)]
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from stages.core.metrics import BY_NAME
 from stages.core.numbers import median
 from stages.core.records.migration import (
     RUNS,
@@ -43,9 +44,14 @@ from stages.judge.timings import process_values
 PER_ITEM = "per_item_s"      # the steady state per item: 1 / throughput
 # Compared where both sides measured them, in this order; a timing's run-to-run variance is
 # its history's (the per-item time's: the steady state's, its logs differing by a constant).
-METRICS = (PER_ITEM, "first_call_s", "first_call_warm_s", "warmup_s", "latency_p50_s",
+def timed(metric: str) -> bool:
+    """A timing (the steady state per item too): its processes sampled on a busy machine are
+    left out, and it has a history of runs (memory has neither, as in compare)."""
+    return metric == PER_ITEM or BY_NAME[metric].timed
+
+
+COMPARED = (PER_ITEM, "first_call_s", "first_call_warm_s", "warmup_s", "latency_p50_s",
            "latency_p99_s", "peak_bytes")
-UNTIMED = ("peak_bytes",)    # no history of it: no run-to-run variance (as compare)
 
 
 @dataclass(frozen=True)
@@ -74,7 +80,7 @@ def values(record: BenchRecord, unit: str, mode: str, metric: str,
         steady = process_values(record, unit, mode, "steady_s", busy_share)
         return [s / items[0] for s in steady] if items and items[0] else []
     return process_values(record, unit, mode, metric,
-                          None if metric in UNTIMED else busy_share)
+                          busy_share if timed(metric) else None)
 
 
 def ratio(metric: str, source: list[float], target: list[float], runs: list[RunSpread],
@@ -170,12 +176,12 @@ def compare_mode(workload: str, mode: str, source: SideInput, target: SideInput,
     if not all(s.status == RUNS for s in sides) or source.bench is None or target.bench is None:
         return found
     timings = []
-    for metric in METRICS:
+    for metric in COMPARED:
         a, b = (values(side.bench, unit, mode, metric, busy_share)
                 for side, unit in zip((source, target), units))
         if not (a and b):
             continue
-        runs = [] if same_run or metric in UNTIMED else [
+        runs = [] if same_run or not timed(metric) else [
             _spread(side, unit, mode, metric, run_spread)
             for side, unit in zip((source, target), units)]
         timings.append(ratio(metric, a, b, runs, alpha))

@@ -111,3 +111,18 @@ def reason_key(reason: str) -> str:
 def new_reasons(now, base) -> list[str]:
     known = {reason_key(r) for r in base}
     return [r for r in now if reason_key(r) not in known]
+
+
+def moved_counts(base: dict[str, int], now: dict[str, int], shown: int = 5) -> str:
+    """Which names a count by name moved on, most moved first: "aten.mm 20 → 22, aten.tanh
+    new (2)"; "" where none did."""
+    names = sorted(set(base) | set(now), key=lambda n: (-abs(now.get(n, 0) - base.get(n, 0)), n))
+    moved = []
+    for name in names:
+        b, n = base.get(name), now.get(name)
+        if b == n:
+            continue
+        moved.append(f"{name} new ({n})" if b is None else f"{name} gone (was {b})"
+                     if n is None else f"{name} {b} → {n}")
+    more = f" and {len(moved) - shown} more" if len(moved) > shown else ""
+    return ", ".join(moved[:shown]) + more

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import re
 
+from stages.core.metrics import BY_NAME
 from stages.core.records.migration import (
     FAIL_MARK,
     FAILS,
@@ -26,7 +27,7 @@ from stages.core.vocabulary import FAILURES, Status
 from stages.core.vocabulary import Check as Result
 from stages.judge import portability
 from stages.judge.summary import unit_summary
-from stages.judge.timings import failures, ran_in, reasons, skipped
+from stages.judge.timings import detail, failures, ran_in, skipped
 
 _NO_KERNEL = re.compile(r"operator (\S+) has no kernel for the (\S+) backend")
 _OPERATOR = re.compile(r"operator (\w+)::")
@@ -83,8 +84,8 @@ def side_mode(side, unit: str | None, mode: str, busy_share: float) -> SideMode:
     return SideMode(
         RUNS, f"{len(failed)} of {len(failed) + ran} processes failed, the first: {failed[0]}"
         if failed else None, unit, n.processes_kept, n.items_per_s, n.graph_breaks,
-        n.recompiles, tuple(dict.fromkeys(reasons(record, unit, mode, "graph_breaks")
-                                          + reasons(record, unit, mode, "recompiles"))),
+        n.recompiles, tuple(dict.fromkeys(detail(record, unit, mode, BY_NAME["graph_breaks"])
+                                          + detail(record, unit, mode, BY_NAME["recompiles"]))),
         tuple((s.shape, s.recompiles) for s in n.shapes), **extra)
 
 

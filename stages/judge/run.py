@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from stages.core.config import Config
+from stages.core.metrics import BY_NAME
 from stages.core.records.inputs import RunInputs
 from stages.core.records.rows import Row
 from stages.core.records.schema import BenchRecord
@@ -68,7 +69,7 @@ def _run_level(rows, cfg: Config, spreads: dict, cell: str, now, ab: bool) -> No
     for row in rows:
         if row.shift is None:
             continue
-        if row.metric == "peak_bytes":       # no interim look tests memory; no history of it
+        if not BY_NAME[row.metric].timed:   # memory: no interim look tests it, no history of it
             continue
         row.confirmed = fresh_since_last_look(now, row.workload, row.mode, row.metric)
         if not ab:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from stages.core.config.settings import TIMED
+from stages.core.metrics import TIMINGS
 from stages.core.records.dotted import get
 from stages.core.records.schema import BenchRecord, EnvRecord
 from stages.core.vocabulary import Status
@@ -41,7 +41,7 @@ def _like_runs(history: list[tuple[BenchRecord, EnvRecord]], base: BenchRecord,
             if wanted is None or run.spec != wanted.spec:
                 continue
             for mode in record.modes:
-                for metric in TIMED:
+                for metric in TIMINGS:
                     values = process_values(record, name, mode, metric)
                     if values:
                         yield record, (name, mode, metric), values

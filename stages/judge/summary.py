@@ -19,14 +19,14 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from stages.core.config.settings import BREAKDOWN, ENERGY, GPU_TIMED, TIMED
+from stages.core.metrics import BY_NAME, METRICS, Reduce
 from stages.core.numbers import median
 from stages.core.records.inputs import ab_baseline
 from stages.core.records.schema import BenchRecord, Look, ModeTiming, Ranks
 from stages.core.vocabulary import Status
 from stages.judge.steps import BOUND_SHARE as BOUND_SHARE  # the diagnosis rule, for pages
 from stages.judge.steps import Breakdown, Usage, breakdown, step_total, usage
-from stages.judge.timings import SERIES, busy, failures, process_values
+from stages.judge.timings import busy, failures, process_values
 
 # ---- ranks ------------------------------------------------------------
 # A distributed unit's ranks over its processes: what a page shows of them (judge.summary
@@ -87,6 +87,9 @@ def _per_rank(kept: list[Ranks], field: str) -> tuple[float, ...]:
 
 
 NOW, BASELINE = "now", "baseline"          # a unit's arm: this run's, or its baseline's
+# The metrics a unit's summary reduces itself (the others have summaries of their own: ranks,
+# the step's breakdown, usage).
+SUMMARIZED = frozenset(m.name for m in METRICS if m.reduce is not None)
 
 
 @dataclass(frozen=True, order=True)
@@ -143,24 +146,15 @@ class GpuSummary:
 
 @dataclass(frozen=True)
 class UnitSummary:
-    """A unit's numbers: medians over the processes kept for each (None: none measured it)."""
-    steady_s: float | None                 # per call
+    """A unit's numbers: medians over the processes kept for each (None: none measured it).
+    Every metric of core.metrics that has a reduction is one of `values`, by name, and an
+    attribute of the summary (`summary.steady_s`, `summary.graph_breaks`)."""
+    values: dict[str, float | int | None]  # metric -> its reduction over the processes
     steady_per_process_s: tuple[float, ...]   # the kept processes' own, in process order
     items_per_s: float | None
     usd_per_million: float | None          # the device's price_per_hour over the throughput
-    first_call_s: float | None             # with empty compile caches
-    first_call_warm_s: float | None        # with the caches an earlier process left
-    warmup_s: float | None
     warmup_calls: float | None
-    latency_p50_s: float | None            # single calls, nearest rank per process
-    latency_p90_s: float | None
-    latency_p99_s: float | None
     latency_calls: tuple[int, ...]         # calls per process that timed single calls
-    cold_s: float | None                   # CUDA: L2 flushed before each call
-    graph_s: float | None                  # CUDA: replayed as a CUDA graph
-    peak_bytes: float | None
-    graph_breaks: int | None               # the most in any process
-    recompiles: int | None
     processes_kept: int                    # measured the steady state, on a quiet machine
     processes_busy: int                    # measured it while others took the CPU: left out
     processes_failed: int                  # the process, or this mode in it, failed
@@ -177,13 +171,18 @@ class UnitSummary:
     breakdown_busy: int = 0                # ... timed on a busy machine: left out
     usage: Usage | None = None             # utilization and energy of the steady state
 
+    def __getattr__(self, name: str):
+        if name in SUMMARIZED:
+            return self.values.get(name)
+        raise AttributeError(name)
+
     @property
     def measured(self) -> bool:
         return self.steady_s is not None
 
-    def value(self, metric: str) -> float | None:
-        """A timing by its record name (settings.TIMED, GPU_TIMED)."""
-        return getattr(self, metric)
+    def value(self, metric: str) -> float | int | None:
+        """A metric's number by its name (core.metrics)."""
+        return self.values.get(metric)
 
 
 @dataclass(frozen=True)
@@ -231,33 +230,27 @@ def unit_summary(record: BenchRecord, workload: str, mode: str, price_per_hour: 
                  busy_share: float) -> UnitSummary:
     """One unit of one arm, from the processes the tests use (see the module's docstring)."""
     def kept(metric: str) -> list[float]:
-        timed = metric in (*TIMED, *GPU_TIMED, *BREAKDOWN, *ENERGY)
+        found = BY_NAME.get(metric)
+        timed = found is not None and found.timed
         return process_values(record, workload, mode, metric, busy_share if timed else None)
 
-    def middle(metric: str) -> float | None:
-        return median(kept(metric))
-
+    reduce = {Reduce.MEDIAN: median, Reduce.MAX: lambda v: max(v, default=None)}
+    values = {m.name: reduce[m.reduce](kept(m.name)) for m in METRICS if m.name in SUMMARIZED}
     steady = kept("steady_s")
-    per_call = median(steady)
+    per_call = values["steady_s"]
     items = kept("items")
     per_s = items[0] / per_call if items and per_call else None
     failed = failures(record, workload, mode)
     modes = _measured(record, workload, mode)
     run = record.workloads.get(workload)
     spec = run.spec if run is not None else None
-    counted = {m: max(kept(m), default=None) for m in ("graph_breaks", "recompiles")}
     return UnitSummary(
-        steady_s=per_call, steady_per_process_s=tuple(steady), items_per_s=per_s,
+        values=values, steady_per_process_s=tuple(steady), items_per_s=per_s,
         usd_per_million=price_per_hour / 3600 * 1e6 / per_s if per_s and price_per_hour
         else None,
-        first_call_s=middle("first_call_s"), first_call_warm_s=middle("first_call_warm_s"),
-        warmup_s=middle("warmup_s"), warmup_calls=middle("warmup_calls"),
-        latency_p50_s=middle("latency_p50_s"), latency_p90_s=middle("latency_p90_s"),
-        latency_p99_s=middle("latency_p99_s"),
+        warmup_calls=median(kept("warmup_calls")),
         latency_calls=tuple(m.latency_calls for m in modes if m.latency_calls
                             and not busy(m, busy_share, "latency_p50_s")),
-        cold_s=middle("cold_s"), graph_s=middle("graph_s"), peak_bytes=middle("peak_bytes"),
-        graph_breaks=counted["graph_breaks"], recompiles=counted["recompiles"],
         processes_kept=len(steady),
         processes_busy=len(process_values(record, workload, mode, "steady_s")) - len(steady),
         processes_failed=len(failed), failures=tuple(failed),
@@ -303,7 +296,7 @@ def _gpu(workload: str, mode: str, modes: list[ModeTiming]) -> GpuSummary | None
     if not modes:
         return None
     series = []
-    for metric, name in SERIES.items():
+    for metric, name in ((x.name, x.series) for x in METRICS if x.series):
         found = [m.gpu.series[name] for m in modes if name in m.gpu.series]
         if not found:
             continue

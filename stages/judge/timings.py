@@ -10,17 +10,8 @@ import dataclasses
 import math
 from typing import Iterator
 
-from stages.core.config.settings import (
-    BREAKDOWN,
-    ENERGY,
-    GPU_TIMED,
-    LATENCY,
-    RANKED,
-    TIMED,
-    CompareSettings,
-    Delta,
-    StatsSettings,
-)
+from stages.core.config.settings import CompareSettings, StatsSettings
+from stages.core.metrics import BY_NAME, METRICS, Delta, Family, Metric, Rule
 from stages.core.numbers import geometric_mean, median
 from stages.core.records.schema import BenchProcess, BenchRecord, Busy, ModeTiming
 from stages.core.vocabulary import Status, Verdict
@@ -28,11 +19,9 @@ from stages.judge import environment, portability, stats, steps
 from stages.judge.sentinel import UNFITTED, Slope, adjusted, machine_moved, machine_unchanged
 from stages.judge.verdicts import Draft, skipped_baseline, unusable_row
 
-COUNTED = ("graph_breaks", "recompiles")           # exact: more, or a new reason, is worse
-REASONS = {"graph_breaks": "graph_break_reasons", "recompiles": "recompile_reasons"}
-# Each GPU_TIMED metric's series in the record's `gpu` block (steady_s: the hot one).
-SERIES = {"steady_s": "hot", "cold_s": "cold", "graph_s": "graph"}
-TESTED = (*TIMED, *GPU_TIMED, *RANKED, *BREAKDOWN, *ENERGY)   # tested as timings are
+# Tested as timings are (memory is tested on its own increment), and counted exactly.
+TESTED = tuple(m for m in METRICS if m.rule == Rule.TESTED and m.family != Family.MEMORY)
+COUNTED = tuple(m for m in METRICS if m.rule == Rule.COUNTED)
 
 
 # ---- reducing a bench record to process-level summaries ----------------------------------
@@ -54,15 +43,9 @@ def _summaries(record: BenchRecord, workload: str, mode: str,
 
 
 def metric_value(m: ModeTiming, metric: str):
-    """A mode's value of a metric. The first call is two metrics: with empty compile caches
-    (`first_call_s`, a first start; every eager first call) and with caches an earlier
-    process left (`first_call_warm_s`, a second start)."""
-    if metric in ("first_call_s", "first_call_warm_s"):
-        warm = m.compile_cache == "warm"
-        return m.first_call_s if warm == (metric == "first_call_warm_s") else None
-    if metric in RANKED:        # a distributed unit's, answered by its record
-        return None if m.ranks is None else getattr(m.ranks, metric)
-    return getattr(m, metric)
+    """A mode's value of a metric (core.metrics), or of any other field of its record."""
+    found = BY_NAME.get(metric)
+    return found.read(m) if found is not None else getattr(m, metric)
 
 
 def process_values(record: BenchRecord, workload: str, mode: str, metric: str,
@@ -92,9 +75,8 @@ def paired_values(base: BenchRecord, now: BenchRecord, workload: str, mode: str,
 def reading(mode: ModeTiming, metric: str) -> Busy | None:
     """What else took the CPU during the phase a metric times. A record that read the
     steady-state samples only (schema 2) is judged by that reading in every phase."""
-    phase = {"first_call_s": mode.busy_first_call, "first_call_warm_s": mode.busy_first_call,
-             "warmup_s": mode.busy_warmup, **dict.fromkeys(LATENCY, mode.busy_latency),
-             **dict.fromkeys(BREAKDOWN, mode.busy_breakdown)}.get(metric)
+    found = BY_NAME.get(metric)
+    phase = getattr(mode, found.phase) if found is not None and found.phase else None
     return phase or mode.busy_machine
 
 
@@ -239,7 +221,7 @@ def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None,
         return [Draft(**key, metric="status", verdict=Verdict.FLAKY if ran else Verdict.FAILED,
                       base=Status.OK if in_base and not failed_base else None,
                       now=failed_now[0].split(":")[0], note=was)]
-    measured = [m for m in TESTED if process_values(now, workload, mode, m)]
+    measured = [m.name for m in TESTED if process_values(now, workload, mode, m.name)]
     if not in_base:
         return [Draft(**key, metric=m, verdict=Verdict.NEW,
                       now=median(process_values(now, workload, mode, m))) for m in measured]
@@ -247,14 +229,15 @@ def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None,
         return [Draft(**key, metric="status", verdict=Verdict.IMPROVED, base=Verdict.FAILED,
                       now=Status.OK, note=f"now runs; was {failed_base[0]}")]
     rows = []
-    for metric in TESTED:
+    for found in TESTED:
+        metric = found.name
         if not process_values(base, workload, mode, metric):
             if metric in measured:    # e.g. an older record, which measured it otherwise
                 rows.append(Draft(**key, metric=metric, verdict=Verdict.NEW,
                                   now=median(process_values(now, workload, mode, metric)),
                                   note="the baseline's record has no value of it"))
             continue
-        if metric in BREAKDOWN and steps.negligible(
+        if not found.per_process and steps.negligible(
                 *(measured_modes(r, workload, mode, metric) for r in (base, now)), metric,
                 delta.steady_s):
             rows.append(Draft(**key, metric=metric, verdict=Verdict.EQUIVALENT,
@@ -263,33 +246,34 @@ def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None,
                               note=f"under {delta.steady_s:.0%} of the step on both sides: it "
                                    "cannot move the step by more than that (not tested)"))
             continue
-        # The GPU series (cold, graph replay) are steady states too: the steady state's δ;
-        # a distributed unit's all-reduce time and straggler have their own.
         veto, slope = sentinel(workload, mode, metric)
-        rows.append(_timing_row(key, metric, now, base,
-                                getattr(delta, metric, delta.steady_s),
+        rows.append(_timing_row(key, metric, now, base, delta.of(metric),
                                 hardware or veto or impossible(now, base, workload, mode,
-                                                               metric),
+                                                               found),
                                 busy_share, paired, slope))
     if (memory := own_memory(base, now, workload, mode)) is not None:
         rows.append(_memory_row(key, *memory[:2], delta.peak_bytes, memory[2]))
-    for metric in COUNTED:
-        b, n = (process_values(r, workload, mode, metric) for r in (base, now))
+    for found in COUNTED:
+        b, n = (process_values(r, workload, mode, found.name) for r in (base, now))
         if b and n:
-            rows.append(_counted_row(key, metric, max(b), max(n),
-                                     reasons(now, workload, mode, metric),
-                                     reasons(base, workload, mode, metric)))
+            rows.append(_counted_row(key, found, max(b), max(n), detail(now, workload, mode, found),
+                                     detail(base, workload, mode, found)))
     return rows
 
 
-def _counted_row(key: dict, metric: str, base: int, now: int, reasons_now: tuple[str, ...],
-                 reasons_base: tuple[str, ...]) -> Draft:
-    """Graph breaks or recompiles: more than the baseline's, or one for a reason the baseline
-    did not have (a guard a new version adds, even where another went away), is REGRESSED,
-    with the new reasons (compared without their line numbers)."""
-    row = _count_rule(key, metric, base, now)
-    new = portability.new_reasons(reasons_now, reasons_base)
-    if new:
+def _counted_row(key: dict, found: Metric, base: int, now: int, detail_now, detail_base
+                 ) -> Draft:
+    """An exact count: more than the baseline's is REGRESSED, fewer IMPROVED, with what moved
+    (core.metrics: its `detail`). Reasons (graph breaks, recompiles) a metric whose new
+    reasons regress did not have in the baseline make it REGRESSED too (a guard a new version
+    adds, even where another went away), with the new reasons (compared without their line
+    numbers); counts by name say which names moved."""
+    row = _count_rule(key, found.name, base, now)
+    if isinstance(detail_now, dict):
+        row.note = portability.moved_counts(detail_base, detail_now)
+        return row
+    new = portability.new_reasons(detail_now, detail_base)
+    if new and found.new_detail_regresses:
         row.verdict = Verdict.REGRESSED
         row.note = "new: " + "; ".join(new[:3])
     return row
@@ -332,23 +316,29 @@ def shown(sides: tuple[list[float], list[float]], centre=geometric_mean) -> dict
 
 
 def impossible(now: BenchRecord, base: BenchRecord, workload: str, mode: str,
-               metric: str) -> str | None:
+               metric: Metric) -> str | None:
     """Why a GPU series cannot be trusted: some process of either side measured it faster
     than the hardware's peak (a measurement error, never a speed-up)."""
-    series = SERIES.get(metric)
+    series = metric.series
     for side, record in (("now", now), ("baseline", base)):
-        for _, m, _ in _summaries(record, workload, mode, metric) if series else ():
+        for _, m, _ in _summaries(record, workload, mode, metric.name) if series else ():
             found = m.gpu.series.get(series) if m.gpu is not None else None
             if found is not None and found.impossible:
                 return f"{side}: {found.impossible}"
     return None
 
 
-def reasons(record: BenchRecord, workload: str, mode: str, metric: str) -> tuple[str, ...]:
-    """The reasons of a counted metric over every process that measured it, in order."""
-    found = (r for _, m, _ in _summaries(record, workload, mode, metric)
-             for r in getattr(m, REASONS[metric]))
-    return tuple(dict.fromkeys(found))
+def detail(record: BenchRecord, workload: str, mode: str, metric: Metric):
+    """What a counted metric's `detail` says over every process that measured it: its
+    reasons, in order; or its counts by name, the most any process counted of each."""
+    found = [metric.detail_of(m) for _, m, _ in _summaries(record, workload, mode, metric.name)]
+    if any(isinstance(d, dict) for d in found):
+        most: dict = {}
+        for d in found:
+            for name, count in (d or {}).items():
+                most[name] = max(most.get(name, 0), count)
+        return dict(sorted(most.items()))
+    return tuple(dict.fromkeys(r for d in found for r in d or ()))
 
 
 OWN_MEMORY = "the mode's own memory: its peak less what the process held as the mode began"

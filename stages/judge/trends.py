@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from stages.core.config.settings import TIMED, Delta, HistorySettings
+from stages.core.config.settings import Delta, HistorySettings
+from stages.core.metrics import TIMINGS
 from stages.core.records.dotted import get
 from stages.core.records.schema import BenchRecord, EnvRecord
 from stages.core.vocabulary import FAILURES, Status
@@ -57,7 +58,7 @@ def _usable(run: Run) -> bool:
 def min_change(settings: HistorySettings, delta: Delta, metric: str) -> float:
     """The smallest shift reported: `history.min_change`, else the metric's δ."""
     return settings.min_change if settings.min_change is not None else \
-        getattr(delta, metric, delta.steady_s)
+        delta.of(metric)
 
 
 def series(runs: dict[str, list[Run]], settings: HistorySettings, busy_share: float,
@@ -89,7 +90,7 @@ def _era_series(cell: str, era: int, runs: list[tuple[int, Run]], settings: Hist
         for name, result in run.bench.workloads.items():
             for mode in run.bench.modes:
                 unit = summary.unit(name, mode)
-                for metric in TIMED:
+                for metric in TIMINGS:
                     value = unit.value(metric)
                     if value is None or value <= 0:
                         continue

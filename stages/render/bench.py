@@ -7,7 +7,7 @@ summary page shows the latter). Pure.
 """
 from __future__ import annotations
 
-from stages.core.config.settings import BREAKDOWN, ENERGY, GPU_TIMED, LATENCY, RANKED, TIMED
+from stages.core.metrics import BY_NAME, Family, names
 from stages.core.numbers import median
 from stages.core.records.rows import Row
 from stages.core.vocabulary import Status
@@ -206,7 +206,7 @@ def latency(summary: CellSummary) -> str:
             continue
         rows.append([key.workload, key.mode, str(len(calls)), f"{min(calls)}–{max(calls)}"
                      if min(calls) != max(calls) else str(calls[0]),
-                     *(seconds(n.value(q)) for q in LATENCY),
+                     *(seconds(n.value(q)) for q in names(Family.LATENCY)),
                      f"{n.latency_p99_s / n.latency_p50_s:.2f}x" if n.latency_p50_s else ""])
     if not rows:
         return ""
@@ -265,9 +265,7 @@ def diff(rows: list[Row]) -> str:
     body = [[r.workload, r.mode, r.metric, value(r.metric, r.base), value(r.metric, r.now),
              change(r), pvalue(r.change.p if r.change else None),
              f"{r.change.n_base}/{r.change.n_now}" if r.change else "", r.note]
-            for r in ordered(rows) if r.metric in (*TIMED, *GPU_TIMED, *RANKED, *BREAKDOWN,
-                                                   *ENERGY, "peak_bytes",
-                                                   "graph_breaks", "recompiles", "status")]
+            for r in ordered(rows) if r.metric in BY_NAME or r.metric == "status"]
     return markdown_table(body, ["workload", "mode", "metric", "baseline", "now",
                                  "change [CI]", "p (this test)", "n", "note"])
 

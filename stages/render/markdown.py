@@ -5,6 +5,7 @@ import math
 
 from tabulate import tabulate
 
+from stages.core.metrics import BY_NAME, Unit
 from stages.core.vocabulary import VERDICTS
 
 ORDER = {v: i for i, v in enumerate(VERDICTS)}
@@ -49,16 +50,21 @@ def joules(v) -> str:
 
 
 def value(metric: str, v) -> str:
+    """A metric's number in its unit (core.metrics); any other row's value as it is."""
     if v is None:
         return ""
-    if metric.endswith("_s"):
+    found = BY_NAME.get(metric)
+    unit = found.unit if found is not None and isinstance(v, (int, float)) else None
+    if unit == Unit.SECONDS:
         return seconds(v)
-    if metric == "joules_per_item":
+    if unit == Unit.JOULES:
         return joules(v)
-    if metric.endswith("_bytes"):
+    if unit == Unit.BYTES:
         return nbytes(v)
-    if metric == "straggler" and isinstance(v, float):   # slowest over fastest: its lag
+    if unit == Unit.RATIO and isinstance(v, float):   # slowest over fastest: its lag
         return f"{(v - 1) * 100:.1f} % lag"
+    if unit == Unit.COUNT:
+        return f"{v:,}" if isinstance(v, int) else f"{v:g}"
     if isinstance(v, float):
         return f"{v:.1e}" if v and (abs(v) < 1e-3 or abs(v) >= 1e4) else f"{v:g}"
     return str(v)

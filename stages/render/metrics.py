@@ -2,11 +2,15 @@
 files diff cleanly). Pure."""
 from __future__ import annotations
 
+from stages.core.metrics import METRICS
 from stages.core.records.rows import CompareRecord
 from stages.core.records.schema import NumericsRecord
 from stages.judge.summary import CellSummary
 from stages.judge.verdicts import findings
 from stages.render.markdown import counts, short_number
+
+# The metrics a unit's summary holds that metrics.json carries: name -> (key, scale).
+EXPORTED = {m.name: m.exported for m in METRICS if m.exported}
 
 
 def bench_metrics(summary: CellSummary) -> dict:
@@ -17,16 +21,9 @@ def bench_metrics(summary: CellSummary) -> dict:
         n = summary.units[key]
         if not n.measured:
             continue
-        m = {"steady_ms": n.steady_s * 1e3, "first_call_s": n.first_call_s,
-             "first_call_warm_s": n.first_call_warm_s,
-             "warmup_s": n.warmup_s, "items_per_s": n.items_per_s,
-             "peak_mib": n.peak_bytes / 2 ** 20 if n.peak_bytes is not None else None,
-             "usd_per_million_items": n.usd_per_million,
-             **{f"{k[:-2]}_ms": n.value(k) * 1e3 for k in ("latency_p50_s", "latency_p99_s")
-                if n.value(k) is not None},
-             **{f"{k[:-2]}_ms": n.value(k) * 1e3 for k in ("cold_s", "graph_s")   # CUDA
-                if n.value(k) is not None},
-             "graph_breaks": n.graph_breaks, "recompiles": n.recompiles,
+        m = {**{flat: n.value(name) * scale for name, (flat, scale) in EXPORTED.items()
+                if n.value(name) is not None},
+             "items_per_s": n.items_per_s, "usd_per_million_items": n.usd_per_million,
              **({"input_wait_share": n.breakdown.input_wait_share,
                  "compute_ms": n.breakdown.compute_s * 1e3} if n.breakdown else {}),
              **({"cpu_busy": n.usage.cpu_busy, "joules_per_item": n.usage.joules_per_item}

@@ -4,6 +4,8 @@ against the baseline. Regressions, failures and possible slowdowns first, then b
 Pure."""
 from __future__ import annotations
 
+from stages.core.metrics import Rule, names
+from stages.core.metrics import label as metric_label
 from stages.core.records.dotted import MISSING, get
 from stages.core.records.rows import Row
 from stages.core.vocabulary import BAD, Status, Verdict
@@ -18,15 +20,7 @@ HEADLINE_FIELDS = (("torch.version", "torch"), ("torch.cuda", "CUDA"),
                    ("torch.cudnn", "cuDNN"), ("hardware.nvidia_driver", "driver"),
                    ("python.version", "Python"), ("hardware.gpu_names", "GPU"),
                    ("hardware.cpu_model", "CPU"), ("torch.num_threads", "threads"))
-LABELS = {"steady_s": "steady", "first_call_s": "first call",
-          "first_call_warm_s": "first call (warm caches)", "warmup_s": "warm-up",
-          "peak_bytes": "memory", "graph_breaks": "graph breaks", "recompiles": "recompiles",
-          "latency_p50_s": "latency p50", "latency_p90_s": "latency p90",
-          "latency_p99_s": "latency p99", "comm_s": "all-reduce", "straggler": "straggler",
-          "input_wait_s": "input wait", "copy_s": "copy", "compute_s": "compute",
-          "joules_per_item": "energy per item"}
-
-
+COUNTED = names(rule=Rule.COUNTED)
 def environment_change(changes: list, note: str | None, now: dict | None = None) -> str:
     """One line: "torch 2.13.0+cpu → 2.14.1; Python 3.11.7 → 3.12.1 (and 12 more fields)";
     with no baseline to diff against (`note` says why), this run's own versions."""
@@ -94,10 +88,10 @@ def _flags(rows: list[Row]) -> str:
         if r.metric == "steady_s" or not (r.verdict in (*BAD, Verdict.IMPROVED)
                                           or possible_slowdown(r)):
             continue    # the rest is in compare.md; this column is what needs a look
-        label = LABELS.get(r.metric, r.metric)
+        label = metric_label(r.metric)
         moved = change(r)
         text = f"{label} {moved}" if moved and r.metric != "status" else r.note or label
-        if r.metric in ("graph_breaks", "recompiles") and r.note:   # with their reasons
+        if r.metric in COUNTED and r.note:   # with what moved
             text = f"{label} {moved}".strip() + f" ({r.note})"
         verdict = "possible slowdown" if possible_slowdown(r) else r.verdict
         said.append(f"**{verdict}** {text}" if r.verdict in BAD else f"{verdict}: {text}")

@@ -13,11 +13,11 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
+from stages.core.metrics import label
 from stages.core.numbers import median
 from stages.core.records.rows import Row
 from stages.core.vocabulary import Verdict
 from stages.judge.summary import BASELINE, CellSummary
-from stages.render.numbers import LABELS
 
 COLOURS = {Verdict.REGRESSED: "#c62828", Verdict.IMPROVED: "#2e7d32", Verdict.EQUIVALENT: "#607d8b",
            Verdict.INCONCLUSIVE: "#ef6c00"}
@@ -68,7 +68,7 @@ def tested(rows) -> list[Row]:
 
 def unit_label(r: Row, cell: bool = True) -> str:
     parts = [r.cell] if cell else []
-    return " · ".join(parts + [r.workload, r.mode, LABELS.get(r.metric, r.metric)])
+    return " · ".join(parts + [r.workload, r.mode, label(r.metric)])
 
 
 def forest(rows) -> bytes | None:

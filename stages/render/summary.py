@@ -1,6 +1,7 @@
 """reports/summary.md: the page a reviewer reads first. Pure."""
 from __future__ import annotations
 
+from stages.core.metrics import Rule, names
 from stages.core.records.rows import CompareRecord, Row
 from stages.core.vocabulary import BAD, Verdict
 from stages.judge.gate import (
@@ -176,7 +177,7 @@ def _grid_cell(row: Row | None) -> str:
         return ""
     now = value(row.metric, row.now)
     if row.base is not None and value(row.metric, row.base) != now and row.metric in (
-            "graph_breaks", "recompiles", "ops", "fallback_ops"):
+            *names(rule=Rule.COUNTED), "ops", "fallback_ops"):
         now = f"{value(row.metric, row.base)} → {now}"
     if row.verdict in QUIET or row.verdict == now:    # SKIPPED: no value besides
         return now

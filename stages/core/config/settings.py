@@ -1,30 +1,15 @@
 """The sections of the configuration that tune a run (bench, numerics, stats, history, the
 arms, the gate): typed, frozen, with their defaults. `config` parses them; they are re-exported
-in the settings module only (no defaults elsewhere). Standard library only.
+in the settings module only (no defaults elsewhere; the δ of each metric is core.metrics').
+Standard library only.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from stages.core.metrics import Delta as Delta  # stats.delta: one field per tested metric
 from stages.core.vocabulary import VERDICTS, Verdict
-
-# Tested statistically, higher is worse. first_call_s: with cold compile caches (every eager
-# first call too); first_call_warm_s: with the caches an earlier process of the unit left;
-# latency_*: percentiles of single calls, for workloads that ask for them (`_latency_`).
-LATENCY = ("latency_p50_s", "latency_p90_s", "latency_p99_s")
-TIMED = ("steady_s", "first_call_s", "first_call_warm_s", "warmup_s", *LATENCY)
-# The CUDA series beside steady_s (the hot one), tested alike, at steady_s's δ, where both
-# sides measured them; each metric's series in the record's `gpu` block.
-GPU_TIMED = ("cold_s", "graph_s")
-# A distributed unit's (`_ranks_`), tested alike per process: comm_s, the all-reduce time per
-# step of the last rank to arrive; straggler, the slowest rank's time to the collective over
-# the fastest's (core.records.schema.Ranks).
-RANKED = ("comm_s", "straggler")
-# Where the step goes (an input pipeline's parts, per step) and the energy per item: tested
-# like timings, at steady_s's δ, where both sides measured them.
-BREAKDOWN = ("input_wait_s", "copy_s", "compute_s")
-ENERGY = ("joules_per_item",)
 
 
 @dataclass(frozen=True)
@@ -91,22 +76,6 @@ class BenchSettings:
 @dataclass(frozen=True)
 class NumericsSettings:
     timeout_s: float = 300.0
-
-
-@dataclass(frozen=True)
-class Delta:
-    """The minimum effect per metric: an estimate within ±δ is never REGRESSED or IMPROVED.
-    It bounds the estimate, not the truth: a true change a little under δ sometimes is."""
-    steady_s: float = 0.05
-    first_call_s: float = 0.2
-    first_call_warm_s: float = 0.2
-    warmup_s: float = 0.25
-    latency_p50_s: float = 0.05
-    latency_p90_s: float = 0.1
-    latency_p99_s: float = 0.2       # a tail is noisier than a median
-    peak_bytes: float = 0.05
-    comm_s: float = 0.1              # distributed units: all-reduce time per step
-    straggler: float = 0.1           # ... and the slowest rank's time over the fastest's
 
 
 @dataclass(frozen=True)
