@@ -147,6 +147,8 @@ METRICS: tuple[Metric, ...] = (
              new_detail_regresses=True),
     _counted("recompiles", "recompiles", Family.COMPILER, detail="recompile_reasons",
              new_detail_regresses=True),
+    # Eager modes: more operators dispatched per call is more host work (measure.ops).
+    _counted("aten_ops", "aten ops per call", Family.WORK, detail="aten_ops_by_op"),
 )
 BY_NAME = {m.name: m for m in METRICS}
 assert len(BY_NAME) == len(METRICS), "two metrics of one name"

@@ -1,5 +1,5 @@
 """Op coverage: the operators one eager step really runs (aten's and any extension's, by
-namespace), and which ran off the device."""
+namespace), and which ran off the device; and how many operators one eager call dispatches."""
 from __future__ import annotations
 
 import random
@@ -73,3 +73,30 @@ def op_coverage(job: Job, factory, device: torch.device, dtype: torch.dtype) -> 
                     other_device={name: tuple(sorted(devs))
                                   for name, devs in sorted(elsewhere.items())},
                     fallback_ops=tuple(fallback), warnings=tuple(messages[:10]))
+
+
+def dispatched_ops(step) -> dict[str, int]:
+    """The operators one call of `step` dispatches, by overload name (`aten.mm.default`; an
+    extension's under its own namespace), counted by a TorchDispatchMode: the host's share of
+    a call's work that a change of the code (one more matmul) or of PyTorch (a decomposition)
+    moves exactly. Called after the timings, in the steady state (an optimizer's first step
+    makes its state, and counts more). Eager calls only: under a dispatch mode a compiled
+    function runs eagerly, so its count would be eager's."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    counted: dict[str, int] = {}
+
+    class OpCount(TorchDispatchMode):
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:  # eager only: do not import dynamo (2 s)
+            return False
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            name = str(func)
+            if not name.startswith("profiler."):  # record_function markers, not computation
+                counted[name] = counted.get(name, 0) + 1
+            return func(*args, **(kwargs or {}))
+
+    with OpCount():
+        step()
+    return dict(sorted(counted.items()))

@@ -50,7 +50,7 @@ from stages.measure.device import (
 from stages.measure.dynamo import DynamoLog, reset_dynamo
 from stages.measure.energy import SHORT_FOR_TICKS, busy_share, open_meter
 from stages.measure.gpu_timing import GpuProcess
-from stages.measure.ops import op_coverage
+from stages.measure.ops import dispatched_ops, op_coverage
 from stages.measure.pipeline import Pipeline, measure_breakdown
 from stages.measure.probe import process_host
 from stages.measure.ranks import RankGroup, check_ranks
@@ -134,6 +134,8 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
         peak = peak_memory_bytes(device) if group is None else rank_peak  # None: no statistics
         if gpu is not None:
             peak, start = (None if v is None else v - gpu.held_bytes for v in (peak, start))
+        # One more call, counted: after every timing, at the first shape.
+        ops = dispatched_ops(workload.step) if not compiled and group is None else None
         shapes = run_shapes(workload.shapes, clock, lambda: dynamo.recompiles, turn) \
             if compiled else ()
     bad = sum(nonfinite_count(t) for t in flatten(phases.first_output).values())
@@ -157,7 +159,8 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
         items=workload.items, flops=workload.flops, bytes_moved=bytes_moved,
         busy_machine=busy["steady_s"].summary(), compile_cache=cache if compiled else None,
         busy_first_call=busy["first_call_s"].summary(), busy_warmup=busy["warmup_s"].summary(),
-        ranks=ranks,
+        ranks=ranks, aten_ops=sum(ops.values()) if ops is not None else None,
+        aten_ops_by_op=ops or {},
         **(sampler.record() if sampler is not None else {}),
         **({} if counts is None else {
             "graph_breaks": counts.graph_breaks, "graph_break_reasons": counts.graph_break_reasons,

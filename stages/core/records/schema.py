@@ -222,6 +222,10 @@ class ModeTiming:
     recompiles: int | None = None
     recompile_reasons: tuple[str, ...] = ()
     unique_graphs: int | None = None
+    # Eager modes: the operators one call dispatches (measure.ops.dispatched_ops), in all and
+    # by overload name.
+    aten_ops: int | None = None
+    aten_ops_by_op: dict[str, int] = field(default_factory=dict)
     # Tail latency (workloads with `_latency_`): percentiles of single synchronized calls
     # after the steady state, and what else took the CPU meanwhile.
     latency_calls: int | None = None
