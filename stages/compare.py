@@ -2,7 +2,7 @@
 
     python -m stages.compare
 
-Writes reports/compare.md (every verdict, FDR-adjusted over the whole run),
+Writes reports/compare.md (every verdict, decided over the whole run: judge/__init__.py),
 reports/compare.json (the same rows, for the report and gate stages) and reports/env/env.md
 (the environment and its diff against the baseline's). It exits 0 whatever the verdicts: the
 `gate` stage fails the run, after `report` has written this run's summary.
@@ -15,10 +15,8 @@ from stages.core import cli
 from stages.core.baseline import load_env_pair, load_run
 from stages.core.errors import one_line_errors
 from stages.core.records import write_record, write_text
-from stages.core.records.rows import CompareRecord
 from stages.judge.environment import diff, hardware_changes, hardware_first
 from stages.judge.run import compare_run
-from stages.judge.verdicts import findings
 from stages.render.environment import render_md
 from stages.render.markdown import tally
 from stages.render.verdicts import page
@@ -58,12 +56,10 @@ def main(argv: list[str] | None = None) -> None:
         inputs = load_run(cfg.baseline.rev, [c.name for c in cfg.cells()], reports=args.reports,
                           history_runs=cfg.stats.history_runs)
         result = compare_run(cfg, inputs)
-        write_record(args.reports / "compare.json", CompareRecord(
-            result.baseline, result.has_baseline, result.alpha, result.tests, result.looks,
-            result.power, tuple(result.notes), tuple(result.rows), result.unchanged))
+        write_record(args.reports / "compare.json", result)
         write_text(args.reports / "compare.md", page(result, f"compare: matrix "
                                                               f"{cfg.matrix.name}"))
-        found = findings(result.rows)
+        found = result.findings()
         print(f"torchgate compare: {tally(r.verdict for r in found)}; environment: "
               f"{env_page(cfg.baseline.rev, args.reports)}")
 

@@ -23,7 +23,7 @@ from stages.core.baseline import git, load_timeline
 from stages.core.errors import one_line_errors
 from stages.core.records import drop_pictures, replace_pictures, write_text
 from stages.core.vocabulary import PICTURES
-from stages.judge.summary import KEY_METRICS
+from stages.judge.results import KEY_METRICS
 from stages.judge.trends import Run, chance, failure_rates, series
 from stages.render.history import history, trend_images
 

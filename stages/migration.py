@@ -27,7 +27,7 @@ from stages.judge.migration import SideInput, migrate
 from stages.judge.moderation import run_spreads
 from stages.judge.run_to_run import unit_runs
 from stages.judge.summary import summarize
-from stages.judge.sweeps import curves, recommend
+from stages.judge.sweeps import decide
 from stages.render.migration import PICTURE, figure, page
 
 
@@ -95,14 +95,13 @@ def spreads(side: SideInput, head: str | None, runs: int, prior: float) -> dict:
 
 def points(side: SideInput, cfg: config.Config) -> dict[tuple[str, str], str]:
     """(workload, mode) -> the unit its sweep recommends on this side, as the summary's
-    (judge.sweeps.recommend)."""
+    (judge.sweeps.decide)."""
     if side.bench is None or side.bench.status != "OK":
         return {}
     summary = summarize(side.cell, side.bench, side.price_per_hour, cfg.compare.busy_share)
-    chosen = {key: recommend(found, cfg.recommend, alpha=cfg.stats.alpha,
-                             delta=cfg.stats.delta.steady_s).chosen
-              for key, found in curves(summary).items()}
-    return {key: point.unit for key, point in chosen.items() if point is not None}
+    return {(s.workload, s.mode): s.choice.chosen.unit
+            for s in decide(summary, cfg.recommend, alpha=cfg.stats.alpha,
+                            delta=cfg.stats.delta.steady_s) if s.choice.chosen is not None}
 
 
 def main(argv: list[str] | None = None) -> None:

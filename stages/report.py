@@ -28,6 +28,7 @@ from stages.core.vocabulary import PICTURES
 from stages.judge.environment import diff, hardware_key
 from stages.judge.gate import gate_failures
 from stages.judge.summary import summarize
+from stages.judge.sweeps import decide
 from stages.render.metrics import metrics, verdicts
 from stages.render.plots import CAPTIONS, pictures, plot_data
 from stages.render.summary import summary
@@ -65,26 +66,28 @@ def main(argv: list[str] | None = None) -> None:
             summaries, numerics, compare, hardware_key(env) if env else None)))
         write_text(args.reports / "verdicts.json", dumps(verdicts(
             compare, gate_failures(compare, cfg.gate.fail_on))))
-        decide = dict(alpha=cfg.stats.alpha, delta=cfg.stats.delta.steady_s)
-        images, curves = write_plots(args.reports, summaries, compare, cfg.recommend, decide)
+        # Each sweep's recommendation, decided once, like any timing.
+        decided = dict(alpha=cfg.stats.alpha, delta=cfg.stats.delta.steady_s)
+        sweeps = {cell: decide(s, cfg.recommend, **decided) for cell, s in summaries.items()}
+        images, curves = write_plots(args.reports, summaries, compare, sweeps, cfg.stats.alpha)
         if why is None and base is None:
             why = "no baseline environment"
         changes = diff(base.env, now.env) if now is not None and base is not None else []
         write_text(args.reports / "summary.md", summary(cfg.matrix.name, compare, changes, why,
                                                         [c.name for c in cfg.cells()],
                                                         cfg.gate.fail_on, summaries, images, env,
-                                                        sweeps_section(summaries, cfg.recommend,
-                                                                       curves, **decide)))
+                                                        sweeps_section(sweeps, cfg.recommend,
+                                                                       curves, **decided)))
         print(f"torchgate report: wrote {args.reports / 'summary.md'}, metrics.json and "
               f"{len(images) + len(curves)} picture(s) in {args.reports / PICTURES / PAGE}")
 
 
-def write_plots(reports: Path, summaries: dict, compare: CompareRecord, rule,
-                decide: dict | None = None) -> tuple[list[tuple[str, str]], dict[str, str]]:
+def write_plots(reports: Path, summaries: dict, compare: CompareRecord, sweeps: dict,
+                alpha: float) -> tuple[list[tuple[str, str]], dict[str, str]]:
     """The pictures' data (plots/, committed) and the pictures (pictures/summary/, never
-    committed), from each cell's judge.summary; `decide`: the sweeps' alpha and delta.
-    Returns (caption, path from the reports
-    folder) of each picture drawn, and each swept cell's curve (cell -> path)."""
+    committed), from each cell's judge.summary and sweeps (judge.sweeps.decide; their
+    intervals at `alpha`). Returns (caption, path from the reports folder) of each picture
+    drawn, and each swept cell's curve (cell -> path)."""
     for name, text in plot_data(summaries, compare.rows).items():
         write_text(reports / "plots" / name, text)
     drop_pictures(reports / "plots")        # where an older torchgate drew them
@@ -92,7 +95,7 @@ def write_plots(reports: Path, summaries: dict, compare: CompareRecord, rule,
     drawn = {name: data for name, data in pictures(summaries, compare.rows).items()
              if data is not None}      # nothing to draw this run: no picture
     curves = {f"sweep-{cell}.png": (cell, data)
-              for cell, data in sweep_pictures(summaries, rule, **(decide or {})).items()}
+              for cell, data in sweep_pictures(sweeps, alpha=alpha).items()}
     replace_pictures(folder, {**drawn, **{name: data for name, (_, data) in curves.items()}})
     where = f"{PICTURES}/{PAGE}"
     return ([(CAPTIONS[name], f"{where}/{name}") for name in drawn],

@@ -12,7 +12,7 @@ from stages.core.vocabulary import Verdict
 from stages.judge import stats
 from stages.judge.adaptive import pending_units
 from stages.judge.run import compare_run
-from stages.judge.verdicts import Draft, finish
+from stages.judge.verdicts import draft, finish
 from stages.launch.cells import measure_bench, wanted_more
 
 from .test_stats_unit_drift import margin
@@ -109,9 +109,9 @@ def test_wanted_more_is_what_decides_at_least_a_batch_within_max_processes():
 
 def _judged(b, n, delta, paired):
     s = stats.paired_shift(b, n) if paired else stats.shift(b, n)
-    draft = Draft("bench", "c", "w", "eager", "steady_s", Verdict.INCONCLUSIVE, shift=s,
-                  delta=delta)
-    return finish([draft], alpha=0.05, power=0.8, looks=2).rows[0]
+    row = draft("bench", "c", "w", "eager", "steady_s", Verdict.INCONCLUSIVE, shift=s,
+                delta=delta)
+    return finish([row], alpha=0.05, power=0.8, looks=2).rows[0]
 
 
 def _one(rng, truth, sigma, paired, rule, k=4, most=15):

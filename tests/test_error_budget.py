@@ -20,10 +20,7 @@ from .records import DELTA, bench, process, record
 
 
 def _row(now, base, **kw):
-    drafts = bench_rows("c", now, base, DELTA)
-    for d in drafts:
-        for key, value in kw.items():
-            setattr(d, key, value)
+    drafts = [dataclasses.replace(d, **kw) for d in bench_rows("c", now, base, DELTA)]
     result = finish(drafts, alpha=0.05, power=0.8, looks=2)
     return {r.metric: r for r in result.rows}, result
 

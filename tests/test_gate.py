@@ -17,8 +17,7 @@ from stages.core.records.rows import Change, CompareRecord, Row
 from stages.core.records.schema import BenchRecord
 from stages.judge.gate import gate_failures, nothing_comparable
 from stages.judge.timings import bench_rows
-from stages.judge.verdicts import finish
-from stages.render.numbers import possible_slowdown
+from stages.judge.verdicts import finish, possible_slowdown
 from stages.render.summary import summary
 
 from .conftest import ROOT, commit_baseline_from_another_cpu, git
@@ -96,7 +95,7 @@ def test_a_timing_tested_is_compared_whatever_its_verdict():
 def timing(verdict: str, ratio: float, low: float, high: float, workload="w") -> Row:
     change = Change(ratio, low, high, 0.95, 0.2, 4, 4, 0.03, "Welch t", 0.4, 0.08, 9)
     return Row("bench", "cpu-fp32", workload, "eager", "steady_s", verdict, 1e-3, ratio * 1e-3,
-               0.05, change)
+               0.05, change, possible_slowdown=possible_slowdown(verdict, change, 0.05))
 
 
 def test_the_summary_lists_possible_slowdowns_largest_estimate_first():
@@ -132,7 +131,7 @@ def test_possible_slowdowns_of_unchanged_units_are_rare_at_any_spread(spread):
                 for e in est]
         return np.mean([rule(r) for r in rows])
     before = listed(1.0, lambda r: r.change.ratio > 1 + delta)
-    now, caught = listed(1.0, possible_slowdown), listed(1.10, possible_slowdown)
+    now, caught = (listed(truth, lambda r: r.possible_slowdown) for truth in (1.0, 1.10))
     print(f"spread {spread:.1%}: unchanged listed {before:.3f} -> {now:.3f}; +10 % {caught:.3f}")
     assert now <= 0.055 and now <= before + 0.005
     if spread >= 0.15:                   # a drifting machine: the estimate alone lists ~40 %

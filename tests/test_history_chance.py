@@ -14,7 +14,7 @@ import pytest
 
 from stages.core.config.settings import Delta, HistorySettings
 from stages.judge import changepoints
-from stages.judge.summary import Point, Series, Shift
+from stages.judge.results import LastingShift, RunPoint, Trend
 from stages.judge.trends import chance
 from stages.render.history import chance_line
 
@@ -80,9 +80,9 @@ def test_false_shifts_on_short_series_and_the_price_in_power(n, rho):
 
 
 def _series(values, shifts=()):
-    points = tuple(Point(i, f"{i:040x}", None, v, "2.13", None, ()) for i, v in
+    points = tuple(RunPoint(i, f"{i:040x}", None, v, "2.13", None, ()) for i, v in
                    enumerate(values))
-    return Series("c", "w", "eager", "steady_s", (), 0, points, tuple(shifts))
+    return Trend("c", "w", "eager", "steady_s", (), 0, points, tuple(shifts))
 
 
 def test_the_page_says_how_many_shifts_chance_would_show():
@@ -95,6 +95,6 @@ def test_the_page_says_how_many_shifts_chance_would_show():
     line = chance_line(odds, 10)
     assert line.startswith("By chance: with nothing changed, series like these (16 runs")
     assert "over the 10 series here" in line
-    stepped = _series(np.r_[np.full(8, 1e-3), np.full(8, 1.2e-3)], [Shift(8, 1.2, 1e-6)])
+    stepped = _series(np.r_[np.full(8, 1e-3), np.full(8, 1.2e-3)], [LastingShift(8, 1.2, 1e-6)])
     assert chance([stepped], HistorySettings(), Delta(), trials=20).spread < 1e-9
     assert chance([_series([1e-3] * 4)], HistorySettings(), Delta()) is None

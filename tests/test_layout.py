@@ -249,11 +249,10 @@ def test_each_room_imports_only_what_its_row_allows(room):
             f"{room}/ may import only {sorted(MAY_IMPORT[room]) or 'no other room'}")
 
 
-def test_render_imports_judge_for_verdicts_only():
-    """render reads numbers from the typed summary; judge gives it verdicts and their
-    reasons, never a way back into a raw record."""
-    allowed = {"stages.judge.verdicts", "stages.judge.gate", "stages.judge.summary",
-               "stages.judge.sweeps"}     # a sweep's recommendation, decided on the summary
+def test_render_imports_judge_for_its_results_only():
+    """render formats what judge decided: the result types (judge.results) and the gate's
+    decision, which the summary states; never a rule, nor a way back into a raw record."""
+    allowed = {"stages.judge.results", "stages.judge.gate"}
     for path in room_modules("render"):
         used = {n for n in imported(path) if n.startswith("stages.judge.")}
         modules = {n if module_file(n) and n.count(".") == 2 else n.rpartition(".")[0]

@@ -28,7 +28,7 @@ from stages.core.vocabulary import Verdict
 from stages.judge import stats
 from stages.judge.moderation import run_spreads
 from stages.judge.run_to_run import prior
-from stages.judge.verdicts import Draft, finish
+from stages.judge.verdicts import draft, finish
 
 from .test_stats_simulation import (
     ALPHA,
@@ -92,14 +92,14 @@ def _history(values, m: int, k: int, source: str) -> tuple[dict, dict]:
 
 
 def _drafts(values, m: int, k: int, history: tuple[dict, dict],
-            confirm: set = frozenset()) -> list[Draft]:
+            confirm: set = frozenset()) -> list:
     """The timing rows of matrix m; the units in `confirm` with their fresh batch."""
     runs, spreads = history
     drafts = []
     for (cell, metric), past in runs.items():
         fresh = (cell, metric) in confirm
         now = values[metric][m, cell, -1, :2 * k if fresh else k].tolist()
-        drafts.append(Draft("bench", f"c{cell}", "w", "eager", metric, Verdict.INCONCLUSIVE,
+        drafts.append(draft("bench", f"c{cell}", "w", "eager", metric, Verdict.INCONCLUSIVE,
                             shift=stats.shift(past[-1], now), delta=getattr(DELTAS, metric),
                             run=spreads.get((cell, metric), prior(PRIOR)),
                             confirmed=fresh))
@@ -119,7 +119,7 @@ def _judged(values, m: int, k: int, source: str, plan=lambda d: False):
     return drafts, finish(drafts, alpha=ALPHA, power=POWER, looks=2, plan=plan)
 
 
-def _is_target(d: Draft) -> bool:
+def _is_target(d) -> bool:
     return d.cell == f"c{TARGET}" and d.metric == "steady_s"
 
 
@@ -183,7 +183,7 @@ def _moderation_run(low: float, high: float, k: int = 4, matrices: int = 300):
     first, warm = _phases(rng, shape)
     false, mdes, plain = 0, [], []
     for m in range(matrices):
-        drafts = [Draft("bench", f"c{cell}", "w", "eager", metric, Verdict.INCONCLUSIVE,
+        drafts = [draft("bench", f"c{cell}", "w", "eager", metric, Verdict.INCONCLUSIVE,
                         shift=stats.shift(v[m, cell, 0].tolist(), v[m, cell, 1].tolist()),
                         delta=getattr(DELTAS, metric))
                   for cell in range(CELLS) for metric, v in zip(TIMED, (steady, first, warm))]

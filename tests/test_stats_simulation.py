@@ -28,11 +28,12 @@ import numpy as np
 import pytest
 
 from stages.core.config.settings import Delta
+from stages.core.records.rows import CompareRecord
 from stages.core.records.schema import BenchProcess, BenchRecord, ModeTiming, Sentinel, WorkloadRun
 from stages.core.vocabulary import Verdict
 from stages.judge import stats
 from stages.judge.timings import bench_rows
-from stages.judge.verdicts import Comparison, Draft, finish
+from stages.judge.verdicts import draft, finish
 
 from .records import with_ab
 
@@ -107,7 +108,7 @@ def _record(steady, first, warm, sentinel) -> BenchRecord:
     return BenchRecord("c", "OK", modes=("eager",), workloads={"w": WorkloadRun(tuple(processes))})
 
 
-def _compare_records(steady, first, warm, sentinel) -> Comparison:
+def _compare_records(steady, first, warm, sentinel) -> CompareRecord:
     """One matrix through bench_rows + finish; arguments are indexed [cell][side][process]."""
     drafts = []
     for cell in range(CELLS):
@@ -117,21 +118,21 @@ def _compare_records(steady, first, warm, sentinel) -> Comparison:
     return finish(drafts, alpha=ALPHA, power=POWER, plan=_read_plan)
 
 
-def _compare_summaries(steady, first, warm) -> Comparison:
+def _compare_summaries(steady, first, warm) -> CompareRecord:
     """One matrix from process summaries: the timed rows bench_rows would build, + finish."""
     drafts = []
     for cell in range(CELLS):
         for metric, values in zip(TIMED, (steady, first, warm)):
             base, now = values[cell]
-            drafts.append(Draft("bench", f"c{cell}", "w", "eager", metric, Verdict.INCONCLUSIVE,
+            drafts.append(draft("bench", f"c{cell}", "w", "eager", metric, Verdict.INCONCLUSIVE,
                                 shift=stats.shift(base, now), delta=getattr(DELTAS, metric)))
     return finish(drafts, alpha=ALPHA, power=POWER, plan=_read_plan)
 
 
-def _read_plan(draft: Draft) -> bool:
+def _read_plan(row) -> bool:
     """Planning figures for the one row whose MDE is read, TARGET's steady_s: they never
     change a verdict, and planning every row was most of the cost of a matrix."""
-    return draft.cell == f"c{TARGET}" and draft.metric == "steady_s"
+    return row.cell == f"c{TARGET}" and row.metric == "steady_s"
 
 
 # ---- counting -----------------------------------------------------------------------------
@@ -185,7 +186,7 @@ def simulate(family: str, matrices: int, seed: int, *, slowdown: float = 1.0,
     return counts
 
 
-def _count(counts: Counts, result: Comparison, slowed: set[int],
+def _count(counts: Counts, result: CompareRecord, slowed: set[int],
            modes: np.ndarray | None) -> None:
     def split(cell: int) -> bool:
         return modes is not None and _split_by_side(modes[cell])

@@ -21,7 +21,8 @@ from stages.core.records.schema import (
     WorkloadRun,
 )
 from stages.judge import summary as summary_module
-from stages.judge.summary import BASELINE, NOW, UnitId, summarize
+from stages.judge.results import BASELINE, NOW, UnitId
+from stages.judge.summary import summarize
 from stages.judge.timings import bench_rows
 from stages.judge.trends import Run, series
 from stages.judge.verdicts import finish

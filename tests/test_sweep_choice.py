@@ -16,8 +16,9 @@ import pytest
 
 from stages.core.config.settings import Recommend
 from stages.core.numbers import median
-from stages.judge.summary import UnitSummary
-from stages.judge.sweeps import Point, cheapness, recommend
+from stages.judge.results import SweepPoint, UnitSummary
+from stages.judge.results import Sweep
+from stages.judge.sweeps import cheapness, read, recommend
 from stages.render import sweeps as render
 
 from .test_stats_unit_drift import margin
@@ -36,18 +37,18 @@ def unit(calls, items: int = 64, peak: float | None = None) -> UnitSummary:
                        items=items)
 
 
-def point(name: str, values: tuple, calls, **kw) -> Point:
-    return Point(name, values, unit(calls, **kw))
+def point(name: str, values: tuple, calls, **kw) -> SweepPoint:
+    return SweepPoint(name, values, unit(calls, **kw))
 
 
-def sweep(rng, gains: list[float], sigma: float, k: int, key: str = "threads") -> list[Point]:
+def sweep(rng, gains: list[float], sigma: float, k: int, key: str = "threads") -> list[SweepPoint]:
     """One point per gain (throughput over the first point's), in order of cheapness."""
     return [point(f"w[{key}={i + 1}]", ((key, i + 1),),
                   list(1e-3 / g * np.exp(rng.normal(0, sigma, k))))
             for i, g in enumerate(gains)]
 
 
-def old_rule(points: list[Point]) -> Point:
+def old_rule(points: list[SweepPoint]) -> SweepPoint:
     return max(points, key=lambda p: p.numbers.items_per_s)
 
 
@@ -136,16 +137,18 @@ def test_a_tie_is_named_with_its_interval_and_the_picture_starts_at_zero(monkeyp
                 list(64 / 67423 * np.exp(rng.normal(0, 0.25, 4))))
     choice = recommend([one, two], Recommend())
     assert choice.chosen is one and [v.point for v in choice.ties] == [two]
-    line = render.recommendation_line("cpu-fp32", "mlp", "eager", choice, None, False)
+    one, two = (read(p, Recommend(), ALPHA) for p in (one, two))
+    choice = recommend([one, two], Recommend())
+    sweep = Sweep("cpu-fp32", "mlp", "eager", (one, two), choice)
+    line = render.recommendation_line(sweep)
     assert "threads=1 and threads=2 " in line and " tie (throughput against it, 90 % " \
         "interval): the cheaper setting" in line
     assert "[" in line.split("threads=2 ", 1)[1]
-    table = render.curve_table([one, two], choice, Recommend())
+    table = render.curve_table(sweep)
     assert "items/s against ◀ [CI]" in table and " tie " in table
     drawn = []
     monkeypatch.setattr(render, "png", lambda fig: drawn.append(fig) or b"png")
-    render.sweep_figure("cpu-fp32", {("mlp", "eager"): [one, two]},
-                        {("mlp", "eager"): choice})
+    render.sweep_figure("cpu-fp32", (sweep,), ALPHA)
     ax = drawn[0].axes[0]
     assert ax.get_ylim()[0] == 0 and ax.containers     # from zero, with error bars
     # Decided: 20 % apart at 1 % spread, the more threads win, and the line says so.
@@ -155,5 +158,7 @@ def test_a_tie_is_named_with_its_interval_and_the_picture_starts_at_zero(monkeyp
                                                        (1.0, 1.01, 0.99, 1.0)])
     decided = recommend([slow, fast], Recommend())
     assert decided.chosen is fast and not decided.ties
-    assert "every other point is shown to cost more per item" in \
-        render.recommendation_line("cpu-fp32", "mlp", "eager", decided, None, False)
+    slow, fast = (read(p, Recommend(), ALPHA) for p in (slow, fast))
+    decided = recommend([slow, fast], Recommend())
+    assert "every other point is shown to cost more per item" in render.recommendation_line(
+        Sweep("cpu-fp32", "mlp", "eager", (slow, fast), decided))

@@ -9,8 +9,9 @@ from stages.core.errors import UserError
 from stages.core.records.inputs import ab_baseline
 from stages.core.records.job import Arm
 from stages.judge.summary import summarize
+from stages.judge.sweeps import curves, decide, recommend
 from stages.launch.cells import measure_bench
-from stages.render.sweeps import curves, recommended, sweep_pictures, sweeps_section
+from stages.render.sweeps import sweep_pictures, sweeps_section
 
 RAW = {"device": {"cpu": {"type": "cpu", "price_per_hour": 0.36}},
        "precision": {"fp32": {"dtype": "float32"}},
@@ -67,6 +68,7 @@ def fake_worker(per_item_s: dict):
     return run
 
 
+ALPHA, DELTA = 0.05, 0.05      # stats.alpha and the steady state's δ, by default
 BEFORE = {16: 4e-5, 32: 3e-5, 64: 2e-5, 128: 2.5e-5, 256: 4e-5}   # best at 64
 AFTER = {16: 4e-5, 32: 3e-5, 64: 2e-5, 128: 1.5e-5, 256: 3e-5}    # best at 128
 
@@ -80,21 +82,27 @@ def test_the_curve_names_a_recommended_point_and_how_it_moved():
     points = found["mlp_train", "eager"]
     assert [p.label for p in points][:3] == ["batch=16, threads=1", "batch=16, threads=2",
                                              "batch=32, threads=1"]
-    best = recommended(points, Recommend())
+    best = recommend(points, Recommend()).chosen
     assert best.label == "batch=128, threads=2"
     assert best.numbers.usd_per_million == pytest.approx(
         0.36 / 3600 * 1e6 * 1.5e-5 / 1.9, rel=1e-6)
     # A memory limit rules the larger batches out.
-    assert recommended(points, Recommend(max_peak_mib=100)).label == "batch=64, threads=2"
-    text = "\n".join(sweeps_section({cell.name: summarize(cell.name, now, 0.36, BUSY, base)},
-                                    Recommend(), {cell.name: "pictures/summary/sweep-cpu-fp32.png"}))
+    assert recommend(points, Recommend(max_peak_mib=100)).chosen.label == "batch=64, threads=2"
+    limited = curves(summarize(cell.name, now, 0.36, BUSY), Recommend(max_peak_mib=100))
+    assert limited["mlp_train", "eager"][-1].outside == "over 100 MiB"
+
+    def decided(summary):
+        return {cell.name: decide(summary, Recommend(), alpha=ALPHA, delta=DELTA)}
+    text = "\n".join(sweeps_section(decided(summarize(cell.name, now, 0.36, BUSY, base)),
+                                    Recommend(), {cell.name: "pictures/summary/sweep-cpu-fp32.png"},
+                                    alpha=ALPHA, delta=DELTA))
     assert "`cpu-fp32` mlp_train eager: batch=64, threads=2 → **batch=128, threads=2**" in text
     assert "| batch=128, threads=2 ◀ " in text
     assert "![cpu-fp32: throughput across the sweep](pictures/summary/sweep-cpu-fp32.png)" in text
-    drawn = sweep_pictures({cell.name: summarize(cell.name, now, 0.36, BUSY)}, Recommend())
+    drawn = sweep_pictures(decided(summarize(cell.name, now, 0.36, BUSY)), alpha=ALPHA)
     assert drawn[cell.name][:8] == b"\x89PNG\r\n\x1a\n"
-    first = "\n".join(sweeps_section({cell.name: summarize(cell.name, now, 0.36, BUSY)},
-                                     Recommend(), {}))
+    first = "\n".join(sweeps_section(decided(summarize(cell.name, now, 0.36, BUSY)),
+                                     Recommend(), {}, alpha=ALPHA, delta=DELTA))
     assert "`cpu-fp32` mlp_train eager: **batch=128, threads=2** ($" in first
 
 
@@ -110,6 +118,7 @@ def test_a_baseline_measured_beside_the_sweep_has_its_own_curve():
                            arms=(Arm("baseline", "/baseline/python"), Arm("now")))
     # The record carries its baseline arm: the summary reads it from there.
     assert record.ab is not None and ab_baseline(record) is not None
-    text = "\n".join(sweeps_section({cell.name: summarize(cell.name, record, 0.36, BUSY)},
-                                    Recommend(), {}))
+    text = "\n".join(sweeps_section(
+        {cell.name: decide(summarize(cell.name, record, 0.36, BUSY), Recommend())},
+        Recommend(), {}, alpha=ALPHA, delta=DELTA))
     assert "batch=64, threads=2 → **batch=128, threads=2**" in text

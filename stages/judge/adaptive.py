@@ -14,13 +14,12 @@ import dataclasses
 from stages.core.config.settings import BenchSettings
 from stages.core.metrics import TIMINGS
 from stages.core.records.cost import process_seconds
-from stages.core.records.rows import Row
+from stages.core.records.rows import CompareRecord, Row
 from stages.core.records.schema import BenchRecord, Pending
 from stages.core.vocabulary import Verdict
-from stages.judge.verdicts import Comparison
 
 
-def pending_units(result: Comparison, max_processes: int) -> list[tuple[Pending, int | None]]:
+def pending_units(result: CompareRecord, max_processes: int) -> list[tuple[Pending, int | None]]:
     """Timings that are INCONCLUSIVE but could be decided, each with the processes per side
     (lock-step pairs) that would decide it, and REGRESSED ones (None), to be confirmed with a
     fresh batch (a noisy, bimodal cell whose few processes happened to split between its
@@ -71,15 +70,13 @@ def cost_note(row: Row, record: BenchRecord | None, bench: BenchSettings) -> str
     return said + (": " + "; ".join(limits) if limits else "")
 
 
-def cost_notes(result: Comparison, records: dict[str, BenchRecord],
-               bench: BenchSettings) -> None:
-    """`cost_note` on every row of `result` it applies to; `records`: cell -> this run's
-    bench record."""
-    for i, row in enumerate(result.rows):
-        note = cost_note(row, records.get(row.cell), bench)
-        if note:
-            result.rows[i] = dataclasses.replace(row, note="; ".join(filter(None, [row.note,
-                                                                                  note])))
+def cost_notes(rows: tuple[Row, ...], records: dict[str, BenchRecord],
+               bench: BenchSettings) -> tuple[Row, ...]:
+    """The rows with `cost_note` added where it applies; `records`: cell -> this run's bench
+    record."""
+    return tuple(dataclasses.replace(row, note="; ".join(filter(None, [row.note, note])))
+                 if (note := cost_note(row, records.get(row.cell), bench)) else row
+                 for row in rows)
 
 
 def _duration(seconds: float) -> str:

@@ -51,7 +51,7 @@ import math
 import numpy as np
 from scipy import stats
 
-from stages.judge.summary import Shift
+from stages.judge.results import LastingShift
 
 WINDOW = 50
 MAX_PVALUE = 0.001
@@ -133,14 +133,14 @@ def _ttest(left: np.ndarray, right: np.ndarray, rho: float) -> float:
     return float(2 * stats.t.sf(abs(t), dof))
 
 
-def _shift(x: np.ndarray, points: list[int], i: int, rho: float) -> Shift:
+def _shift(x: np.ndarray, points: list[int], i: int, rho: float) -> LastingShift:
     """The i-th point tested against its neighbouring segments."""
     edges = [0, *points, len(x)]
     left, right = x[edges[i]:edges[i + 1]], x[edges[i + 1]:edges[i + 2]]
     # Bonferroni over the splits the point was chosen from: the best of many splits is
     # not one planned split.
     positions = len(left) + len(right) - 1
-    return Shift(points[i], math.exp(float(right.mean() - left.mean())),
+    return LastingShift(points[i], math.exp(float(right.mean() - left.mean())),
                  min(1.0, _ttest(left, right, rho) * positions))
 
 
@@ -177,7 +177,7 @@ def _split(x: np.ndarray, window: int, max_pvalue: float) -> list[int]:
 
 
 def _merge(x: np.ndarray, points: list[int], max_pvalue: float, min_change: float,
-           min_points: int) -> list[Shift]:
+           min_points: int) -> list[LastingShift]:
     while points:
         rho = _rho(x, points)
         shifts = [_shift(x, points, i, rho) for i in range(len(points))]
@@ -210,7 +210,7 @@ def spikes(x: np.ndarray, half: int = SPIKE_HALF, k: float = SPIKE_K) -> list[in
     return [i for i in range(len(x)) if abs(x[i] - local[i]) > k * scale]
 
 
-def _refine(x: np.ndarray, shifts: list[Shift], min_points: int) -> list[int]:
+def _refine(x: np.ndarray, shifts: list[LastingShift], min_points: int) -> list[int]:
     """Each point moved, between its neighbours, to the split that best separates the two
     sides' means (least squares)."""
     points = [s.index for s in shifts]
@@ -231,7 +231,7 @@ def _refine(x: np.ndarray, shifts: list[Shift], min_points: int) -> list[int]:
 
 
 def change_points(values, *, window: int = WINDOW, max_pvalue: float = MAX_PVALUE,
-                  min_change: float = 0.0, min_points: int = MIN_POINTS) -> list[Shift]:
+                  min_change: float = 0.0, min_points: int = MIN_POINTS) -> list[LastingShift]:
     """The lasting shifts of a series of positive values, oldest first."""
     x = np.log(np.asarray(values, dtype=float))
     if len(x) < 2 * min_points or not np.all(np.isfinite(x)):

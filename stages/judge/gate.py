@@ -9,7 +9,7 @@ from stages.core.config.settings import NOTHING_COMPARABLE
 from stages.core.metrics import TIMINGS
 from stages.core.records.rows import CompareRecord, Row
 from stages.core.vocabulary import VERDICTS, Verdict
-from stages.judge.verdicts import UNUSABLE, findings
+from stages.judge.verdicts import UNUSABLE
 
 # A bench row that stands for every timing of its unit: failed, skipped or missing.
 UNIT_METRICS = ("status", "cell")
@@ -83,7 +83,7 @@ def untested(record: CompareRecord) -> str | None:
 def gate_failures(record: CompareRecord, fail_on: tuple[str, ...]) -> list[str]:
     """Why the run fails, one reason a line (the verdicts counted together); [] passes."""
     failures = []
-    counted = _tally([r for r in findings(record.rows) if r.verdict in fail_on])
+    counted = _tally([r for r in record.findings() if r.verdict in fail_on])
     if counted:
         failures.append(counted)
     broken = unusable(record) if NOTHING_COMPARABLE in fail_on else None
@@ -102,7 +102,7 @@ def gate_checked(record: CompareRecord, fail_on: tuple[str, ...]) -> str:
     said = []
     verdicts = [v for v in VERDICTS if v in fail_on]
     if verdicts:
-        said.append(f"no {' or '.join(verdicts)} among {len(findings(record.rows))} verdicts")
+        said.append(f"no {' or '.join(verdicts)} among {len(record.findings())} verdicts")
     if NOTHING_COMPARABLE in fail_on:
         count = sum(map(tested, timing_rows(record)))
         said.append(f"{count} timing(s) tested against the baseline" if count else

@@ -26,13 +26,7 @@ from typing import Sequence
 import numpy as np
 from scipy import special
 
-
-@dataclass(frozen=True)
-class Prior:
-    """The fitted distribution of the units' variances: s0² with d0 degrees of freedom."""
-    variance: float
-    df: float
-    units: int
+from stages.core.records.rows import Prior
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from stages.core.records.outputs import Coverage, Dynamo, extensions, fallback_o
 from stages.core.records.schema import CompiledCheck, ModeNumerics, NumericsRecord
 from stages.core.vocabulary import Check, Status, Verdict
 from stages.judge import portability
-from stages.judge.verdicts import Draft, skipped_baseline, unusable_row
+from stages.judge.verdicts import Draft, draft, skipped_baseline, unusable_row
 
 # ---- a cell against the baseline ------------------------------------------------------------
 
@@ -18,9 +18,9 @@ def numerics_rows(cell: str, now: NumericsRecord | None, base: NumericsRecord | 
     recompiles; per workload: its operator set and the ops that ran off the device. `own`:
     the tolerance of each workload that has its own (judge.tolerance.own_tolerances)."""
     if now is None:
-        return [Draft("numerics", cell, "*", "*", "cell", Verdict.MISSING)] if base else []
+        return [draft("numerics", cell, "*", "*", "cell", Verdict.MISSING)] if base else []
     if now.status == Verdict.SKIPPED:
-        return [Draft("numerics", cell, "*", "*", "cell", Verdict.SKIPPED, note=now.reason or "")]
+        return [draft("numerics", cell, "*", "*", "cell", Verdict.SKIPPED, note=now.reason or "")]
     skipped = skipped_baseline(base, now)
     rows = [unusable_row("numerics", cell, skipped)] if skipped else []
     tolerance = now.tolerance.rel_l2 if now.tolerance else None
@@ -44,28 +44,27 @@ def numerics_rows(cell: str, now: NumericsRecord | None, base: NumericsRecord | 
 
 def _numerics_row(key: dict, ev: ModeNumerics, prev: ModeNumerics | None,
                   growth_factor: float) -> Draft:
-    row = Draft(**key, metric="numerics", verdict=Verdict.EQUIVALENT, now=ev.status,
-                base=prev.status if prev else None)
     problems = "; ".join(ev.problems)
+    verdict, note = Verdict.EQUIVALENT, ""
     if ev.status == Status.SKIPPED:     # the workload cannot run here by design
-        row.verdict, row.note = Verdict.SKIPPED, problems
+        verdict, note = Verdict.SKIPPED, problems
     elif prev is None:
-        row.verdict = Verdict.FAILED if ev.status != Check.PASS else Verdict.NEW
-        row.note = problems
+        verdict = Verdict.FAILED if ev.status != Check.PASS else Verdict.NEW
+        note = problems
     elif ev.status != Check.PASS:
-        row.verdict = Verdict.FAILED
-        row.note = ("was PASS, now " if prev.status == Check.PASS else "") + problems
+        verdict = Verdict.FAILED
+        note = ("was PASS, now " if prev.status == Check.PASS else "") + problems
     elif prev.status != Check.PASS:
-        row.verdict, row.note = Verdict.IMPROVED, "now passes; was " + "; ".join(prev.problems)
+        verdict, note = Verdict.IMPROVED, "now passes; was " + "; ".join(prev.problems)
     else:
         grown = [f"{name} error {err / old:.1f}x the baseline's ({old:.2e} -> {err:.2e})"
                  for name, err in ev.rel_l2.items()
                  if (old := prev.rel_l2.get(name)) and err and err > growth_factor * old
                  and err > 1e-12]
         if grown:
-            row.verdict = Verdict.REGRESSED
-            row.note = "; ".join(grown[:3]) + " (still within tolerance)"
-    return row
+            verdict, note = Verdict.REGRESSED, "; ".join(grown[:3]) + " (still within tolerance)"
+    return draft(**key, metric="numerics", verdict=verdict, now=ev.status,
+                 base=prev.status if prev else None, note=note)
 
 
 def portability_rows(key: dict, ev: ModeNumerics, prev: ModeNumerics | None,
@@ -91,23 +90,21 @@ def _compiled_row(key: dict, check: CompiledCheck, ev: ModeNumerics,
     if check.status == Check.NOT_MEASURED:
         return []
     before = prev.compiled_vs_eager.status if prev and prev.compiled_vs_eager else None
-    row = Draft(**key, metric="compiled_vs_eager", verdict=Verdict.EQUIVALENT, now=check.status,
-                base=before)
     ratios = [err / eager for name, err in ev.rel_l2.items()
               if err is not None and (eager := check.eager_rel_l2.get(name))]
     direct = [v for v in check.rel_l2.values() if v is not None]
     summary = ((f"compiled error {max(ratios):.2f}x eager's" if ratios else "")
                + (f"; compiled vs eager rel. L2 {max(direct):.1e}" if direct else ""))
+    verdict, note = Verdict.EQUIVALENT, summary
     if check.status == Check.FAIL:
-        row.verdict = Verdict.FAILED
-        row.note = ("was PASS, now " if before == Check.PASS else "") + "; ".join(check.problems)
+        verdict = Verdict.FAILED
+        note = ("was PASS, now " if before == Check.PASS else "") + "; ".join(check.problems)
     elif before is None:
-        row.verdict, row.note = Verdict.NEW, summary
+        verdict = Verdict.NEW
     elif before == Check.FAIL:
-        row.verdict, row.note = Verdict.IMPROVED, "now passes; " + summary
-    else:
-        row.note = summary
-    return [row]
+        verdict, note = Verdict.IMPROVED, "now passes; " + summary
+    return [draft(**key, metric="compiled_vs_eager", verdict=verdict, now=check.status,
+                  base=before, note=note)]
 
 
 def nondeterminism(ev: ModeNumerics) -> tuple[bool, float | None, str]:
@@ -131,88 +128,80 @@ def _determinism_row(key: dict, ev: ModeNumerics, prev: ModeNumerics | None) -> 
     """Deterministic -> nondeterministic is REGRESSED (the reverse IMPROVED), with the
     magnitudes: within one process (max abs) and against a fresh process (rel. distance)."""
     nondet, _, text = nondeterminism(ev)
-    row = Draft(**key, metric="determinism", verdict=Verdict.EQUIVALENT,
-                now="nondeterministic" if nondet else "deterministic", note=text)
+    now = "nondeterministic" if nondet else "deterministic"
     if prev is None or prev.rerun_max_abs is None:
-        row.verdict = Verdict.NEW
-        return row
+        return draft(**key, metric="determinism", verdict=Verdict.NEW, now=now, note=text)
     was, _, was_text = nondeterminism(prev)
-    row.base = "nondeterministic" if was else "deterministic"
+    verdict, note = Verdict.EQUIVALENT, text
     if nondet and not was:
-        row.verdict, row.note = Verdict.REGRESSED, "was deterministic; now " + text
+        verdict, note = Verdict.REGRESSED, "was deterministic; now " + text
     elif was and not nondet:
-        row.verdict, row.note = Verdict.IMPROVED, "now deterministic; was: " + was_text
+        verdict, note = Verdict.IMPROVED, "now deterministic; was: " + was_text
     elif nondet:  # in both: the size of run-to-run noise is itself noisy, so no verdict on it
-        row.note = f"{text} (baseline: {was_text})"
-    return row
+        note = f"{text} (baseline: {was_text})"
+    return draft(**key, metric="determinism", verdict=verdict, now=now,
+                 base="nondeterministic" if was else "deterministic", note=note)
 
 
 def _drift_row(key: dict, ev: ModeNumerics, prev: ModeNumerics, tolerance: float | None,
                method: tuple) -> Draft:
     """How far this run's outputs moved from the baseline's, against the precision's
     tolerance (rel. L2): a torch upgrade that changes results beyond it is REGRESSED."""
-    row = Draft(**key, metric="drift", verdict=Verdict.EQUIVALENT)
+    def row(verdict: str, note: str, **numbers) -> Draft:
+        return draft(**key, metric="drift", verdict=verdict, note=note, **numbers)
     if not prev.fingerprint:
-        row.verdict, row.note = Verdict.NEW, ("the baseline kept no outputs: drift is measured "
-                                            "from the next run on")
-        return row
+        return row(Verdict.NEW, "the baseline kept no outputs: drift is measured from the next "
+                                "run on")
     if method[0] != method[1]:
-        row.verdict = Verdict.NOT_COMPARABLE
-        row.note = f"outputs recorded as {method[1]} in the baseline, {method[0]} now"
-        return row
+        return row(Verdict.NOT_COMPARABLE,
+                   f"outputs recorded as {method[1]} in the baseline, {method[0]} now")
     found = portability.drift(ev.fingerprint, prev.fingerprint)
     distance, worst = found["distance"], found["worst"]
     reshaped = {n: why for n, why in found["unmeasured"].items() if why.startswith("shape")}
     others = {n: why for n, why in found["unmeasured"].items() if n not in reshaped}
     extra = "; ".join(f"{n}: {why}" for n, why in sorted(others.items())[:3])
     if reshaped:
-        row.verdict = Verdict.REGRESSED
-        row.note = "; ".join(f"{n} {why}" for n, why in sorted(reshaped.items())[:3])
-        return row
+        return row(Verdict.REGRESSED,
+                   "; ".join(f"{n} {why}" for n, why in sorted(reshaped.items())[:3]))
     if distance is None:
-        row.verdict, row.note = Verdict.NOT_COMPARABLE, extra or "nothing to compare"
-        return row
-    row.base, row.now = 0.0, distance   # the baseline is where it started
+        return row(Verdict.NOT_COMPARABLE, extra or "nothing to compare")
     tol = f" (tolerance {tolerance:.0e})" if tolerance is not None else ""
-    row.note = (f"outputs moved {distance:.2e} from the baseline{tol}"
-                + (f", most in {worst}" if distance > 0 else "") + (f"; {extra}" if extra else ""))
-    if tolerance is not None and distance > tolerance:
-        row.verdict = Verdict.REGRESSED
+    note = (f"outputs moved {distance:.2e} from the baseline{tol}"
+            + (f", most in {worst}" if distance > 0 else "") + (f"; {extra}" if extra else ""))
     noise = [m for e in (ev, prev) if (m := nondeterminism(e)[1]) is not None]
     if noise:  # context, not an excuse: the tolerance is the contract
-        row.note += f" (nondeterministic: a fresh process alone moves it {max(noise):.1e})"
-    return row
+        note += f" (nondeterministic: a fresh process alone moves it {max(noise):.1e})"
+    # The baseline is where it started.
+    return row(Verdict.REGRESSED if tolerance is not None and distance > tolerance
+               else Verdict.EQUIVALENT, note, base=0.0, now=distance)
 
 
 def _dynamo_rows(key: dict, now: Dynamo, base: Dynamo | None) -> list[Draft]:
     """New graph breaks with their reasons (compared by reason, not line number); recompiles."""
     reasons = now.graph_break_reasons
-    row = Draft(**key, metric="graph_breaks", verdict=Verdict.EQUIVALENT, now=now.graph_breaks)
-    rows = [row]
+    verdict, note, was = Verdict.EQUIVALENT, "; ".join(reasons[:5]), None
     if base is None:
-        row.verdict = Verdict.NEW
-        row.note = "; ".join(reasons[:5])
+        verdict = Verdict.NEW
     else:
-        n, b = now.graph_breaks, base.graph_breaks
-        row.base = b
+        n, was = now.graph_breaks, base.graph_breaks
         new = portability.new_reasons(reasons, base.graph_break_reasons)
         gone = portability.new_reasons(base.graph_break_reasons, reasons)
-        if n > b or new:
-            row.verdict = Verdict.REGRESSED
-            row.note = f"graph breaks {b} → {n}" + ("; new: " + "; ".join(new[:5]) if new else "")
-        elif n < b:
-            row.verdict = Verdict.IMPROVED
-            row.note = f"graph breaks {b} → {n}" + ("; gone: " + "; ".join(gone[:5])
-                                                    if gone else "")
-        elif reasons:
-            row.note = "; ".join(reasons[:5])
+        if n > was or new:
+            verdict = Verdict.REGRESSED
+            note = f"graph breaks {was} → {n}" + ("; new: " + "; ".join(new[:5]) if new else "")
+        elif n < was:
+            verdict = Verdict.IMPROVED
+            note = f"graph breaks {was} → {n}" + ("; gone: " + "; ".join(gone[:5])
+                                                  if gone else "")
+    rows = [draft(**key, metric="graph_breaks", verdict=verdict, now=now.graph_breaks,
+                  base=was, note=note)]
     r_now, r_base = now.recompiles, base.recompiles if base else 0
     if r_now or r_base:
         new = portability.new_reasons(now.recompile_reasons,
                                       base.recompile_reasons if base else ())
         verdict = (Verdict.NEW if base is None else Verdict.REGRESSED if r_now > r_base or new
                    else Verdict.IMPROVED if r_now < r_base else Verdict.EQUIVALENT)
-        rows.append(Draft(**key, metric="recompiles", now=r_now, base=r_base if base else None,
+        rows.append(draft(**key, metric="recompiles", now=r_now, base=r_base if base else None,
                           verdict=verdict, note=("new: " + "; ".join(new[:3]) if new and base
                                                  else "; ".join(now.recompile_reasons[:3]))))
     return rows
@@ -222,40 +211,38 @@ def coverage_rows(key: dict, now: Coverage, base: Coverage | None) -> list[Draft
     """The operator set of one eager step against the baseline's (new / removed ops), and
     the ops that ran elsewhere than the requested device (CPU fallbacks)."""
     if now.status != Status.OK:
-        return [Draft(**key, metric="ops", verdict=Verdict.FAILED, now=now.status,
+        return [draft(**key, metric="ops", verdict=Verdict.FAILED, now=now.status,
                       note=f"op coverage not measured: {now.error}")]
     base = base if base is not None and base.status == Status.OK else None
     off = fallback_ops(now)
-    row = Draft(**key, metric="ops", verdict=Verdict.EQUIVALENT, now=len(now.ops),
-                base=len(base.ops) if base else None)
-    rows = [row]
     diff = portability.op_diff(now, base) if base else None
     ext = extensions(now)
     said = "extensions: " + "; ".join(f"{ns} {portability.short_list(ops, 4)}"
                                       for ns, ops in ext.items()) if ext else ""
+    verdict, note = Verdict.EQUIVALENT, said
     if diff is None:
-        row.verdict, row.note = Verdict.NEW, said
+        verdict = Verdict.NEW
     elif diff["added"] or diff["removed"]:
-        row.verdict = Verdict.INCONCLUSIVE
-        row.note = "; ".join(filter(None, [
+        verdict = Verdict.INCONCLUSIVE
+        note = "; ".join(filter(None, [
             "new: " + portability.short_list(diff["added"]) if diff["added"] else "",
             "removed: " + portability.short_list(diff["removed"]) if diff["removed"] else "",
             "the operators changed: review (not a regression by itself)", said]))
-    else:
-        row.note = said
+    rows = [draft(**key, metric="ops", verdict=verdict, now=len(now.ops),
+                  base=len(base.ops) if base else None, note=note)]
     fell_base = fallback_ops(base) if base else {}
     if off or fell_base or now.device not in (None, "cpu"):
-        fb = Draft(**key, metric="fallback_ops", verdict=Verdict.EQUIVALENT, now=len(off),
-                   base=len(fell_base) if base else None,
-                   note="; ".join(f"`{op}` ({why})" for op, why in sorted(off.items())[:8]))
+        verdict = Verdict.EQUIVALENT
+        note = "; ".join(f"`{op}` ({why})" for op, why in sorted(off.items())[:8])
         if diff is None:
-            fb.verdict = Verdict.NEW
+            verdict = Verdict.NEW
         elif diff["new_fallbacks"]:
-            fb.verdict = Verdict.REGRESSED
-            fb.note = (f"now off {now.device}: " + portability.short_list(diff["new_fallbacks"])
-                       + "; all: " + fb.note)
+            verdict = Verdict.REGRESSED
+            note = (f"now off {now.device}: " + portability.short_list(diff["new_fallbacks"])
+                    + "; all: " + note)
         elif diff["gone_fallbacks"]:
-            fb.verdict = Verdict.IMPROVED
-            fb.note = "back on the device: " + portability.short_list(diff["gone_fallbacks"])
-        rows.append(fb)
+            verdict = Verdict.IMPROVED
+            note = "back on the device: " + portability.short_list(diff["gone_fallbacks"])
+        rows.append(draft(**key, metric="fallback_ops", verdict=verdict, now=len(off),
+                          base=len(fell_base) if base else None, note=note))
     return rows

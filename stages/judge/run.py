@@ -11,7 +11,7 @@ import dataclasses
 from stages.core.config import Config
 from stages.core.metrics import BY_NAME
 from stages.core.records.inputs import RunInputs
-from stages.core.records.rows import Row
+from stages.core.records.rows import CompareRecord, Row
 from stages.core.records.schema import BenchRecord
 from stages.core.vocabulary import Status
 from stages.judge.adaptive import cost_notes
@@ -20,7 +20,7 @@ from stages.judge.numerics import numerics_rows
 from stages.judge.run_to_run import like_reference, prior, spreads_of_run
 from stages.judge.timings import bench_rows, busy_shares, fresh_since_last_look
 from stages.judge.tolerance import own_tolerances
-from stages.judge.verdicts import Comparison, finish, unusable_row
+from stages.judge.verdicts import Draft, finish, unusable_row
 
 
 def hardware_change(inputs: RunInputs) -> str | None:
@@ -63,18 +63,21 @@ def _ab_note(stage: str, cell: str, record) -> str:
             + f") with the baseline {base}, {how}")
 
 
-def _run_level(rows, cfg: Config, spreads: dict, cell: str, now, ab: bool) -> None:
-    """Give every timing row the run-to-run variance of its unit when it faces a recorded
-    baseline, and mark the rows adaptive sampling had already looked at."""
+def _run_level(rows: list[Draft], cfg: Config, spreads: dict, cell: str, now, ab: bool,
+               runs: int) -> list[Draft]:
+    """Every timing row with the run-to-run variance of its unit when it faces a recorded
+    baseline (the mean of `runs` like runs), and marked where adaptive sampling had already
+    looked at it."""
+    found = []
     for row in rows:
-        if row.shift is None:
-            continue
-        if not BY_NAME[row.metric].timed:   # memory: no interim look tests it, no history of it
-            continue
-        row.confirmed = fresh_since_last_look(now, row.workload, row.mode, row.metric)
-        if not ab:
-            row.run = spreads.get((cell, row.workload, row.mode, row.metric)) or prior(
-                cfg.stats.run_spread)
+        if row.shift is not None and BY_NAME[row.metric].timed:   # memory: no interim look
+            run = None if ab else spreads.get((cell, row.workload, row.mode, row.metric)) \
+                or prior(cfg.stats.run_spread)                     # tests it, no history
+            row = dataclasses.replace(
+                row, confirmed=fresh_since_last_look(now, row.workload, row.mode, row.metric),
+                run=run, reference_runs=runs if run is not None else 1)
+        found.append(row)
+    return found
 
 
 def run_level_note(rows: list[Row], power: float) -> str | None:
@@ -105,7 +108,7 @@ def run_level_note(rows: list[Row], power: float) -> str | None:
             "baseline would need none.")
 
 
-def compare_run(cfg: Config, inputs: RunInputs) -> Comparison:
+def compare_run(cfg: Config, inputs: RunInputs) -> CompareRecord:
     hardware = None if cfg.compare.allow_hardware_change else hardware_change(inputs)
     notes, drafts, looks, from_git, missing = list(inputs.notes), [], 1, 0, []
     spreads, slopes = spreads_of_run({cell: (inputs.history.get(cell, []), pair.base)
@@ -143,16 +146,14 @@ def compare_run(cfg: Config, inputs: RunInputs) -> Comparison:
                                                    inputs.env_now and inputs.env_now.env),
                               allow_hardware_change=cfg.compare.allow_hardware_change,
                               slopes={key[1:]: s for key, s in slopes.items() if key[0] == cell})
-            _run_level(rows, cfg, spreads, cell, now, pair.ab)
-            for row in rows:
-                row.reference_runs = runs if row.run is not None else 1
-            drafts += rows
+            drafts += _run_level(rows, cfg, spreads, cell, now, pair.ab, runs)
         else:
             own = own_tolerances(cfg, cell)
             drafts += numerics_rows(cell, now, base, cfg.stats.error_growth, own)
             if pair.rebuilt is not None:
-                drafts += [dataclasses.replace(d, stage="numerics vs rebuilt") for d in
-                           numerics_rows(cell, now, pair.rebuilt, cfg.stats.error_growth, own)]
+                drafts += [dataclasses.replace(d, key=dataclasses.replace(
+                    d.key, stage="numerics vs rebuilt")) for d in
+                    numerics_rows(cell, now, pair.rebuilt, cfg.stats.error_growth, own)]
     if inputs.commit is None and from_git:
         notes.insert(0, "No baseline yet: this repository has no commit. Commit `reports/` to "
                         "make this run the baseline.")
@@ -164,8 +165,9 @@ def compare_run(cfg: Config, inputs: RunInputs) -> Comparison:
     result = finish(drafts, alpha=cfg.stats.alpha, power=cfg.stats.power, looks=looks,
                     notes=list(dict.fromkeys(notes)), baseline=inputs.rev,
                     has_baseline=inputs.commit is not None)
-    result.notes += filter(None, [run_level_note(result.rows, result.power)])
-    result.unchanged = bool(benches) and all(b.unchanged for b in benches)
-    cost_notes(result, {cell: p.now for (stage, cell), p in inputs.pairs.items()
-                        if stage == "bench" and p.now is not None}, cfg.bench)
-    return result
+    return dataclasses.replace(
+        result, notes=result.notes + tuple(filter(None, [run_level_note(result.rows,
+                                                                         result.power)])),
+        unchanged=bool(benches) and all(b.unchanged for b in benches),
+        rows=cost_notes(result.rows, {cell: p.now for (stage, cell), p in inputs.pairs.items()
+                                      if stage == "bench" and p.now is not None}, cfg.bench))

@@ -10,12 +10,13 @@ import random
 
 from stages.core.config import Config
 from stages.core.numbers import median
+from stages.core.records.rows import CompareRecord
 from stages.core.records.schema import BenchRecord
 from stages.core.vocabulary import Verdict
 from stages.judge.rules import RULES, unit_samples
 from stages.judge.run_to_run import prior
 from stages.judge.timings import bench_rows, process_values, units
-from stages.judge.verdicts import Comparison, finish
+from stages.judge.verdicts import finish
 
 
 def split(record: BenchRecord, rng: random.Random, size: int) -> tuple[BenchRecord, BenchRecord]:
@@ -42,7 +43,7 @@ def slow_down(record: BenchRecord, workload: str, mode: str, factor: float) -> B
         **record.workloads, workload: dataclasses.replace(run, processes=tuple(procs))})
 
 
-def verdicts(pairs: dict, cfg: Config, *, apart: bool = False) -> Comparison:
+def verdicts(pairs: dict, cfg: Config, *, apart: bool = False) -> CompareRecord:
     """The real comparison over every cell of one simulated run: {cell: (base, now)}. Halves
     of one run were measured at the same moment: no sentinel, no run-to-run variance. Runs
     measured `apart` (--repeat) face both, as a recorded baseline does (with the prior)."""
@@ -51,9 +52,8 @@ def verdicts(pairs: dict, cfg: Config, *, apart: bool = False) -> Comparison:
         rows = bench_rows(cell, now, base, cfg.stats.delta, None, cfg.compare.busy_share,
                           alpha=cfg.stats.alpha,
                           same_run=not apart)
-        for row in rows if apart else ():
-            row.run = prior(cfg.stats.run_spread) if row.shift is not None else None
-        drafts += rows
+        drafts += [dataclasses.replace(row, run=prior(cfg.stats.run_spread))
+                   if apart and row.shift is not None else row for row in rows]
     return finish(drafts, alpha=cfg.stats.alpha, power=cfg.stats.power)
 
 

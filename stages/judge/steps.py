@@ -14,12 +14,10 @@ microseconds of wait for a prefetched batch, doubling, is not a finding.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from stages.core.numbers import median
 from stages.core.records.schema import ModeTiming
+from stages.judge.results import BOUND_SHARE, Breakdown, Usage
 
-BOUND_SHARE = 0.25
 INPUT, TRANSFER, COMPUTE = "input-bound", "transfer-bound", "compute-bound"
 
 
@@ -52,21 +50,6 @@ def negligible(base: list[ModeTiming], now: list[ModeTiming], metric: str,
     return all(s is not None and s < delta for s in shares)
 
 
-@dataclass(frozen=True)
-class Breakdown:
-    """An input pipeline's step, part by part: medians over the processes kept."""
-    processes: int
-    steps: float                       # single steps timed per process
-    input_wait_s: float
-    copy_s: float | None               # None: nothing copied (the CPU)
-    compute_s: float
-    input_wait_share: float
-    copy_share: float | None
-    compute_share: float
-    copy_gbps: float | None            # bytes copied per second of copy
-    bound: str                         # INPUT, TRANSFER or COMPUTE
-
-
 def breakdown(modes: list[ModeTiming]) -> Breakdown | None:
     """From the processes that timed the breakdown (None: none did)."""
     timed = [m for m in modes if step_total(m)]
@@ -86,17 +69,6 @@ def breakdown(modes: list[ModeTiming]) -> Breakdown | None:
         middle(m.copy_bytes / m.copy_s / 1e9 for m in timed
                if m.copy_bytes is not None and m.copy_s),
         diagnose(wait, copy))
-
-
-@dataclass(frozen=True)
-class Usage:
-    """Utilization and energy over the steady state: medians over processes (None: not
-    measured; the unit's `unmeasured` says why)."""
-    cpu_busy: float | None             # CPU time per second and torch thread
-    sm_util: float | None              # NVML: the share of time a kernel ran
-    mem_util: float | None             # NVML: the share of time memory was read or written
-    joules_per_item: float | None      # the processes not on a busy machine
-    watts: float | None
 
 
 def usage(modes: list[ModeTiming], kept: list[ModeTiming]) -> Usage | None:

@@ -15,17 +15,24 @@ types and never the record. Pure.
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
-from typing import Any
-
 from stages.core.metrics import BY_NAME, METRICS, Reduce
 from stages.core.numbers import median
 from stages.core.records.inputs import ab_baseline
-from stages.core.records.schema import BenchRecord, Look, ModeTiming, Ranks
+from stages.core.records.schema import BenchRecord, ModeTiming, Ranks
 from stages.core.vocabulary import Status
-from stages.judge.steps import BOUND_SHARE as BOUND_SHARE  # the diagnosis rule, for pages
-from stages.judge.steps import Breakdown, Usage, breakdown, step_total, usage
+from stages.judge.results import (
+    BASELINE,
+    NOW,
+    SUMMARIZED,
+    CellSummary,
+    GpuSeriesSummary,
+    GpuSummary,
+    RankSummary,
+    ShapeChange,
+    UnitId,
+    UnitSummary,
+)
+from stages.judge.steps import breakdown, step_total, usage
 from stages.judge.timings import busy, failures, process_values
 
 # ---- ranks ------------------------------------------------------------
@@ -33,28 +40,6 @@ from stages.judge.timings import busy, failures, process_values
 # holds it per unit). Each number is the median over the processes the tests use (judge.timings:
 # the mode ran, and the machine was quiet during its steady state) of one number per process,
 # which the process's record answers (core.records.schema.Ranks). Pure.
-
-@dataclass(frozen=True)
-class RankSummary:
-    backend: str
-    world_size: int
-    threads: int                           # per rank
-    processes: int                         # kept
-    comm_s: float | None                   # the all-reduce per step (the last rank's)
-    bytes_per_step: int
-    busbw: float | None                    # bytes per second (nccl-tests' bus bandwidth)
-    straggler: float | None                # slowest over fastest time to the collective
-    slowest: int | None                    # the rank slowest in the most processes ...
-    slowest_in: int                        # ... in how many
-    ready_s: tuple[float, ...]             # per rank: time to the collective
-    allreduce_s: tuple[float, ...]         # per rank: all-reduce, its waits included
-    slowed: int | None = None              # `_slow_rank_`: slowed on purpose, by this factor
-    slow_factor: float | None = None
-
-    @property
-    def lag(self) -> float | None:
-        """How far the slowest rank lags the fastest (0.5: by 50 %)."""
-        return None if self.straggler is None else self.straggler - 1
 
 
 def rank_summary(record: BenchRecord, workload: str, mode: str,
@@ -84,126 +69,6 @@ def rank_summary(record: BenchRecord, workload: str, mode: str,
 def _per_rank(kept: list[Ranks], field: str) -> tuple[float, ...]:
     n = min(len(r.ranks) for r in kept)
     return tuple(median(getattr(r.ranks[i], field) for r in kept) for i in range(n))
-
-
-NOW, BASELINE = "now", "baseline"          # a unit's arm: this run's, or its baseline's
-# The metrics a unit's summary reduces itself (the others have summaries of their own: ranks,
-# the step's breakdown, usage).
-SUMMARIZED = frozenset(m.name for m in METRICS if m.reduce is not None)
-
-
-@dataclass(frozen=True, order=True)
-class UnitId:
-    """Which unit a summary is of: a workload's mode in one cell, in one arm."""
-    cell: str
-    workload: str
-    mode: str
-    arm: str = NOW
-
-
-@dataclass(frozen=True)
-class ShapeChange:
-    """A compiled mode at a shape after the first (medians over the processes that compiled
-    with empty caches, where any did)."""
-    shape: str
-    first_call_s: float                    # the change, recompile included
-    call_s: float | None                   # one more call at that shape
-    recompiles: int                        # the most in any process
-    reasons: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class GpuSeriesSummary:
-    """One CUDA timing series of a unit (hot, cold or graph) over its processes."""
-    name: str
-    per_call_s: float | None
-    stops: tuple[tuple[str, int], ...]     # how the processes' series ended, and how often
-    rel_sd: float | None
-    redone: int                            # throttled samples taken again, all processes
-    throttled: int                         # kept samples still throttled
-    sm_clock_mhz: float | None
-    temperature_c: float | None            # the hottest window of any process
-    power_w: float | None
-    tflops: float | None
-    gbps: float | None
-    impossible: tuple[str, ...]            # rates beyond the device's peak: why
-
-
-@dataclass(frozen=True)
-class GpuSummary:
-    """How a unit was timed on a CUDA device: its series, the peaks the rates are against
-    and the CUDA graphs that could not be captured."""
-    series: tuple[GpuSeriesSummary, ...]
-    hot_s: float | None
-    math: str | None
-    peak_tflops: float | None
-    peak_gbps: float | None
-    peak_source: str | None
-    reference_sm_clock_mhz: float | None
-    flush_bytes: int | None
-    graph_errors: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class UnitSummary:
-    """A unit's numbers: medians over the processes kept for each (None: none measured it).
-    Every metric of core.metrics that has a reduction is one of `values`, by name, and an
-    attribute of the summary (`summary.steady_s`, `summary.graph_breaks`)."""
-    values: dict[str, float | int | None]  # metric -> its reduction over the processes
-    steady_per_process_s: tuple[float, ...]   # the kept processes' own, in process order
-    items_per_s: float | None
-    usd_per_million: float | None          # the device's price_per_hour over the throughput
-    warmup_calls: float | None
-    latency_calls: tuple[int, ...]         # calls per process that timed single calls
-    processes_kept: int                    # measured the steady state, on a quiet machine
-    processes_busy: int                    # measured it while others took the CPU: left out
-    processes_failed: int                  # the process, or this mode in it, failed
-    failures: tuple[str, ...] = ()         # "STATUS: error", one per failed process
-    family: str | None = None              # a sweep: the workload it is a point of
-    point: tuple[tuple[str, Any], ...] = ()   # ... and its values (("batch", 64),)
-    shapes: tuple[ShapeChange, ...] = ()
-    gpu: GpuSummary | None = None
-    clocks: tuple[str, ...] = ()           # how its calls were timed (the device's clock)
-    unmeasured: tuple[tuple[str, str], ...] = ()   # (metric, why the backend could not)
-    items: int | None = None               # per call (a batch), as the workload reported
-    ranks: RankSummary | None = None       # a distributed unit (`_ranks_`)
-    breakdown: Breakdown | None = None     # an input pipeline's step, part by part
-    breakdown_busy: int = 0                # ... timed on a busy machine: left out
-    usage: Usage | None = None             # utilization and energy of the steady state
-
-    def __getattr__(self, name: str):
-        if name in SUMMARIZED:
-            return self.values.get(name)
-        raise AttributeError(name)
-
-    @property
-    def measured(self) -> bool:
-        return self.steady_s is not None
-
-    def value(self, metric: str) -> float | int | None:
-        """A metric's number by its name (core.metrics)."""
-        return self.values.get(metric)
-
-
-@dataclass(frozen=True)
-class CellSummary:
-    """Every unit of one cell's record, this run's arm and the baseline's where there is one
-    (the other arm of an A/B record, or the recorded baseline)."""
-    cell: str
-    status: str
-    reason: str | None
-    units: dict[UnitId, UnitSummary] = field(default_factory=dict)
-    has_baseline: bool = False
-    sentinel_loop_s: float | None = None   # the machine-speed sentinel, all processes
-    looks: tuple[Look, ...] = ()           # adaptive sampling's interim looks
-    adaptive_processes: int = 0
-
-    def unit(self, workload: str, mode: str, arm: str = NOW) -> UnitSummary | None:
-        return self.units.get(UnitId(self.cell, workload, mode, arm))
-
-    def keys(self, arm: str = NOW) -> list[UnitId]:
-        """The arm's units, workloads by name, modes in the record's order."""
-        return [k for k in self.units if k.arm == arm]
 
 
 def summarize(cell: str, record: BenchRecord, price_per_hour: float | None, busy_share: float,
@@ -322,73 +187,4 @@ def _gpu(workload: str, mode: str, modes: list[ModeTiming]) -> GpuSummary | None
 
 # ---- the history: a unit's summaries over the committed runs -------------------------------
 
-KEY_METRICS = ("steady_s", "first_call_s")   # a table each; every timed metric is searched
 
-
-@dataclass(frozen=True)
-class Shift:
-    """A lasting shift in a series of runs (judge.changepoints)."""
-    index: int          # the first point of the new level
-    ratio: float        # geometric mean after / before, over the neighbouring segments
-    pvalue: float
-
-    @property
-    def magnitude(self) -> float:
-        """Otava's size of a change: the larger of the relative changes up and down."""
-        return math.exp(abs(math.log(self.ratio))) - 1
-
-
-@dataclass(frozen=True)
-class Point:
-    """One run of a series: the unit's summary of that timing in that run."""
-    run: int                    # the run's place in its cell's history, oldest first
-    commit: str | None
-    date: str | None
-    value: float
-    torch: str | None = None
-    driver: str | None = None
-    changes: tuple[str, ...] = ()   # what changed since the series' previous point
-
-
-@dataclass(frozen=True)
-class Failures:
-    """How often a unit failed over a cell's history: a flaky unit is a rate, not one run."""
-    cell: str
-    workload: str
-    mode: str
-    failed: int                 # processes that failed, over every run shown
-    processes: int              # processes that ran or failed (SKIPPED ones not counted)
-    runs: int                   # runs with at least one failure
-    of_runs: int                # runs that had the unit
-    last: str | None            # the newest failing run's commit (None: this run)
-    message: str                # its first failure's message
-
-    @property
-    def rate(self) -> float:
-        return self.failed / self.processes
-
-
-@dataclass(frozen=True)
-class Chance:
-    """How many of a page's lasting shifts chance alone would put there."""
-    rate: float          # share of simulated unchanged series with a shift
-    expected: float      # rate × the page's series
-    runs: int            # the typical series: its number of runs,
-    spread: float        # the SD of its log values about its levels,
-    rho: float           # and their lag-1 autocorrelation (bias-corrected)
-    trials: int
-
-
-@dataclass(frozen=True)
-class Series:
-    cell: str
-    workload: str
-    mode: str
-    metric: str
-    hardware: tuple[tuple[str, str], ...]
-    era: int                    # the cell's hardware eras, oldest first
-    points: tuple[Point, ...]
-    shifts: tuple[Shift, ...] = field(default=())
-
-    def started(self, shift: Shift) -> Point:
-        return self.points[shift.index]

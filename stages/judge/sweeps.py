@@ -22,44 +22,64 @@ and so picked the cheapest of two equal points half the time).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import dataclass
-from typing import Any
 
 from scipy import special
 
 from stages.core.config.settings import Recommend
 from stages.judge import stats
-from stages.judge.summary import NOW, CellSummary, UnitSummary
+from stages.judge.results import BASELINE, NOW, CellSummary, Choice, Sweep, SweepPoint, Versus
 
 
-@dataclass(frozen=True)
-class Point:
-    unit: str
-    values: tuple[tuple[str, Any], ...]     # (("batch", 64), ("threads", 2))
-    numbers: UnitSummary                    # its judge.summary (not measured: failed)
-
-    @property
-    def label(self) -> str:
-        return ", ".join(f"{k}={v}" for k, v in self.values)
-
-
-def curves(summary: CellSummary, arm: str = NOW) -> dict[tuple[str, str], list[Point]]:
-    """(workload, mode) -> its sweep's points in one arm, in the order of their values."""
-    found: dict[tuple[str, str], list[Point]] = {}
+def curves(summary: CellSummary, rule: Recommend = Recommend(), arm: str = NOW, *,
+           alpha: float = 0.05) -> dict[tuple[str, str], list[SweepPoint]]:
+    """(workload, mode) -> its sweep's points in one arm, in the order of their values, each
+    with what the recommendation reads of it under `rule` (its throughput's interval at
+    `alpha`)."""
+    found: dict[tuple[str, str], list[SweepPoint]] = {}
     for key in summary.keys(arm):
         n = summary.units[key]
         if n.family is not None:
-            found.setdefault((n.family, key.mode), []).append(Point(key.workload, n.point, n))
+            found.setdefault((n.family, key.mode), []).append(
+                read(SweepPoint(key.workload, n.point, n), rule, alpha))
     return {key: sorted(points, key=lambda p: [(k, _order(v)) for k, v in p.values])
             for key, points in found.items()}
+
+
+def read(p: SweepPoint, rule: Recommend, alpha: float) -> SweepPoint:
+    """The point with what the recommendation reads of it under `rule`."""
+    throughput = geometric_throughput(p)
+    return dataclasses.replace(p, outside=why_not(p, rule), throughput=throughput,
+                               interval=throughput_interval(p, alpha),
+                               usd_per_million=_cost(p, throughput))
+
+
+def decide(summary: CellSummary, rule: Recommend, *, alpha: float = 0.05,
+           delta: float = 0.05) -> tuple[Sweep, ...]:
+    """Every sweep of a cell with its recommendation, and the baseline arm's beside it."""
+    before = curves(summary, rule, BASELINE, alpha=alpha)
+    return tuple(
+        Sweep(summary.cell, workload, mode, tuple(points),
+              recommend(points, rule, alpha=alpha, delta=delta),
+              recommend(before[workload, mode], rule, alpha=alpha, delta=delta)
+              if (workload, mode) in before else None, (workload, mode) in before)
+        for (workload, mode), points in curves(summary, rule, alpha=alpha).items())
+
+
+def _cost(p: SweepPoint, throughput: float | None) -> float | None:
+    """$ per M items at the geometric mean throughput (the summary's cost is per median)."""
+    n = p.numbers
+    if not n.usd_per_million or not n.items_per_s or not throughput:
+        return None
+    return n.usd_per_million * n.items_per_s / throughput
 
 
 def _order(v) -> tuple:
     return (0, v, "") if isinstance(v, (int, float)) else (1, 0, str(v))
 
 
-def why_not(p: Point, rule: Recommend) -> str | None:
+def why_not(p: SweepPoint, rule: Recommend) -> str | None:
     """Why a point cannot be recommended, or None."""
     n = p.numbers
     if not n.measured or not per_item(p):
@@ -71,7 +91,7 @@ def why_not(p: Point, rule: Recommend) -> str | None:
     return None
 
 
-def per_item(p: Point) -> tuple[float, ...]:
+def per_item(p: SweepPoint) -> tuple[float, ...]:
     """The point's cost per item in each kept process: its steady-state call over the items
     of a call (a time per item, in seconds)."""
     items = p.numbers.items
@@ -80,7 +100,7 @@ def per_item(p: Point) -> tuple[float, ...]:
     return tuple(s / items for s in p.numbers.steady_per_process_s if s > 0)
 
 
-def cheapness(p: Point) -> tuple:
+def cheapness(p: SweepPoint) -> tuple:
     """The order of "cheaper" (the module's docstring): fewer threads, then the smaller
     values of the other swept parameters, then the smaller peak memory."""
     values = dict(p.values)
@@ -88,32 +108,7 @@ def cheapness(p: Point) -> tuple:
     return (values.get("threads", 0), rest, p.numbers.peak_bytes or 0.0)
 
 
-@dataclass(frozen=True)
-class Versus:
-    """A point's throughput against the recommended one's: ratio (> 1: more items/s) with
-    its interval at the level the decision was taken, and whether it was decided."""
-    point: Point
-    ratio: float
-    low: float
-    high: float
-    confidence: float
-    tie: bool              # no point beats it: it ties with the recommended one
-    n: tuple[int, int]     # processes: the recommended point's, this point's
-
-
-@dataclass(frozen=True)
-class Choice:
-    chosen: Point | None              # the recommendation (None: no point within the limits)
-    best: Point | None                # the lowest estimated cost per item
-    versus: tuple[Versus, ...] = ()   # every other point within the limits, against `chosen`
-
-    @property
-    def ties(self) -> tuple[Versus, ...]:
-        """The other points no point beats, the largest throughput first."""
-        return tuple(sorted((v for v in self.versus if v.tie), key=lambda v: -v.ratio))
-
-
-def geometric_throughput(p: Point) -> float | None:
+def geometric_throughput(p: SweepPoint) -> float | None:
     """Items per second as the test sees the point: items over the geometric mean of its
     processes' calls (the ratio of two points' is exactly the change the test estimates)."""
     costs = per_item(p)
@@ -122,7 +117,7 @@ def geometric_throughput(p: Point) -> float | None:
     return 1 / math.exp(sum(map(math.log, costs)) / len(costs))
 
 
-def throughput_interval(p: Point, alpha: float) -> tuple[float, float] | None:
+def throughput_interval(p: SweepPoint, alpha: float) -> tuple[float, float] | None:
     """The (1 - alpha) interval of the point's throughput (a t-interval on its log
     per-process costs); None with fewer than two processes."""
     costs = per_item(p)
@@ -135,7 +130,7 @@ def throughput_interval(p: Point, alpha: float) -> tuple[float, float] | None:
     return math.exp(-mean - half), math.exp(-mean + half)
 
 
-def recommend(points: list[Point], rule: Recommend, *, alpha: float = 0.05,
+def recommend(points: list[SweepPoint], rule: Recommend, *, alpha: float = 0.05,
               delta: float = 0.05) -> Choice:
     """The recommended point of one sweep (the module's docstring), with every other point
     within the limits against it."""
@@ -145,11 +140,11 @@ def recommend(points: list[Point], rule: Recommend, *, alpha: float = 0.05,
     level = alpha / max(len(fit) - 1, 1)
     limit = math.log1p(delta)
 
-    def compared(i: Point, j: Point) -> stats.Shift | None:
+    def compared(i: SweepPoint, j: SweepPoint) -> stats.Shift | None:
         """j's cost per item against i's (log ratio < 0: j is cheaper per item)."""
         return stats.shift(per_item(i), per_item(j))
 
-    def beats(j: Point, i: Point) -> bool:
+    def beats(j: SweepPoint, i: SweepPoint) -> bool:
         s = compared(i, j)
         return s is not None and s.log_ratio < -limit and s.interval(2 * level)[1] < 1
 

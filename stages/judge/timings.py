@@ -17,7 +17,7 @@ from stages.core.records.schema import BenchProcess, BenchRecord, Busy, ModeTimi
 from stages.core.vocabulary import Status, Verdict
 from stages.judge import environment, portability, stats, steps
 from stages.judge.sentinel import UNFITTED, Slope, adjusted, machine_moved, machine_unchanged
-from stages.judge.verdicts import Draft, skipped_baseline, unusable_row
+from stages.judge.verdicts import Draft, draft, skipped_baseline, unusable_row
 
 # Tested as timings are (memory is tested on its own increment), and counted exactly.
 TESTED = tuple(m for m in METRICS if m.rule == Rule.TESTED and m.family != Family.MEMORY)
@@ -169,10 +169,10 @@ def bench_rows(cell: str, now: BenchRecord | None, base: BenchRecord | None, del
     judged unit by unit from the processes' own keys (judge.environment.unit_reason); `not_comparable`, the
     environments' hardware change, stands for records that carry none."""
     if now is None:
-        return [Draft("bench", cell, "*", "*", "cell", Verdict.MISSING,
+        return [draft("bench", cell, "*", "*", "cell", Verdict.MISSING,
                       note="measured in the baseline, not in this run")] if base else []
     if now.status == Verdict.SKIPPED:
-        return [Draft("bench", cell, "*", "*", "cell", Verdict.SKIPPED, note=now.reason or "")]
+        return [draft("bench", cell, "*", "*", "cell", Verdict.SKIPPED, note=now.reason or "")]
     usable = base if base is not None and base.status == Status.OK else None
     same_run = same_run or (usable is not None and now.ab is not None)
     # Another Python: the loop times the interpreter, so it cannot stand for the machine.
@@ -203,13 +203,13 @@ def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None,
     in_now = (workload, mode) in units(now)
     in_base = base is not None and (workload, mode) in units(base)
     if not in_now:
-        return [Draft(**key, metric="status", verdict=Verdict.MISSING,
+        return [draft(**key, metric="status", verdict=Verdict.MISSING,
                       note="in the baseline, not selected in this run")]
     failed_now = failures(now, workload, mode)
     failed_base = failures(base, workload, mode) if in_base else []
     why = skipped(now, workload, mode)
     if why is not None and not failed_now:
-        return [Draft(**key, metric="status", verdict=Verdict.SKIPPED, now=Status.SKIPPED,
+        return [draft(**key, metric="status", verdict=Verdict.SKIPPED, now=Status.SKIPPED,
                       note=why)]
     if failed_now:
         was = ("was OK, now " if in_base and not failed_base else "") + failed_now[0]
@@ -218,29 +218,29 @@ def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None,
             was = (f"{len(failed_now)} of {len(failed_now) + ran} processes failed, the "
                    f"first: {failed_now[0]}" + (" (was OK)" if in_base and not failed_base
                                                  else ""))
-        return [Draft(**key, metric="status", verdict=Verdict.FLAKY if ran else Verdict.FAILED,
+        return [draft(**key, metric="status", verdict=Verdict.FLAKY if ran else Verdict.FAILED,
                       base=Status.OK if in_base and not failed_base else None,
                       now=failed_now[0].split(":")[0], note=was)]
     measured = [m.name for m in TESTED if process_values(now, workload, mode, m.name)]
     if not in_base:
-        return [Draft(**key, metric=m, verdict=Verdict.NEW,
+        return [draft(**key, metric=m, verdict=Verdict.NEW,
                       now=median(process_values(now, workload, mode, m))) for m in measured]
     if failed_base:
-        return [Draft(**key, metric="status", verdict=Verdict.IMPROVED, base=Verdict.FAILED,
+        return [draft(**key, metric="status", verdict=Verdict.IMPROVED, base=Verdict.FAILED,
                       now=Status.OK, note=f"now runs; was {failed_base[0]}")]
     rows = []
     for found in TESTED:
         metric = found.name
         if not process_values(base, workload, mode, metric):
             if metric in measured:    # e.g. an older record, which measured it otherwise
-                rows.append(Draft(**key, metric=metric, verdict=Verdict.NEW,
+                rows.append(draft(**key, metric=metric, verdict=Verdict.NEW,
                                   now=median(process_values(now, workload, mode, metric)),
                                   note="the baseline's record has no value of it"))
             continue
         if not found.per_process and steps.negligible(
                 *(measured_modes(r, workload, mode, metric) for r in (base, now)), metric,
                 delta.steady_s):
-            rows.append(Draft(**key, metric=metric, verdict=Verdict.EQUIVALENT,
+            rows.append(draft(**key, metric=metric, verdict=Verdict.EQUIVALENT,
                               base=median(process_values(base, workload, mode, metric)),
                               now=median(process_values(now, workload, mode, metric)),
                               note=f"under {delta.steady_s:.0%} of the step on both sides: it "
@@ -270,12 +270,11 @@ def _counted_row(key: dict, found: Metric, base: int, now: int, detail_now, deta
     numbers); counts by name say which names moved."""
     row = _count_rule(key, found.name, base, now)
     if isinstance(detail_now, dict):
-        row.note = portability.moved_counts(detail_base, detail_now)
-        return row
+        return dataclasses.replace(row, note=portability.moved_counts(detail_base, detail_now))
     new = portability.new_reasons(detail_now, detail_base)
     if new and found.new_detail_regresses:
-        row.verdict = Verdict.REGRESSED
-        row.note = "new: " + "; ".join(new[:3])
+        return dataclasses.replace(row, verdict=Verdict.REGRESSED,
+                                   note="new: " + "; ".join(new[:3]))
     return row
 
 
@@ -291,20 +290,19 @@ def _timing_row(key: dict, metric: str, now: BenchRecord, base: BenchRecord, del
     shift = stats.paired_shift(*tested) if paired else stats.shift(*tested)
     shift, machine = adjusted(shift, None if paired else slope, base, now)
     numbers = shown(tested) if shift is not None else shown((b, n), median)
-    row = Draft(**key, metric=metric, verdict=Verdict.INCONCLUSIVE, shift=shift, delta=delta,
-                note=machine, **numbers)
+    verdict, note = Verdict.INCONCLUSIVE, machine
     if left_out:
-        row.note = "; ".join(filter(None, [
+        note = "; ".join(filter(None, [
             f"{left_out} process(es) left out: other programs and hypervisor steal took more "
             f"than {busy_share:.0%} of the CPU while they ran", machine]))
     if shift is None:
-        row.note = "fewer than 2 processes on a side: no test" + (
-            f" ({row.note})" if left_out else "")
+        note = "fewer than 2 processes on a side: no test" + (f" ({note})" if left_out else "")
         if left_out:
-            row.verdict = Verdict.NOT_COMPARABLE
+            verdict = Verdict.NOT_COMPARABLE
     if not_comparable:
-        row.verdict, row.note = Verdict.NOT_COMPARABLE, not_comparable
-    return row
+        verdict, note = Verdict.NOT_COMPARABLE, not_comparable
+    return draft(**key, metric=metric, verdict=verdict, shift=shift, delta=delta, note=note,
+                 **numbers)
 
 
 def shown(sides: tuple[list[float], list[float]], centre=geometric_mean) -> dict:
@@ -371,7 +369,7 @@ def _memory_row(key: dict, base: list[float], now: list[float], delta: float,
     if s is None or s.se == 0:
         rule = _ratio_rule(key, "peak_bytes", median(base), median(now), delta)
         return dataclasses.replace(rule, note=note)
-    return Draft(**key, metric="peak_bytes", verdict=Verdict.INCONCLUSIVE, shift=s, delta=delta,
+    return draft(**key, metric="peak_bytes", verdict=Verdict.INCONCLUSIVE, shift=s, delta=delta,
                  note=note, **shown((base, now)))
 
 
@@ -380,10 +378,10 @@ def _ratio_rule(key: dict, metric: str, base: float, now: float, delta: float) -
     ratio = now / base if base else math.inf
     verdict = (Verdict.REGRESSED if ratio > 1 + delta else
                Verdict.IMPROVED if ratio < 1 / (1 + delta) else Verdict.EQUIVALENT)
-    return Draft(**key, metric=metric, verdict=verdict, base=base, now=now, delta=delta)
+    return draft(**key, metric=metric, verdict=verdict, base=base, now=now, delta=delta)
 
 
 def _count_rule(key: dict, metric: str, base: int, now: int) -> Draft:
     verdict = (Verdict.REGRESSED if now > base else
                Verdict.IMPROVED if now < base else Verdict.EQUIVALENT)
-    return Draft(**key, metric=metric, verdict=verdict, base=base, now=now)
+    return draft(**key, metric=metric, verdict=verdict, base=base, now=now)

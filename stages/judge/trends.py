@@ -22,7 +22,8 @@ from stages.core.records.schema import BenchRecord, EnvRecord
 from stages.core.vocabulary import FAILURES, Status
 from stages.judge.changepoints import change_points, noise
 from stages.judge.environment import hardware_key
-from stages.judge.summary import Chance, Failures, Point, Series, summarize
+from stages.judge.results import Chance, FailureRate, RunPoint, Trend
+from stages.judge.summary import summarize
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ def min_change(settings: HistorySettings, delta: Delta, metric: str) -> float:
 
 
 def series(runs: dict[str, list[Run]], settings: HistorySettings, busy_share: float,
-           delta: Delta) -> list[Series]:
+           delta: Delta) -> list[Trend]:
     """Every series of every cell, with its lasting shifts; `runs` are oldest first;
     `busy_share`: compare.busy_share, which processes' timings count (judge.summary);
     `delta`: stats.delta, the smallest shift reported unless `history.min_change` is set."""
@@ -80,8 +81,8 @@ def series(runs: dict[str, list[Run]], settings: HistorySettings, busy_share: fl
 
 
 def _era_series(cell: str, era: int, runs: list[tuple[int, Run]], settings: HistorySettings,
-                busy_share: float, delta: Delta) -> list[Series]:
-    units: dict[tuple[str, str, str], list[Point]] = {}
+                busy_share: float, delta: Delta) -> list[Trend]:
+    units: dict[tuple[str, str, str], list[RunPoint]] = {}
     last: dict[tuple[str, str, str], tuple] = {}
     for index, run in runs:
         env = run.env.env if run.env is not None else None
@@ -98,17 +99,17 @@ def _era_series(cell: str, era: int, runs: list[tuple[int, Run]], settings: Hist
                     now = (torch, driver, result.spec)
                     changes = _changes(last[key], now, name) if key in last else ()
                     last[key] = now
-                    units.setdefault(key, []).append(Point(
+                    units.setdefault(key, []).append(RunPoint(
                         index, run.commit, run.date, value, torch, driver, changes))
     hw = hardware(runs[0][1].env)
-    return [Series(cell, name, mode, metric, hw, era, tuple(points), tuple(change_points(
+    return [Trend(cell, name, mode, metric, hw, era, tuple(points), tuple(change_points(
                 [p.value for p in points], max_pvalue=settings.max_pvalue,
                 min_change=min_change(settings, delta, metric),
                 min_points=settings.min_points)))
             for (name, mode, metric), points in units.items()]
 
 
-def chance(found: list[Series], settings: HistorySettings, delta: Delta,
+def chance(found: list[Trend], settings: HistorySettings, delta: Delta,
            trials: int = 200) -> Chance | None:
     """The page-level false-shift rate: series like the page's typical one (median length,
     noise and autocorrelation about its found levels) simulated with nothing changed, as
@@ -150,7 +151,7 @@ def _failure(process, mode: str) -> str | None:
     return None
 
 
-def failure_rates(runs: dict[str, list[Run]]) -> list[Failures]:
+def failure_rates(runs: dict[str, list[Run]]) -> list[FailureRate]:
     """Per cell, workload and mode that failed in any of `runs` (oldest first): processes
     failed of those that ran, and in how many runs. SKIPPED processes (absent device, a
     workload unsupported there) are not failures and do not count."""
@@ -171,6 +172,6 @@ def failure_rates(runs: dict[str, list[Run]]) -> list[Failures]:
                     if failures:
                         c[2] += 1
                         c[4], c[5] = run.commit, failures[0]
-        found += [Failures(cell, name, mode, *c[:4], c[4], c[5][:200])
+        found += [FailureRate(cell, name, mode, *c[:4], c[4], c[5][:200])
                   for (name, mode), c in counts.items() if c[0]]
     return found

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from stages.core.metrics import BY_NAME, Family, names
 from stages.core.numbers import median
-from stages.core.records.rows import Row
+from stages.core.records.rows import CompareRecord, Row
 from stages.core.vocabulary import Status
-from stages.judge.summary import CellSummary, GpuSeriesSummary
-from stages.judge.verdicts import Comparison
+from stages.judge.results import CellSummary, GpuSeriesSummary
 from stages.render.environment import cell
 from stages.render.markdown import markdown_table, nbytes, pvalue, seconds, value
 from stages.render.steps import OWN, breakdown_section, usage_section
@@ -288,7 +287,7 @@ def looks(summary: CellSummary) -> str:
     return "\n".join(lines)
 
 
-def page(summary: CellSummary, result: Comparison, ab_env: str = "") -> str:
+def page(summary: CellSummary, result: CompareRecord, ab_env: str = "") -> str:
     """`summary`: the cell's judge.summary; `result`: its rows (judge.run)."""
     lines = [f"# bench: {summary.cell}", ""]
     lines += [f"> {note}" for note in result.notes] + ([""] if result.notes else [])

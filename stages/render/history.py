@@ -7,7 +7,7 @@ from matplotlib.figure import Figure
 
 from stages.core.config.settings import HistorySettings
 from stages.core.vocabulary import PICTURES, short
-from stages.judge.summary import KEY_METRICS, Chance, Failures, Point, Series, Shift
+from stages.judge.results import KEY_METRICS, Chance, FailureRate, LastingShift, RunPoint, Trend
 from stages.render.markdown import markdown_table, percent, pictures_note, pvalue, seconds
 from stages.render.plots import png, time_unit
 
@@ -29,7 +29,7 @@ def _label(point) -> str:
     return THIS_RUN if point.commit is None else short(point.commit)
 
 
-def trend(found: list[Series], title: str) -> bytes | None:
+def trend(found: list[Trend], title: str) -> bytes | None:
     """Small multiples, one per series (own y scale: workloads differ a hundredfold), the runs
     oldest first; a dashed line where a lasting shift began, the level either side drawn."""
     if not found:
@@ -70,7 +70,7 @@ def image_name(cell: str, metric: str, era: int) -> str:
     return f"{cell}-{metric}-hw{era + 1}.png"
 
 
-def trend_images(found: list[Series], key_metrics: tuple[str, ...]) -> dict[str, bytes]:
+def trend_images(found: list[Trend], key_metrics: tuple[str, ...]) -> dict[str, bytes]:
     """file name -> PNG, one per cell, hardware era and key timing that has a series."""
     out = {}
     for cell, era in sorted({(s.cell, s.era) for s in found}):
@@ -89,15 +89,15 @@ TITLES = {"steady_s": "Steady state (per call)",
 BARS = "▁▂▃▄▅▆▇█"
 
 
-def run_name(point: Point) -> str:
+def run_name(point: RunPoint) -> str:
     return THIS_RUN if point.commit is None else f"`{short(point.commit)}`"
 
 
-def day(point: Point) -> str:
+def day(point: RunPoint) -> str:
     return (point.date or "")[:10]
 
 
-def direction(shift: Shift) -> str:
+def direction(shift: LastingShift) -> str:
     """Every timing here is higher-is-worse."""
     return f"▲ {percent(shift.ratio - 1)} slower" if shift.ratio > 1 else \
         f"▼ {percent(shift.ratio - 1)} faster"
@@ -111,7 +111,7 @@ def sparkline(values: list[float]) -> str:
                    for v in values)
 
 
-def _levels(series: Series, shift: Shift) -> str:
+def _levels(series: Trend, shift: LastingShift) -> str:
     points = list(series.points)
     i = series.shifts.index(shift)
     start = series.shifts[i - 1].index if i else 0
@@ -121,7 +121,7 @@ def _levels(series: Series, shift: Shift) -> str:
     return f"{seconds(before[len(before) // 2])} → {seconds(after[len(after) // 2])}"
 
 
-def shifts_table(found: list[Series]) -> str:
+def shifts_table(found: list[Trend]) -> str:
     rows = []
     for s in found:
         for shift in s.shifts:
@@ -134,11 +134,11 @@ def shifts_table(found: list[Series]) -> str:
                                  "environment at that run"])
 
 
-def _unit(s: Series) -> str:
+def _unit(s: Trend) -> str:
     return f"{s.workload} · {s.mode}"
 
 
-def metric_section(metric: str, found: list[Series], shown: int, level: str,
+def metric_section(metric: str, found: list[Trend], shown: int, level: str,
                    image: str | None = None) -> list[str]:
     found = [s for s in found if s.metric == metric]
     if not found:
@@ -150,7 +150,7 @@ def metric_section(metric: str, found: list[Series], shown: int, level: str,
         values = [p.value for p in s.points]
         lines.append(f"- {_unit(s)}: `{sparkline(values)}` {seconds(min(values))} to "
                      f"{seconds(max(values))} over {len(values)} run(s)")
-    runs: dict[int, Point] = {}
+    runs: dict[int, RunPoint] = {}
     cells: dict[tuple[int, int], str] = {}
     for col, s in enumerate(found):
         starts = {shift.index: shift for shift in s.shifts}
@@ -180,7 +180,7 @@ def metric_section(metric: str, found: list[Series], shown: int, level: str,
     return lines + [""]
 
 
-def _hardware(s: Series) -> str:
+def _hardware(s: Trend) -> str:
     return ", ".join(f"{k} {v or '(none)'}" for k, v in s.hardware)
 
 
@@ -195,7 +195,7 @@ def chance_line(odds: Chance | None, series: int) -> str:
             f"{odds.expected:.1f} false shift(s) are to be expected.")
 
 
-def failures_section(failed: list[Failures]) -> list[str]:
+def failures_section(failed: list[FailureRate]) -> list[str]:
     """The units that failed in any run of the history, the flakiest first."""
     if not failed:
         return []
@@ -211,9 +211,9 @@ def failures_section(failed: list[Failures]) -> list[str]:
                                   "runs with a failure", "last", "its first failure"]), ""]
 
 
-def history(found: list[Series], cells: list[str], settings: HistorySettings,
+def history(found: list[Trend], cells: list[str], settings: HistorySettings,
             images: tuple[str, ...] = (), folder: str = f"{PICTURES}/history",
-            odds: Chance | None = None, failed: list[Failures] = ()) -> str:
+            odds: Chance | None = None, failed: list[FailureRate] = ()) -> str:
     """`images`: the trend pictures written beside the page (file names in `folder`);
     `odds`: how many shifts chance alone would show (judge.trends.chance); `failed`: the
     units' failure rates (judge.trends.failure_rates)."""

@@ -5,8 +5,7 @@ from __future__ import annotations
 from stages.core.metrics import METRICS
 from stages.core.records.rows import CompareRecord
 from stages.core.records.schema import NumericsRecord
-from stages.judge.summary import CellSummary
-from stages.judge.verdicts import findings
+from stages.judge.results import CellSummary
 from stages.render.markdown import counts, short_number
 
 # The metrics a unit's summary holds that metrics.json carries: name -> (key, scale).
@@ -52,7 +51,7 @@ def numerics_metrics(record: NumericsRecord) -> dict:
 
 def verdict_counts(compare: CompareRecord) -> dict[str, int]:
     return {v.lower().replace(" ", "_"): n
-            for v, n in counts(r.verdict for r in findings(compare.rows)).items()}
+            for v, n in counts(r.verdict for r in compare.findings()).items()}
 
 
 def metrics(bench: dict[str, CellSummary], numerics: dict[str, NumericsRecord],

@@ -9,7 +9,7 @@ from stages.core.metrics import label as metric_label
 from stages.core.records.dotted import MISSING, get
 from stages.core.records.rows import Row
 from stages.core.vocabulary import BAD, Status, Verdict
-from stages.judge.summary import CellSummary, UnitSummary
+from stages.judge.results import CellSummary, UnitSummary
 from stages.render.markdown import markdown_table, nbytes, seconds
 from stages.render.steps import cell_lines
 from stages.render.verdicts import change
@@ -49,25 +49,7 @@ def _rank(rows: list[Row]) -> int:
     """0: regressed or failed, 1: a possible slowdown, 2: anything else."""
     if any(r.verdict in BAD for r in rows):
         return 0
-    return 1 if any(possible_slowdown(r) for r in rows) else 2
-
-
-def possible_slowdown(r: Row) -> bool:
-    """An undecided change beyond +δ that its own interval shows to be a slowdown (its lower
-    end above no change): significant alone, not once the run's tests were taken together.
-    An interval that merely reaches beyond +δ says too little to list: every unit too noisy
-    to decide has one, changed or not. Nor does an estimate alone: on a machine whose runs
-    drift 15 % apart, a third of an unchanged run's estimates lie beyond +δ, and the list
-    named them all. With the lower end, an unchanged unit is listed in at most ~5 % of runs
-    at any spread (tests/test_gate.py)."""
-    return (r.verdict == Verdict.INCONCLUSIVE and r.change is not None and r.delta is not None
-            and r.change.ratio > 1 + r.delta and r.change.ci_low > 1)
-
-
-def too_busy(n: UnitSummary) -> bool:
-    """Fewer than two processes left once the busy ones are out: one process's number would
-    be shown as the unit's, with nothing to say how far it is from the next one."""
-    return n.processes_busy > 0 and n.processes_kept < 2
+    return 1 if any(r.possible_slowdown for r in rows) else 2
 
 
 def left_out(n: UnitSummary) -> str:
@@ -86,14 +68,14 @@ def _flags(rows: list[Row]) -> str:
     said = []
     for r in sorted(rows, key=lambda r: r.metric):
         if r.metric == "steady_s" or not (r.verdict in (*BAD, Verdict.IMPROVED)
-                                          or possible_slowdown(r)):
+                                          or r.possible_slowdown):
             continue    # the rest is in compare.md; this column is what needs a look
         label = metric_label(r.metric)
         moved = change(r)
         text = f"{label} {moved}" if moved and r.metric != "status" else r.note or label
         if r.metric in COUNTED and r.note:   # with what moved
             text = f"{label} {moved}".strip() + f" ({r.note})"
-        verdict = "possible slowdown" if possible_slowdown(r) else r.verdict
+        verdict = "possible slowdown" if r.possible_slowdown else r.verdict
         said.append(f"**{verdict}** {text}" if r.verdict in BAD else f"{verdict}: {text}")
     return "; ".join(said)
 
@@ -111,10 +93,10 @@ def cell_table(summary: CellSummary, rows: list[Row]) -> str:
         n = summary.unit(workload, mode)
         steady = next((r for r in mine if r.metric == "steady_s"), None)
         verdict = "" if steady is None else (
-            "possible slowdown" if possible_slowdown(steady) else steady.verdict)
+            "possible slowdown" if steady.possible_slowdown else steady.verdict)
         moved = change(steady) if steady is not None else ""
         also = "; ".join(filter(None, [_flags(mine), left_out(n)]))
-        if not n.measured or too_busy(n):
+        if not n.measured or n.too_busy:
             skipped = next((r for r in mine if r.verdict == Verdict.SKIPPED), None)
             why = "FAILED" if n.failures else "busy machine" if n.processes_busy else \
                 "SKIPPED" if skipped else "not measured"

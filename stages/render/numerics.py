@@ -13,10 +13,9 @@ from stages.core.records.outputs import (
     fallback_ops,
     namespaces,
 )
-from stages.core.records.rows import Row
+from stages.core.records.rows import CompareRecord, Row
 from stages.core.records.schema import NumericsRecord
 from stages.core.vocabulary import Check, Status
-from stages.judge.verdicts import Comparison
 from stages.render.markdown import markdown_table, sci
 from stages.render.verdicts import page as verdict_page
 
@@ -163,7 +162,7 @@ def graph_breaks(record: NumericsRecord) -> str:
                                     "reasons"]))
 
 
-def page(record: NumericsRecord, result: Comparison,
+def page(record: NumericsRecord, result: CompareRecord,
          own: dict[str, float] | None = None) -> str:
     """Findings against the baseline (this cell's rows), then errors against float64,
     compiled against eager, determinism, drift and the size of what is kept for it, op

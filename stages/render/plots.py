@@ -17,7 +17,7 @@ from stages.core.metrics import label
 from stages.core.numbers import median
 from stages.core.records.rows import Row
 from stages.core.vocabulary import Verdict
-from stages.judge.summary import BASELINE, CellSummary
+from stages.judge.results import BASELINE, CellSummary
 
 COLOURS = {Verdict.REGRESSED: "#c62828", Verdict.IMPROVED: "#2e7d32", Verdict.EQUIVALENT: "#607d8b",
            Verdict.INCONCLUSIVE: "#ef6c00"}

@@ -3,7 +3,7 @@
 cell of summary.md. Pure."""
 from __future__ import annotations
 
-from stages.judge.summary import BASELINE, BOUND_SHARE, CellSummary, UnitSummary
+from stages.judge.results import BASELINE, BOUND_SHARE, CellSummary, UnitSummary
 from stages.render.markdown import joules, markdown_table, seconds
 
 BUSY = ("not shown: its {} process(es) timed it while other programs took more than "

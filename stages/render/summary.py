@@ -13,12 +13,11 @@ from stages.judge.gate import (
     untested,
     unusable,
 )
-from stages.judge.summary import CellSummary
-from stages.judge.verdicts import findings
+from stages.judge.results import CellSummary
 from stages.render.bench import ranks_section
 from stages.render.environment import cell as env_cell
 from stages.render.markdown import counts, markdown_table, pictures_note, value
-from stages.render.numbers import environment_change, numbers_section, possible_slowdown
+from stages.render.numbers import environment_change, numbers_section
 from stages.render.verdicts import by_effect, change, evidence
 
 COMPARED = (Verdict.REGRESSED, Verdict.IMPROVED, Verdict.EQUIVALENT, Verdict.INCONCLUSIVE)   # verdicts of a comparison made
@@ -34,7 +33,7 @@ def summary(matrix: str, compare: CompareRecord, changes: list, env_note: str | 
     `images`: (caption, path relative to the reports folder) embedded after the numbers;
     `env`: this run's environment, named when there is no baseline's to diff against;
     `sweeps`: the sweeps' section (render.sweeps), after the numbers and pictures."""
-    rows = findings(compare.rows)
+    rows = compare.findings()
     lines = [f"# torchgate summary: matrix `{matrix}`", ""]
     lines += [f"> {n}" for n in compare.notes] + ([""] if compare.notes else [])
     lines += [environment_change(changes, env_note, env), ""]
@@ -109,7 +108,7 @@ def gate_line(compare: CompareRecord, fail_on: tuple[str, ...]) -> str:
 def slowdowns_section(rows: list[Row]) -> list[str]:
     """`## Possible slowdowns`: undecided timings beyond +δ whose own interval lies above no
     change, the largest first; more processes would decide them."""
-    found = sorted(filter(possible_slowdown, rows), key=lambda r: -r.change.ratio)
+    found = sorted((r for r in rows if r.possible_slowdown), key=lambda r: -r.change.ratio)
     if not found:
         return []
     return ["## Possible slowdowns", "",

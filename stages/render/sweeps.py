@@ -8,38 +8,10 @@ import math
 
 from matplotlib.figure import Figure
 
-from stages.core.config.settings import Delta, Recommend, StatsSettings
-from stages.judge.summary import BASELINE, CellSummary
-from stages.judge.sweeps import (
-    Choice,
-    Point,
-    Versus,
-    curves,
-    geometric_throughput,
-    recommend,
-    throughput_interval,
-    why_not,
-)
+from stages.core.config.settings import Recommend
+from stages.judge.results import Choice, Sweep, SweepPoint, Versus
 from stages.render.markdown import markdown_table, nbytes, ratio_change, seconds
 from stages.render.plots import png
-
-__all__ = ["Point", "curves", "why_not", "recommended", "sweeps_section", "sweep_pictures"]
-ALPHA, DELTA = StatsSettings.alpha, Delta.steady_s
-
-
-def recommended(points: list[Point], rule: Recommend, *, alpha: float = ALPHA,
-                delta: float = DELTA) -> Point | None:
-    """The recommended point (judge.sweeps.recommend): the cheapest setting no other point
-    is shown to beat on cost per item."""
-    return recommend(points, rule, alpha=alpha, delta=delta).chosen
-
-
-def _cost(p: Point) -> float | None:
-    """$ per M items at the geometric mean throughput (the summary's cost is per median)."""
-    n, geo = p.numbers, geometric_throughput(p)
-    if not n.usd_per_million or not n.items_per_s or not geo:
-        return None
-    return n.usd_per_million * n.items_per_s / geo
 
 
 def _versus(v: Versus) -> str:
@@ -63,21 +35,19 @@ def _why(choice: Choice) -> str:
             f"{level}): the cheaper setting")
 
 
-def recommendation_line(cell: str, workload: str, mode: str, now: Choice,
-                        base: Choice | None, had_base: bool) -> str:
+def recommendation_line(sweep: Sweep) -> str:
     """"`cpu-fp32` mlp_train eager: batch=64 → **batch=128** ($0.02 per M items); batch=128
     and batch=256 +3.0 % [-8.0, +15.0] tie ...: the cheaper setting"."""
-    where = f"`{cell}` {workload} {mode}"
-    pick = now.chosen
+    where = f"`{sweep.cell}` {sweep.workload} {sweep.mode}"
+    pick = sweep.choice.chosen
     if pick is None:
         return f"- {where}: no point fits the limits (`recommend`)."
-    cost = _cost(pick)
-    price = f" (${cost:.3g} per M items)" if cost else \
-        f" ({geometric_throughput(pick):,.0f} items/s)"
-    why = f"; {_why(now)}."
-    if not had_base:
+    price = f" (${pick.usd_per_million:.3g} per M items)" if pick.usd_per_million else \
+        f" ({pick.throughput:,.0f} items/s)"
+    why = f"; {_why(sweep.choice)}."
+    if not sweep.had_baseline:
         return f"- {where}: **{pick.label}**{price}{why}"
-    was = base.chosen if base is not None else None
+    was = sweep.before.chosen if sweep.before is not None else None
     if was is None:
         return (f"- {where}: **{pick.label}**{price}; the baseline had no point within the "
                 f"limits{why}")
@@ -86,60 +56,60 @@ def recommendation_line(cell: str, workload: str, mode: str, now: Choice,
     return f"- {where}: {was.label} → **{pick.label}**{price}{why}"
 
 
-def curve_table(points: list[Point], choice: Choice, rule: Recommend) -> str:
+def curve_table(sweep: Sweep) -> str:
+    choice = sweep.choice
     against = {id(v.point): v for v in choice.versus}
     rows = []
-    for p in points:
-        n, geo, cost, v = p.numbers, geometric_throughput(p), _cost(p), against.get(id(p))
+    for p in sweep.points:
+        n, geo, cost, v = p.numbers, p.throughput, p.usd_per_million, against.get(id(p))
         rows.append([p.label + (" ◀" if p is choice.chosen else ""),
                      seconds(n.items / geo) if geo and n.items else
                      seconds(n.steady_s) if n.measured else "not measured",
                      f"{geo:,.0f}" if geo else "",
                      (_versus(v) + (" tie" if v.tie else "")) if v is not None else "",
                      nbytes(n.peak_bytes) if n.peak_bytes is not None else "",
-                     f"${cost:.3g}" if cost else "", why_not(p, rule) or ""])
+                     f"${cost:.3g}" if cost else "", p.outside or ""])
     return markdown_table(rows, ["point", "steady state (one call)", "items/s",
                                  "items/s against ◀ [CI]", "peak memory", "$ / M items",
                                  "outside the limits"])
 
 
-def sweep_figure(cell: str, found: dict[tuple[str, str], list[Point]],
-                 choices: dict[tuple[str, str], Choice], alpha: float = ALPHA) -> bytes | None:
+def sweep_figure(cell: str, sweeps: tuple[Sweep, ...], alpha: float) -> bytes | None:
     """Items/s against the first swept parameter, one line per value of the others, each
     point with its (1 - alpha) interval, on an axis from zero; the recommended point circled
     and the points that tie with it ringed."""
-    panels = [(key, points) for key, points in found.items()
-              if any(geometric_throughput(p) for p in points)]
+    panels = [s for s in sweeps if any(p.throughput for p in s.points)]
     if not panels:
         return None
     fig = Figure(figsize=(4.6 * len(panels), 3.6))
-    for i, ((workload, mode), points) in enumerate(panels):
+    for i, sweep in enumerate(panels):
+        points = sweep.points
         ax = fig.add_subplot(1, len(panels), i + 1)
         axis = points[0].values[0][0]
-        lines: dict[tuple, list[Point]] = {}
+        lines: dict[tuple, list[SweepPoint]] = {}
         for p in points:
             lines.setdefault(tuple(kv for kv in p.values if kv[0] != axis), []).append(p)
         numeric = all(isinstance(dict(p.values)[axis], (int, float)) for p in points)
 
-        def x_of(p: Point):
+        def x_of(p: SweepPoint):
             x = dict(p.values)[axis]
             return x if numeric else str(x)
         for rest, mine in lines.items():
-            mine = [p for p in mine if geometric_throughput(p)]
-            ys = [geometric_throughput(p) for p in mine]
-            bars = [throughput_interval(p, alpha) or (y, y) for p, y in zip(mine, ys)]
+            mine = [p for p in mine if p.throughput]
+            ys = [p.throughput for p in mine]
+            bars = [p.interval or (y, y) for p, y in zip(mine, ys)]
             label = ", ".join(f"{k}={v}" for k, v in rest) or None
             ax.errorbar([x_of(p) for p in mine], ys,
                         yerr=[[max(0.0, y - lo) for y, (lo, _) in zip(ys, bars)],
                               [max(0.0, hi - y) for y, (_, hi) in zip(ys, bars)]],
                         fmt="o-", ms=4, capsize=3, label=label)
-        choice = choices.get((workload, mode))
-        if choice is not None and choice.chosen is not None:
-            ax.plot([x_of(choice.chosen)], [geometric_throughput(choice.chosen)], "o", ms=12,
+        choice = sweep.choice
+        if choice.chosen is not None:
+            ax.plot([x_of(choice.chosen)], [choice.chosen.throughput], "o", ms=12,
                     mfc="none", mec="#c62828", mew=2, label="recommended")
             if choice.ties:
                 ax.plot([x_of(v.point) for v in choice.ties],
-                        [geometric_throughput(v.point) for v in choice.ties], "o", ms=10,
+                        [v.point.throughput for v in choice.ties], "o", ms=10,
                         mfc="none", mec="#ef6c00", mew=1.5, label="ties with it")
         if numeric and min(dict(p.values)[axis] for p in points) > 0:
             ax.set_xscale("log", base=2)
@@ -149,7 +119,7 @@ def sweep_figure(cell: str, found: dict[tuple[str, str], list[Point]],
         ax.set_xlabel(axis, fontsize=8)
         ax.set_ylabel(f"items/s ({1 - alpha:.0%} interval)", fontsize=8)
         ax.tick_params(labelsize=7)
-        ax.set_title(f"{workload} · {mode}", fontsize=9)
+        ax.set_title(f"{sweep.workload} · {sweep.mode}", fontsize=9)
         ax.legend(fontsize=7, frameon=False)
         ax.grid(color="#eeeeee")
     fig.suptitle(f"{cell}: throughput across the sweep", fontsize=10)
@@ -157,26 +127,18 @@ def sweep_figure(cell: str, found: dict[tuple[str, str], list[Point]],
     return png(fig)
 
 
-def sweeps_section(bench: dict[str, CellSummary], rule: Recommend,
-                   images: dict[str, str], *, alpha: float = ALPHA,
-                   delta: float = DELTA) -> list[str]:
-    """`## Sweeps` of the summary; `bench`: each cell's judge.summary, the baseline's arm
-    included; `images`: cell -> path of its sweep picture; `alpha`, `delta`: stats.alpha and
-    the steady state's δ, which decide the recommendation."""
+def sweeps_section(sweeps: dict[str, tuple[Sweep, ...]], rule: Recommend,
+                   images: dict[str, str], *, alpha: float, delta: float) -> list[str]:
+    """`## Sweeps` of the summary; `sweeps`: each cell's, as judge.sweeps.decide made them;
+    `images`: cell -> path of its sweep picture; `alpha`, `delta`: stats.alpha and the steady
+    state's δ, which decided the recommendations."""
     lines = []
-    for cell, summary in sorted(bench.items()):
-        found = curves(summary)
+    for cell, found in sorted(sweeps.items()):
         if not found:
             continue
-        before = curves(summary, BASELINE)
         lines += [f"### `{cell}`", ""]
-        for (workload, mode), points in found.items():
-            choice = recommend(points, rule, alpha=alpha, delta=delta)
-            old = before.get((workload, mode))
-            lines += [recommendation_line(
-                cell, workload, mode, choice,
-                recommend(old, rule, alpha=alpha, delta=delta) if old else None,
-                old is not None), "", curve_table(points, choice, rule), ""]
+        for sweep in found:
+            lines += [recommendation_line(sweep), "", curve_table(sweep), ""]
         if cell in images:
             lines += [f"![{cell}: throughput across the sweep]({images[cell]})", ""]
     if not lines:
@@ -202,14 +164,11 @@ def sweeps_section(bench: dict[str, CellSummary], rule: Recommend,
             "against the baseline.", ""] + lines
 
 
-def sweep_pictures(bench: dict[str, CellSummary], rule: Recommend, *, alpha: float = ALPHA,
-                   delta: float = DELTA) -> dict[str, bytes]:
+def sweep_pictures(sweeps: dict[str, tuple[Sweep, ...]], *, alpha: float) -> dict[str, bytes]:
     """cell -> its sweep picture, for the cells that swept something."""
     out = {}
-    for cell, summary in sorted(bench.items()):
-        found = curves(summary)
-        drawn = sweep_figure(cell, found, {k: recommend(p, rule, alpha=alpha, delta=delta)
-                                           for k, p in found.items()}, alpha)
+    for cell, found in sorted(sweeps.items()):
+        drawn = sweep_figure(cell, found, alpha)
         if drawn is not None:
             out[cell] = drawn
     return out

@@ -3,9 +3,8 @@ from __future__ import annotations
 
 import math
 
-from stages.core.records.rows import Row
+from stages.core.records.rows import CompareRecord, Row
 from stages.core.vocabulary import Verdict
-from stages.judge.verdicts import Comparison, findings
 from stages.render.markdown import (
     ORDER,
     markdown_table,
@@ -80,7 +79,7 @@ def table(rows: list[Row]) -> str:
     return "\n\n".join(parts)
 
 
-def method(result: Comparison) -> str:
+def method(result: CompareRecord) -> str:
     paired = any(r.change is not None and r.change.paired for r in result.rows)
     welch = any(r.change is not None and not r.change.paired for r in result.rows)
     tests = [t for t, used in (("a paired t-test on the log ratio of each lock-step A/B pair",
@@ -118,10 +117,10 @@ def _df(df: float) -> str:
     return "∞" if math.isinf(df) else f"{df:.1f}"
 
 
-def page(result: Comparison, title: str, extra: str = "", footer: str | None = None) -> str:
+def page(result: CompareRecord, title: str, extra: str = "", footer: str | None = None) -> str:
     lines = [f"# {title}", ""]
     lines += [f"> {note}" for note in result.notes] + ([""] if result.notes else [])
-    found = findings(result.rows)
+    found = result.findings()
     lines += [f"**{tally(r.verdict for r in found)}**", "", table(found), ""]
     if extra:
         lines += [extra, ""]

@@ -1,10 +1,12 @@
 """A row (one metric of one unit against the baseline) and the compare record that holds a
-run's rows. The verdicts themselves are core.vocabulary's."""
+run's rows: what judge.verdicts decides, what compare.json keeps and every page reads. The
+verdicts themselves are core.vocabulary's."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 
-from stages.core.vocabulary import UnitKey
+from stages.core.vocabulary import VERDICTS, UnitKey
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,9 @@ class Row:
     delta: float | None = None
     change: Change | None = None
     note: str = ""
+    # Undecided, yet a slowdown by its own interval (judge.verdicts.possible_slowdown): a
+    # page lists it for a look.
+    possible_slowdown: bool = False
 
     @property
     def key(self) -> UnitKey:
@@ -52,13 +57,48 @@ class Row:
 
 
 @dataclass(frozen=True)
+class Prior:
+    """Variance moderation's fitted distribution of a metric's unit variances over the run
+    (judge.moderation): s0² with d0 degrees of freedom, from this many units."""
+    variance: float
+    df: float
+    units: int
+
+
+SEVERITY = {v: i for i, v in enumerate(VERDICTS)}
+
+
+@dataclass(frozen=True)
 class CompareRecord:
+    """A whole run against its baseline, decided together (judge.verdicts.finish)."""
     baseline: str
     has_baseline: bool
     alpha: float
     tests: int
-    looks: int = 1
+    looks: int = 1            # adaptive sampling: looks per cell planned
     power: float = 0.8
-    notes: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()   # shown above the tables
     rows: tuple[Row, ...] = ()
     unchanged: bool = False   # this run's packages and workload code were the baseline's
+    priors: dict[str, Prior] = field(default_factory=dict)   # variance moderation, per metric
+
+    def findings(self) -> list[Row]:
+        """One row per finding: the same metric of the same unit judged by several stages (a
+        new graph break seen by bench, by numerics and by numerics against the rebuilt
+        baseline) is one finding, counted once. Its most serious row stands for it (the first
+        stage's on a tie); its stage names every source, and a source that decided otherwise
+        is noted."""
+        groups: dict[tuple, list[Row]] = {}
+        for r in self.rows:
+            groups.setdefault(dataclasses.astuple(r.key)[1:], []).append(r)   # its stage aside
+        found = []
+        for members in groups.values():
+            if len(members) == 1:
+                found.append(members[0])
+                continue
+            worst = min(members, key=lambda r: SEVERITY.get(r.verdict, len(SEVERITY)))
+            sources = list(dict.fromkeys(r.stage for r in members))
+            others = [f"{r.stage}: {r.verdict}" for r in members if r.verdict != worst.verdict]
+            note = "; ".join(filter(None, [worst.note, *others]))
+            found.append(dataclasses.replace(worst, stage=" + ".join(sources), note=note))
+        return found

@@ -176,6 +176,20 @@ def _compare_1(data: dict) -> dict:
     return {**data, "schema_version": 2, "rows": rows}
 
 
+def _compare_2(data: dict) -> dict:
+    """Schema 3 keeps, on a row, whether the judge lists it as a possible slowdown (before,
+    each page applied the rule itself: an undecided change whose estimate lies beyond +δ and
+    whose interval lies above no change), and the run's variance-moderation priors (a
+    schema-2 record kept none)."""
+    def listed(row: dict) -> bool:
+        change, delta = row.get("change") or {}, row.get("delta")
+        return (row.get("verdict") == "INCONCLUSIVE" and delta is not None and bool(change)
+                and change.get("ratio", 0) > 1 + delta and change.get("ci_low", 0) > 1)
+    rows = [{**row, "possible_slowdown": listed(row)} if isinstance(row, dict) else row
+            for row in data.get("rows") or []]
+    return {**data, "schema_version": 3, "rows": rows}
+
+
 def _without_control(data: dict) -> dict:
     """Bench records written from 3c30acb to e897b3a (schemas 5 and 6) may carry the in-process
     control, removed without a schema bump: `settings.control` and each mode's `control_s` (a
@@ -195,7 +209,7 @@ UPGRADES = {("bench", 1): _bench_1, ("bench", 2): _bench_2, ("bench", 3): _bench
             ("bench", 10): _bench_10,
             ("numerics", 1): _numerics_1,
             ("numerics", 2): _numerics_2, ("numerics", 3): _numerics_3,
-            ("compare", 1): _compare_1,
+            ("compare", 1): _compare_1, ("compare", 2): _compare_2,
             ("env", 1): _env_1}
 
 # A version whose shape changed without a bump: its records, as read, are first made the shape
