@@ -18,9 +18,9 @@ from pathlib import Path
 from stages.arms import locks
 from stages.core import config, machine
 from stages.core.baseline import git, load_baseline, load_current, load_history
-from stages.core.config.migration import Pair, Side
+from stages.core.config.migration import MigrationPair, Side
 from stages.core.errors import UserError, one_line_errors
-from stages.core.records import dumps, replace_pictures, write_text
+from stages.core.records import replace_pictures, write_record, write_text
 from stages.core.records.schema import BenchRecord, EnvRecord, NumericsRecord
 from stages.core.vocabulary import PICTURES, short
 from stages.judge.migration import SideInput, migrate
@@ -31,7 +31,7 @@ from stages.judge.sweeps import decide
 from stages.render.migration import PICTURE, figure, page
 
 
-def pair_of(cfg: config.Config, name: str) -> Pair:
+def pair_of(cfg: config.Config, name: str) -> MigrationPair:
     pairs = cfg.migration.pairs
     if name not in pairs:
         raise UserError(f"no migration pair {name!r}; declared: "
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> None:
         drawn = figure(record)
         replace_pictures(folder, {PICTURE: drawn} if drawn else {})
         out = cfg.reports / "migration"
-        write_text(out / f"{pair.name}.json", dumps(record))
+        write_record(out / f"{pair.name}.json", record)
         link = Path("..", PICTURES, folder.name, PICTURE).as_posix() if drawn else None
         write_text(out / f"{pair.name}.md", page(record, link))
         print(f"torchgate migration: wrote {out / pair.name}.md: {record.source.label} → "

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from stages.core import config
-from stages.core.records.inputs import Pair, RunInputs
+from stages.core.records.inputs import RecordPair, RunInputs
 from stages.core.vocabulary import Verdict
 from stages.judge import stats
 from stages.judge.adaptive import pending_units
@@ -46,7 +46,7 @@ def adaptive_run(seed: int, noisy: float, wall_s: float = 0.0, **bench):
 
     def judged(record):
         return compare_run(cfg, RunInputs("HEAD", "0" * 40, {("bench", cell.name):
-                                                              Pair(record, base)}))
+                                                              RecordPair(record, base)}))
     asked = []
 
     def pending(record):

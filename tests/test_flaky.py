@@ -11,7 +11,7 @@ import pytest
 
 from stages.compose import compose
 from stages.core import config
-from stages.core.records.inputs import Pair, RunInputs
+from stages.core.records.inputs import RecordPair, RunInputs
 from stages.core.records.rows import CompareRecord
 from stages.core.vocabulary import BAD, Verdict
 from stages.judge.gate import gate_failures
@@ -39,7 +39,7 @@ def failing(rounds: set[int], status: str = "ERROR"):
 
 def judged(record):
     cell = CFG.cells()[0].name
-    result = compare_run(CFG, RunInputs("HEAD", None, {("bench", cell): Pair(record, None)}))
+    result = compare_run(CFG, RunInputs("HEAD", None, {("bench", cell): RecordPair(record, None)}))
     [row] = [r for r in result.rows if r.workload == "noisy"
              and r.verdict in (Verdict.FLAKY, Verdict.FAILED)] or [None]
     return row, result

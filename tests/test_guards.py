@@ -11,7 +11,7 @@ import pytest
 from stages.core.config import Config
 from stages.core.config.settings import Matrix, StatsSettings
 from stages.core.metrics import TIMINGS
-from stages.core.records.inputs import Pair, RunInputs
+from stages.core.records.inputs import RecordPair, RunInputs
 from stages.core.records.schema import Busy, EnvRecord, Sentinel
 from stages.core.vocabulary import Verdict
 from stages.judge.run import compare_run
@@ -50,7 +50,7 @@ def scaled(record, timings=1.0, loop=1.0, copy=1.0):
 
 
 def compare(now, base, env_base=None, env_now=None):
-    inputs = RunInputs("HEAD", "0" * 40, {("bench", "c"): Pair(now, base)},
+    inputs = RunInputs("HEAD", "0" * 40, {("bench", "c"): RecordPair(now, base)},
                        env_now or env(), env_base or env())
     return {(r.workload, r.metric): r for r in compare_run(CFG, inputs).rows}
 
@@ -155,7 +155,7 @@ def test_measured_side_by_side_the_sentinel_is_not_used():
     """A baseline measured beside this run saw the same machine at the same moment."""
     from .records import with_ab
     now = with_ab(scaled(cell(2), loop=1.3, copy=1.3), cell(1), interleaved=True)
-    rows = compare_run(CFG, RunInputs("HEAD", None, {("bench", "c"): Pair(
+    rows = compare_run(CFG, RunInputs("HEAD", None, {("bench", "c"): RecordPair(
         now, dataclasses.replace(cell(1), ab=None), True, True)})).rows
     assert Verdict.NOT_COMPARABLE not in {r.verdict for r in rows}
 

@@ -7,7 +7,7 @@ import random
 import re
 
 from stages.core import config
-from stages.core.records.inputs import Pair, RunInputs
+from stages.core.records.inputs import RecordPair, RunInputs
 from stages.core.vocabulary import FRESH, Tick
 from stages.judge.adaptive import pending_units
 from stages.judge.run import compare_run
@@ -74,7 +74,7 @@ def test_a_bench_cell_counts_its_processes_and_adaptive_rounds_add_to_them():
 
     def pending(record):
         result = compare_run(cfg, RunInputs("HEAD", "0" * 40,
-                                            {("bench", cell.name): Pair(record, base)}))
+                                            {("bench", cell.name): RecordPair(record, base)}))
         return pending_units(result, cfg.bench.max_processes)
     fake, lines = FakeClock(), []
     record = measure_bench(cfg, cell, run=timed(fake_worker(spreads, rng), fake),

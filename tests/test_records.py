@@ -13,7 +13,7 @@ from stages.core import baseline, records
 from stages.core.config import parse
 from stages.core.errors import UserError
 from stages.core.records import SCHEMA
-from stages.core.records.inputs import Pair, RunInputs, ab_baseline
+from stages.core.records.inputs import RecordPair, RunInputs, ab_baseline
 from stages.core.records.rows import CompareRecord
 from stages.core.records.schema import (
     BenchRecord,
@@ -157,7 +157,7 @@ def test_a_schema_1_baseline_compares_with_no_row_caused_by_the_format():
             old = records.load_record(FIXTURES / f"reports/{stage}/{cell}.json", KINDS[stage])
             now = records.parse_record(records.dumps(records.record_data(old)), KINDS[stage],
                                        "now")
-            pairs[stage, cell] = Pair(now, old)
+            pairs[stage, cell] = RecordPair(now, old)
     env = records.load_record(FIXTURES / "reports/env/env.json", EnvRecord)
     result = compare_run(cfg, RunInputs("HEAD", "0" * 40, pairs, env, env))
     rows = {(r.stage, r.workload, r.metric): r for r in result.rows}
@@ -174,7 +174,7 @@ def test_a_schema_1_baseline_compares_with_no_row_caused_by_the_format():
     # With a steady sentinel the upgraded timings go through the tests; the same numbers on
     # both sides are as EQUIVALENT as two runs measured apart can be, the run-to-run prior
     # (3 %) set aside: INCONCLUSIVE with it, EQUIVALENT without.
-    pairs = {k: Pair(*(_steady_sentinel(r) for r in (p.now, p.base))) if k[0] == "bench" else p
+    pairs = {k: RecordPair(*(_steady_sentinel(r) for r in (p.now, p.base))) if k[0] == "bench" else p
              for k, p in pairs.items()}
     result = compare_run(cfg, RunInputs("HEAD", "0" * 40, pairs, env, env))
     verdicts = {(r.stage, r.workload, r.metric): r.verdict for r in result.rows}
@@ -202,8 +202,8 @@ def test_a_schema_1_ab_record_carries_its_baseline_arm():
     numerics = records.load_record(FIXTURES / "ab/numerics-cpu-fp32.json", NumericsRecord)
     assert bench.ab.interleaved and len(bench.ab.baseline.workloads["matmul_small"].processes) == 3
     result = compare_run(cfg, RunInputs("HEAD", None, {
-        ("bench", "cpu-fp32"): Pair(bench, ab_baseline(bench), True, True),
-        ("numerics", "cpu-fp32"): Pair(numerics, ab_baseline(numerics), True)}))
+        ("bench", "cpu-fp32"): RecordPair(bench, ab_baseline(bench), True, True),
+        ("numerics", "cpu-fp32"): RecordPair(numerics, ab_baseline(numerics), True)}))
     assert {r.verdict for r in result.rows} <= {"EQUIVALENT", "INCONCLUSIVE"}
     # Timings pair by round; peak memory, which does not share the moment, is Welch's.
     assert all(r.change.paired == (r.metric != "peak_bytes") for r in result.rows

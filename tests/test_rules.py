@@ -196,7 +196,7 @@ def test_each_peer_runs_at_its_own_design_and_is_counted_per_unit(monkeypatch):
     assert recorded.false_alarm <= within.false_alarm <= 0.02
     assert recorded.detection <= within.detection
     assert all(0 <= r.matched <= 1 for r in result.rows)
-    ported = rules.Rule("pyperf compare_to", "", pyperf, rules.pyperf_score, rules.Design(4))
+    ported = rules.PeerRule("pyperf compare_to", "", pyperf, rules.pyperf_score, rules.Design(4))
     monkeypatch.setattr(selfcheck, "RULES", (ported,))
     assert check(records, CFG, splits=60, slowdown=0.1).rules[0].false_alarm > at_design
 

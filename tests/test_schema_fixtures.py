@@ -13,14 +13,14 @@ import pytest
 import yaml
 
 from stages.core.config import parse
-from stages.core.records.inputs import Pair, RunInputs
+from stages.core.records.inputs import RecordPair, RunInputs
 from stages.judge.run import compare_run
 from tests.schema_shapes import SHAPES, classes, current, module, shape
 
 FIXTURES = Path(__file__).parent / "fixtures" / "schema"
 NAME = re.compile(r"(?P<kind>[a-z]+)-v(?P<version>\d+)(-(?P<label>[a-z0-9]+))?\.json")
 FILES = sorted(p.name for p in FIXTURES.glob("*.json") if NAME.fullmatch(p.name))
-KINDS = ("bench", "numerics", "compare", "env")
+KINDS = ("bench", "numerics", "compare", "env", "migration")
 CELL = "cpu-fp32"          # every fixture measured this one cell
 WRITE = "python -m tests.schema_shapes --write"
 
@@ -56,7 +56,7 @@ def _compared(name: str):
     cfg = parse(yaml.safe_load((FIXTURES / "params.yaml").read_text()))
     now = _load(f"{kind}-v{module('records').SCHEMA[kind]}.json")
     env = _load(f"env-v{module('records').SCHEMA['env']}.json")
-    return compare_run(cfg, RunInputs("HEAD", "0" * 40, {(kind, CELL): Pair(now, _load(name))},
+    return compare_run(cfg, RunInputs("HEAD", "0" * 40, {(kind, CELL): RecordPair(now, _load(name))},
                                       env, env))
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from stages.core.config import Config
 from stages.core.config.settings import Matrix, StatsSettings
-from stages.core.records.inputs import Pair, RunInputs
+from stages.core.records.inputs import RecordPair, RunInputs
 from stages.core.records.schema import EnvRecord
 from stages.core.vocabulary import Verdict
 from stages.judge import stats
@@ -111,7 +111,7 @@ def test_like_runs_chain_while_each_newer_run_changed_nothing():
 def test_the_comparison_says_its_reference_is_a_mean():
     history = [_run(0, True), _run(1, True), _run(2, True)]
     cfg = Config({}, {}, {}, Matrix(("eager",)), stats=StatsSettings(run_spread=0.03))
-    inputs = RunInputs("HEAD", "0" * 40, {("bench", "c"): Pair(_run(9, True), history[0])},
+    inputs = RunInputs("HEAD", "0" * 40, {("bench", "c"): RecordPair(_run(9, True), history[0])},
                        ENV, ENV, history={"c": [(r, ENV) for r in history]})
     result = compare_run(cfg, inputs)
     assert any(n.startswith("The recorded baseline of c is the mean of 3 committed runs")

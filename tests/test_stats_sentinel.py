@@ -22,7 +22,7 @@ import pytest
 
 from stages.core.config import Config
 from stages.core.config.settings import Matrix, StatsSettings
-from stages.core.records.inputs import Pair, RunInputs
+from stages.core.records.inputs import RecordPair, RunInputs
 from stages.core.records.schema import EnvRecord, Sentinel
 from stages.core.vocabulary import Verdict
 from stages.judge import stats
@@ -180,7 +180,7 @@ def _run(seed: int, machine: float, code: float = 1.0, n: int = 4):
 
 
 def _compare(now, base, history):
-    inputs = RunInputs("HEAD", "0" * 40, {("bench", "c"): Pair(now, base)}, ENV, ENV,
+    inputs = RunInputs("HEAD", "0" * 40, {("bench", "c"): RecordPair(now, base)}, ENV, ENV,
                        history={"c": [(r, ENV) for r in history]})
     return {(r.workload, r.metric): r for r in compare_run(CFG, inputs).rows}
 

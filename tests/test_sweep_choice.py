@@ -16,8 +16,7 @@ import pytest
 
 from stages.core.config.settings import Recommend
 from stages.core.numbers import median
-from stages.judge.results import SweepPoint, UnitSummary
-from stages.judge.results import Sweep
+from stages.judge.results import Sweep, SweepPoint, UnitSummary
 from stages.judge.sweeps import cheapness, read, recommend
 from stages.render import sweeps as render
 

@@ -23,7 +23,7 @@ from typing import Callable
 
 from stages.arms.cache import ensure, evict
 from stages.core.errors import UserError
-from stages.core.lifetime import run_bound
+from stages.core.lifetime import INTERPRETER_TIMEOUT_S, run_bound
 
 # The installer itself, and this harness (it runs from the working tree). setuptools stays
 # pinned: torch.compile's C++ builder imports it, and a venv made by uv has none of its own.
@@ -159,7 +159,7 @@ def _check(spec: VenvSpec, folder: Path) -> str | None:
         return f"its {SPEC_FILE} is not this spec's"
     try:
         ran = subprocess.run([str(folder / "bin" / "python"), "-c", ""], capture_output=True,
-                             timeout=120).returncode == 0
+                             timeout=INTERPRETER_TIMEOUT_S).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         ran = False
     return None if ran else "its python does not run (its base interpreter was removed?)"

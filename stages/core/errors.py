@@ -5,6 +5,15 @@ from contextlib import contextmanager
 
 from stages.core.lifetime import die_with_dvc
 
+# A failure's message as a record keeps it: a line, not a dump (a dispatcher's message for a
+# custom op without a kernel runs to 5,000 characters), and the tail of its traceback.
+MESSAGE_CHARS = 500
+TRACEBACK_CHARS = 2000
+
+
+def clip(message: str) -> str:
+    return message[:MESSAGE_CHARS]
+
 
 class UserError(Exception):
     """Bad configuration, a missing or corrupt file, an unknown option: say what to fix."""

@@ -26,6 +26,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+# How long another interpreter may take to start and answer (a venv's check, an environment
+# captured there): an import of torch, with room for a cold disk.
+INTERPRETER_TIMEOUT_S = 120
 LIFELINE = "TORCHGATE_LIFELINE"   # "<read fd>:<launcher pid>", for the worker it starts
 PR_SET_PDEATHSIG = 1
 _pipe: tuple[int, int, int] | None = None    # (read fd, write fd, the pid that made it)

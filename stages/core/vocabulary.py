@@ -58,6 +58,16 @@ class Status(Word):
 FAILURES = (Status.ERROR, Status.OOM, Status.CRASHED, Status.TIMEOUT, Status.NONFINITE)
 
 
+class Failure(NamedTuple):
+    """How a worker process, or one mode in it, failed: its status and its message, kept
+    apart (a row's `now` is the status, its note the whole line)."""
+    status: str
+    message: str | None
+
+    def __str__(self) -> str:
+        return f"{self.status}: {self.message}"
+
+
 class Check(Word):
     """A numerics check's outcome against its tolerances."""
     PASS = "PASS"

@@ -16,7 +16,7 @@ from stages.core.records.migration import (
     PASS_MARK,
     RUNS,
     SKIPPED,
-    Check,
+    ChecklistItem,
     ModeMigration,
     SideMode,
     SideOps,
@@ -79,7 +79,7 @@ def side_mode(side, unit: str | None, mode: str, busy_share: float) -> SideMode:
     if why is not None and not failed:
         return SideMode(SKIPPED, why, unit, **extra)
     if failed and not ran:
-        return SideMode(FAILS, no_kernel(failed[0]), unit, **extra)
+        return SideMode(FAILS, no_kernel(str(failed[0])), unit, **extra)
     n = unit_summary(record, unit, mode, None, busy_share)
     return SideMode(
         RUNS, f"{len(failed)} of {len(failed) + ran} processes failed, the first: {failed[0]}"
@@ -139,76 +139,77 @@ def retuned(workload: str, modes: tuple[str, ...], source: dict, target: dict) -
     return "; ".join(found) or None
 
 
-def _environment(side) -> Check:
+def _environment(side) -> ChecklistItem:
     env = side.env.env if side.env is not None else None
     torch = (env.get("torch") or {}).get("version") if env else None
     item = "environment pinned"
     if torch is None:
-        return Check(item, NOT_MEASURED, "no environment record")
+        return ChecklistItem(item, NOT_MEASURED, "no environment record")
     if side.lock is None:
-        return Check(item, PASS_MARK, f"recorded: torch {torch}; no lock declared")
+        return ChecklistItem(item, PASS_MARK, f"recorded: torch {torch}; no lock declared")
     path, pinned = side.lock
     if pinned is not None and pinned != torch:
-        return Check(item, FAIL_MARK, f"{path} declares torch {pinned}, the record says {torch}")
-    return Check(item, PASS_MARK, f"recorded and declared in {path}: torch {torch}")
+        return ChecklistItem(item, FAIL_MARK,
+                             f"{path} declares torch {pinned}, the record says {torch}")
+    return ChecklistItem(item, PASS_MARK, f"recorded and declared in {path}: torch {torch}")
 
 
-def _ops(ops: SideOps) -> tuple[Check, Check]:
+def _ops(ops: SideOps) -> tuple[ChecklistItem, ChecklistItem]:
     covered, custom = "every op covered", "custom ops load"
     if ops.status is None:
-        gone = Check(covered, NOT_MEASURED, "no op coverage (numerics)")
-        return gone, Check(custom, NOT_MEASURED, "no op coverage (numerics)")
+        gone = ChecklistItem(covered, NOT_MEASURED, "no op coverage (numerics)")
+        return gone, ChecklistItem(custom, NOT_MEASURED, "no op coverage (numerics)")
     if ops.status != Status.OK:
-        failed = Check(covered, FAIL_MARK, ops.error or ops.status)
+        failed = ChecklistItem(covered, FAIL_MARK, ops.error or ops.status)
         found = _OPERATOR.search(ops.error or "")
         if found and found.group(1) not in TORCH_NAMESPACES:
-            return failed, Check(custom, FAIL_MARK, ops.error or "")
-        return failed, Check(custom, NOT_MEASURED, "the step failed before")
-    covered_check = Check(covered, FAIL_MARK, f"{len(ops.fallbacks)} off the device: "
+            return failed, ChecklistItem(custom, FAIL_MARK, ops.error or "")
+        return failed, ChecklistItem(custom, NOT_MEASURED, "the step failed before")
+    covered_check = ChecklistItem(covered, FAIL_MARK, f"{len(ops.fallbacks)} off the device: "
                           + ", ".join(ops.fallbacks[:4])) if ops.fallbacks else \
-        Check(covered, PASS_MARK, f"{ops.ops} op{'s' * (ops.ops != 1)}, all on "
+        ChecklistItem(covered, PASS_MARK, f"{ops.ops} op{'s' * (ops.ops != 1)}, all on "
               f"{ops.device or 'the device'}")
-    return covered_check, Check(custom, PASS_MARK, "namespaces " + ", ".join(ops.extensions)
+    return covered_check, ChecklistItem(custom, PASS_MARK, "namespaces " + ", ".join(ops.extensions)
                                 if ops.extensions else "none used")
 
 
-def _shapes(modes: tuple[ModeMigration, ...]) -> Check:
+def _shapes(modes: tuple[ModeMigration, ...]) -> ChecklistItem:
     item = "dynamic shapes without unbounded recompiles"
     shaped = [m for m in modes if m.target.shape_recompiles]
     if not shaped:
-        return Check(item, NOT_MEASURED, "one input shape, or no compiled mode ran")
+        return ChecklistItem(item, NOT_MEASURED, "one input shape, or no compiled mode ran")
     for m in shaped:
         counts = m.target.shape_recompiles
         if len(counts) >= 2 and all(r > 0 for _, r in counts[1:]):
-            return Check(item, FAIL_MARK, f"{m.mode} recompiles at every new shape ("
+            return ChecklistItem(item, FAIL_MARK, f"{m.mode} recompiles at every new shape ("
                          + ", ".join(f"{s}: {r}" for s, r in counts) + ")")
-    return Check(item, PASS_MARK, "; ".join(
+    return ChecklistItem(item, PASS_MARK, "; ".join(
         f"{m.mode}: {sum(r for _, r in m.target.shape_recompiles)} recompiles over "
         f"{len(m.target.shape_recompiles) + 1} shapes" for m in shaped))
 
 
-def _numerics_check(modes: tuple[ModeMigration, ...]) -> Check:
+def _numerics_check(modes: tuple[ModeMigration, ...]) -> ChecklistItem:
     item = "numerics within the target's tolerances"
     judged = [m for m in modes if m.target.numerics is not None]
     if not judged:
-        return Check(item, NOT_MEASURED, "no numerics record")
+        return ChecklistItem(item, NOT_MEASURED, "no numerics record")
     for m in judged:
         if m.target.numerics != Result.PASS:
-            return Check(item, FAIL_MARK, f"{m.mode}: " + (m.target.problems[0]
+            return ChecklistItem(item, FAIL_MARK, f"{m.mode}: " + (m.target.problems[0]
                                                            if m.target.problems
                                                            else m.target.numerics))
     worst = max((m.target.rel_l2 for m in judged if m.target.rel_l2 is not None), default=None)
     tolerance = judged[0].target.tolerance
-    return Check(item, PASS_MARK, "every mode PASS" + (
+    return ChecklistItem(item, PASS_MARK, "every mode PASS" + (
         f": worst rel. L2 {worst:.2e}" + (f", tolerance {tolerance:.0e}" if tolerance else "")
         if worst is not None and math.isfinite(worst) else ""))
 
 
-def _compile_cost(modes: tuple[ModeMigration, ...]) -> Check:
+def _compile_cost(modes: tuple[ModeMigration, ...]) -> ChecklistItem:
     item = "compile cost recorded"
     compiled = [m for m in modes if m.mode != EAGER]
     if not compiled:
-        return Check(item, NOT_MEASURED, "no compiled mode compared")
+        return ChecklistItem(item, NOT_MEASURED, "no compiled mode compared")
     found = []
     for m in compiled:
         cold, warm = m.timing("first_call_s"), m.timing("first_call_warm_s")
@@ -216,16 +217,16 @@ def _compile_cost(modes: tuple[ModeMigration, ...]) -> Check:
             found.append(f"{m.mode}: first call {cold.target:.3g} s cold"
                          + (f", {warm.target:.3g} s warm" if warm and warm.target else ""))
     if found:
-        return Check(item, PASS_MARK, "; ".join(found))
+        return ChecklistItem(item, PASS_MARK, "; ".join(found))
     failed = [m for m in compiled if m.target.status == FAILS]
-    return Check(item, FAIL_MARK, f"{failed[0].mode} does not run there") if failed else \
-        Check(item, NOT_MEASURED, "no compiled first call on both sides")
+    return ChecklistItem(item, FAIL_MARK, f"{failed[0].mode} does not run there") if failed else \
+        ChecklistItem(item, NOT_MEASURED, "no compiled first call on both sides")
 
 
 def checklist(modes: tuple[ModeMigration, ...], ops: SideOps, target,
-              retuned_text: str | None) -> tuple[Check, ...]:
+              retuned_text: str | None) -> tuple[ChecklistItem, ...]:
     """The target's row: ✓, ✗ with the reason, or not measured, per item."""
     return (_environment(target), *_ops(ops), _shapes(modes), _numerics_check(modes),
             _compile_cost(modes),
-            Check("batch re-tuned", PASS_MARK, retuned_text) if retuned_text else
-            Check("batch re-tuned", NOT_MEASURED, "no sweep on the target (sweep.batch)"))
+            ChecklistItem("batch re-tuned", PASS_MARK, retuned_text) if retuned_text else
+            ChecklistItem("batch re-tuned", NOT_MEASURED, "no sweep on the target (sweep.batch)"))

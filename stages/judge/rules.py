@@ -229,7 +229,7 @@ class Design:
 
 
 @dataclass(frozen=True)
-class Rule:
+class PeerRule:
     name: str
     description: str
     regressed: Callable[[Samples, Samples], bool]
@@ -239,13 +239,13 @@ class Rule:
 
 RULES = (
     # test_bench runs a model in one subprocess and takes the median of its iterations.
-    Rule("TorchBench", f"median of the samples more than {TORCHBENCH_THRESHOLD * 100:g} % "
+    PeerRule("TorchBench", f"median of the samples more than {TORCHBENCH_THRESHOLD * 100:g} % "
          "slower", torchbench, torchbench_score, Design(1)),
     # asv's defaults for a timing benchmark: 2 rounds (processes), and with more than one
     # round repeat = (1, 5, 10.0): at most 5 samples a round.
-    Rule("asv compare", f"median more than {ASV_FACTOR:g}× slower and Mann–Whitney U "
+    PeerRule("asv compare", f"median more than {ASV_FACTOR:g}× slower and Mann–Whitney U "
          f"p < {ASV_P} on the samples", asv, asv_score, Design(2, 5)),
     # pyperf's defaults: 20 worker processes, 3 values each (after a warm-up value).
-    Rule("pyperf compare_to", "Student's t-test on all samples significant at 95 %, and the "
+    PeerRule("pyperf compare_to", "Student's t-test on all samples significant at 95 %, and the "
          "mean slower", pyperf, pyperf_score, Design(20, 3)),
 )

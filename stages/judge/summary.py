@@ -118,7 +118,7 @@ def unit_summary(record: BenchRecord, workload: str, mode: str, price_per_hour: 
                             and not busy(m, busy_share, "latency_p50_s")),
         processes_kept=len(steady),
         processes_busy=len(process_values(record, workload, mode, "steady_s")) - len(steady),
-        processes_failed=len(failed), failures=tuple(failed),
+        processes_failed=len(failed), failures=tuple(map(str, failed)),
         family=spec.family if spec is not None and spec.point else None,
         point=tuple(map(tuple, spec.point)) if spec is not None and spec.point else (),
         shapes=_shapes(modes), gpu=_gpu(workload, mode, [m for m in modes if m.gpu]),

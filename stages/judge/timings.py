@@ -14,7 +14,7 @@ from stages.core.config.settings import CompareSettings, StatsSettings
 from stages.core.metrics import BY_NAME, METRICS, Delta, Family, Metric, Rule
 from stages.core.numbers import geometric_mean, median
 from stages.core.records.schema import BenchProcess, BenchRecord, Busy, ModeTiming
-from stages.core.vocabulary import Status, Verdict
+from stages.core.vocabulary import Failure, Status, Verdict
 from stages.judge import environment, portability, stats, steps
 from stages.judge.sentinel import UNFITTED, Slope, adjusted, machine_moved, machine_unchanged
 from stages.judge.verdicts import Draft, draft, skipped_baseline, unusable_row
@@ -102,16 +102,17 @@ def busy_shares(record: BenchRecord | None) -> list[float]:
                              if b is not None])]
 
 
-def failures(record: BenchRecord, workload: str, mode: str) -> list[str]:
+def failures(record: BenchRecord, workload: str, mode: str) -> list[Failure]:
+    """How each process that failed the mode failed: the process, or the mode in it."""
     found = []
     run = record.workloads.get(workload)
     for proc in run.processes if run else ():
         if proc.status != Status.OK:
-            found.append(f"{proc.status}: {proc.error}")
+            found.append(Failure(proc.status, proc.error))
             continue
         m = proc.modes.get(mode)
         if m is not None and m.status not in (Status.OK, Status.SKIPPED):
-            found.append(f"{m.status}: {m.error}")
+            found.append(Failure(m.status, m.error))
     return found
 
 
@@ -166,8 +167,9 @@ def bench_rows(cell: str, now: BenchRecord | None, base: BenchRecord | None, del
     the machine's speed, any other compared unadjusted, and both voided only when the
     machine moved beyond ±δ (`machine_moved`); with another Python (`python`, in words) the
     copy must show the machine unchanged (`machine_unchanged`, at `alpha`). Hardware is
-    judged unit by unit from the processes' own keys (judge.environment.unit_reason); `not_comparable`, the
-    environments' hardware change, stands for records that carry none."""
+    judged unit by unit from the processes' own keys (judge.environment.unit_reason);
+    `not_comparable`, the environments' hardware change, stands for records that carry
+    none."""
     if now is None:
         return [draft("bench", cell, "*", "*", "cell", Verdict.MISSING,
                       note="measured in the baseline, not in this run")] if base else []
@@ -212,7 +214,7 @@ def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None,
         return [draft(**key, metric="status", verdict=Verdict.SKIPPED, now=Status.SKIPPED,
                       note=why)]
     if failed_now:
-        was = ("was OK, now " if in_base and not failed_base else "") + failed_now[0]
+        was = ("was OK, now " if in_base and not failed_base else "") + str(failed_now[0])
         ran = ran_in(now, workload, mode)
         if ran:     # the same code failed in some processes and ran in the others
             was = (f"{len(failed_now)} of {len(failed_now) + ran} processes failed, the "
@@ -220,7 +222,7 @@ def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None,
                                                  else ""))
         return [draft(**key, metric="status", verdict=Verdict.FLAKY if ran else Verdict.FAILED,
                       base=Status.OK if in_base and not failed_base else None,
-                      now=failed_now[0].split(":")[0], note=was)]
+                      now=failed_now[0].status, note=was)]
     measured = [m.name for m in TESTED if process_values(now, workload, mode, m.name)]
     if not in_base:
         return [draft(**key, metric=m, verdict=Verdict.NEW,

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from stages.core.config import Cell, Config
+from stages.core.lifetime import INTERPRETER_TIMEOUT_S
 from stages.core.records.job import Arm
 from stages.launch.local import ROOT, run_interleaved, run_worker
 
@@ -24,7 +25,7 @@ def capture_env(python: str) -> dict:
     code = ("import json, sys; sys.path.insert(0, sys.argv[1]); "
             "from stages.measure.probe import capture; print(json.dumps(capture(every=True)))")
     out = subprocess.run([python, "-c", code, str(ROOT)], capture_output=True, text=True,
-                         timeout=120)
+                         timeout=INTERPRETER_TIMEOUT_S)
     if out.returncode != 0:
         tail = (out.stderr.strip().splitlines() or ["no output"])[-1]
         return {"error": f"could not capture the environment of {python}: {tail}"}

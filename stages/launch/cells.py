@@ -21,7 +21,7 @@ from typing import Callable
 from stages.core import scratch
 from stages.core.config import Cell, Config
 from stages.core.config.settings import WorkloadSpec
-from stages.core.errors import UserError
+from stages.core.errors import UserError, clip
 from stages.core.records.cost import process_seconds
 from stages.core.records.job import NOW_ARM, Arm, Job, Timing
 from stages.core.records.outputs import FreshOutputs
@@ -69,6 +69,9 @@ class Progress:
 
 PROCESS = {"bench": BenchProcess, "numerics": NumericsProcess, "fresh": NumericsProcess}
 NOW = (NOW_ARM,)
+# The fresh-process check reruns every workload a cell ran: twice the time its processes
+# took, plus a worker's start (importing torch).
+FRESH_START_S = 30
 
 
 def job_for(cfg: Config, cell: Cell, workloads: list[WorkloadSpec], kind: str,
@@ -104,7 +107,7 @@ def parsed(kind: str, raw: dict, where: str):
     try:
         return from_data(PROCESS[kind], raw, where)
     except UserError as exc:
-        return PROCESS[kind](Status.ERROR, error=f"unreadable worker result: {exc}"[:500])
+        return PROCESS[kind](Status.ERROR, error=clip(f"unreadable worker result: {exc}"))
 
 
 class CellRun:
@@ -390,7 +393,8 @@ def measure_numerics(cfg: Config, cell: Cell, *, run=run_worker, log=lambda *lin
     walls = sum(p.wall_s or 0.0 for name in ran for p in now[name])
     arm = arms[-1]
     job = job_for(cfg, cell, [spec_for(arm, cfg, n) for n in ran], "fresh", ["eager"], arm)
-    raw = run(job, timeout_s=30 + 2 * walls, python=arm.python, fresh_compile_cache=False)
+    raw = run(job, timeout_s=FRESH_START_S + 2 * walls, python=arm.python,
+              fresh_compile_cache=False)
     result = parsed("fresh", raw, f"{cell.name} fresh process")
     cell_run.fresh_host = result.host
     log(cell.name, FRESH, "now" if len(arms) == 1 else arm.name, 0, result,

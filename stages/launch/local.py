@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from stages.core import lifetime, scratch
+from stages.core.errors import clip
 from stages.core.lifetime import killed_by
 from stages.core.records.job import Job
 from stages.core.typed import to_data
@@ -99,7 +100,7 @@ class _Worker:
         reason = _describe_exit(code) + (" (likely the out-of-memory killer)"
                                          if status == Status.OOM else "")
         last = tail.splitlines()[-1] if tail else "no output on stderr"
-        return {"status": status, "wall_s": wall_s, "error": f"worker {reason}: {last}"[:500],
+        return {"status": status, "wall_s": wall_s, "error": clip(f"worker {reason}: {last}"),
                 "stderr_tail": tail, "host": here}
 
 

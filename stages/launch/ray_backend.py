@@ -24,7 +24,7 @@ from typing import Callable
 
 from stages.core.config import Cell, Config
 from stages.core.config.launcher import RaySettings
-from stages.core.errors import UserError
+from stages.core.errors import UserError, clip
 from stages.core.records.job import Arm, Job
 from stages.core.typed import to_data
 from stages.core.vocabulary import Status
@@ -294,7 +294,7 @@ class RayBackend:
                 lost = (*lost, _lost_node(exc) or node)
                 continue
             except ray.exceptions.OutOfMemoryError as exc:   # Ray's memory monitor: its result
-                return [{"status": Status.OOM, "error": _line(exc)[:500]} for _ in jobs]
+                return [{"status": Status.OOM, "error": clip(_line(exc))} for _ in jobs]
             except ray.exceptions.RayError as exc:      # the cluster cannot run it at all
                 raise UserError(f"the Ray cluster could not run a unit of this cell: "
                                 f"{_line(exc)}") from None

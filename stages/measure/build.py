@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 import stages
+from stages.core.errors import TRACEBACK_CHARS, clip
 from stages.core.records.job import Job
 from stages.core.vocabulary import Status
 from stages.measure.pipeline import Pipeline
@@ -59,14 +60,15 @@ def failure(exc: BaseException) -> dict:
     """A status (OOM or ERROR; SKIPPED for a workload that is unsupported here), a one-line
     message and a short traceback for an exception raised by a workload."""
     if unsupported(exc):
-        return {"status": Status.SKIPPED, "error": str(exc).strip()[:500]}
+        return {"status": Status.SKIPPED, "error": clip(str(exc).strip())}
     text = str(exc).lower()
     oom = (isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError"
            or "out of memory" in text or "can't allocate memory" in text
            or "not enough memory" in text)
     first = missing_kernel(exc) or (str(exc).strip().splitlines()[0] if str(exc).strip() else "")
-    return {"status": Status.OOM if oom else Status.ERROR, "error": f"{type(exc).__name__}: {first}"[:500],
-            "traceback": traceback.format_exc(limit=-3)[-2000:]}
+    return {"status": Status.OOM if oom else Status.ERROR,
+            "error": clip(f"{type(exc).__name__}: {first}"),
+            "traceback": traceback.format_exc(limit=-3)[-TRACEBACK_CHARS:]}
 
 
 def configure(job: Job) -> None:

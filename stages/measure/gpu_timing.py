@@ -118,7 +118,7 @@ def graph_sample(ops: Any, sensor: Sensor, graph: Any, calls: int) -> Sample:
 
 
 @dataclass
-class Series:
+class TakenSeries:
     samples: list[float]
     windows: list[Window]
     stop: str
@@ -129,7 +129,7 @@ class Series:
 
 def take_series(sample: Sample, rule: StopRule, why_throttled: Callable[[Window], str | None],
                 redos: int, *, turn: Callable[[], None] = lambda: None, probe: Any = None,
-                wall: Callable[[], float] = time.perf_counter) -> Series:
+                wall: Callable[[], float] = time.perf_counter) -> TakenSeries:
     """Samples until the rule stops; a throttled sample is taken again while redos are left,
     else kept and flagged. `elapsed_s` counts sampling only, not the waits for a turn."""
     kept: list[float] = []
@@ -154,7 +154,7 @@ def take_series(sample: Sample, rule: StopRule, why_throttled: Callable[[Window]
         windows.append(window)
         stop = rule.stop(kept, elapsed)
         if stop:
-            return Series(kept, windows, stop, elapsed, redone, flagged)
+            return TakenSeries(kept, windows, stop, elapsed, redone, flagged)
 
 
 class GpuProcess:
@@ -199,7 +199,7 @@ class GpuSampler:
                  meter: Any = None):
         self.process, self.flops, self.bytes_moved = process, flops, bytes_moved
         self.meter = meter
-        self.series: dict[str, Series] = {}
+        self.series: dict[str, TakenSeries] = {}
         self.graph_error: str | None = None
 
     def __call__(self, step: Callable[[], Any], calls: int, turn: Callable[[], None],
@@ -208,7 +208,7 @@ class GpuSampler:
         rule = StopRule(p.min_samples, spec.max_rel_sd, max(spec.max_samples, p.min_samples),
                         spec.timeout_s)
 
-        def run(sample: Sample, probe: Any = probe) -> Series:
+        def run(sample: Sample, probe: Any = probe) -> TakenSeries:
             return take_series(sample, rule, lambda w: throttled(w, p.reference_mhz,
                                                                  spec.throttle_clock),
                                spec.throttle_redos, turn=turn, probe=probe, wall=p.wall)
@@ -241,7 +241,7 @@ class GpuSampler:
                            p.ops.flush_bytes if "cold" in p.spec.series else None, p.kind,
                            p.limit.tflops, p.limit.gbps, p.limit.source, self.graph_error)}
 
-    def _series(self, name: str, s: Series) -> GpuSeries:
+    def _series(self, name: str, s: TakenSeries) -> GpuSeries:
         p = self.process
         achieved = roofline(median(s.samples), self.flops, self.bytes_moved,
                             p.limit, p.spec.roofline_margin, check_bandwidth=name == "cold")

@@ -31,6 +31,7 @@ import torch
 import torch.distributed as dist
 
 from stages.core.config.targets import load_target
+from stages.core.errors import clip
 from stages.core.numbers import median
 from stages.core.records.job import Job
 from stages.core.typed import from_data, to_data
@@ -46,7 +47,7 @@ SPIN_S = 2e-4        # ... and the end of its hold, spun rather than slept
 
 def one_line(exc: BaseException) -> str:
     first = (str(exc).strip().splitlines() or [""])[0]
-    return f"{type(exc).__name__}: {first}"[:500]
+    return clip(f"{type(exc).__name__}: {first}")
 
 
 def device_for(job: Job, rank: int) -> torch.device:

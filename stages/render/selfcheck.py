@@ -15,7 +15,7 @@ def report(cfg, result, slowdown, splits, repeats, wall_s) -> str:
     lines = ["# torchgate self-check", "",
              f"Matrix `{cfg.matrix.name}`, {cfg.bench.processes} processes per side (measured "
              f"{2 * result.pool} per unit), {splits} random A/A splits, "
-             f"family-wise error rate {cfg.stats.alpha}, δ steady state "
+             f"α = {cfg.stats.alpha}, δ steady state "
              f"{delta:.0%}. Wall time {wall_s:.0f} s.", "",
              f"- **False-alarm rate**: {result.false_rate:.1%} of A/A comparisons had any "
              f"REGRESSED verdict (bound: {cfg.stats.alpha:.0%}).",

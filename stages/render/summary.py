@@ -18,9 +18,10 @@ from stages.render.bench import ranks_section
 from stages.render.environment import cell as env_cell
 from stages.render.markdown import counts, markdown_table, pictures_note, value
 from stages.render.numbers import environment_change, numbers_section
-from stages.render.verdicts import by_effect, change, evidence
+from stages.render.verdicts import VERDICTS_LINK, by_effect, change, evidence
 
-COMPARED = (Verdict.REGRESSED, Verdict.IMPROVED, Verdict.EQUIVALENT, Verdict.INCONCLUSIVE)   # verdicts of a comparison made
+# The verdicts of a comparison made.
+COMPARED = (Verdict.REGRESSED, Verdict.IMPROVED, Verdict.EQUIVALENT, Verdict.INCONCLUSIVE)
 
 
 def summary(matrix: str, compare: CompareRecord, changes: list, env_note: str | None,
@@ -66,7 +67,7 @@ def summary(matrix: str, compare: CompareRecord, changes: list, env_note: str | 
     else:
         lines.append("No environment change against the baseline.")
     lines += ["", "## Reports", "", f"- [compare.md](compare.md): every verdict "
-              f"({compare.tests} tested metrics, family-wise error rate {compare.alpha})",
+              f"({compare.tests} tested metrics, decided together at α = {compare.alpha})",
               "- [env/env.md](env/env.md)"]
     for cell in cells:
         lines.append(f"- `{cell}`: [bench](bench/{cell}.md), [numerics](numerics/{cell}.md)")
@@ -112,10 +113,9 @@ def slowdowns_section(rows: list[Row]) -> list[str]:
     if not found:
         return []
     return ["## Possible slowdowns", "",
-            "Undecided timings whose estimate lies beyond the metric's δ and whose own "
-            "interval lies above no change: slower on their own, not once the run's tests "
-            "are taken together (Holm). More worker processes (`bench.processes`) would "
-            "decide them.", "",
+            "Undecided timings that are slower by their own interval, beyond the metric's δ "
+            f"({VERDICTS_LINK}). More worker processes (`bench.processes`) would decide "
+            "them.", "",
             markdown_table([[r.cell, r.workload, r.mode, r.metric, change(r),
                              f"{r.delta * 100:g} %", evidence(r)] for r in found],
                            ["cell", "workload", "mode", "metric", "change [CI]", "δ",

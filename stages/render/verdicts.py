@@ -79,6 +79,11 @@ def table(rows: list[Row]) -> str:
     return "\n\n".join(parts)
 
 
+# Every rule's wording lives once, in the judge's docstrings and reports/README.md; a page
+# states its own numbers and links there (a page lives in reports/<machine>/).
+VERDICTS_LINK = "[reports/README.md, Verdicts](../README.md#verdicts)"
+
+
 def method(result: CompareRecord) -> str:
     paired = any(r.change is not None and r.change.paired for r in result.rows)
     welch = any(r.change is not None and not r.change.paired for r in result.rows)
@@ -96,21 +101,11 @@ def method(result: CompareRecord) -> str:
                           f"{_df(p.df)} degrees of freedom over {p.units} units"
                           for metric, p in sorted(result.priors.items()))
     return (f"Baseline: `reports/` at git `{result.baseline}`. Timings compare one summary per "
-            f"worker process ({test}). Each unit's process variance is moderated across the "
-            f"run's units of the same metric (empirical Bayes; an outlying unit keeps its own)"
-            + (f" — {moderated}" if moderated else "") + ". p-values are Holm "
-            f"adjusted (step-down) over the {result.tests} tested metrics of the run "
-            f"(family-wise error rate {a:g}). {budget}. REGRESSED/IMPROVED: significant and the "
-            f"estimate beyond the metric's minimum effect δ (δ bounds the estimate, not the "
-            f"truth: a true change a little under δ is sometimes flagged); EQUIVALENT: the "
-            f"interval lies within ±δ (two one-sided tests); INCONCLUSIVE: neither. The "
-            f"interval shown is the one decided on: the test's {100 * (1 - a):g} % for a "
-            f"significant change, the equivalence's otherwise; baseline and now are the "
-            f"geometric means of the values the test compared (in lock-step, the pairs it "
-            f"used), so that their ratio is the change. MDE: the "
-            f"slowdown that would be caught with {result.power:.0%} power. Peak memory is "
-            f"tested per process as a timing is (where every process agrees, its ratio "
-            f"against δ decides); graph breaks and recompiles compare exactly.")
+            f"worker process ({test}), each unit's process variance moderated across the run's "
+            f"units of the same metric" + (f" ({moderated})" if moderated else "")
+            + f"; the run's {result.tests} tested metrics are decided together: {budget}. "
+            f"MDE: the slowdown that would be caught with {result.power:.0%} power. What each "
+            f"verdict means, and how it is decided: {VERDICTS_LINK}.")
 
 
 def _df(df: float) -> str:

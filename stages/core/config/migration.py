@@ -40,7 +40,7 @@ class Side:
 
 
 @dataclass(frozen=True)
-class Pair:
+class MigrationPair:
     name: str
     source: Side
     target: Side
@@ -62,7 +62,7 @@ def side(text: Any, where: str) -> Side:
     return Side(cell, host or None)
 
 
-def parse_pairs(pairs: Any, modes: tuple[str, ...]) -> dict[str, Pair]:
+def parse_pairs(pairs: Any, modes: tuple[str, ...]) -> dict[str, MigrationPair]:
     """`migration.pairs` as Pairs; one line naming the key for anything malformed. `modes`:
     the valid mode names."""
     if pairs is None:
@@ -91,5 +91,5 @@ def parse_pairs(pairs: Any, modes: tuple[str, ...]) -> dict[str, Pair]:
         source, target = side(body["from"], f"{where}.from"), side(body["to"], f"{where}.to")
         if source == target:
             raise UserError(f"{where} goes from {body['from']} to itself; name two cells")
-        found[name] = Pair(name, source, target, tuple(chosen))
+        found[name] = MigrationPair(name, source, target, tuple(chosen))
     return found

@@ -125,7 +125,7 @@ INSTALLERS = ("auto", "uv", "pip")
 @dataclass(frozen=True)
 class MigrationSettings:
     """Cells compared with each other, device against device or machine against machine
-    (stages/migration.py): pair name -> core.config.migration.Pair, read from
+    (stages/migration.py): pair name -> core.config.migration.MigrationPair, read from
     {from: [machine/]cell, to: [machine/]cell, modes: [...]}."""
     pairs: dict[str, Any] = field(default_factory=dict)
 

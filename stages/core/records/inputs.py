@@ -21,7 +21,7 @@ def ab_baseline(record: Any) -> Any:
 
 
 @dataclass
-class Pair:
+class RecordPair:
     now: Any
     base: Any
     ab: bool = False          # base is the other arm of this run (A/B mode)
@@ -34,7 +34,7 @@ class RunInputs:
     """Everything a comparison reads: per (stage, cell) this run's record and the baseline's."""
     rev: str
     commit: str | None
-    pairs: dict[tuple[str, str], Pair] = field(default_factory=dict)
+    pairs: dict[tuple[str, str], RecordPair] = field(default_factory=dict)
     env_now: EnvRecord | None = None
     env_base: EnvRecord | None = None
     notes: list[str] = field(default_factory=list)
@@ -45,15 +45,15 @@ class RunInputs:
     unusable: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
-def pair(now: Any, base: Any) -> Pair:
+def pair(now: Any, base: Any) -> RecordPair:
     """This run's record and its baseline: the committed one, or the other arm it carries.
     Numerics of a rebuilt baseline compare with both: the recorded outputs stay the
     reference, the rebuilt arm's are measured the same day."""
     if now is not None and now.ab is not None:
         if now.ab.rebuilt and isinstance(now, NumericsRecord):
-            return Pair(now, base, rebuilt=ab_baseline(now))
-        return Pair(now, ab_baseline(now), True, getattr(now.ab, "interleaved", False))
-    return Pair(now, base)
+            return RecordPair(now, base, rebuilt=ab_baseline(now))
+        return RecordPair(now, ab_baseline(now), True, getattr(now.ab, "interleaved", False))
+    return RecordPair(now, base)
 
 
 def needs_recorded(now: Any) -> bool:

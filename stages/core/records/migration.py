@@ -104,7 +104,7 @@ class SideOps:
 
 
 @dataclass(frozen=True)
-class Check:
+class ChecklistItem:
     item: str
     mark: str                            # ✓, ✗ or "not measured"
     detail: str = ""
@@ -120,7 +120,7 @@ class WorkloadMigration:
     target_ops: SideOps = field(default_factory=SideOps)
     new_ops: tuple[str, ...] = ()        # ops the target's step runs that the source's did not
     retuned: str | None = None           # each side's own recommended sweep point, named
-    checklist: tuple[Check, ...] = ()
+    checklist: tuple[ChecklistItem, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from stages.core.records.migration import MigrationRecord
 from stages.core.records.outputs import (
     Coverage,
     Dynamo,
@@ -479,4 +480,4 @@ class EnvRecord:
 
 
 KINDS = {"bench": BenchRecord, "numerics": NumericsRecord, "env": EnvRecord,
-         "compare": CompareRecord}
+         "compare": CompareRecord, "migration": MigrationRecord}
