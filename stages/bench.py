@@ -2,7 +2,7 @@
 
     python -m stages.bench --device cpu --precision fp32
 
-Every sample of every worker process goes to reports/bench/<cell>.json; reports/bench/<cell>.md
+Every sample of every worker process goes to <reports>/bench/<cell>.json; <reports>/bench/<cell>.md
 shows what was measured and how it differs from the baseline (the verdicts are compare's).
 The arms measured (this run alone, or beside the baseline measured again, or beside a
 candidate) are arms.plan's choice. With a baseline, timings an interim look leaves undecided
@@ -43,11 +43,15 @@ def candidate_env(here: dict | None, candidate: dict | None) -> str:
     return page.ab_environments(diff(here or {}, candidate))
 
 
-def measure(cfg, cell, arms, where, progress: Progress | None = None):
-    """One cell's record on `where` (a backend), adaptive rounds included."""
-    inputs = load_run(cfg.baseline.rev, [cell.name], ("bench",), reports=cfg.reports,
-                      current=False, history_runs=cfg.stats.history_runs)
+def baseline_of(cfg, cell, reports):
+    """What a cell's record is judged against: its baseline and history, read once."""
+    return load_run(cfg.baseline.rev, [cell.name], ("bench",), reports=reports, current=False,
+                    history_runs=cfg.stats.history_runs)
 
+
+def measure(cfg, cell, arms, where, inputs, progress: Progress | None = None):
+    """One cell's record on `where` (a backend), adaptive rounds included: each interim look
+    judges the record so far against `inputs` (baseline_of)."""
     def judged(record):
         return compare_run(cfg, with_record(inputs, "bench", cell.name, record))
     return measure_bench(
@@ -57,7 +61,7 @@ def measure(cfg, cell, arms, where, progress: Progress | None = None):
         run=where.run, run_pair=where.run_pair, capture=where.capture_env, progress=progress)
 
 
-def measured(cfg, cell, arms):
+def measured(cfg, cell, arms, inputs, reports):
     """This cell's record: measured now, alone, or with every cell of the matrix at once
     (a fleet run, launch.fleet), or taken from the fleet run an earlier stage started."""
     staged = staging(cfg)
@@ -66,12 +70,13 @@ def measured(cfg, cell, arms):
         return record
     with connection(cfg) as cluster:
         if staged is None:
-            return measure(cfg, cell, arms, on(cluster, cfg, cell, arms.arms, log=say))
+            return measure(cfg, cell, arms, on(cluster, cfg, cell, arms.arms, log=say), inputs)
         cells = [cell] + [c for c in cfg.cells() if c.name != cell.name]
         say(f"a fleet run: {len(cells)} cells at once, each on nodes of its own")
         progress = Progress()       # one count and one ETA for the whole matrix
         found = measure_all(cells, lambda c: measure(
-            cfg, c, arms, on(cluster, cfg, c, arms.arms, log=say), progress))
+            cfg, c, arms, on(cluster, cfg, c, arms.arms, log=say),
+            inputs if c.name == cell.name else baseline_of(cfg, c, reports), progress))
     for other in cells[1:]:
         if isinstance(found[other.name], BenchRecord):
             staged.leave(other, found[other.name])
@@ -81,15 +86,16 @@ def measured(cfg, cell, arms):
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Plan the arms, measure, write the record, judge it once, write its page."""
     with one_line_errors("bench"):
-        cfg, cell, out = cli.cell_stage("bench", __doc__, argv)
+        cfg, cell, reports = cli.cell_stage("bench", __doc__, argv)
         arms = plan(cfg, log=say)
         say(arms.note)
-        record = measured(cfg, cell, arms)
+        inputs = baseline_of(cfg, cell, reports)
+        record = measured(cfg, cell, arms, inputs, reports)
+        out = reports / "bench"
         write_record(out / f"{cell.name}.json", record)
-        inputs = load_run(cfg.baseline.rev, [cell.name], ("bench",), reports=cfg.reports,
-                          current=False, history_runs=cfg.stats.history_runs)
-        here = load_env_pair(cfg.baseline.rev, cfg.reports)[0]
+        here = load_env_pair(cfg.baseline.rev, reports)[0]
         summary = summarize(cell.name, record, cell.device.price_per_hour,
                             cfg.compare.busy_share)
         write_text(out / f"{cell.name}.md", page.page(

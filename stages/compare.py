@@ -2,8 +2,8 @@
 
     python -m stages.compare
 
-Writes reports/compare.md (every verdict, decided over the whole run: judge/__init__.py),
-reports/compare.json (the same rows, for the report and gate stages) and reports/env/env.md
+Writes <reports>/compare.md (every verdict, decided over the whole run: judge/__init__.py),
+<reports>/compare.json (the same rows, for the report and gate stages) and <reports>/env/env.md
 (the environment and its diff against the baseline's). It exits 0 whatever the verdicts: the
 `gate` stage fails the run, after `report` has written this run's summary.
 """
@@ -50,7 +50,7 @@ def env_page(rev: str, reports: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = cli.run_stage("compare", __doc__, argv)
+    args = cli.parse("compare", __doc__, argv)
     with one_line_errors("compare"):
         cfg = cli.load(args)
         inputs = load_run(cfg.baseline.rev, [c.name for c in cfg.cells()], reports=args.reports,

@@ -30,13 +30,12 @@ after every commit would leave the committed tree dirty.
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
 import sys
 
-from stages.core import machine
+from stages.core import cli, machine
 from stages.core.errors import UserError, one_line_errors
 from stages.measure.fingerprint import fingerprint
 
@@ -210,21 +209,18 @@ def check_machine(name: str, derived: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m stages.env",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("--machine", help="machine.name from params.yaml (default: "
-                        "TORCHGATE_MACHINE, else the name derived from this hardware)")
-    parser.add_argument("--derived", default="false",
-                        help="machine.derived: the name was derived from the hardware")
-    parser.add_argument("--out", help="folder for env.json, packages.json and fingerprint.json "
-                                      "(default reports/<machine>/env)")
-    parser.add_argument("--params", default="params.yaml",
-                        help="the configuration that names the workloads")
-    args = parser.parse_args(argv)
+    args = cli.parse(
+        "env", __doc__.splitlines()[0], argv,
+        ("--machine", dict(help="machine.name from params.yaml (default: TORCHGATE_MACHINE, "
+                                "else the name derived from this hardware)")),
+        ("--derived", dict(default="false",
+                           help="machine.derived: the name was derived from the hardware")))
     with one_line_errors("env"):
         args.machine = args.machine or machine.unnamed()
         check_machine(args.machine, args.derived.lower() == "true")
-        out = args.out or os.path.join(machine.REPORTS.name, args.machine, "env")
+        # The environment's files: <reports>/env/ (env.json, packages.json, fingerprint.json).
+        out = os.path.join(args.reports or os.path.join(machine.REPORTS.name, args.machine),
+                           "env")
         env_path = os.path.join(out, ENV)   # os.path: pathlib costs 3 ms to import
         recorded = _load(os.path.join(out, FINGERPRINT))
         print_ = current(recorded, args.params)

@@ -1,9 +1,9 @@
 """Stage `gate`: the run's pass or fail, for CI. It runs last, after `report`, so that a red
-gate always leaves this run's reports/summary.md behind.
+gate always leaves this run's <reports>/summary.md behind.
 
     python -m stages.gate
 
-Reads reports/compare.json and exits 1 when it holds any verdict that `gate.fail_on` lists,
+Reads <reports>/compare.json and exits 1 when it holds any verdict that `gate.fail_on` lists,
 or, with NOTHING_COMPARABLE listed, when the run had a baseline but not one timing could be
 tested against it. Each reason is one line on stderr.
 """
@@ -19,7 +19,7 @@ from stages.judge.gate import gate_checked, gate_failures
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = cli.run_stage("gate", __doc__, argv)
+    args = cli.parse("gate", __doc__, argv)
     with one_line_errors("gate"):
         cfg = cli.load(args)
         compare = load_record(args.reports / "compare.json", CompareRecord)

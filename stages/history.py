@@ -1,4 +1,4 @@
-"""Stage `history`: reports/history.md, the committed runs of each cell as series (one per
+"""Stage `history`: <reports>/history.md, the committed runs of each cell as series (one per
 workload, mode and timing, one hardware per series) and the commit where each lasting shift
 began, with the environment change at each step.
 
@@ -29,7 +29,7 @@ from stages.render.history import history, trend_images
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = cli.run_stage("history", __doc__, argv)
+    args = cli.parse("history", __doc__, argv)
     with one_line_errors("history"):
         cfg = cli.load(args)
         cells = [c.name for c in cfg.cells()]

@@ -9,13 +9,12 @@ Installed from a path or in editable mode (torchgate itself): left out, no index
 """
 from __future__ import annotations
 
-import argparse
 import platform
 import sys
 
 from stages.arms import locks
 from stages.arms.venv import NOT_PINNED
-from stages.core import config
+from stages.core import cli
 from stages.core.errors import one_line_errors
 from stages.measure.probe import distributions
 
@@ -27,14 +26,12 @@ def this_environment() -> locks.Lock:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m stages.lock",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("--params", default="params.yaml")
-    parser.add_argument("--check", action="store_true",
-                        help="compare this venv with the lock instead of writing it")
-    args = parser.parse_args(argv)
+    args = cli.parse("lock", __doc__.splitlines()[0], argv,
+                     ("--check", dict(action="store_true",
+                                      help="compare this venv with the lock instead of writing "
+                                           "it")), reports=False)
     with one_line_errors("lock"):
-        name = config.load(args.params).reports.name
+        name = cli.load(args).reports.name
         path, now = locks.path_of(name), this_environment()
         if args.check:
             locked = locks.read(name)

@@ -11,12 +11,11 @@ Sides measured apart carry each machine's run-to-run variance, from its committe
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 from pathlib import Path
 
 from stages.arms import locks
-from stages.core import config, machine
+from stages.core import cli, config, machine
 from stages.core.baseline import git, load_baseline, load_current, load_history
 from stages.core.config.migration import MigrationPair, Side
 from stages.core.errors import UserError, one_line_errors
@@ -105,12 +104,10 @@ def points(side: SideInput, cfg: config.Config) -> dict[tuple[str, str], str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m stages.migration", description=__doc__)
-    parser.add_argument("--pair", required=True, help="a name under migration.pairs")
-    parser.add_argument("--params", default="params.yaml")
-    args = parser.parse_args(argv)
+    args = cli.parse("migration", __doc__, argv,
+                     ("--pair", dict(required=True, help="a name under migration.pairs")))
     with one_line_errors("migration"):
-        cfg = config.load(args.params)
+        cfg = cli.load(args)
         pair, here = pair_of(cfg, args.pair), cfg.reports.name
         head = git.resolve_rev("HEAD")
         sides, brought = [], []
@@ -134,10 +131,10 @@ def main(argv: list[str] | None = None) -> None:
         record = migrate(pair.name, *sides, same_run=same_run, modes=pair.modes,
                          alpha=cfg.stats.alpha, busy_share=cfg.compare.busy_share,
                          run_spread=cfg.stats.run_spread)
-        folder = cfg.reports / PICTURES / f"migration-{pair.name}"
+        folder = args.reports / PICTURES / f"migration-{pair.name}"
         drawn = figure(record)
         replace_pictures(folder, {PICTURE: drawn} if drawn else {})
-        out = cfg.reports / "migration"
+        out = args.reports / "migration"
         write_record(out / f"{pair.name}.json", record)
         link = Path("..", PICTURES, folder.name, PICTURE).as_posix() if drawn else None
         write_text(out / f"{pair.name}.md", page(record, link))

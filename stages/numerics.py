@@ -32,14 +32,14 @@ def run_cell(cfg: Config, cell: Cell, run=run_worker, arms: Plan | None = None,
              log=lambda *line: None) -> NumericsRecord:
     started = time.perf_counter()
     arms = arms or Plan(NOW, "")
-    measured, fresh = measure_numerics(cfg, cell, run=run, arms=arms.arms, log=log)
-    return numerics_record(cfg, cell, measured, fresh, arms.rebuilt,
-                           time.perf_counter() - started)
+    measured = measure_numerics(cfg, cell, run=run, arms=arms.arms, log=log)
+    return numerics_record(cfg, cell, measured, arms.rebuilt, time.perf_counter() - started)
 
 
 def main(argv: list[str] | None = None) -> None:
     with one_line_errors("numerics"):
-        cfg, cell, out = cli.cell_stage("numerics", __doc__, argv)
+        cfg, cell, reports = cli.cell_stage("numerics", __doc__, argv)
+        out = reports / "numerics"
 
         def say(line: str) -> None:
             print(f"torchgate numerics: {line}", flush=True)
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"torchgate numerics: {cell.name} skipped: {record.reason}")
         write_record(out / f"{cell.name}.json", record)
         result = compare_run(cfg, load_run(cfg.baseline.rev, [cell.name], ("numerics",),
-                                           reports=cfg.reports,
+                                           reports=reports,
                                            given={("numerics", cell.name): record}))
         write_text(out / f"{cell.name}.md",
                    page.page(record, result, own_tolerances(cfg, cell.name)))

@@ -1,5 +1,5 @@
-"""Stage `report`: reports/summary.md, the page a reviewer reads first (with what the gate stage
-will decide), and reports/metrics.json, a small flat file for `dvc metrics diff`.
+"""Stage `report`: <reports>/summary.md, the page a reviewer reads first (with what the gate stage
+will decide), and <reports>/metrics.json, a small flat file for `dvc metrics diff`.
 
     python -m stages.report
 
@@ -38,7 +38,7 @@ PAGE = "summary"        # this page's pictures: <reports>/pictures/summary/
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = cli.run_stage("report", __doc__, argv)
+    args = cli.parse("report", __doc__, argv)
     with one_line_errors("report"):
         cfg = cli.load(args)
         compare = load_record(args.reports / "compare.json", CompareRecord)

@@ -15,17 +15,15 @@ quicker (--pool 8: torchgate's design, the peers' below theirs, which the table 
 `--repeat N` it also measures the matrix N more times in sequence and compares each run with
 the first, which adds the drift of the machine between runs (what a committed baseline
 faces).
-Writes reports/selfcheck.md.
+Writes <reports>/selfcheck.md.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import random
 import time
-from pathlib import Path
 
-from stages.core import config
+from stages.core import cli
 from stages.core.errors import UserError, one_line_errors
 from stages.core.records import write_text
 from stages.core.vocabulary import Status, Verdict
@@ -41,18 +39,13 @@ def _log(*line) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m stages.selfcheck", description=__doc__)
-    parser.add_argument("--params", default="params.yaml")
-    parser.add_argument("--splits", type=int, default=200)
-    parser.add_argument("--slowdown", type=float, default=0.10)
-    parser.add_argument("--repeat", type=int, default=0)
-    parser.add_argument("--pool", type=int, help="processes per unit; default twice the "
-                        "most a side of bench.processes and the peers' designs")
-    parser.add_argument("--out", type=Path, help="default reports/<machine>/selfcheck.md")
-    args = parser.parse_args(argv)
+    args = cli.parse(
+        "selfcheck", __doc__, argv, ("--splits", dict(type=int, default=200)),
+        ("--slowdown", dict(type=float, default=0.10)), ("--repeat", dict(type=int, default=0)),
+        ("--pool", dict(type=int, help="processes per unit; default twice the most a side of "
+                                       "bench.processes and the peers' designs")))
     with one_line_errors("selfcheck"):
-        cfg = config.load(args.params)
-        args.out = args.out or cfg.reports / "selfcheck.md"
+        cfg = cli.load(args)
         started = time.perf_counter()
         once = dataclasses.replace(cfg, bench=dataclasses.replace(cfg.bench,
                                                                   adaptive_budget_s=0.0))
@@ -79,7 +72,7 @@ def main(argv: list[str] | None = None) -> None:
                       "REGRESSED")
         text = report(cfg, checked, args.slowdown, args.splits, repeats,
                       time.perf_counter() - started)
-        write_text(args.out, text)
+        write_text(args.reports / "selfcheck.md", text)
         print(text)
 
 

@@ -14,6 +14,7 @@ import yaml
 from torch.utils.flop_counter import FlopCounterMode
 
 from stages.core.config import parse_workloads
+from stages.core.metrics import BY_NAME
 from stages.judge.tolerance import own_tolerance
 from stages.measure.accuracy import error_metrics, flatten
 from stages.workloads import Unsupported
@@ -257,6 +258,6 @@ def test_a_second_kind_of_data_dependent_branch_is_a_new_break_reason_and_regres
     new = new_reasons(clipped.graph_break_reasons, plain.graph_break_reasons)
     assert new and all("Tensor.item()" in r for r in new)
     key = dict(stage="bench", cell="cpu-fp32", workload="branchy", mode="compiled")
-    row = _counted_row(key, "graph_breaks", plain.graph_breaks, clipped.graph_breaks,
+    row = _counted_row(key, BY_NAME["graph_breaks"], plain.graph_breaks, clipped.graph_breaks,
                        clipped.graph_break_reasons, plain.graph_break_reasons)
     assert row.verdict == "REGRESSED" and "Tensor.item()" in row.note

@@ -232,7 +232,7 @@ def test_the_selfcheck_command_writes_the_table(tmp_path, monkeypatch, capsys):
         records["any"], cell=cell.name))
     out = tmp_path / "selfcheck.md"
     command.main(["--params", str(ROOT / "params.yaml"), "--splits", "5", "--repeat", "1",
-                  "--out", str(out)])
+                  "--reports", str(tmp_path)])
     text = out.read_text()
     assert "| torchgate, within the run |" in text and "**Repeated runs**: " in text
     assert all(f"| {r.name} | {r.design.text()} (at 4 of its" in text or

@@ -1,27 +1,58 @@
-"""The command lines of the stages: a matrix-cell stage (bench, numerics) and a whole-run stage
-(compare, report). Bad input fails here, in one line, before anything is measured."""
+"""The command lines of the stages, one spelling of each option: every stage takes `--params`
+(the composed configuration); one that reads or writes a machine's reports takes `--reports`
+(that machine's folder, default `reports/<machine.name>/`); a cell stage (bench, numerics)
+takes `--device` and `--precision` and writes `<reports>/<stage>/<cell>.*`. Bad input fails
+here, in one line, before anything is measured. Only argparse is imported up front: the env
+stage runs on every `dvc repro` and loads no configuration."""
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
-from stages.core import config
-from stages.core.baseline import git
-from stages.core.config.targets import check_tracked, check_workloads
+Option = tuple[str, dict[str, Any]]        # a flag and argparse's keywords for it
+
+
+def parse(kind: str, doc: str, argv: list[str] | None, *options: Option,
+          params: bool = True, reports: bool = True, cell: bool = False) -> argparse.Namespace:
+    """The stage's arguments: `--params` and `--reports` (unless told not), `--device` and
+    `--precision` for a cell stage, then its own `options`."""
+    parser = argparse.ArgumentParser(
+        prog=f"python -m stages.{kind}", description=doc,
+        epilog="<reports>: --reports, by default reports/<machine>/ (machine.name in "
+               "params.yaml)" if reports else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    if params:
+        parser.add_argument("--params", default="params.yaml",
+                            help="the composed configuration (python -m stages.compose)")
+    if reports:
+        parser.add_argument("--reports", type=Path,
+                            help="this machine's reports folder (default reports/<machine>)")
+    if cell:
+        parser.add_argument("--device", required=True)
+        parser.add_argument("--precision", required=True)
+    for flag, keywords in options:
+        parser.add_argument(flag, **keywords)
+    return parser.parse_args(argv)
+
+
+def load(args: argparse.Namespace):
+    """The stage's config; its reports are this machine's unless --reports says."""
+    from stages.core import config
+    cfg = config.load(args.params)
+    if hasattr(args, "reports"):
+        args.reports = args.reports or cfg.reports
+    return cfg
 
 
 def cell_stage(kind: str, doc: str, argv: list[str] | None):
-    """(config, cell, report folder). An unknown cell, a bad baseline.rev, a workload key
-    that is a typo or a workload module that dvc.yaml does not track stops the stage before
-    it measures."""
-    parser = argparse.ArgumentParser(prog=f"python -m stages.{kind}", description=doc)
-    parser.add_argument("--device", required=True)
-    parser.add_argument("--precision", required=True)
-    parser.add_argument("--params", default="params.yaml")
-    parser.add_argument("--out", type=Path, help=f"default reports/<machine>/{kind}")
-    args = parser.parse_args(argv)
-    cfg = config.load(args.params)
-    args.out = args.out or cfg.reports / kind
+    """(config, cell, the machine's reports folder). An unknown cell, a bad
+    baseline.rev, a workload key that is a typo or a workload module that dvc.yaml does not
+    track stops the stage before it measures."""
+    from stages.core.baseline import git
+    from stages.core.config.targets import check_tracked, check_workloads
+    args = parse(kind, doc, argv, cell=True)
+    cfg = load(args)
     cell = cfg.cell(args.device, args.precision)
     git.resolve_rev(cfg.baseline.rev)
     default = cfg.bench.timeout_s if kind == "bench" else cfg.numerics.timeout_s
@@ -30,18 +61,4 @@ def cell_stage(kind: str, doc: str, argv: list[str] | None):
     for note in check_workloads(cfg.workloads.values(), limit_s):
         print(f"torchgate {kind}: {note}", flush=True)
     check_tracked(cfg.workloads, kind)
-    return cfg, cell, args.out
-
-
-def run_stage(kind: str, doc: str, argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog=f"python -m stages.{kind}", description=doc)
-    parser.add_argument("--params", default="params.yaml")
-    parser.add_argument("--reports", type=Path, help="default reports/<machine>")
-    return parser.parse_args(argv)
-
-
-def load(args: argparse.Namespace) -> config.Config:
-    """A whole-run stage's config; its reports are this machine's unless --reports says."""
-    cfg = config.load(args.params)
-    args.reports = args.reports or cfg.reports
-    return cfg
+    return cfg, cell, args.reports

@@ -16,6 +16,7 @@ from stages.core.records.schema import (
     NumericsArm,
     NumericsProcess,
     NumericsRecord,
+    NumericsRun,
     Tolerance,
 )
 from stages.core.vocabulary import FRESH, Check, Status
@@ -124,18 +125,17 @@ def evaluate_modes(procs: list[NumericsProcess], precision: PrecisionSpec,
     return {mode: evaluate(r, precision) for mode, r in proc.modes.items()}
 
 
-def numerics_record(cfg: Config, cell: Cell, run, fresh: dict[str, FreshOutputs],
-                    rebuilt: bool = False, wall_s: float | None = None) -> NumericsRecord:
-    """The record of one cell from its CellRun: every arm's modes evaluated, the
-    fresh-process check folded into the reported arm's eager results, op coverage, the
-    tolerances used; with two arms, the first as `ab.baseline`."""
+def numerics_record(cfg: Config, cell: Cell, run: NumericsRun, rebuilt: bool = False,
+                    wall_s: float | None = None) -> NumericsRecord:
+    """The record of one cell: every arm's modes evaluated, the fresh-process check folded
+    into the reported arm's eager results, op coverage, the tolerances used; with two arms,
+    the first as `ab.baseline`."""
     if run.skipped:
         return NumericsRecord(cell.name, Status.SKIPPED, reason=run.skipped, wall_s=wall_s)
-    evaluated = {a: {name: evaluate_modes(procs, own_tolerance(cell.precision,
-                                                               cfg.workloads.get(name)),
-                                          cfg.modes)
-                     for name, procs in per_arm.items()} for a, per_arm in run.results.items()}
-    for name, check in fresh.items():
+    evaluated = {a: {name: evaluate_modes(list(procs), own_tolerance(
+        cell.precision, cfg.workloads.get(name)), cfg.modes) for name, procs in per_arm.items()}
+        for a, per_arm in run.results.items()}
+    for name, check in run.fresh.items():
         eager = evaluated[run.now].get(name, {}).get("eager")
         if eager is not None and eager.digest:
             evaluated[run.now][name]["eager"] = dataclasses.replace(
@@ -148,15 +148,14 @@ def numerics_record(cfg: Config, cell: Cell, run, fresh: dict[str, FreshOutputs]
     def hosts(a: str) -> dict:
         found = {name: procs[0].host for name, procs in run.results[a].items()
                  if procs and procs[0].host is not None}
-        fresh_host = getattr(run, "fresh_host", None)
-        return {**found, FRESH: fresh_host} if a == run.now and fresh_host else found
+        return {**found, FRESH: run.fresh_host} if a == run.now and run.fresh_host else found
     ab = None
     if len(run.arms) > 1:
         first = run.arms[0]
-        ab = NumericsAB(NumericsArm(**vars(run.arm_id(first)),
-                                    workloads={n: m for n, m in evaluated[first.name].items() if m},
-                                    coverage=coverage(first.name), hosts=hosts(first.name)),
-                        run.arm_id(run.arms[-1]), rebuilt)
+        ab = NumericsAB(NumericsArm(**vars(run.ids[first]),
+                                    workloads={n: m for n, m in evaluated[first].items() if m},
+                                    coverage=coverage(first), hosts=hosts(first)),
+                        run.ids[run.arms[-1]], rebuilt)
     p = cell.precision
     return NumericsRecord(cell.name, Status.OK, workloads=evaluated[run.now],
                           coverage=coverage(run.now),

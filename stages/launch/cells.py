@@ -33,6 +33,7 @@ from stages.core.records.schema import (
     BenchRecord,
     Look,
     NumericsProcess,
+    NumericsRun,
     Pending,
     RecordedWorkload,
     WorkloadRun,
@@ -373,7 +374,7 @@ def _measure_bench(cfg: Config, cell_run: CellRun, pending, arms: tuple[Arm, ...
 
 def measure_numerics(cfg: Config, cell: Cell, *, run=run_worker, log=lambda *line: None,
                      arms: tuple[Arm, ...] = NOW, progress: Progress | None = None
-                     ) -> tuple[CellRun, dict[str, FreshOutputs]]:
+                     ) -> NumericsRun:
     """One numerics process per workload and arm, then one more for the cell: the eager
     outputs of the workloads that ran cleanly in the reported arm, computed first thing in a
     fresh process (determinism across processes)."""
@@ -382,14 +383,14 @@ def measure_numerics(cfg: Config, cell: Cell, *, run=run_worker, log=lambda *lin
     cell_run.progress.plan(1)                   # the fresh process
     cell_run.rounds(1)
     if cell_run.skipped:
-        return cell_run, {}
+        return numerics_run(cell_run)
     now = cell_run.results[cell_run.now]
     ran = [name for name, procs in now.items() if procs and procs[0].status == Status.OK
            and procs[0].modes.get("eager") is not None
            and procs[0].modes["eager"].status == Status.OK]
     if not ran:  # only what ran cleanly: a crash or a hang is reported once, not twice
         cell_run.progress.plan(-1)
-        return cell_run, {}
+        return numerics_run(cell_run)
     walls = sum(p.wall_s or 0.0 for name in ran for p in now[name])
     arm = arms[-1]
     job = job_for(cfg, cell, [spec_for(arm, cfg, n) for n in ran], "fresh", ["eager"], arm)
@@ -401,5 +402,12 @@ def measure_numerics(cfg: Config, cell: Cell, *, run=run_worker, log=lambda *lin
         cell_run.progress.tick())
     if result.status != Status.OK:
         failed = FreshOutputs(result.status, error=result.error or "")
-        return cell_run, {name: failed for name in ran}
-    return cell_run, result.fresh
+        return numerics_run(cell_run, {name: failed for name in ran})
+    return numerics_run(cell_run, result.fresh)
+
+
+def numerics_run(run: CellRun, fresh: dict[str, FreshOutputs] | None = None) -> NumericsRun:
+    return NumericsRun(tuple(a.name for a in run.arms), {a.name: run.arm_id(a) for a in run.arms},
+                       {a: {name: tuple(procs) for name, procs in per.items()}
+                        for a, per in run.results.items()}, fresh or {}, run.fresh_host,
+                       run.skipped)

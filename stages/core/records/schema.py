@@ -299,6 +299,23 @@ class NumericsProcess(Process):
     fresh: dict[str, FreshOutputs] = field(default_factory=dict)   # the fresh-process check
 
 
+@dataclass(frozen=True)
+class NumericsRun:
+    """What one cell's numerics worker processes returned, arm by arm, in the order the arms
+    were measured (the last is this run's), before judge.tolerance evaluates it into the
+    cell's NumericsRecord. Not written: the record is."""
+    arms: tuple[str, ...] = ()
+    ids: dict[str, ArmId] = field(default_factory=dict)            # arm -> what it ran
+    results: dict[str, dict[str, tuple[NumericsProcess, ...]]] = field(default_factory=dict)
+    fresh: dict[str, FreshOutputs] = field(default_factory=dict)   # the fresh-process check
+    fresh_host: Host | None = None
+    skipped: str | None = None
+
+    @property
+    def now(self) -> str:
+        return self.arms[-1]
+
+
 # ---- the bench record: every sample of every process of one cell ----------------------------
 
 
