@@ -46,19 +46,19 @@ def test_a_user_extension_appears_in_the_op_coverage_under_its_own_namespace():
 
 
 def test_the_same_op_without_a_cpu_kernel_fails_the_unit_with_one_clear_line():
-    m = run_bench(dataclasses.replace(job(gpu_only=True), kind="bench"))["modes"]["eager"]
-    assert m["status"] == "ERROR"
-    assert m["error"] == ("NotImplementedError: operator userlib::scale_gpu_only has no kernel for "
+    m = run_bench(dataclasses.replace(job(gpu_only=True), kind="bench")).modes["eager"]
+    assert m.status == "ERROR"
+    assert m.error == ("NotImplementedError: operator userlib::scale_gpu_only has no kernel for "
                        "the CPU backend (it has kernels for CUDA only): the extension does not "
                        "support this device, or its CPU kernel was not registered")
     failed = bench({"scaled": [process(rng=random.Random(0))]}, modes=("eager",))
-    now = bench({"scaled": [process(status="ERROR", error=m["error"])]})
+    now = bench({"scaled": [process(status="ERROR", error=m.error)]})
     row = bench_rows("cpu-fp32", now, failed, DELTA)[0]
     assert row.verdict == Verdict.FAILED and "has no kernel for the CPU backend" in row.note
     with pytest.raises(NotImplementedError) as err:    # op coverage says the same
         op_coverage(job(gpu_only=True), scaled, torch.device("cpu"), torch.float32)
-    assert failure(err.value)["error"] == m["error"]
-    cov = Coverage("ERROR", error=m["error"])
+    assert failure(err.value).error == m.error
+    cov = Coverage("ERROR", error=m.error)
     rows = numerics_rows("c", numerics({"scaled": {"eager": ModeNumerics("PASS")}},
                                        coverage={"scaled": cov}), None)
     assert {r.metric: r.verdict for r in rows}["ops"] == Verdict.FAILED

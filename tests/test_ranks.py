@@ -259,7 +259,7 @@ def test_a_hung_step_fails_within_the_timeout_and_its_ranks_are_killed():
 
 def test_two_gloo_ranks_time_their_all_reduce_and_name_the_rank_held_back():
     from stages.measure.worker import run_bench
-    m = run_bench(job(slow=(1, 3.0)))["modes"]["eager"]
+    m = run_bench(job(slow=(1, 3.0))).modes["eager"]
     assert m.status == "OK", m
     r = m.ranks
     assert (r.backend, r.world_size, r.threads) == ("gloo", 2, 1)
@@ -277,7 +277,7 @@ def test_a_cuda_rank_times_its_nccl_all_reduce_with_events():
     """One rank per device; a machine with one GPU runs a unit of one (nccl, world size 1)."""
     from stages.measure.worker import run_bench
     n = min(torch.cuda.device_count(), 2)
-    m = run_bench(job(ranks=n, device="cuda"))["modes"]["eager"]
+    m = run_bench(job(ranks=n, device="cuda")).modes["eager"]
     assert m.status == "OK", m
     r = m.ranks
     assert (r.backend, r.world_size) == ("nccl", n) and r.bytes_per_step > 0

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from stages.core.records.schema import Sentinel
 from stages.measure.proc import tree_cpu_s
 from stages.measure.timing import BusyMachine, SentinelProbe, measure, steady_start, still_falling
 
@@ -199,6 +200,5 @@ def test_the_sentinel_is_the_fastest_of_every_burst():
     probe.burst()
     reading = probe.reading()
     assert len(probe.loop) == 2 * probe.LOOP_REPS and len(probe.copy) == 2 * probe.COPY_REPS
-    assert reading == {"python_loop_s": min(probe.loop), "copy_32mib_s": min(probe.copy),
-                       "method": SentinelProbe.METHOD}
-    assert 0 < reading["python_loop_s"] < 1 and 0 < reading["copy_32mib_s"] < 1
+    assert reading == Sentinel(min(probe.loop), min(probe.copy), SentinelProbe.METHOD)
+    assert 0 < reading.python_loop_s < 1 and 0 < reading.copy_32mib_s < 1

@@ -18,7 +18,7 @@ from stages.judge.summary import summarize
 from stages.judge.timings import bench_rows
 from stages.judge.tolerance import evaluate, own_tolerance
 from stages.judge.verdicts import finish
-from stages.launch.cells import parsed, recorded
+from stages.launch.cells import recorded
 from stages.measure.accuracy import fingerprint
 from stages.measure.build import failure
 from stages.measure.worker import run_bench, run_numerics
@@ -40,22 +40,20 @@ def job(kind: str, target: str, **kwargs) -> Job:
 
 
 def test_unsupported_is_skipped_by_name_whichever_revision_raised_it():
-    assert failure(Unsupported("no float8 here")) == {"status": Status.SKIPPED,
-                                                      "error": "no float8 here"}
+    assert failure(Unsupported("no float8 here")) == (Status.SKIPPED, "no float8 here", None)
     # Another revision's workloads package defines its own class of the same name.
     theirs = type("Unsupported", (Exception,), {"__module__": "stages.workloads"})
-    assert failure(theirs("no kernels"))["status"] == Status.SKIPPED
+    assert failure(theirs("no kernels")).status == Status.SKIPPED
     lookalike = type("Unsupported", (Exception,), {"__module__": "acme.models"})
-    assert failure(lookalike("x"))["status"] == Status.ERROR
+    assert failure(lookalike("x")).status == Status.ERROR
 
 
 def test_a_workload_unsupported_here_is_skipped_in_bench_and_numerics_with_its_reason():
     target = "stages.workloads.lowp.fp8_matmul"
-    raw = run_bench(job("bench", target, size=16))
-    assert {m: r["status"] for m, r in raw["modes"].items()} == {
+    proc = run_bench(job("bench", target, size=16))
+    assert {m: r.status for m, r in proc.modes.items()} == {
         "eager": Status.SKIPPED, "compiled": Status.SKIPPED}
-    assert "float8 matmul needs a GPU" in raw["modes"]["eager"]["error"]
-    proc = parsed("bench", {**raw, "status": Status.OK}, "w process 1")
+    assert "float8 matmul needs a GPU" in proc.modes["eager"].error
     now = bench({"w": [proc]}, modes=("eager", "compiled"))
     for base in (None, now):
         rows = bench_rows("cpu-fp32", now, base, DELTA)
@@ -67,9 +65,9 @@ def test_a_workload_unsupported_here_is_skipped_in_bench_and_numerics_with_its_r
                              power=0.8).rows)
     assert "| SKIPPED " in page and "float8 matmul needs a GPU" in page
     out = run_numerics(job("numerics", target, size=16))
-    assert {m: r["status"] for m, r in out["modes"].items()} == {
+    assert {m: r.status for m, r in out.modes.items()} == {
         "eager": Status.SKIPPED, "compiled": Status.SKIPPED}
-    ev = evaluate(ModeOutputs(**out["modes"]["eager"]), FP32)
+    ev = evaluate(out.modes["eager"], FP32)
     rows = numerics_rows("cpu-fp32", numerics({"w": {"eager": ev}}), None)
     assert [(r.metric, r.verdict) for r in rows] == [("numerics", Verdict.SKIPPED)]
     assert "float8" in rows[0].note
@@ -79,7 +77,7 @@ def test_a_workload_unsupported_here_is_skipped_in_bench_and_numerics_with_its_r
 
 def test_a_workload_without_a_reference_skips_every_numerics_mode():
     out = run_numerics(job("numerics", "tests.unsupported_workloads.nowhere"))
-    assert {m: (r["status"], r["error"]) for m, r in out["modes"].items()} == {
+    assert {m: (r.status, r.error) for m, r in out.modes.items()} == {
         m: (Status.SKIPPED, "needs hardware nobody has; this is cpu")
         for m in ("eager", "compiled")}
 

@@ -12,6 +12,7 @@ import sys
 import traceback
 from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
@@ -56,19 +57,26 @@ def unsupported(exc: BaseException) -> bool:
                for c in type(exc).__mro__)
 
 
-def failure(exc: BaseException) -> dict:
+class Failed(NamedTuple):
+    """A failure as every record of a process or a mode begins: its status, its one-line
+    message, a short traceback (`ModeTiming(*failure(exc))`)."""
+    status: str
+    error: str
+    traceback: str | None = None
+
+
+def failure(exc: BaseException) -> Failed:
     """A status (OOM or ERROR; SKIPPED for a workload that is unsupported here), a one-line
     message and a short traceback for an exception raised by a workload."""
     if unsupported(exc):
-        return {"status": Status.SKIPPED, "error": clip(str(exc).strip())}
+        return Failed(Status.SKIPPED, clip(str(exc).strip()))
     text = str(exc).lower()
     oom = (isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError"
            or "out of memory" in text or "can't allocate memory" in text
            or "not enough memory" in text)
     first = missing_kernel(exc) or (str(exc).strip().splitlines()[0] if str(exc).strip() else "")
-    return {"status": Status.OOM if oom else Status.ERROR,
-            "error": clip(f"{type(exc).__name__}: {first}"),
-            "traceback": traceback.format_exc(limit=-3)[-TRACEBACK_CHARS:]}
+    return Failed(Status.OOM if oom else Status.ERROR, clip(f"{type(exc).__name__}: {first}"),
+                  traceback.format_exc(limit=-3)[-TRACEBACK_CHARS:])
 
 
 def configure(job: Job) -> None:

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from stages.core.config.settings import BenchSettings
 from stages.core.numbers import median
-from stages.core.records.schema import ShapeRun
+from stages.core.records.schema import Sentinel, ShapeRun
 from stages.measure.clocks import Clock, SyncClock
 from stages.measure.proc import (
     CGROUP,
@@ -146,9 +146,8 @@ class SentinelProbe:
             self.copy.append(time.perf_counter() - t0)
         del src, dst              # freed before the next mode: its peak memory is its own
 
-    def reading(self) -> dict:
-        return {"python_loop_s": min(self.loop), "copy_32mib_s": min(self.copy),
-                "method": self.METHOD}
+    def reading(self) -> Sentinel:
+        return Sentinel(min(self.loop), min(self.copy), self.METHOD)
 
 
 PHASES = ("first_call_s", "warmup_s", "steady_s")   # the timed phases, as metrics

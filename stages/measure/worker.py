@@ -8,6 +8,7 @@ torch.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import random
@@ -24,9 +25,9 @@ import torch
 from stages.core.config.targets import load_target
 from stages.core.records import dumps, write_text
 from stages.core.records.job import Job
-from stages.core.records.outputs import FreshOutputs, ModeOutputs, VersusEager
-from stages.core.records.schema import ModeTiming
-from stages.core.typed import from_data
+from stages.core.records.outputs import Coverage, FreshOutputs, ModeOutputs, VersusEager
+from stages.core.records.schema import BenchProcess, ModeTiming, NumericsProcess
+from stages.core.typed import from_data, to_data
 from stages.core.vocabulary import Status
 from stages.measure.accelerator import Unavailable
 from stages.measure.accelerator import notes as device_notes
@@ -142,33 +143,44 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
     if bad:
         return ModeTiming(Status.NONFINITE, error=f"first call returned {bad} NaN/Inf values")
     counts = (rank_dynamo or dynamo.summary()) if compiled else None
-    notes = device_notes(device.type)
-    usage = meter.record(phases.calls_per_sample * workload.items)
-    unmeasured = {**notes.pop("unmeasured", {}), **usage.pop("unmeasured"),
-                  **parts.pop("unmeasured", {})}
     cpu = busy_share(busy["steady_s"], torch.get_num_threads())
-    if cpu is None:
-        unmeasured["cpu_busy"] = SHORT_FOR_TICKS
-    return ModeTiming(
-        Status.OK, first_call_s=phases.first_call_s, warmup_s=phases.warmup_s,
+    return mode_record(
+        tail, parts, device_notes(device.type),
+        meter.record(phases.calls_per_sample * workload.items),
+        sampler.record() if sampler is not None else {},
+        {} if cpu is not None else {"unmeasured": {"cpu_busy": SHORT_FOR_TICKS}},
+        {} if counts is None else {
+            "graph_breaks": counts.graph_breaks, "graph_break_reasons": counts.graph_break_reasons,
+            "recompiles": counts.recompiles, "recompile_reasons": counts.recompile_reasons,
+            "unique_graphs": counts.unique_graphs},
+        status=Status.OK, first_call_s=phases.first_call_s, warmup_s=phases.warmup_s,
         warmup_calls=phases.warmup_calls, warmup_excess_s=phases.warmup_excess_s,
         warmup_settled=phases.warmup_settled, calls_per_sample=phases.calls_per_sample,
-        steady_s=tuple(phases.steady_s), peak_bytes=peak, start_bytes=start, **tail, **parts, shapes=shapes,
-        **notes, unmeasured=unmeasured, **usage,
-        cpu_busy=cpu,
-        items=workload.items, flops=workload.flops, bytes_moved=bytes_moved,
+        steady_s=phases.steady_s, peak_bytes=peak, start_bytes=start, shapes=shapes,
+        cpu_busy=cpu, items=workload.items, flops=workload.flops, bytes_moved=bytes_moved,
         busy_machine=busy["steady_s"].summary(), compile_cache=cache if compiled else None,
         busy_first_call=busy["first_call_s"].summary(), busy_warmup=busy["warmup_s"].summary(),
         ranks=ranks, aten_ops=sum(ops.values()) if ops is not None else None,
-        aten_ops_by_op=ops or {},
-        **(sampler.record() if sampler is not None else {}),
-        **({} if counts is None else {
-            "graph_breaks": counts.graph_breaks, "graph_break_reasons": counts.graph_break_reasons,
-            "recompiles": counts.recompiles, "recompile_reasons": counts.recompile_reasons,
-            "unique_graphs": counts.unique_graphs}))
+        aten_ops_by_op=ops or {})
 
 
-def run_bench(job: Job) -> dict:
+def mode_record(*parts: dict, **fields) -> ModeTiming:
+    """A mode's record, built once from what its phases measured: each part holds ModeTiming's
+    own fields, and a field that two parts give is a bug, said here; their `unmeasured`
+    reasons are merged. Checked field by field (core.typed) in the worker itself."""
+    merged, unmeasured = dict(fields), {}
+    for part in parts:
+        for key, value in part.items():
+            if key == "unmeasured":
+                unmeasured.update(value)
+            elif key in merged:
+                raise ValueError(f"ModeTiming.{key} measured twice")
+            else:
+                merged[key] = value
+    return from_data(ModeTiming, to_data({**merged, "unmeasured": unmeasured}), "mode")
+
+
+def run_bench(job: Job) -> BenchProcess:
     device = resolve_device(job.device)
     factory = load_target(job.workload.target)
     turn = Baton(job.baton)
@@ -182,18 +194,16 @@ def run_bench(job: Job) -> dict:
     # CUDA with `timing`: hot/cold/graph series; the flush buffer is allocated here, once.
     gpu = GpuProcess.open(torch, job) if device.type == "cuda" and job.device.timing \
         and not spread else None
-    out: dict = {"modes": {}}
+    modes = {}
     for mode in job.modes:
         try:
             with RankGroup(job, mode, torch.get_num_threads()) if spread \
                     else contextlib.nullcontext() as group:
-                out["modes"][mode] = bench_mode(job, factory, device, mode, turn, cache, gpu,
-                                                group)
+                modes[mode] = bench_mode(job, factory, device, mode, turn, cache, gpu, group)
         except Exception as exc:  # one mode failing must not hide the others
-            out["modes"][mode] = failure(exc)
+            modes[mode] = ModeTiming(*failure(exc))
         machine.burst()           # still this process's turn: between modes, outside timings
-    out["sentinel"] = machine.reading()
-    return out
+    return BenchProcess(Status.OK, sentinel=machine.reading(), modes=modes)
 
 
 def outputs_after_steps(job: Job, factory, device, dtype, mode, after_first=None,
@@ -214,7 +224,7 @@ def outputs_after_steps(job: Job, factory, device, dtype, mode, after_first=None
     return {k: v.detach().to("cpu").clone() for k, v in named.items()}
 
 
-def fresh_process_outputs(job: Job) -> dict:
+def fresh_process_outputs(job: Job) -> NumericsProcess:
     """Determinism across processes: every workload's eager outputs, computed first thing in
     a fresh process (allocator and caches untouched), as a digest and fingerprints."""
     device = resolve_device(job.device)
@@ -228,27 +238,26 @@ def fresh_process_outputs(job: Job) -> dict:
                 Status.OK, digest=digest(named),
                 fingerprint={n: fingerprint(t) for n, t in named.items()})
         except Exception as exc:
-            found[spec.name] = failure(exc)
-    return {"fresh": found}
+            found[spec.name] = FreshOutputs(*failure(exc))
+    return NumericsProcess(Status.OK, fresh=found)
 
 
-def run_numerics(job: Job) -> dict:
+def run_numerics(job: Job) -> NumericsProcess:
     device = resolve_device(job.device)
     factory = load_target(job.workload.target)
     dtype = getattr(torch, job.precision.dtype)
-    out: dict = {"modes": {}}
     try:  # first: fallback warnings are emitted once per process
-        out["coverage"] = op_coverage(job, factory, device, dtype)
+        coverage = op_coverage(job, factory, device, dtype)
     except Exception as exc:
-        out["coverage"] = failure(exc)
+        coverage = Coverage(*failure(exc))
     try:
         reference = outputs_after_steps(job, factory, torch.device("cpu"), torch.float64,
                                         "eager")
     except Exception as exc:   # no reference, nothing to judge: every mode SKIPPED with why
         if not unsupported(exc):
             raise
-        out["modes"] = {mode: failure(exc) for mode in job.modes}
-        return out
+        return NumericsProcess(Status.OK, coverage=coverage,
+                               modes={mode: ModeOutputs(*failure(exc)) for mode in job.modes})
     eager: dict = {}
 
     def eager_outputs() -> dict[str, torch.Tensor]:
@@ -256,13 +265,14 @@ def run_numerics(job: Job) -> dict:
             eager.update(outputs_after_steps(job, factory, device, dtype, "eager"))
         return eager
 
+    modes = {}
     for mode in job.modes:
         try:
-            out["modes"][mode] = mode_outputs(job, factory, device, dtype, mode, reference,
-                                              eager_outputs)
+            modes[mode] = mode_outputs(job, factory, device, dtype, mode, reference,
+                                       eager_outputs)
         except Exception as exc:
-            out["modes"][mode] = failure(exc)
-    return out
+            modes[mode] = ModeOutputs(*failure(exc))
+    return NumericsProcess(Status.OK, modes=modes, coverage=coverage)
 
 
 def mode_outputs(job: Job, factory, device, dtype, mode: str, reference: dict,
@@ -284,7 +294,7 @@ def mode_outputs(job: Job, factory, device, dtype, mode: str, reference: dict,
         try:
             versus = compiled_vs_eager(first, eager_outputs(), reference)
         except Exception as exc:
-            versus_error = failure(exc)["error"]
+            versus_error = failure(exc).error
     return ModeOutputs(
         Status.OK, outputs={name: error_metrics(t, reference[name]) for name, t in first.items()},
         rerun_max_abs=max_abs_difference(first, again), digest=digest(first),
@@ -316,15 +326,16 @@ def main(argv: list[str]) -> int:
     configure(job)
     started = time.perf_counter()
     run = {"bench": run_bench, "numerics": run_numerics, "fresh": fresh_process_outputs}
+    kind = BenchProcess if job.kind == "bench" else NumericsProcess
     try:
         body = run[job.kind](job)
-        body["status"] = Status.OK
     except Unavailable as exc:
-        body = {"status": Status.SKIPPED, "error": str(exc)}
+        body = kind(Status.SKIPPED, error=str(exc))
     except Exception as exc:
-        body = failure(exc)
-    body.update(torch=torch.__version__, pid=os.getpid(), wall_s=time.perf_counter() - started,
-                host=process_host(torch, job.device.type))
+        body = kind(*failure(exc))
+    body = dataclasses.replace(body, torch=torch.__version__, pid=os.getpid(),
+                               wall_s=time.perf_counter() - started,
+                               host=process_host(torch, job.device.type))
     write_text(result_path, dumps(body))
     return 0
 
