@@ -18,7 +18,7 @@ from stages.core.records.schema import EnvRecord
 from stages.launch.cells import job_for
 from stages.launch.local import run_worker
 
-from .conftest import git, make_project
+from .projects import git, make_project
 
 WORKLOAD = '''
 import torch

@@ -17,7 +17,7 @@ from stages.arms import cache, venv
 from stages.arms.cache import MARKER, complete, ensure, evict, release
 from stages.core.errors import UserError
 
-ROOT = Path(__file__).resolve().parent.parent
+from .projects import ROOT
 
 
 @pytest.fixture(autouse=True)

@@ -3,9 +3,9 @@ two. Tested on README texts of its own, so that the README can change without th
 import importlib.util
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from .projects import ROOT
+
 _spec = importlib.util.spec_from_file_location("install_commands",
                                                ROOT / ".ci" / "install_commands.py")
 install_commands = importlib.util.module_from_spec(_spec)

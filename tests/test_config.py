@@ -12,7 +12,7 @@ from stages.core import config, machine
 from stages.core.config.settings import MachineSettings
 from stages.core.errors import UserError
 
-ROOT = Path(__file__).resolve().parent.parent
+from .projects import ROOT
 
 
 def test_committed_params_equal_the_composition_of_conf(tmp_path):

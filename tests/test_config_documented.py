@@ -13,13 +13,13 @@ import dataclasses
 import re
 import types
 import typing
-from pathlib import Path
 
 import pytest
 
 from stages.core import config
 
-ROOT = Path(__file__).resolve().parent.parent
+from .projects import ROOT
+
 CONF = ROOT / "conf"
 
 # Fields that are not keys a user writes, and why. Each must still be a field (checked below),

@@ -3,7 +3,6 @@
 the key and what to fix; records keep their NaN measurements."""
 import json
 import math
-from pathlib import Path
 
 import pytest
 import yaml
@@ -15,7 +14,7 @@ from stages.core.records.schema import BenchRecord
 from stages.core.typed import from_data
 from tests.records import record
 
-ROOT = Path(__file__).resolve().parent.parent
+from .projects import ROOT
 
 
 def _raw():

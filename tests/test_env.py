@@ -16,9 +16,8 @@ from stages.core.records import SCHEMA, dotted, dumps, load_record, packages, re
 from stages.core.records.schema import EnvRecord
 from stages.judge import environment
 from stages.measure import fingerprint, probe
-from tests.conftest import REPORTS
 
-ROOT = Path(__file__).resolve().parent.parent
+from .projects import REPORTS, ROOT
 
 
 def _git(*args: str, cwd: Path) -> None:

@@ -21,7 +21,7 @@ from stages.core.records.schema import EnvRecord
 from stages.judge import environment
 from stages.measure import distributions, probe
 
-from .conftest import MACHINE, ROOT, git, make_project
+from .projects import MACHINE, ROOT, git, make_project
 
 FIXTURES = Path(__file__).parent / "fixtures" / "schema"
 OUT = Path("reports") / MACHINE / "env"

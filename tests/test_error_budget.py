@@ -13,9 +13,8 @@ from stages.core.vocabulary import Verdict
 from stages.judge.run import compare_run
 from stages.judge.timings import bench_rows, fresh_since_last_look
 from stages.judge.verdicts import finish
-from tests.conftest import REPORTS
 
-from .conftest import git, init_repo
+from .projects import REPORTS, git, init_repo
 from .records import DELTA, bench, process, record
 
 

@@ -14,6 +14,8 @@ import pytest
 
 from stages.compose import compose
 
+from .projects import run_module
+
 HERE = Path(__file__).resolve().parent
 
 FAULTS = {  # workload -> (status, words of its message)
@@ -27,14 +29,6 @@ FAULTS = {  # workload -> (status, words of its message)
                      "'stages.workloads.fault_import_error.build'"),
     "returns_nan": ("NONFINITE", "NaN/Inf"),
 }
-
-
-def stage(*args, check=True):
-    run = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True,
-                         timeout=600)
-    if check and run.returncode != 0:
-        raise AssertionError(f"{args} failed ({run.returncode}):\n{run.stdout}\n{run.stderr}")
-    return run
 
 
 def write_workloads(project: Path) -> None:
@@ -55,11 +49,11 @@ def test_every_failure_kind_is_a_status_and_the_rest_completes(project):
     compose(project / "params.yaml", ["matrix=smoke", f"workload=[good,good_too,{','.join(FAULTS)}]",
                                       "bench.processes=2", "bench.samples=3",
                                       "bench.adaptive_budget_s=0"], conf=project / "conf")
-    stage("stages.env")
-    stage("stages.bench", "--device", "cpu", "--precision", "fp32")
-    stage("stages.numerics", "--device", "cpu", "--precision", "fp32")
-    stage("stages.compare")
-    stage("stages.report")
+    run_module("stages.env")
+    run_module("stages.bench", "--device", "cpu", "--precision", "fp32")
+    run_module("stages.numerics", "--device", "cpu", "--precision", "fp32")
+    run_module("stages.compare")
+    run_module("stages.report")
 
     bench = json.loads((project / "reports/test-box/bench/cpu-fp32.json").read_text())
     for name in ("good", "good_too"):

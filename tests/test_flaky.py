@@ -18,7 +18,9 @@ from stages.judge.gate import gate_failures
 from stages.judge.run import compare_run
 from stages.launch.cells import measure_bench
 from tests.test_adaptive import RAW, fake_worker
-from tests.test_faults import stage, write_workloads
+from tests.test_faults import write_workloads
+
+from .projects import run_module
 
 CFG = config.parse({**RAW, "bench": {"processes": 4, "adaptive_budget_s": 0}})
 
@@ -80,11 +82,11 @@ def test_the_knob_makes_a_real_workload_flaky_through_the_stages(project):
     compose(project / "params.yaml", ["matrix=smoke", "workload=[flaky]", "bench.processes=4",
                                       "bench.samples=3", "bench.adaptive_budget_s=0"],
             conf=project / "conf")
-    stage("stages.env")
-    stage("stages.bench", "--device", "cpu", "--precision", "fp32")
-    stage("stages.compare")
-    stage("stages.report")
-    gate = stage("stages.gate", check=False)
+    run_module("stages.env")
+    run_module("stages.bench", "--device", "cpu", "--precision", "fp32")
+    run_module("stages.compare")
+    run_module("stages.report")
+    gate = run_module("stages.gate", check=False)
     bench = json.loads((project / "reports/test-box/bench/cpu-fp32.json").read_text())
     assert [p["status"] for p in bench["workloads"]["flaky"]["processes"]] == ["OK"] * 4
     compare = json.loads((project / "reports/test-box/compare.json").read_text())

@@ -10,7 +10,7 @@ import pytest
 from stages.core.baseline.git import read_file, resolve_rev
 from stages.core.errors import UserError
 
-ROOT = Path(__file__).resolve().parents[1]
+from .projects import ROOT, dvc
 
 
 def git(*args, cwd) -> str:
@@ -128,13 +128,6 @@ def test_inside_a_dvc_executor_copy(tmp_path, executor):
     with pytest.raises(UserError) as caught:
         resolve_rev("v9", copy)
     assert "is not a commit in this repository" in one_line(caught)
-
-
-def dvc(*args, cwd):
-    done = subprocess.run([sys.executable, "-m", "dvc", *args], cwd=cwd,
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
 
 
 @pytest.mark.slow

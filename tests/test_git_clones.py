@@ -10,9 +10,8 @@ from stages.core.baseline import load_history, load_timeline
 from stages.core.errors import UserError
 from stages.core.records import write_record
 from stages.core.records.schema import EnvRecord
-from tests.conftest import REPORTS
 
-from .conftest import git
+from .projects import REPORTS, git
 from .records import bench, process
 
 FIX = "fetch the history with `git fetch --unshallow` (or actions/checkout with fetch-depth: 0)"

@@ -3,7 +3,6 @@ workloads; the GPU script's configuration. No GPU needed."""
 import json
 import random
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -22,7 +21,7 @@ from stages.render.metrics import bench_metrics
 from stages.workloads import elementwise, matmul_relu
 from tests.records import BUSY, DELTA, bench, process
 
-ROOT = Path(__file__).resolve().parent.parent
+from .projects import ROOT
 
 
 def gpu_run(cold=30e-6, hot=20e-6, impossible=None, n=5, seed=0) -> BenchRecord:

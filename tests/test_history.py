@@ -17,7 +17,7 @@ from stages.core.records.schema import EnvRecord
 from stages.judge.changepoints import change_points
 from stages.judge.trends import Run, series
 
-from .conftest import git, init_repo
+from .projects import git, init_repo
 from .records import BUSY, bench, process
 
 STEPS = {60: 1.05, 120: 1.10, 160: 0.92}

@@ -12,9 +12,8 @@ from stages.core.errors import UserError
 from stages.core.records import parse_record, write_record
 from stages.core.records.schema import BenchRecord, EnvRecord
 from stages.judge.run import compare_run
-from tests.conftest import REPORTS
 
-from .conftest import git, init_repo
+from .projects import REPORTS, git, init_repo
 from .records import bench, process
 
 RAW = {"device": {"cpu": {"type": "cpu"}}, "precision": {"fp32": {"dtype": "float32"}},

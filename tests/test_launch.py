@@ -16,8 +16,8 @@ from stages.judge.verdicts import finish
 from stages.launch import ray_placement as launch
 from stages.launch.ray_backend import unavailable
 
+from .projects import ROOT
 from .records import DELTA, bench, process
-from .test_config import ROOT
 
 EPYC = Hardware("AMD EPYC", (), 2)
 XEON = Hardware("Intel Xeon", (), 2)

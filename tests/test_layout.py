@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+from .projects import ROOT
+
 PACKAGE = ROOT / "stages"
 ROOMS = ("core", "arms", "measure", "launch", "judge", "render", "workloads")
 PURE = ("judge", "render")

@@ -14,7 +14,7 @@ from stages.core.errors import UserError
 from stages.core.records import write_record
 from stages.core.records.schema import BenchRecord, EnvRecord
 
-from .conftest import git, init_repo
+from .projects import git, init_repo
 from .records import bench, process
 
 CELL = "cpu-fp32"

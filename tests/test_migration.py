@@ -31,7 +31,7 @@ from stages.judge.migration import PER_ITEM, SideInput, cost, migrate, ratio
 from stages.judge.moderation import run_spreads
 from stages.render.migration import figure, page
 
-from .conftest import MACHINE, REPORTS, git, init_repo
+from .projects import MACHINE, REPORTS, git, init_repo
 from .records import bench, process
 
 ALPHA = 0.05

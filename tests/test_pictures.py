@@ -18,7 +18,7 @@ from stages.core.vocabulary import PICTURES
 from stages.judge.timings import bench_rows
 from stages.judge.verdicts import finish
 
-from .conftest import ENV_DVC_YAML, REPORTS, ROOT, git
+from .projects import ENV_DVC_YAML, REPORTS, ROOT, git
 from .records import DELTA, bench, process
 
 DRAWING = {"report", "history"}             # the stages that draw, and measure nothing

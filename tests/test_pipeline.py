@@ -12,7 +12,7 @@ import pytest
 from stages.compose import compose
 from stages.core.records import kept
 
-from .conftest import commit_baseline_from_another_cpu, enter_project, git, make_project
+from .projects import commit_baseline_from_another_cpu, dvc, enter_project, git, make_project, read
 from .test_env_packages import dist
 
 USER_MODULE = '''
@@ -30,17 +30,6 @@ def scaled_matmul(*, device, dtype, compile, seed, size=32, scale=1.0):
 def broken(*, device, dtype, compile, seed):
     raise RuntimeError("this workload is broken on purpose")
 '''
-
-
-def dvc(*args, check=True):
-    run = subprocess.run([sys.executable, "-m", "dvc", *args], capture_output=True, text=True)
-    if check and run.returncode != 0:
-        raise AssertionError(f"dvc {' '.join(args)} failed:\n{run.stdout}\n{run.stderr}")
-    return run
-
-
-def read(path):
-    return open(path, encoding="utf-8").read()
 
 
 @pytest.fixture
@@ -181,8 +170,7 @@ def assert_a_clone_only_draws(repository: Path, project: Path) -> None:
     assert not [f for f in git("ls-files", cwd=repository).stdout.split() if f.endswith(".png")]
     clone = repository.parent / f"{repository.name}-clone"
     git("clone", "-q", str(repository), str(clone), cwd=repository.parent)
-    drawn = subprocess.run([sys.executable, "-m", "dvc", "repro"], cwd=clone / project,
-                           capture_output=True, text=True)
+    drawn = dvc("repro", cwd=clone / project, check=False)
     ran = [line for line in drawn.stdout.splitlines() if line.startswith("Running stage")]
     assert ran == ["Running stage 'reports/env/dvc.yaml:env':", "Running stage 'report':",
                    "Running stage 'history':"], drawn.stdout + drawn.stderr

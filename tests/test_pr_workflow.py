@@ -18,7 +18,8 @@ from stages import comment
 from tests.github_standin import GitHubStandIn, one_line_error
 from tests.workflow_runner import load
 
-ROOT = Path(__file__).resolve().parent.parent
+from .projects import ROOT
+
 WORKFLOWS = ROOT / ".github" / "workflows"
 SCRIPT = ROOT / ".github" / "torchgate.sh"
 BASE_SHA = "${{ github.event.pull_request.base.sha }}"

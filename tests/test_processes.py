@@ -14,7 +14,8 @@ from stages.core import config
 from stages.launch.cells import job_for
 from stages.launch.local import run_worker
 
-ROOT = Path(__file__).resolve().parent.parent
+from .projects import ROOT
+
 HERE = Path(__file__).resolve().parent
 
 

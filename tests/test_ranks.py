@@ -32,8 +32,8 @@ from stages.render.bench import page, ranks_section
 from stages.render.metrics import bench_metrics
 from stages.workloads.distributed import ddp_mlp
 
+from .projects import ROOT
 from .records import BUSY, DELTA, bench, process
-from .test_config import ROOT
 
 TARGET = "stages.workloads.distributed.ddp_mlp"
 

@@ -16,8 +16,7 @@ from stages.compose import compose
 from stages.core import records
 from stages.core.records.schema import BenchRecord, NumericsRecord
 
-from .conftest import REPORTS, git
-from .test_pipeline import dvc
+from .projects import REPORTS, dvc, git
 
 pytestmark = pytest.mark.slow     # a Ray cluster of two nodes, and dvc repro on it
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,9 +18,9 @@ from stages.judge.rules import RULES, asv, pyperf, torchbench, unit_samples
 from stages.judge.selfcheck import check, verdicts
 from stages.render.selfcheck import report
 
+from .projects import ROOT
 from .records import bench, process
 
-ROOT = Path(__file__).resolve().parent.parent
 PROCESSES, SAMPLES = 4, 12
 CFG = Config({}, {}, {}, Matrix(("eager",), "test"), bench=BenchSettings(processes=PROCESSES))
 

@@ -15,7 +15,7 @@ from stages.core.errors import UserError
 from stages.launch.cells import job_for
 from stages.launch.local import run_worker
 
-ROOT = Path(__file__).resolve().parent.parent
+from .projects import ROOT
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from stages.core import config
 from stages.core.config.targets import check_tracked, module_paths
 from stages.core.errors import UserError
 
-from .conftest import ROOT
+from .projects import ROOT
 
 MODULE = "def build(*, device, dtype, compile, seed):\n    raise RuntimeError('never run')\n"
 

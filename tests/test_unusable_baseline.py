@@ -14,9 +14,8 @@ from stages.judge.run import compare_run
 from stages.judge.timings import bench_rows
 from stages.judge.verdicts import finish
 from stages.render.summary import headline
-from tests.conftest import REPORTS
 
-from .conftest import git, init_repo
+from .projects import REPORTS, git, init_repo
 from .records import DELTA, bench, process, record
 
 DEFAULT = Gate().fail_on

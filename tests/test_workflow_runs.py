@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import ROOT, git, make_project
 from tests.workflow_runner import Runner, load
+
+from .projects import ROOT, git, make_project
 
 pytestmark = pytest.mark.slow       # each job composes and calls dvc: seconds
 
