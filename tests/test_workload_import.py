@@ -1,5 +1,6 @@
 """A workload module that misbehaves at import (sys.exit, os._exit, a hang) is that workload's
-failure: the stage reads signatures in a child process with a time limit, and carries on."""
+failure: the stage reads a plain `def` from its source, any other target's signature in a
+child process with a time limit, and carries on."""
 import json
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import pytest
 from stages.compose import compose
 from stages.core.config import targets
 from stages.core.config.settings import WorkloadSpec
+from stages.core.errors import UserError
 from stages.core.config.targets import check_workloads, load_target, signatures
 
 MODULES = {
@@ -19,12 +21,14 @@ MODULES = {
     "hangs_at_import": "import time\ntime.sleep(3600)\n",
 }
 GOOD = "stages.workloads.matmul_relu"
+# Bound by an assignment, the factory's signature is known only by importing its module.
+FACTORY = "\n\nbuild = lambda **kwargs: None\n"
 
 
 @pytest.fixture
 def modules(tmp_path, monkeypatch):
     for name, body in MODULES.items():
-        (tmp_path / f"{name}.py").write_text(body + "\n\ndef build(**kwargs):\n    pass\n")
+        (tmp_path / f"{name}.py").write_text(body + FACTORY)
     monkeypatch.syspath_prepend(str(tmp_path))
     return tmp_path
 
@@ -63,11 +67,39 @@ def test_a_module_that_hangs_at_import_is_given_up_after_the_time_limit(modules,
     assert len(started_ones) == 1 and not Path(f"/proc/{started_ones[0]}").exists()
 
 
+def test_a_plain_def_is_read_from_its_source_without_importing_its_module(tmp_path,
+                                                                         monkeypatch):
+    (tmp_path / "plain.py").write_text(
+        "import time\ntime.sleep(3600)\n\ndef build(a, /, b, *rest, device, c=1, **kw):\n"
+        "    pass\n\ndef strict(*, device, size=3):\n    pass\n")
+    (tmp_path / "other.py").write_text(
+        "import functools\nfrom plain import strict as again\n\n@functools.cache\n"
+        "def wrapped(size):\n    pass\n\ndef twice():\n    pass\n\ntwice = 3\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    read = lambda target: targets.source_signature(target, sys.path)  # noqa: E731
+    assert read("plain.build") == {"takes": ["a", "b", "rest", "device", "c", "kw"],
+                                   "any": True}
+    assert read("plain.strict") == {"takes": ["device", "size"], "any": False}
+    # What the source alone cannot tell is the child's to read by importing.
+    for target in ("other.wrapped", "other.again", "other.twice", "plain.missing",
+                   "no_such_module.build", "build"):
+        assert read(target) is None, target
+
+    started_ones = []
+    monkeypatch.setattr(targets.subprocess, "Popen", lambda *a, **k: started_ones.append(a))
+    started = time.perf_counter()
+    assert check_workloads([WorkloadSpec("hangs", "plain.build", {"x": 1})], 2) == []
+    with pytest.raises(UserError, match="workload.typo has no parameter 'sise'; plain.strict "
+                                        "takes: size"):
+        check_workloads([WorkloadSpec("typo", "plain.strict", {"sise": 4})], 2)
+    assert started_ones == [] and time.perf_counter() - started < 1   # no child, no import
+
+
 @pytest.mark.slow
 def test_a_bench_stage_measures_the_others_and_records_each_import_failure(project):
     for name, body in MODULES.items():
         (project / "stages" / "workloads" / f"{name}.py").write_text(    # tracked by the stage
-            body + "\n\ndef build(**kwargs):\n    pass\n")
+            body + FACTORY)
     conf = project / "conf" / "workload"
     (conf / "exits.yaml").write_text(
         "exits:\n  _target_: stages.workloads.exits_at_import.build\n")

@@ -3,17 +3,20 @@ keys checked against the function's signature before anything is measured; a mod
 project that the stage's DVC deps do not cover is refused (`dvc repro` would keep the numbers
 of its old code; yaml is imported only when dvc.yaml is read).
 
-A worker imports its workload (`load_target`). The stage never does: it reads the signatures
-in a child process with a time limit (`check_workloads`), so that a module that calls
-sys.exit() or os._exit(), crashes, hangs, or takes a GPU at import cannot end, stall or load
-the stage. A signal.alarm around an in-process import would stop neither os._exit() nor a hang
-in C code that holds the GIL, and would leave the module's threads and device state in the
-stage; the child costs the stage what the import cost it (torch: about 1.5 s), no more. The
-env stage reads, the same way, which modules a worker imports (`imports`): their
+A worker imports its workload (`load_target`). The stage never does (`check_workloads`): a
+function defined by a plain top-level `def` is read from its source (`source_signature`:
+milliseconds, nothing imported, so that its import failing or hanging is its workers' to
+record); any other target is read in a child process with a time limit, so that a module
+that calls sys.exit() or os._exit(), crashes, hangs, or takes a GPU at import cannot end,
+stall or load the stage. A signal.alarm around an in-process import would stop neither
+os._exit() nor a hang in C code that holds the GIL, and would leave the module's threads and
+device state in the stage; the child costs the stage what the import costs (torch: 2-4 s).
+The env stage reads, the same way, which modules a worker imports (`imports`): their
 distributions are the packages that matter.
 """
 from __future__ import annotations
 
+import ast
 import importlib
 import json
 import os
@@ -97,6 +100,50 @@ def _child(script: str, payload: object, limit_s: float) -> tuple[str, bool, int
     return out, hung, proc.returncode
 
 
+def _module_file(module: str, paths: list[str]) -> Path | None:
+    """The source file `import module` would load from the folders `paths`, found without
+    importing anything; None where a compiled module, or none, is found first."""
+    parts = module.split(".")
+    for entry in paths:
+        folder = Path(entry or ".").joinpath(*parts[:-1])
+        for candidate in (folder / f"{parts[-1]}.py", folder / parts[-1] / "__init__.py"):
+            if candidate.is_file():
+                return candidate
+        if folder.is_dir() and any(folder.glob(f"{parts[-1]}.*.so")):
+            return None
+    return None
+
+
+def _binds(node: ast.AST, name: str) -> bool:
+    return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+               and n.name == name
+               or isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+               or isinstance(n, ast.alias) and (n.asname or n.name).split(".")[0] == name
+               for n in ast.walk(node))
+
+
+def source_signature(target: str, paths: list[str]) -> dict | None:
+    """{"takes": parameter names, "any": takes **kwargs} of a target that its module's source
+    defines once, by a top-level `def` without decorators (what inspect.signature would say of
+    it); None where only importing the module can tell."""
+    module, _, name = target.rpartition(".")
+    path = _module_file(module, paths) if module else None
+    if path is None:
+        return None
+    try:
+        body = ast.parse(path.read_bytes(), filename=str(path)).body
+    except (SyntaxError, ValueError, OSError):
+        return None
+    binding = [stmt for stmt in body if _binds(stmt, name)]
+    if len(binding) != 1 or not isinstance(binding[0], ast.FunctionDef) \
+            or binding[0].decorator_list:
+        return None
+    args = binding[0].args
+    takes = [a.arg for a in (*args.posonlyargs, *args.args, *filter(None, [args.vararg]),
+                             *args.kwonlyargs, *filter(None, [args.kwarg]))]
+    return {"takes": takes, "any": args.kwarg is not None}
+
+
 def signatures(targets: list[str], limit_s: float) -> dict[str, dict]:
     """target -> {"takes": parameter names, "any": takes **kwargs} or {"error": why not},
     read in one child process; a target whose import hung ("hung": true) or ended the child
@@ -164,7 +211,9 @@ def check_workloads(specs: Iterable[WorkloadSpec], limit_s: float) -> list[str]:
     records it as that workload's failure while the others run; one whose import hung is
     returned as a note (its workers will time out too)."""
     specs = list(specs)
-    found = signatures(sorted({s.target for s in specs}), limit_s)
+    found = {t: source_signature(t, sys.path) for t in sorted({s.target for s in specs})}
+    found.update(signatures([t for t, got in found.items() if got is None], limit_s)
+                 if None in found.values() else {})
     notes = []
     for spec in specs:
         got = found.get(spec.target)
