@@ -12,8 +12,8 @@ import pytest
 from stages.compose import compose
 from stages.core.config import targets
 from stages.core.config.settings import WorkloadSpec
-from stages.core.errors import UserError
 from stages.core.config.targets import check_workloads, load_target, signatures
+from stages.core.errors import UserError
 
 MODULES = {
     "exits_at_import": "import sys\nsys.exit(0)\n",
