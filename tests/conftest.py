@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 from .projects import MACHINE, enter_project, make_project
@@ -10,9 +12,18 @@ def machine_name(monkeypatch):
     monkeypatch.setenv("TORCHGATE_MACHINE", MACHINE)
 
 
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: a test process per core, at most 4: an end-to-end test's workers keep a
+    core or two busy themselves, and each holds torch (about 1 GiB) in memory."""
+    return max(1, min(len(os.sched_getaffinity(0)), 4))
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tests marked `gpu` run where torch sees a CUDA device, and are skipped, with the
-    reason, elsewhere (torch is imported only when such a test was collected)."""
+    """The slow tests first, so that the longest (a `dvc repro` end to end, minutes) start
+    while the short ones can still fill the other test processes, not last, alone. Tests
+    marked `gpu` run where torch sees a CUDA device, and are skipped, with the reason,
+    elsewhere (torch is imported only when such a test was collected)."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     marked = [item for item in items if item.get_closest_marker("gpu")]
     if not marked:
         return
