@@ -20,7 +20,8 @@ def pytest_xdist_auto_num_workers(config):
 
 def pytest_collection_modifyitems(config, items):
     """The slow tests first, so that the longest (a `dvc repro` end to end, minutes) start
-    while the short ones can still fill the other test processes, not last, alone. Tests
+    while the short ones can still fill the other test processes, not last, alone (the
+    `worksteal` scheduler hands a process that ran out half of another's queue). Tests
     marked `gpu` run where torch sees a CUDA device, and are skipped, with the reason,
     elsewhere (torch is imported only when such a test was collected)."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)

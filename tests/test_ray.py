@@ -88,9 +88,11 @@ def _compose(project, devices, *extra):
 def _keys(data, path=""):
     """Every key path of a JSON document (list items merged): its schema, less the values.
     Busy-machine readings are left out: a phase too short for /proc's clock ticks has none,
-    wherever it ran; so is the window a unit held its Ray node (none locally)."""
+    wherever it ran (its CPU share is then an `unmeasured` reason, read as the same key); so
+    is the window a unit held its Ray node (none locally)."""
     if isinstance(data, dict):
-        return {p for k, v in data.items() if not k.startswith("busy_") and k != "window_ms"
+        return {p.replace(".unmeasured.", ".") for k, v in data.items()
+                if not k.startswith("busy_") and k != "window_ms"
                 for p in {f"{path}.{k}"} | _keys(v, f"{path}.{k}")}
     if isinstance(data, list):
         return {p for v in data for p in _keys(v, f"{path}[]")}
