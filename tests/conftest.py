@@ -12,6 +12,7 @@ def machine_name(monkeypatch):
     monkeypatch.setenv("TORCHGATE_MACHINE", MACHINE)
 
 
+@pytest.hookimpl(optionalhook=True)      # a hook of pytest-xdist, if installed
 def pytest_xdist_auto_num_workers(config):
     """`-n auto`: a test process per core, at most 4: an end-to-end test's workers keep a
     core or two busy themselves, and each holds torch (about 1 GiB) in memory."""
