@@ -208,12 +208,14 @@ def _status(code: int) -> str:
 def check_workloads(specs: Iterable[WorkloadSpec], limit_s: float) -> list[str]:
     """A key in conf/workload/<name>.yaml that the function does not take is a typo: say so
     before anything is measured. A target that does not import is left to the worker, which
-    records it as that workload's failure while the others run; one whose import hung is
-    returned as a note (its workers will time out too)."""
+    records it as that workload's failure while the others run; one whose import hung in the
+    child (a target not read from its source) is returned as a note (its workers will time
+    out too)."""
     specs = list(specs)
     found = {t: source_signature(t, sys.path) for t in sorted({s.target for s in specs})}
-    found.update(signatures([t for t, got in found.items() if got is None], limit_s)
-                 if None in found.values() else {})
+    unread = [target for target, got in found.items() if got is None]
+    if unread:
+        found.update(signatures(unread, limit_s))
     notes = []
     for spec in specs:
         got = found.get(spec.target)
