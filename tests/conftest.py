@@ -16,7 +16,9 @@ def machine_name(monkeypatch):
 def pytest_xdist_auto_num_workers(config):
     """`-n auto`: a test process per core, at most 4: an end-to-end test's workers keep a
     core or two busy themselves, and each holds torch (about 1 GiB) in memory."""
-    return max(1, min(len(os.sched_getaffinity(0)), 4))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+        else os.cpu_count() or 1                                   # macOS has no affinity
+    return max(1, min(cores, 4))
 
 
 def pytest_collection_modifyitems(config, items):
