@@ -108,13 +108,13 @@ def test_a_bench_stage_measures_the_others_and_records_each_import_failure(proje
     compose(project / "params.yaml", ["matrix=smoke", "workload=[matmul_relu,exits,hangs]",
                                       "bench.processes=1", "bench.cold_compile_processes=1",
                                       "bench.samples=3",
-                                      "bench.timeout_s=20", "bench.adaptive_budget_s=0"],
+                                      "bench.timeout_s=10", "bench.adaptive_budget_s=0"],
             conf=project / "conf")
     run = subprocess.run([sys.executable, "-m", "stages.bench", "--device", "cpu",
                           "--precision", "fp32"], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
     assert "torchgate bench: workload hangs: importing stages.workloads.hangs_at_import.build " \
-           "did not finish within 20 s; its processes will time out" in run.stdout
+           "did not finish within 10 s; its processes will time out" in run.stdout
     bench = json.loads((project / "reports/test-box/bench/cpu-fp32.json").read_text())
     first = {name: w["processes"][0] for name, w in bench["workloads"].items()}
     assert first["matmul_relu"]["modes"]["eager"]["status"] == "OK"
