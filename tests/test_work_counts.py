@@ -1,6 +1,8 @@
-"""Exact counts of work: the operators one eager call dispatches (`aten_ops`), counted in the
-worker after its timings, equal in two processes of the same code, and judged exactly: more
-is REGRESSED, with the operators that moved."""
+"""Exact counts of work: the operators one eager call dispatches (`aten_ops`) and their FLOPs,
+the graphs and kernels a compiled mode made, counted in the worker after its timings, equal in
+two processes of the same code (a compile from empty caches and one from the caches it left),
+and judged exactly: more is REGRESSED, with what moved; a count the processes disagree on is
+not judged."""
 from __future__ import annotations
 
 import dataclasses
@@ -12,12 +14,13 @@ from stages.core.config import DeviceSpec, PrecisionSpec
 from stages.core.config.settings import WorkloadSpec
 from stages.core.records.job import Job, Timing
 from stages.core.records.schema import BenchProcess
+from stages.core.scratch import private
 from stages.core.typed import from_data
 from stages.core.vocabulary import Verdict
 from stages.judge.summary import summarize
 from stages.judge.timings import bench_rows
-from stages.launch.local import run_worker
-from stages.measure.ops import dispatched_ops
+from stages.launch import local
+from stages.measure.ops import count_work
 from stages.render.metrics import bench_metrics
 from stages.workloads import mlp_train
 
@@ -28,15 +31,28 @@ MM, RELU, TANH = "aten.mm.default", "aten.relu.default", "aten.tanh.default"
 
 def test_one_call_dispatches_each_operator_it_runs_and_the_same_again():
     a, b = torch.randn(8, 8), torch.randn(8, 8)
-    assert dispatched_ops(lambda: torch.relu(a @ b)) == {MM: 1, RELU: 1}
-    assert dispatched_ops(lambda: torch.relu(a @ b).tanh()) == {MM: 1, RELU: 1, TANH: 1}
+    assert count_work(lambda: torch.relu(a @ b)).ops == {MM: 1, RELU: 1}
+    assert count_work(lambda: torch.relu(a @ b).tanh()).ops == {MM: 1, RELU: 1, TANH: 1}
     step = mlp_train(device=torch.device("cpu"), dtype=torch.float32, compile=lambda f: f,
                      seed=0, batch=4).step
     # The optimizer's first step makes its state (zeros_like): the worker counts after every
     # timing, in the steady state, where one call does what the next does.
-    made, first, again = (dispatched_ops(step) for _ in range(3))
-    assert made["aten.zeros_like.default"] > first.get("aten.zeros_like.default", 0)
-    assert first == again and sum(first.values()) > 10   # forward, backward, optimizer
+    made, first, again = (count_work(step) for _ in range(3))
+    assert made.ops["aten.zeros_like.default"] > first.ops.get("aten.zeros_like.default", 0)
+    assert first == again and sum(first.ops.values()) > 10   # forward, backward, optimizer
+
+
+def test_the_flops_of_a_call_are_its_matmuls_and_grow_with_its_work():
+    """2·m·n·k a matmul, none for elementwise ops; a tenth more rows, a tenth more FLOPs."""
+    a, b = torch.randn(40, 64), torch.randn(64, 32)
+    assert count_work(lambda: torch.relu(a @ b)).flops == {"aten.mm": 2 * 40 * 64 * 32}
+    more = torch.randn(44, 64)
+    assert count_work(lambda: torch.relu(more @ b)).flops == {"aten.mm": 2 * 44 * 64 * 32}
+    step = mlp_train(device=torch.device("cpu"), dtype=torch.float32, compile=lambda f: f,
+                     seed=0, batch=4).step
+    step()
+    flops = count_work(step).flops
+    assert set(flops) >= {"aten.mm"} and sum(flops.values()) > 0   # backward's matmuls too
 
 
 def _units(base: dict[str, int], now: dict[str, int]):
@@ -58,6 +74,23 @@ def test_more_operators_per_call_is_regressed_with_the_operators_that_moved():
     assert fewer["aten_ops"].verdict == Verdict.IMPROVED
 
 
+def test_a_count_its_processes_disagree_on_is_reported_not_judged():
+    """A count that moves between processes of the same code depends on something besides the
+    code (timing, threads, a cache): its change would be noise called exact."""
+    base = bench({"w": [process(flops_per_call=100) for _ in range(4)]})
+    now = bench({"w": [process(flops_per_call=f) for f in (100, 100, 120, 100)]})
+    [row] = [r for r in bench_rows("c", now, base, DELTA, busy_share=BUSY)
+             if r.metric == "flops_per_call"]
+    assert row.verdict == Verdict.NOT_COMPARABLE
+    assert row.note == ("not the same in every process (this run 100, 120): not an exact "
+                        "count here, not judged")
+    more = bench({"w": [process(flops_per_call=110, flops_by_op={"aten.mm": 110})] * 4})
+    base = bench({"w": [process(flops_per_call=100, flops_by_op={"aten.mm": 100})] * 4})
+    [row] = [r for r in bench_rows("c", more, base, DELTA, busy_share=BUSY)
+             if r.metric == "flops_per_call"]
+    assert (row.verdict, row.note) == (Verdict.REGRESSED, "aten.mm 100 → 110")
+
+
 def test_the_summary_and_metrics_json_carry_the_count():
     _, now = _units({}, {MM: 2, RELU: 1})
     summary = summarize("c", now, None, BUSY)
@@ -75,20 +108,39 @@ def test_a_record_without_counts_compares_its_timings_and_counts_nothing():
     assert "aten_ops" not in rows and rows["steady_s"].shift is not None   # tested
 
 
-def _job(size: int) -> Job:
+def _job(size: int, modes=("eager",)) -> Job:
     spec = WorkloadSpec("matmul_relu", "stages.workloads.matmul_relu", {"size": size})
     return Job("bench", 0, DeviceSpec("cpu", "cpu"), PrecisionSpec("fp32", "float32"), (spec,),
-               ("eager",), Timing(3, 0.005, 0.02, 3, 1.0))
+               tuple(modes), Timing(3, 0.005, 0.02, 3, 1.0))
 
 
-@pytest.mark.slow     # real worker processes
-def test_two_worker_processes_of_the_same_code_count_the_same_operators():
-    """Deterministic before it gates: every process of a unit counts what the others do."""
-    counted = []
+COUNTS = ("aten_ops", "aten_ops_by_op", "flops_per_call", "flops_by_op", "unique_graphs",
+          "graph_breaks", "recompiles", "inductor_kernels", "inductor_bytes")
+
+
+@pytest.mark.slow     # real worker processes, one compiling
+def test_two_worker_processes_of_the_same_code_count_the_same_work(tmp_path, monkeypatch):
+    """Deterministic before it gates: every process of a unit counts what the others do, the
+    second compiling from the caches the first left; a tenth more work counts more FLOPs."""
+    cache = private(tmp_path / "inductor")
+    monkeypatch.setattr(local.scratch, "inductor_cache", lambda: cache)
+    records = []
     for _ in range(2):
-        raw = run_worker(_job(32), timeout_s=120)
+        raw = local.run_worker(_job(32, ("eager", "compiled")), timeout_s=300,
+                               fresh_compile_cache=False)
         assert raw["status"] == "OK", raw
-        m = from_data(BenchProcess, raw, "result").modes["eager"]
-        counted.append((m.aten_ops, m.aten_ops_by_op))
-    assert counted[0] == counted[1] and counted[0][0] == sum(counted[0][1].values()) >= 2
-    assert MM in counted[0][1] and RELU in counted[0][1]
+        records.append(from_data(BenchProcess, raw, "result"))
+    assert [r.modes["compiled"].compile_cache for r in records] == ["cold", "warm"]
+    counted = [{(mode, name): getattr(m, name) for mode, m in r.modes.items() for name in COUNTS}
+               for r in records]
+    assert counted[0] == counted[1]
+    eager, compiled = records[0].modes["eager"], records[0].modes["compiled"]
+    assert eager.aten_ops == sum(eager.aten_ops_by_op.values()) >= 2
+    assert MM in eager.aten_ops_by_op and RELU in eager.aten_ops_by_op
+    assert eager.flops_by_op == {"aten.mm": 2 * 32 ** 3} == {"aten.mm": eager.flops_per_call}
+    assert compiled.unique_graphs == 1 and compiled.inductor_kernels >= 1
+    assert compiled.aten_ops is None and eager.inductor_kernels is None
+    assert "inductor_bytes" in compiled.unmeasured      # the CPU backend counts none
+    wider = from_data(BenchProcess, local.run_worker(_job(36), timeout_s=120), "result")
+    assert wider.modes["eager"].flops_per_call == 2 * 36 ** 3
+    assert wider.modes["eager"].aten_ops_by_op == eager.aten_ops_by_op   # the same operators

@@ -12,7 +12,8 @@ record that holds it.
 Rules (judge.timings):
 - TESTED: one value per worker process (a series' median sample, or the phase's value),
   compared on the log scale by the run's t-test (judge.stats), REGRESSED only beyond δ.
-- COUNTED: exact; every process of a unit agrees (the largest is taken): more than the
+- COUNTED: exact; every process of a unit agrees, or the count is NOT COMPARABLE (it
+  depends on something besides the code, and is reported, not judged): more than the
   baseline's is REGRESSED, fewer IMPROVED. Its `detail` (reasons, or counts by name) says
   what moved; with `new_detail_regresses`, a detail the baseline lacked is REGRESSED too (a
   graph break for a new reason, even where another went away).
@@ -147,8 +148,14 @@ METRICS: tuple[Metric, ...] = (
              new_detail_regresses=True),
     _counted("recompiles", "recompiles", Family.COMPILER, detail="recompile_reasons",
              new_detail_regresses=True),
-    # Eager modes: more operators dispatched per call is more host work (measure.ops).
+    _counted("unique_graphs", "compiled graphs", Family.COMPILER),
+    _counted("inductor_kernels", "generated kernels", Family.COMPILER),
+    # The work of one call (measure.ops): more is more work, whatever the clock says.
+    # Eager modes: operators dispatched (host work) and FLOPs (the math).
     _counted("aten_ops", "aten ops per call", Family.WORK, detail="aten_ops_by_op"),
+    _counted("flops_per_call", "FLOPs per call", Family.WORK, detail="flops_by_op"),
+    _counted("inductor_bytes", "bytes accessed (inductor)", Family.WORK),
+    _counted("kernel_launches", "kernel launches per call", Family.WORK),
 )
 BY_NAME = {m.name: m for m in METRICS}
 assert len(BY_NAME) == len(METRICS), "two metrics of one name"

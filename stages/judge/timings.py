@@ -260,7 +260,19 @@ def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None,
         if b and n:
             rows.append(_counted_row(key, found, max(b), max(n), detail(now, workload, mode, found),
                                      detail(base, workload, mode, found)))
+            if unequal := _unequal(b, n):
+                rows[-1] = dataclasses.replace(rows[-1], verdict=Verdict.NOT_COMPARABLE,
+                                               note=unequal)
     return rows
+
+
+def _unequal(base: list[int], now: list[int]) -> str | None:
+    """Why a count is not exact here: its processes disagree (a count that depends on timing,
+    threads or what a cache held), so its change says nothing of the code; None: exact."""
+    sides = [f"{name} {', '.join(map(str, sorted(set(v))))}" for name, v in
+             (("baseline", base), ("this run", now)) if len(set(v)) > 1]
+    return ("not the same in every process (" + "; ".join(sides) + "): not an exact count "
+            "here, not judged") if sides else None
 
 
 def _counted_row(key: dict, found: Metric, base: int, now: int, detail_now, detail_base

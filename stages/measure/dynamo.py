@@ -1,4 +1,5 @@
-"""What torch.compile did in a compiled run: graph breaks and recompiles with their reasons."""
+"""What torch.compile did in a compiled run: graph breaks and recompiles with their reasons,
+the graphs it made and the kernels inductor generated for them."""
 from __future__ import annotations
 
 import logging
@@ -26,6 +27,28 @@ def reset_dynamo() -> None:
     from torch._dynamo.utils import counters
     torch._dynamo.reset()
     counters.clear()
+    try:
+        from torch._inductor import metrics
+    except ImportError:
+        return
+    metrics.reset()
+
+
+def inductor_counts() -> dict:
+    """The kernels inductor generated since `reset_dynamo`, and the bytes they access by its
+    own count, as ModeTiming fields. Exact and the same in every process: a compile cache's
+    hit replays the counts of the compile it saved (inductor's CachedMetricsDeltas). The CPU
+    backend counts no bytes: said in `unmeasured`, not recorded as 0."""
+    try:
+        from torch._inductor import metrics
+    except ImportError:
+        return {"unmeasured": {"inductor_kernels": "this torch has no inductor"}}
+    kernels = int(getattr(metrics, "generated_kernel_count", 0))
+    accessed = int(getattr(metrics, "num_bytes_accessed", 0))
+    return {"inductor_kernels": kernels, **(
+        {"inductor_bytes": accessed} if accessed else
+        {"unmeasured": {"inductor_bytes": "inductor counts no bytes accessed for this "
+                                          "backend's kernels (its CPU code)"}})}
 
 
 class DynamoLog(logging.Handler):

@@ -1,10 +1,12 @@
 """Op coverage: the operators one eager step really runs (aten's and any extension's, by
-namespace), and which ran off the device; and how many operators one eager call dispatches."""
+namespace), and which ran off the device; and the work one call does, counted: operators
+dispatched, FLOPs, kernels launched on a CUDA device."""
 from __future__ import annotations
 
 import random
 import re
 import warnings
+from dataclasses import dataclass
 
 import torch
 
@@ -75,28 +77,64 @@ def op_coverage(job: Job, factory, device: torch.device, dtype: torch.dtype) -> 
                     fallback_ops=tuple(fallback), warnings=tuple(messages[:10]))
 
 
-def dispatched_ops(step) -> dict[str, int]:
-    """The operators one call of `step` dispatches, by overload name (`aten.mm.default`; an
-    extension's under its own namespace), counted by a TorchDispatchMode: the host's share of
-    a call's work that a change of the code (one more matmul) or of PyTorch (a decomposition)
-    moves exactly. Called after the timings, in the steady state (an optimizer's first step
-    makes its state, and counts more). Eager calls only: under a dispatch mode a compiled
-    function runs eagerly, so its count would be eager's."""
+@dataclass(frozen=True)
+class Work:
+    """What one call did, counted exactly: the operators it dispatched, by overload name
+    (`aten.mm.default`; an extension's under its own namespace), and the floating-point
+    operations of those torch's flop formulas know (torch.utils.flop_counter: matmuls,
+    convolutions, attention; elementwise ops count none), by operator."""
+    ops: dict[str, int]
+    flops: dict[str, int]
+
+
+def count_work(step) -> Work:
+    """One call of `step` under a TorchDispatchMode: the host's share of its work that a change
+    of the code (one more matmul, a wider layer) or of PyTorch (a decomposition) moves
+    exactly. Called after the timings, in the steady state (an optimizer's first step makes
+    its state, and counts more). Eager calls only: under a dispatch mode a compiled function
+    runs eagerly, so its count would be eager's."""
     from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils.flop_counter import flop_registry
 
-    counted: dict[str, int] = {}
+    ops: dict[str, int] = {}
+    flops: dict[str, int] = {}
 
-    class OpCount(TorchDispatchMode):
+    class WorkCount(TorchDispatchMode):
         @classmethod
         def _should_skip_dynamo(cls) -> bool:  # eager only: do not import dynamo (2 s)
             return False
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
             name = str(func)
-            if not name.startswith("profiler."):  # record_function markers, not computation
-                counted[name] = counted.get(name, 0) + 1
-            return func(*args, **(kwargs or {}))
+            if name.startswith("profiler."):  # record_function markers, not computation
+                return out
+            ops[name] = ops.get(name, 0) + 1
+            formula = flop_registry.get(func.overloadpacket)
+            if formula is not None:
+                packet = str(func.overloadpacket)
+                flops[packet] = flops.get(packet, 0) + int(
+                    formula(*args, **(kwargs or {}), out_val=out))
+            return out
 
-    with OpCount():
+    with WorkCount():
         step()
-    return dict(sorted(counted.items()))
+    return Work(dict(sorted(ops.items())), dict(sorted(flops.items())))
+
+
+# The CUDA runtime and driver calls that start work on the device; a CUDA graph's replay is
+# one launch of many kernels.
+_LAUNCHES = frozenset({"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel",
+                       "cuLaunchKernelEx", "cudaLaunchCooperativeKernel", "cudaGraphLaunch"})
+
+
+def kernel_launches(step, sync) -> int:
+    """The kernels one call of `step` launches on a CUDA device, from the profiler's record of
+    the runtime calls (CUPTI): the launch overhead a fusion removes and a decomposition adds,
+    counted, not timed. After the timings: the profiler slows the call it watches."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        step()
+        sync()
+    return sum(1 for event in prof.events() if event.name in _LAUNCHES)

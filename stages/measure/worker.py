@@ -48,10 +48,10 @@ from stages.measure.device import (
     resolve_device,
     sync_for,
 )
-from stages.measure.dynamo import DynamoLog, reset_dynamo
+from stages.measure.dynamo import DynamoLog, inductor_counts, reset_dynamo
 from stages.measure.energy import SHORT_FOR_TICKS, busy_share, open_meter
 from stages.measure.gpu_timing import GpuProcess
-from stages.measure.ops import dispatched_ops, op_coverage
+from stages.measure.ops import count_work, kernel_launches, op_coverage
 from stages.measure.pipeline import Pipeline, measure_breakdown
 from stages.measure.probe import process_host
 from stages.measure.ranks import RankGroup, check_ranks
@@ -135,8 +135,8 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
         peak = peak_memory_bytes(device) if group is None else rank_peak  # None: no statistics
         if gpu is not None:
             peak, start = (None if v is None else v - gpu.held_bytes for v in (peak, start))
-        # One more call, counted: after every timing, at the first shape.
-        ops = dispatched_ops(workload.step) if not compiled and group is None else None
+        # The work of one more call, counted: after every timing, at the first shape.
+        work = work_counts(workload.step, device.type, compiled) if group is None else {}
         shapes = run_shapes(workload.shapes, clock, lambda: dynamo.recompiles, turn) \
             if compiled else ()
     bad = sum(nonfinite_count(t) for t in flatten(phases.first_output).values())
@@ -152,7 +152,7 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
         {} if counts is None else {
             "graph_breaks": counts.graph_breaks, "graph_break_reasons": counts.graph_break_reasons,
             "recompiles": counts.recompiles, "recompile_reasons": counts.recompile_reasons,
-            "unique_graphs": counts.unique_graphs},
+            "unique_graphs": counts.unique_graphs}, work,
         status=Status.OK, first_call_s=phases.first_call_s, warmup_s=phases.warmup_s,
         warmup_calls=phases.warmup_calls, warmup_excess_s=phases.warmup_excess_s,
         warmup_settled=phases.warmup_settled, calls_per_sample=phases.calls_per_sample,
@@ -160,8 +160,21 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
         cpu_busy=cpu, items=workload.items, flops=workload.flops, bytes_moved=bytes_moved,
         busy_machine=busy["steady_s"].summary(), compile_cache=cache if compiled else None,
         busy_first_call=busy["first_call_s"].summary(), busy_warmup=busy["warmup_s"].summary(),
-        ranks=ranks, aten_ops=sum(ops.values()) if ops is not None else None,
-        aten_ops_by_op=ops or {})
+        ranks=ranks)
+
+
+def work_counts(step, device_type: str, compiled: bool) -> dict:
+    """The exact counts of one call's work, as ModeTiming fields (measure.ops): eager, the
+    operators it dispatches and their FLOPs; compiled, the kernels inductor generated for it
+    (read before any further shape compiles more); on CUDA, the kernels a call launches."""
+    fields = inductor_counts() if compiled else {}
+    if not compiled:
+        work = count_work(step)
+        fields.update(aten_ops=sum(work.ops.values()), aten_ops_by_op=work.ops,
+                      flops_per_call=sum(work.flops.values()), flops_by_op=work.flops)
+    if device_type == "cuda":
+        fields["kernel_launches"] = kernel_launches(step, sync_for(device_type))
+    return fields
 
 
 def mode_record(*parts: dict, **fields) -> ModeTiming:

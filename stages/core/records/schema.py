@@ -223,10 +223,17 @@ class ModeTiming:
     recompiles: int | None = None
     recompile_reasons: tuple[str, ...] = ()
     unique_graphs: int | None = None
-    # Eager modes: the operators one call dispatches (measure.ops.dispatched_ops), in all and
-    # by overload name.
+    # The work of one call after the timings, counted exactly (measure.ops, measure.dynamo).
+    # Eager modes: the operators it dispatches, in all and by overload name, and the FLOPs of
+    # torch's flop formulas, in all and by operator; compiled modes: the kernels inductor
+    # generated and, where it counts them, the bytes they access; CUDA: kernels launched.
     aten_ops: int | None = None
     aten_ops_by_op: dict[str, int] = field(default_factory=dict)
+    flops_per_call: int | None = None
+    flops_by_op: dict[str, int] = field(default_factory=dict)
+    inductor_kernels: int | None = None
+    inductor_bytes: int | None = None
+    kernel_launches: int | None = None
     # Tail latency (workloads with `_latency_`): percentiles of single synchronized calls
     # after the steady state, and what else took the CPU meanwhile.
     latency_calls: int | None = None
