@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import runpy
 import sys
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from stages.core import machine
 from stages.core.errors import UserError, one_line_errors
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
+# The Hydra plugins `dvc exp run` loads (.dvc/config hydra.plugins_path): the machine's name.
+PLUGINS = Path(__file__).resolve().parent / "hydra"
 
 
 def compose(output: Path, overrides: list[str], conf: Path = CONF) -> str:
@@ -23,8 +26,11 @@ def compose(output: Path, overrides: list[str], conf: Path = CONF) -> str:
     from dvc.utils.hydra import compose_and_dump
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
+    # The plugin's resolvers, also where Hydra scanned for plugins earlier in this process
+    # (its scan runs once a process).
+    runpy.run_path(str(PLUGINS / "hydra_plugins" / "torchgate_machine.py"))
     try:
-        compose_and_dump(output, str(conf), None, "config", str(conf.parent), overrides)
+        compose_and_dump(output, str(conf), None, "config", str(PLUGINS), overrides)
     except (HydraException, OmegaConfBaseException) as exc:
         head = " ".join(str(exc).split("Available options")[0].split("Config search path")[0]
                         .split())

@@ -6,8 +6,10 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 
 from stages.compose import compose
+from stages.core import machine
 from stages.core.records import kept
 
 from .projects import (
@@ -248,3 +250,21 @@ def test_a_pull_request_is_measured_beside_its_baseline_in_lock_step(project):
     assert 1.5 < steady["change"]["ratio"] < 2.6
     assert rows["numerics vs rebuilt", "chain", "drift"]["verdict"] == "REGRESSED"
     assert "measured again" in read("reports/test-box/summary.md")
+
+
+@pytest.mark.slow
+def test_an_experiment_runs_on_a_machine_that_no_variable_names(project, monkeypatch):
+    """`dvc exp run -S ...` as a new user types it, without TORCHGATE_MACHINE: DVC composes
+    params.yaml from conf/ itself, and names the machine as `python -m stages.compose` does
+    (the resolver DVC loads from .dvc/config's hydra.plugins_path)."""
+    monkeypatch.delenv("TORCHGATE_MACHINE")
+    derived = machine.derived_name()
+    git("add", "-A", cwd=project)
+    git("commit", "-qm", "the pipeline", cwd=project)
+    run = dvc("exp", "run", "-S", "matrix=smoke", "-S", "bench.processes=2", "-S",
+              "bench.samples=3", "-S", "bench.adaptive_budget_s=0", "-S", "compare.busy_share=1")
+    assert "Running stage 'bench@cpu-fp32'" in run.stdout, run.stdout + run.stderr
+    params = yaml.safe_load(read("params.yaml"))
+    assert params["machine"] == {"name": derived, "derived": True}
+    assert (project / "reports" / derived / "summary.md").stat().st_size > 0
+    assert not (project / "reports" / "None").exists()
