@@ -144,3 +144,31 @@ def test_two_worker_processes_of_the_same_code_count_the_same_work(tmp_path, mon
     wider = from_data(BenchProcess, local.run_worker(_job(36), timeout_s=120), "result")
     assert wider.modes["eager"].flops_per_call == 2 * 36 ** 3
     assert wider.modes["eager"].aten_ops_by_op == eager.aten_ops_by_op   # the same operators
+
+
+def _rows(steady: str, flops: str, ops: str = Verdict.EQUIVALENT):
+    from stages.core.records.rows import Row
+    return tuple(Row("bench", "c", "w", "eager", metric, verdict, note=note) for metric, verdict, note
+                 in (("steady_s", steady, ""), ("flops_per_call", flops, "aten.mm 100 → 110"),
+                     ("aten_ops", ops, ""), ("warmup_s", Verdict.INCONCLUSIVE, "")))
+
+
+def test_where_time_and_counts_disagree_the_row_says_what_it_means():
+    from stages.judge.timings import read_time_by_work
+    notes = {r.metric: r.note for r in read_time_by_work(_rows(Verdict.REGRESSED,
+                                                                Verdict.EQUIVALENT))}
+    assert notes["steady_s"] == ("the same work counted (FLOPs per call, aten ops per call): the "
+                                 "time moved, not the amount of work the code asks for; the "
+                                 "machine, a library's kernels or memory behaviour")
+    assert notes["flops_per_call"] == "aten.mm 100 → 110"
+    notes = {r.metric: r.note for r in read_time_by_work(_rows(Verdict.INCONCLUSIVE,
+                                                                Verdict.REGRESSED))}
+    assert notes["flops_per_call"] == ("aten.mm 100 → 110; the code does more work; the steady "
+                                       "state is INCONCLUSIVE: at this machine's noise the time "
+                                       "cannot tell")
+    assert notes["steady_s"] == "" and notes["aten_ops"] == ""
+    # They agree: nothing to add.
+    for steady, flops in ((Verdict.REGRESSED, Verdict.REGRESSED),
+                          (Verdict.INCONCLUSIVE, Verdict.EQUIVALENT)):
+        rows = _rows(steady, flops)
+        assert read_time_by_work(rows) == rows

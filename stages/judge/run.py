@@ -18,7 +18,12 @@ from stages.judge.adaptive import cost_notes
 from stages.judge.environment import hardware_changes, python_change
 from stages.judge.numerics import numerics_rows
 from stages.judge.run_to_run import like_reference, prior, spreads_of_run
-from stages.judge.timings import bench_rows, busy_shares, fresh_since_last_look
+from stages.judge.timings import (
+    bench_rows,
+    busy_shares,
+    fresh_since_last_look,
+    read_time_by_work,
+)
 from stages.judge.tolerance import own_tolerances
 from stages.judge.verdicts import Draft, finish, unusable_row
 
@@ -165,9 +170,10 @@ def compare_run(cfg: Config, inputs: RunInputs) -> CompareRecord:
     result = finish(drafts, alpha=cfg.stats.alpha, power=cfg.stats.power, looks=looks,
                     notes=list(dict.fromkeys(notes)), baseline=inputs.rev,
                     has_baseline=inputs.commit is not None)
+    benched = {cell: p.now for (stage, cell), p in inputs.pairs.items()
+               if stage == "bench" and p.now is not None}
     return dataclasses.replace(
         result, notes=result.notes + tuple(filter(None, [run_level_note(result.rows,
                                                                          result.power)])),
         unchanged=bool(benches) and all(b.unchanged for b in benches),
-        rows=cost_notes(result.rows, {cell: p.now for (stage, cell), p in inputs.pairs.items()
-                                      if stage == "bench" and p.now is not None}, cfg.bench))
+        rows=read_time_by_work(cost_notes(result.rows, benched, cfg.bench)))

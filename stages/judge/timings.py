@@ -13,6 +13,7 @@ from typing import Iterator
 from stages.core.config.settings import CompareSettings, StatsSettings
 from stages.core.metrics import BY_NAME, METRICS, Delta, Family, Metric, Rule
 from stages.core.numbers import geometric_mean, median
+from stages.core.records.rows import Row
 from stages.core.records.schema import BenchProcess, BenchRecord, Busy, ModeTiming
 from stages.core.vocabulary import Failure, Status, Verdict
 from stages.judge import environment, portability, stats, steps
@@ -399,3 +400,45 @@ def _count_rule(key: dict, metric: str, base: int, now: int) -> Draft:
     verdict = (Verdict.REGRESSED if now > base else
                Verdict.IMPROVED if now < base else Verdict.EQUIVALENT)
     return draft(**key, metric=metric, verdict=verdict, base=base, now=now)
+
+
+WORK = tuple(m.name for m in COUNTED if m.family == Family.WORK)
+COMPARED = (Verdict.EQUIVALENT, Verdict.REGRESSED, Verdict.IMPROVED)
+_TIME_SAYS = {Verdict.EQUIVALENT: "moved by less than δ",
+              Verdict.INCONCLUSIVE: "is INCONCLUSIVE: at this machine's noise the time cannot "
+                                    "tell",
+              Verdict.NOT_COMPARABLE: "could not be compared (its row says why)"}
+
+
+def read_time_by_work(rows: tuple[Row, ...]) -> tuple[Row, ...]:
+    """What a unit's time means beside its counts of work, where the two disagree, said on the
+    row a page shows (a decided row's note):
+    - the time REGRESSED and every count of work EQUIVALENT: the same work takes longer; the
+      machine, a library's kernels or memory behaviour moved, not the amount of work the
+      code asks for;
+    - a count of work REGRESSED and the time not: the code does more work, which the time
+      could not tell from this machine's noise (INCONCLUSIVE, NOT COMPARABLE) or which
+      moved it by less than δ (EQUIVALENT)."""
+    units: dict[tuple, list[Row]] = {}
+    for row in rows:
+        if row.stage == "bench":
+            units.setdefault((row.cell, row.workload, row.mode), []).append(row)
+    said: dict[int, str] = {}
+    for mine in units.values():
+        steady = next((r for r in mine if r.metric == "steady_s"), None)
+        work = [r for r in mine if r.metric in WORK and r.verdict in COMPARED]
+        if steady is None or not work:
+            continue
+        if steady.verdict == Verdict.REGRESSED and all(
+                r.verdict == Verdict.EQUIVALENT for r in work):
+            said[id(steady)] = (
+                "the same work counted (" + ", ".join(BY_NAME[r.metric].label for r in work)
+                + "): the time moved, not the amount of work the code asks for; the machine, "
+                  "a library's kernels or memory behaviour")
+        for r in work:
+            if r.verdict == Verdict.REGRESSED and steady.verdict in _TIME_SAYS:
+                said[id(r)] = "the code does more work; the steady state " + _TIME_SAYS[
+                    steady.verdict]
+    return tuple(dataclasses.replace(r, note="; ".join(filter(None, [r.note, said[id(r)]])))
+                 if id(r) in said else r for r in rows)
+
