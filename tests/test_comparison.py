@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from stages.core.records.inputs import ab_baseline
-from stages.core.records.schema import Busy, ModeNumerics
+from stages.core.records.schema import Busy, ModeNumerics, ModeTiming
 from stages.core.vocabulary import Verdict
 from stages.judge.numerics import numerics_rows
 from stages.judge.run import busy_note
@@ -63,8 +63,27 @@ def test_new_missing_and_skipped_cells():
     assert bench_rows("c", None, record(), DELTA)[0].verdict == Verdict.MISSING
     skipped = dataclasses.replace(record(), status="SKIPPED", reason="device 'cuda' (cuda) is "
                                   "not available", workloads={})
-    row = bench_rows("c", skipped, record(), DELTA)[0]
+    row = bench_rows("c", skipped, None, DELTA)[0]
     assert (row.verdict, row.note) == (Verdict.SKIPPED, skipped.reason)
+    # The baseline measured the cell: this run lost it.
+    row = bench_rows("c", skipped, record(), DELTA)[0]
+    assert (row.verdict, row.base, row.note) == (Verdict.FAILED, "OK",
+                                                 f"was OK, now SKIPPED: {skipped.reason}")
+    assert bench_rows("c", skipped, skipped, DELTA)[0].verdict == Verdict.SKIPPED
+
+
+def test_a_unit_the_baseline_ran_and_this_run_skips_is_failed():
+    """A mode a workload now says it cannot run here (stages.workloads.Unsupported): lost."""
+    now = record()
+    lost = dataclasses.replace(now, workloads={"w": dataclasses.replace(
+        now.workloads["w"], processes=tuple(dataclasses.replace(
+            p, modes={"eager": ModeTiming("SKIPPED", error="no bf16 kernel here")})
+            for p in now.workloads["w"].processes))})
+    [row] = bench_rows("c", lost, record(), DELTA)
+    assert (row.metric, row.verdict, row.note) == (
+        "status", Verdict.FAILED, "was OK, now SKIPPED: no bf16 kernel here")
+    [row] = bench_rows("c", lost, lost, DELTA)
+    assert (row.verdict, row.note) == (Verdict.SKIPPED, "no bf16 kernel here")
 
 
 def test_an_ab_record_carries_its_own_baseline():

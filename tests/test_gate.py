@@ -78,8 +78,13 @@ def test_a_first_run_passes_and_a_wholly_skipped_matrix_with_a_baseline_does_not
     assert {r.verdict for r in first.rows} == {"NEW", "SKIPPED"}
     assert gate_failures(first, DEFAULT) == []
     assert gate_failures(compared((record(seed=1), None, None), has_baseline=False), DEFAULT) == []
+    # A cell the baseline ran, lost now (an upgrade that loses the device): FAILED, and gates.
     nothing_ran = compared((skipped(), record(seed=2), None))
-    assert nothing_comparable(nothing_ran) == "cuda is not available here"
+    [row] = nothing_ran.rows
+    assert (row.verdict, row.note) == ("FAILED", "was OK, now SKIPPED: cuda is not available here")
+    assert gate_failures(nothing_ran, DEFAULT)[0] == "1 FAILED"
+    # Skipped on both sides: nothing lost.
+    assert [r.verdict for r in compared((skipped(), skipped(), None)).rows] == ["SKIPPED"]
     gone = compared((None, record(seed=2), None))
     assert gate_failures(gone, DEFAULT) == [
         "Nothing could be compared: measured in the baseline, not in this run; no timing was "

@@ -6,7 +6,7 @@ from stages.core.records.outputs import Coverage, Dynamo, extensions, fallback_o
 from stages.core.records.schema import CompiledCheck, ModeNumerics, NumericsRecord
 from stages.core.vocabulary import Check, Status, Verdict
 from stages.judge import portability
-from stages.judge.verdicts import Draft, draft, skipped_baseline, unusable_row
+from stages.judge.verdicts import Draft, draft, lost_or_skipped, skipped_baseline, unusable_row
 
 # ---- a cell against the baseline ------------------------------------------------------------
 
@@ -20,7 +20,8 @@ def numerics_rows(cell: str, now: NumericsRecord | None, base: NumericsRecord | 
     if now is None:
         return [draft("numerics", cell, "*", "*", "cell", Verdict.MISSING)] if base else []
     if now.status == Verdict.SKIPPED:
-        return [draft("numerics", cell, "*", "*", "cell", Verdict.SKIPPED, note=now.reason or "")]
+        return [lost_or_skipped("numerics", cell, "*", "*", now.reason,
+                                base is not None and base.status == Status.OK)]
     skipped = skipped_baseline(base, now)
     rows = [unusable_row("numerics", cell, skipped)] if skipped else []
     tolerance = now.tolerance.rel_l2 if now.tolerance else None

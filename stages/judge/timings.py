@@ -18,7 +18,7 @@ from stages.core.records.schema import BenchProcess, BenchRecord, Busy, ModeTimi
 from stages.core.vocabulary import Failure, Status, Verdict
 from stages.judge import environment, portability, stats, steps
 from stages.judge.sentinel import UNFITTED, Slope, adjusted, machine_moved, machine_unchanged
-from stages.judge.verdicts import Draft, draft, skipped_baseline, unusable_row
+from stages.judge.verdicts import Draft, draft, lost_or_skipped, skipped_baseline, unusable_row
 
 # Tested as timings are (memory is tested on its own increment), and counted exactly.
 TESTED = tuple(m for m in METRICS if m.rule == Rule.TESTED and m.family != Family.MEMORY)
@@ -175,7 +175,8 @@ def bench_rows(cell: str, now: BenchRecord | None, base: BenchRecord | None, del
         return [draft("bench", cell, "*", "*", "cell", Verdict.MISSING,
                       note="measured in the baseline, not in this run")] if base else []
     if now.status == Verdict.SKIPPED:
-        return [draft("bench", cell, "*", "*", "cell", Verdict.SKIPPED, note=now.reason or "")]
+        return [lost_or_skipped("bench", cell, "*", "*", now.reason,
+                                base is not None and base.status == Status.OK)]
     usable = base if base is not None and base.status == Status.OK else None
     same_run = same_run or (usable is not None and now.ab is not None)
     # Another Python: the loop times the interpreter, so it cannot stand for the machine.
@@ -212,8 +213,8 @@ def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None,
     failed_base = failures(base, workload, mode) if in_base else []
     why = skipped(now, workload, mode)
     if why is not None and not failed_now:
-        return [draft(**key, metric="status", verdict=Verdict.SKIPPED, now=Status.SKIPPED,
-                      note=why)]
+        return [lost_or_skipped("bench", cell, workload, mode, why, in_base and not failed_base
+                                and skipped(base, workload, mode) is None)]
     if failed_now:
         was = ("was OK, now " if in_base and not failed_base else "") + str(failed_now[0])
         ran = ran_in(now, workload, mode)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from stages.core.records.rows import Change, CompareRecord, Prior, Row
-from stages.core.vocabulary import UnitKey, Verdict
+from stages.core.vocabulary import Status, UnitKey, Verdict
 from stages.judge import stats
 from stages.judge.moderation import RunSpread, squeeze
 
@@ -49,6 +49,20 @@ UNUSABLE = "baseline present but unusable"
 def unusable_row(stage: str, cell: str, why: str) -> Draft:
     return draft(stage, cell, "*", "*", "cell", Verdict.NOT_COMPARABLE,
                  note=f"{UNUSABLE}: {why}")
+
+
+def lost_or_skipped(stage: str, cell: str, workload: str, mode: str, reason: str | None,
+                    ran_in_baseline: bool) -> Draft:
+    """A cell (workload "*") or unit SKIPPED in this run: FAILED where the baseline ran it (an
+    upgrade that loses a device or a mode loses what the matrix asks for: "was OK, now
+    SKIPPED: no CUDA device"), else SKIPPED, with the reason."""
+    metric = "cell" if workload == "*" else "status"
+    why = reason or "no reason given"
+    if ran_in_baseline:
+        return draft(stage, cell, workload, mode, metric, Verdict.FAILED, base=Status.OK,
+                     now=Status.SKIPPED, note=f"was OK, now SKIPPED: {why}")
+    return draft(stage, cell, workload, mode, metric, Verdict.SKIPPED, now=Status.SKIPPED
+                 if metric == "status" else None, note=reason or "")
 
 
 def skipped_baseline(base, now) -> str | None:
