@@ -127,6 +127,19 @@ def test_a_reference_that_is_nan_is_a_clear_failure_not_a_crash():
                            "the workload produces them at any precision",)
 
 
+def test_a_step_that_returns_no_tensor_is_not_measured_and_fails_not_a_pass():
+    """A forgotten `return` (or a dict of plain numbers) compares nothing: never "PASS,
+    bitwise equal, deterministic" on the empty digest."""
+    precision = config.PrecisionSpec("fp32", "float32")
+    for outputs in ({}, {"out": OutputError(None, None, None, 0, 0)}):
+        ev = evaluate(ModeOutputs("OK", outputs=outputs, rerun_max_abs=0.0, digest="e"),
+                      precision)
+        assert ev.status == "NOT MEASURED" and not ev.ran
+        assert ev.problems[0].startswith("the step returned no tensor")
+    row = numerics_rows(CELL, rec({"eager": ev}), None)[0]
+    assert row.verdict == Verdict.FAILED and "returned no tensor" in row.note
+
+
 def test_not_measured_and_nonfinite_read_differently():
     """An error of NaN/Inf outputs is measured and not finite; a compiled check that could
     not run is not measured. Neither is shown as the other."""

@@ -47,6 +47,11 @@ def evaluate(result: ModeOutputs, precision: PrecisionSpec) -> ModeNumerics:
     errors against float64; compiled against eager is a check of its own."""
     if result.status != Status.OK:
         return ModeNumerics(result.status, problems=(result.error or "",))
+    if not any(m.numel for m in result.outputs.values()):   # nothing would be compared
+        return ModeNumerics(Check.NOT_MEASURED, problems=(
+            "the step returned no tensor (None, or no tensor in what it returned): nothing to "
+            "compare; return the step's output",), digest=result.digest,
+                            fingerprint=result.fingerprint, dynamo=result.dynamo)
     problems, status = [], Check.PASS
     for name, m in sorted(result.outputs.items()):
         if m.ref_nonfinite:
