@@ -2,10 +2,12 @@
 arithmetic, the verdicts and the pages, what a unit asks of Ray, and ranks that fail, end or
 hang; one unit of two gloo ranks for real, one of them slowed on purpose."""
 import dataclasses
+import os
 import random
 import re
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -283,3 +285,37 @@ def test_a_cuda_rank_times_its_nccl_all_reduce_with_events():
     assert (r.backend, r.world_size) == ("nccl", n) and r.bytes_per_step > 0
     assert 0 < r.comm_s <= min(x.allreduce_s for x in r.ranks)
     assert all(0 < x.ready_s < x.step_s for x in r.ranks)
+
+
+def _listening(pids: list[int]) -> list[str]:
+    """The local addresses of the TCP sockets these processes listen on (Linux /proc)."""
+    inodes = set()
+    for pid in pids:
+        fds = Path(f"/proc/{pid}/fd")
+        for fd in fds.iterdir():
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    found = []
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:          # LISTEN
+                found.append(fields[1])
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads Linux's /proc")
+def test_the_ranks_listen_on_loopback_only():
+    """The rendezvous is a private file (no store on a port anyone can reach) and the ranks'
+    collectives bind the loopback device: nothing beyond this machine can join the group."""
+    loopback = ("0100007F:", "00000000000000000000000001000000:")   # 127.0.0.1, ::1
+    with RankGroup(job(), "eager", 2) as group:
+        group.step()
+        pids = [os.getpid(), *(p.pid for p in group.procs)]
+        assert Path(group.store).parent.stat().st_mode & 0o077 == 0     # this user's alone
+        listening = _listening(pids)
+    assert all(a.startswith(loopback) for a in listening), listening

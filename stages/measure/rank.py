@@ -40,7 +40,6 @@ from stages.measure.comm import TimedAllReduce, Timeline
 from stages.measure.device import peak_memory_bytes, peak_memory_reset
 from stages.measure.dynamo import DynamoLog, reset_dynamo
 
-HOST = "127.0.0.1"
 WINDOW = 16          # the slowed rank's own time: the median of its last steps
 SPIN_S = 2e-4        # ... and the end of its hold, spun rather than slept
 
@@ -71,7 +70,8 @@ class Rank:
         if device.type == "cuda":
             torch.cuda.set_device(device)
         timeout = timedelta(seconds=job.timing.rank_timeout_s)
-        store = dist.TCPStore(HOST, order["port"], is_master=False, timeout=timeout)
+        store = dist.FileStore(order["store"], world)
+        store.set_timeout(timeout)
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo", store=store,
                                 rank=self.rank, world_size=world, timeout=timeout)
         self.timeline = Timeline(device)

@@ -8,10 +8,10 @@ launch.ray_placement) and end with it. Each gets the unit's threads divided amon
 (core.config.ranks.rank_threads), so that N ranks fit the CPUs one process would use; on CUDA
 rank r takes device r (a machine with fewer devices than ranks SKIPS the unit, saying so).
 
-Rendezvous: the worker holds a TCPStore on a free loopback port (the kernel picks it: no race
-for a port), the ranks join it and form the process group, gloo on the CPU (its sockets on the
-loopback device) and nccl on CUDA, with `bench.rank_timeout_s` as the timeout of the store,
-the process group and each collective.
+Rendezvous: the ranks join a FileStore in a folder of the worker's private scratch (no socket
+for anyone else to join) and form the process group, gloo on the CPU and nccl on CUDA (their
+sockets on the loopback device), with `bench.rank_timeout_s` as the timeout of the store, the
+process group and each collective.
 
 Each call of the unit's step sends "step" to every rank and returns when all have answered,
 after their device finished: the step of the slowest rank, and the pipes' round trip. After the steady state each rank reports its steady steps: its step time and
@@ -33,15 +33,16 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import Callable
 
 import torch
 import torch.distributed
 
+from stages.core import scratch
 from stages.core.config.ranks import rank_threads
 from stages.core.lifetime import killed_by
 from stages.core.numbers import median
@@ -90,12 +91,14 @@ class RankGroup:
         self.threads = rank_threads(threads, self.n)
         self.backend = "nccl" if job.device.type == "cuda" else "gloo"
         self.slowed = (job.workload.slow_rank, job.workload.slow_factor)
-        timeout = timedelta(seconds=self.timeout_s)
-        self.store = torch.distributed.TCPStore("127.0.0.1", 0, is_master=True,
-                                                wait_for_workers=False, timeout=timeout)
+        # The rendezvous: a file in a folder only this user can open (no socket anyone on
+        # the network could join, as a TCPStore's, which listens on every interface).
+        self.folder = tempfile.TemporaryDirectory(prefix="ranks-", dir=scratch.run_dir())
+        self.store = os.path.join(self.folder.name, "store")
         env = dict(os.environ)
-        if self.backend == "gloo" and Path("/sys/class/net/lo").exists():
-            env.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        if Path("/sys/class/net/lo").exists():   # the collectives' own sockets: loopback
+            env.setdefault("GLOO_SOCKET_IFNAME" if self.backend == "gloo"
+                           else "NCCL_SOCKET_IFNAME", "lo")
         self.procs: list[subprocess.Popen] = []
         self.send_fds: list[int] = []
         self.answer_fds: list[int] = []
@@ -104,7 +107,7 @@ class RankGroup:
             for rank in range(self.n):
                 self._start(command, env, {
                     "job": to_data(job), "mode": mode, "rank": rank, "world_size": self.n,
-                    "port": self.store.port, "threads": self.threads})
+                    "store": self.store, "threads": self.threads})
             ready = self._answers("join the process group and build the workload")
         except BaseException:
             self.close(kill=True)
@@ -200,7 +203,7 @@ class RankGroup:
             except subprocess.TimeoutExpired:
                 proc.send_signal(signal.SIGKILL)
                 proc.wait()
-        self.store = None               # its port, freed
+        self.folder.cleanup()           # the store's file
 
     def __enter__(self) -> "RankGroup":
         return self
