@@ -154,6 +154,31 @@ def test_a_stage_that_is_killed_takes_its_workers_and_their_children(project, tm
     assert [p.name for p in previous.parent.iterdir()] == ["cpu-fp32.json"]  # no temp files
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/bin/sh").exists(), reason="a POSIX shell at /bin/sh")
+@pytest.mark.parametrize("kill", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_a_stage_dies_with_dvc_under_a_plain_sh(project, tmp_path, monkeypatch, kill):
+    """DVC runs each `cmd` as `$SHELL -c`, /bin/sh where SHELL is unset (containers,
+    services); a shell that does not exec a lone command (dash) stays between dvc and the
+    stage, so the stage's parent-death signal must not watch the shell."""
+    pid_file = tmp_path / "pids"
+    bench_project(project, pid_file)
+    monkeypatch.setenv("SHELL", "/bin/sh")
+    dvc = subprocess.Popen([sys.executable, "-m", "dvc", "repro", "bench@cpu-fp32"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        worker, child = pids_in(pid_file)
+        stage = parent_of(worker)
+        group = group_of(worker)
+        dvc.send_signal(kill)
+        dvc.wait(timeout=30)
+        wait_gone([stage, *group])
+    finally:
+        dvc.kill()
+        dvc.wait()
+    assert not (project / "reports/test-box/bench/cpu-fp32.json").exists()
+
+
 def parent_of(pid: int) -> int:
     with open(f"/proc/{pid}/stat") as fh:
         return int(fh.read().rpartition(")")[2].split()[1])
