@@ -292,3 +292,16 @@ def test_a_baseline_env_without_a_python_section_is_one_line(repo):
             "section)") in found.note
     with pytest.raises(UserError, match="not its Python version"):
         plan(cfg_of(repo, measure="rebuild"))
+
+
+def test_a_run_whose_environment_moved_is_not_unchanged(repo):
+    """Packages and code the baseline's, but a variable inductor reads (or a flag, a driver,
+    the kernel) changed: a timing can move, so the gate may not call the run unchanged."""
+    env = {"python": {"version": "3.11.7"}, "distributions": {"torch": "2.13.0+cpu"},
+           "env_vars": {"TORCHINDUCTOR_MAX_AUTOTUNE": "1"}}
+    write_record(repo / "reports" / "test-box" / "env" / "env.json", EnvRecord(env))
+    found = plan(cfg_of(repo))
+    assert not found.unchanged and [a.name for a in found.arms] == ["now"]
+    assert found.note.endswith("its environment is not: env_vars.TORCHINDUCTOR_MAX_AUTOTUNE "
+                               "changed, which can move a timing.")
+    assert not plan(cfg_of(repo, measure="recorded")).unchanged

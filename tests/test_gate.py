@@ -69,7 +69,7 @@ def test_a_run_that_changed_nothing_has_nothing_to_gate():
     assert nothing_comparable(moved) is None and gate_failures(moved, DEFAULT) == []
     page = summary("cpu", moved, [], None, ["cell0"], DEFAULT)
     assert f"**Timings not compared:** {HARDWARE}" in page
-    assert "packages and workload code are the baseline's" in page
+    assert "packages, workload code and environment are the baseline's" in page
     assert "No regressions" not in page and "Gate (fails on" in page and "passed" in page
 
 

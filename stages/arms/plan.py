@@ -33,6 +33,7 @@ from stages.core.config.settings import WorkloadSpec
 from stages.core.config.sweeps import expand
 from stages.core.config.targets import module_paths
 from stages.core.errors import UserError
+from stages.core.records.dotted import MISSING, flatten
 from stages.core.records.job import NOW_ARM, Arm
 from stages.core.records.packages import PACKAGES, every_installed, that_matter
 from stages.core.records.schema import EnvRecord
@@ -44,7 +45,7 @@ class Plan:
     arms: tuple[Arm, ...]      # in the order of a round; the last is the one reported as "now"
     note: str                  # how timings are compared, and why: one line for the reports
     rebuilt: bool = False      # the first arm is the baseline, measured again
-    unchanged: bool = False    # this run's packages and workload code are the baseline's
+    unchanged: bool = False    # packages, workload code and environment the baseline's
 
 
 def workload_paths(workloads: dict[str, WorkloadSpec], root: Path = Path(".")) -> list[str]:
@@ -134,12 +135,15 @@ def _rebuilt_baseline(cfg: Config, log, root: Path, build: bool = True) -> Plan:
     base_workloads = _workloads_at(commit, cfg, root)
     code_differs = (checkout.differs(commit, workload_paths(cfg.workloads, root), root)
                     or _specs(base_workloads, cfg) != _specs(cfg.workloads, cfg))
+    moved = environment_moved(base_env.env, here.env)
+    unchanged = not (packages_differ or code_differs or moved)
     if not (packages_differ or code_differs) and cfg.baseline.measure == "auto":
         return Plan((NOW_ARM,), f"Timings compare with the baseline's recorded numbers: its "
-                            f"packages and workload code are this run's ({short(commit)}).",
-                    unchanged=True)
+                            f"packages and workload code are this run's ({short(commit)})"
+                    + (f"; its environment is not: {_listed(moved)} changed, which can move "
+                       "a timing." if moved else "."), unchanged=unchanged)
     if not build:
-        return Plan((NOW_ARM,), "", unchanged=not (packages_differ or code_differs))
+        return Plan((NOW_ARM,), "", unchanged=unchanged)
     cache = cache_root(cfg)
     python, spec = None, None
     if packages_differ:
@@ -172,6 +176,25 @@ class Environments:
     python: str                # ... and its Python version
     changes: list[str]         # what differs from this run's, among the packages that matter
     note: str = ""             # " This environment differs from its lock: ...", or nothing
+
+
+# Compared as packages (core.records.packages), not field by field.
+_PACKAGE_FIELDS = ("packages", "distributions", "installed")
+
+
+def environment_moved(base: dict, now: dict) -> list[str]:
+    """The fields of the environment besides its packages that differ between the baseline's
+    and this run's (dotted): a variable (TORCHINDUCTOR_MAX_AUTOTUNE), a backend flag, the
+    driver, the kernel, the hardware. Any of them can move a timing, so a run that moved one
+    is not unchanged, whatever its packages and code."""
+    old, new = (flatten({k: v for k, v in (env or {}).items() if k not in _PACKAGE_FIELDS})
+                for env in (base, now))
+    return sorted(k for k in old.keys() | new.keys()
+                  if old.get(k, MISSING) != new.get(k, MISSING))
+
+
+def _listed(fields: list[str]) -> str:
+    return ", ".join(fields[:4]) + (f" and {len(fields) - 4} more" if len(fields) > 4 else "")
 
 
 def _environments(cfg: Config, commit: str, base_env: EnvRecord, base_matter: dict[str, str],

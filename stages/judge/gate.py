@@ -51,15 +51,17 @@ def _first_seen(row: Row) -> bool:
                                           and row.base is None)
 
 
-UNCHANGED = ("this run's packages and workload code are the baseline's, so no change of "
-             "them can have moved a timing")
+UNCHANGED = ("this run's packages, workload code and environment are the baseline's, so no "
+             "change of them can have moved a timing")
 
 
 def nothing_comparable(record: CompareRecord) -> str | None:
     """Why not one timing of a run that changed something could be tested against its
     baseline. None when one was, when there is no baseline, on a first run (every timing new;
     skipped cells aside), and when the run changed neither packages nor workload code: on a
-    noisy machine its timings may not be comparable, but there is nothing for them to gate."""
+    noisy machine its timings may not be comparable, but there is nothing for them to gate.
+    Unchanged means the environment too (arms.plan.environment_moved): a variable, a backend
+    flag, a driver or the hardware can move a timing."""
     return None if record.unchanged else untested(record)
 
 
