@@ -77,10 +77,21 @@ def test_a_failed_write_keeps_the_previous_file(tmp_path, monkeypatch):
      "got 'fast'"),
     ('{"schema_version": 2, "kind": "bench", "cell": "c", "status": "OK", "modez": []}',
      "unknown key modez; valid keys: "),
+    # Values no measurement gives: never compared as if measured.
+    ('{"schema_version": 12, "kind": "bench", "cell": "c", "status": "OK", "workloads": {"w": '
+     '{"processes": [{"status": "OK", "modes": {"eager": {"status": "OK", "steady_s": '
+     '["NaN", "NaN"]}}}]}}}', "cpu-fp32.json: w eager, process 1: steady_s nan: a measured "
+                             "value is a finite number, not negative"),
+    ('{"schema_version": 12, "kind": "bench", "cell": "c", "status": "OK", "workloads": {"w": '
+     '{"processes": [{"status": "OK", "modes": {"eager": {"status": "OK", "steady_s": [0.1], '
+     '"peak_bytes": -5}}}]}}}', "w eager, process 1: peak_bytes -5"),
+    ('{"schema_version": 12, "kind": "bench", "cell": "c", "status": "OK", "device": '
+     '{"price_per_hour": -5}}', "cpu-fp32.json: device price_per_hour -5"),
+    (b'{"schema_version": 12, "kind": "bench", "cell": "c\xff"}', "is not UTF-8 text"),
 ])
 def test_a_bad_record_is_one_line_that_names_the_file_and_field(tmp_path, text, message):
     path = tmp_path / "cpu-fp32.json"
-    path.write_text(text)
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
     with pytest.raises(UserError) as err:
         records.load_record(path, BenchRecord)
     assert message in str(err.value) and "\n" not in str(err.value)

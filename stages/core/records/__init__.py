@@ -173,7 +173,36 @@ def parse_record(text: str, cls: type, source: str) -> Any:
     if not isinstance(data, dict):
         raise UserError(f"{source} is not a torchgate {kind} record")
     body = {k: v for k, v in data.items() if k not in ("schema_version", "kind")}
-    return from_data(cls, body, "", context=f"{source}: ")
+    record = from_data(cls, body, "", context=f"{source}: ")
+    if kind == "bench":
+        why = unmeasurable(record)
+        if why:
+            raise UserError(f"{source}: {why}: a measured value is a finite number, not "
+                            "negative; restore it from git or rerun the stage")
+    return record
+
+
+def unmeasurable(record) -> str | None:
+    """Where a bench record holds a value no measurement gives (NaN, inf, negative) in a
+    timing, size or count of core.metrics, or in its device's price: an edited or corrupted
+    record, which must not be compared as if measured. None: every value can be."""
+    from stages.core.metrics import METRICS
+
+    def bad(value) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and not (
+            math.isfinite(value) and value >= 0)
+    price = (record.device or {}).get("price_per_hour")
+    if bad(price):
+        return f"device price_per_hour {price!r}"
+    for workload, run in record.workloads.items():
+        for i, proc in enumerate(run.processes):
+            for mode, timing in proc.modes.items():
+                for metric in METRICS:
+                    value = metric.read(timing)
+                    for v in value if isinstance(value, tuple) else (value,):
+                        if bad(v):
+                            return f"{workload} {mode}, process {i + 1}: {metric.name} {v!r}"
+    return None
 
 
 def load_record(path: str | Path, cls: type) -> Any:
@@ -182,4 +211,7 @@ def load_record(path: str | Path, cls: type) -> Any:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UserError(f"{path} is missing; run `dvc repro` to produce it") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path} is not UTF-8 text (byte {exc.start}); restore it from git or "
+                        "delete it and rerun") from None
     return parse_record(text, cls, str(path))
