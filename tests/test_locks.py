@@ -1,6 +1,9 @@
 """Declared environments: a lock per machine (conf/env/<machine>.txt). A change that leaves it
 alone is a code-only comparison in one interpreter; one that edits it rebuilds the baseline
 from its own lock and names what moved; packages that do not matter never count."""
+import dataclasses
+import re
+
 import pytest
 
 from stages import lock
@@ -25,7 +28,14 @@ def _write(repo, pins, python="3.11.7"):
 def test_a_lock_round_trips_and_installs_torch_from_its_index():
     text = locks.text_of(LOCK, "box")
     assert "--extra-index-url https://download.pytorch.org/whl/cpu" in text
-    assert locks.parse(text, "x") == LOCK
+    assert locks.parse(text, "x") == dataclasses.replace(LOCK, index=locks.TORCH_INDEX + "cpu")
+    # Any other pip option would change what `pip install -r` installs behind torchgate's
+    # back (its view of the lock is the pins): refused, with the line.
+    for option in ("-r other.txt", "--requirement other.txt", "-e .", "--index-url https://x",
+                   "--find-links /wheels", "--extra-index-url https://elsewhere.invalid/simple"):
+        with pytest.raises(UserError, match=rf"x line 2 is a pip option torchgate does not "
+                                            rf"read: '{re.escape(option)}'"):
+            locks.parse(f"# python 3.11.7\n{option}\ntorch==2.13.0\n", "x")
     with pytest.raises(UserError, match=r"x line 2 is not `name==version`: 'torch>=2'"):
         locks.parse("# python 3.11.7\ntorch>=2\n", "x")
     with pytest.raises(UserError, match="does not say its Python version"):
@@ -67,6 +77,7 @@ def test_a_lock_that_moves_torch_rebuilds_the_baseline_from_its_lock_and_says_so
     base, now = found.arms
     assert found.rebuilt and base.python == "/venv/bin/python" and now.python is None
     assert built[0].pins == ("rich==13.0.0", "torch==2.13.0+cpu") and built[0].python == "3.11.7"
+    assert built[0].index == locks.TORCH_INDEX + "cpu"        # the baseline lock's torch index
     assert "packages differ from this run's (torch 2.13.0+cpu -> 2.14.1+cpu)" in found.note
     # this interpreter (env.json: torch 2.13.0+cpu) is not the PR's lock: said, with the fix
     assert "This environment differs from its lock conf/env/test-box.txt (torch 2.14.1+cpu " \

@@ -21,12 +21,14 @@ FOLDER = Path("conf/env")
 TORCH_INDEX = "https://download.pytorch.org/whl/"
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;#]+)\s*$")
 _PYTHON = re.compile(r"^#\s*python\s+(\d+\.\d+(?:\.\d+)?)\s*$")
+_INDEX = re.compile(r"^--extra-index-url\s+(" + re.escape(TORCH_INDEX) + r"[\w.]+)\s*$")
 
 
 @dataclass(frozen=True)
 class Lock:
     python: str                    # the interpreter's version, e.g. 3.11.7
     pins: dict[str, str]           # normalized name -> exact version
+    index: str | None = None       # PyTorch's index for a labelled torch build (+cpu, +cu130)
 
 
 def path_of(machine: str) -> Path:
@@ -38,27 +40,35 @@ def normalized(name: str) -> str:
 
 
 def text_of(lock: Lock, machine: str) -> str:
-    torch = lock.pins.get("torch", "")
-    label = torch.partition("+")[2]
+    label = lock.pins.get("torch", "").partition("+")[2]
+    index = lock.index or (f"{TORCH_INDEX}{label}" if label else None)
     lines = [f"# The environment of machine {machine}, written by `python -m stages.lock`.",
              "# Install: pip install -r this file, then pip install --no-deps -e .",
              f"# python {lock.python}"]
-    if label:
-        lines.append(f"--extra-index-url {TORCH_INDEX}{label}")
+    if index:
+        lines.append(f"--extra-index-url {index}")
     lines += [f"{name}=={version}" for name, version in sorted(lock.pins.items())]
     return "\n".join(lines) + "\n"
 
 
 def parse(text: str, where: str) -> Lock:
     """A lock's text; UserError naming the line that is not a pin, an option or a comment."""
-    python, pins = None, {}
+    python, pins, index = None, {}, None
     for number, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         found = _PYTHON.match(line)
         if found:
             python = found.group(1)
-        if not line or line.startswith(("#", "--")):
+        if not line or line.startswith("#"):
             continue
+        option = _INDEX.match(line)
+        if option:
+            index = option.group(1)
+            continue
+        if line.startswith("-"):   # what pip would install, and torchgate's view not see
+            raise UserError(f"{where} line {number} is a pip option torchgate does not read: "
+                            f"{line[:80]!r}; a lock holds exact pins and the torch index line "
+                            "`python -m stages.lock` writes: write it again with that")
         pin = _PIN.match(line)
         if not pin:
             raise UserError(f"{where} line {number} is not `name==version`: {line[:80]!r}; "
@@ -67,7 +77,7 @@ def parse(text: str, where: str) -> Lock:
     if python is None:
         raise UserError(f"{where} does not say its Python version (a `# python 3.11.7` line); "
                         "write it again with `python -m stages.lock`")
-    return Lock(python, pins)
+    return Lock(python, pins, index)
 
 
 def read(machine: str, root: Path = Path(".")) -> Lock | None:

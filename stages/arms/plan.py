@@ -148,7 +148,7 @@ def _rebuilt_baseline(cfg: Config, log, root: Path, build: bool = True) -> Plan:
     python, spec = None, None
     if packages_differ:
         spec = venv.spec_from(env.base, env.python, torch=env.base.get("torch"),
-                              installer=cfg.arms.installer)
+                              index=env.index, installer=cfg.arms.installer)
         python = _materialise(cfg, spec, cache, log)
     code = None
     if code_differs:
@@ -176,6 +176,7 @@ class Environments:
     python: str                # ... and its Python version
     changes: list[str]         # what differs from this run's, among the packages that matter
     note: str = ""             # " This environment differs from its lock: ...", or nothing
+    index: str | None = None   # the baseline's lock's torch index, which its venv installs from
 
 
 # Compared as packages (core.records.packages), not field by field.
@@ -229,7 +230,9 @@ def _environments(cfg: Config, commit: str, base_env: EnvRecord, base_matter: di
             note = (f" This environment differs from its lock {locks.path_of(machine)} "
                     f"({', '.join(drift[:3])}{' ...' if len(drift) > 3 else ''}): install it "
                     "with `pip install -r` that file.")
-    return Environments(locked_base.pins, locked_base.python, changes, note)
+    if locked_base.index != (locked_now.index if locked_now is not None else locked_base.index):
+        changes.append(f"torch index {locked_base.index} -> {locked_now.index}")
+    return Environments(locked_base.pins, locked_base.python, changes, note, locked_base.index)
 
 
 def _materialise(cfg: Config, spec: venv.VenvSpec, cache: Path, log) -> str:

@@ -37,6 +37,7 @@ class VenvSpec:
     overrides: tuple[str, ...] = ()    # requirements installed after, with their dependencies
     torch: str | None = None           # the torch version that must come out, if known
     installer: str = "pip"
+    index: str | None = None           # an extra index the pins come from (a lock's torch index)
     # uv hardlinks files from its cache by default; a shared library already in the page cache
     # then maps more resident pages on import (measured: torch 2.13 imported at 278 MiB RSS
     # against 218 MiB copied), which would read as a memory change between the arms.
@@ -50,7 +51,8 @@ class VenvSpec:
 def carried(spec: VenvSpec) -> dict:
     """The spec and the platform it is built on (a home shared over NFS by x86 and aarch64
     nodes holds both builds): what the key hashes and the venv's spec file holds."""
-    return {**asdict(spec), "platform": sys.platform, "machine": platform.machine(),
+    spec_data = {k: v for k, v in asdict(spec).items() if k != "index" or v is not None}
+    return {**spec_data, "platform": sys.platform, "machine": platform.machine(),
             "implementation": platform.python_implementation()}
 
 
@@ -61,12 +63,13 @@ def requirement_name(requirement: str) -> str:
 
 
 def spec_from(distributions: dict[str, str], python: str, *, overrides=(), torch=None,
-              installer: str = "auto") -> VenvSpec:
+              installer: str = "auto", index: str | None = None) -> VenvSpec:
     """The recorded set pinned exactly, less what the overrides replace."""
     replaced = {requirement_name(r) for r in overrides}
     pins = tuple(f"{name}=={version}" for name, version in sorted(distributions.items())
                  if name not in NOT_PINNED and name not in replaced and version)
-    return VenvSpec(python, pins, tuple(overrides), torch, choose_installer(installer))
+    return VenvSpec(python, pins, tuple(overrides), torch, choose_installer(installer),
+                    index=index)
 
 
 def uv_binary() -> str | None:
@@ -131,7 +134,8 @@ def _build(spec: VenvSpec, folder: Path, log: Callable[[str], None]) -> None:
         + f" ({spec.installer}) in {folder}")
     _create(spec.installer, base, folder)
     if spec.pins:
-        _install(spec.installer, folder, ["--no-deps", *spec.pins])
+        index = ["--extra-index-url", spec.index] if spec.index else []
+        _install(spec.installer, folder, ["--no-deps", *index, *spec.pins])
     if spec.overrides:
         _install(spec.installer, folder, list(spec.overrides))
     got = installed(str(folder / "bin" / "python"))
