@@ -5,7 +5,7 @@ peak memory depends on."""
 import os
 from pathlib import Path
 
-from stages.core import config
+from stages.core import config, scratch
 from stages.core.records.schema import BenchProcess
 from stages.judge.timings import bench_rows, process_values
 from stages.launch.cells import CellRun, measure_bench
@@ -23,10 +23,10 @@ def caching_worker(seen: list):
     """A worker that compiles into the folder its job names: slow into an empty one, fast
     from one that holds an earlier process's work, as inductor's FX and AOT caches do."""
     def run(job, timeout_s, python=None, fresh_compile_cache=True):
-        folder = Path(job.compile_cache)
+        folder = scratch.compile_cache(job.compile_cache, job.compile_cache_cold)  # as a launcher
         warm = any(folder.iterdir())
         (folder / f"graph-{os.getpid()}-{len(seen)}").write_text("compiled")
-        seen.append((job.workload.name, job.compile_cache, warm))
+        seen.append((job.workload.name, str(folder), warm))
         timing = {"status": "OK", "steady_s": [1e-3] * 3, "warmup_s": 0.01, "peak_bytes": 1,
                   "items": 1}
         return {"status": "OK", "wall_s": 0.0, "sentinel": {"python_loop_s": 0.02},

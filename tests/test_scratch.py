@@ -92,3 +92,19 @@ def test_numerics_workers_share_an_inductor_cache_of_this_users_own(tmp):
     assert noted.read_text() == str(private / "inductor")
     assert private.stat().st_mode & 0o777 == 0o700
     assert [p.name for p in (private / "runs").iterdir()] == [scratch.run_dir().name]
+
+
+def test_a_compile_cache_named_by_a_driver_is_this_users_own_folder(tmp_path, monkeypatch):
+    """A Ray driver names a unit's inductor cache; the node resolves the name under its own
+    user's private scratch (a path from the driver could be another user's folder there, who
+    could plant compiled code); a cold round finds it empty, a warm one as the last left it."""
+    monkeypatch.setattr(scratch.tempfile, "gettempdir", lambda: str(tmp_path))
+    cold = scratch.compile_cache("caches-abc/now-w", cold=True)
+    assert cold == tmp_path / f"torchgate-{os.getuid()}" / "compile" / "caches-abc" / "now-w"
+    (cold / "entry").write_text("compiled")
+    assert (scratch.compile_cache("caches-abc/now-w", cold=False) / "entry").exists()
+    assert not (scratch.compile_cache("caches-abc/now-w", cold=True) / "entry").exists()
+    assert cold.stat().st_mode & 0o077 == 0
+    for name in ("/etc/x", "../x/y", "caches-abc", "a/b/c", "caches-abc/.."):
+        with pytest.raises(ValueError, match="not a compile cache name"):
+            scratch.compile_cache(name, cold=False)

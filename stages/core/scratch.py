@@ -47,6 +47,27 @@ def user_dir() -> Path:
     return private(Path(tempfile.gettempdir()) / f"torchgate-{os.getuid()}")
 
 
+def compile_cache(name: str, cold: bool) -> Path:
+    """The inductor cache `name` (`<run>/<unit>`) in this machine's own scratch, whoever named
+    it (a Ray driver names it; the node resolves it under its user's private folder, never a
+    path another user may own); emptied first when `cold`. A run's caches untouched for a day
+    are removed (a node never hears that the run ended)."""
+    run, _, unit = name.partition("/")
+    if not run or not unit or {run, unit} & {".", ".."} or "/" in unit:
+        raise ValueError(f"not a compile cache name: {name!r}")
+    root = private(user_dir() / "compile")
+    folder = root / run
+    if not folder.exists():
+        for old in root.iterdir():
+            if time.time() - old.stat().st_mtime > UNLOCKED_S:
+                shutil.rmtree(old, ignore_errors=True)
+    cache = private(private(folder) / unit)
+    if cold:
+        shutil.rmtree(cache)
+        cache = private(cache)
+    return cache
+
+
 def inductor_cache() -> Path:
     """The inductor cache that numerics and fresh-process workers share (compiled once)."""
     return private(user_dir() / "inductor")

@@ -13,9 +13,8 @@ import dataclasses
 import random
 import shutil
 import sys
-import tempfile
 import time
-from pathlib import Path
+import uuid
 from typing import Callable
 
 from stages.core import scratch
@@ -133,21 +132,20 @@ class CellRun:
         # Bench: per unit and arm, the inductor cache its processes share. The first
         # bench.cold_compile_processes rounds empty it first (a cold compile, as on a first
         # start), later rounds find it as the cold ones left it (a warm one, a second start).
-        self.caches = Path(tempfile.mkdtemp(prefix="caches-", dir=scratch.run_dir())) \
+        # By name: the machine that runs a worker keeps the folder (core.scratch.compile_cache).
+        self.caches = f"caches-{uuid.uuid4().hex[:12]}" \
             if kind == "bench" and fresh_compile_cache else None
 
-    def compile_cache(self, arm: Arm, name: str, round_: int) -> str | None:
+    def compile_cache(self, arm: Arm, name: str, round_: int) -> dict:
+        """The Job fields of a unit's inductor cache in this round."""
         if self.caches is None:
-            return None
-        folder = self.caches / f"{arm.name}-{name}"
-        if round_ < self.cfg.bench.cold_compile_processes:
-            shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir(exist_ok=True)
-        return str(folder)
+            return {}
+        return {"compile_cache": f"{self.caches}/{arm.name}-{name}",
+                "compile_cache_cold": round_ < self.cfg.bench.cold_compile_processes}
 
     def close(self) -> None:
-        if self.caches is not None:
-            shutil.rmtree(self.caches, ignore_errors=True)
+        if self.caches is not None:     # this machine's; a Ray node's go a day later
+            shutil.rmtree(scratch.user_dir() / "compile" / self.caches, ignore_errors=True)
 
     @property
     def now(self) -> str:
@@ -178,7 +176,7 @@ class CellRun:
         order = [a for a in order if spec_for(a, self.cfg, name) is not None]
         jobs = [(dataclasses.replace(
             job_for(self.cfg, self.cell, [spec_for(a, self.cfg, name)], self.kind, modes, a),
-            compile_cache=self.compile_cache(a, name, round_)), a.python) for a in order]
+            **self.compile_cache(a, name, round_)), a.python) for a in order]
         spec = self.cfg.workloads[name]
         timeout_s = spec.timeout_s or (self.cfg.bench.timeout_s if self.kind == "bench"
                                        else self.cfg.numerics.timeout_s)

@@ -56,8 +56,9 @@ class _Worker:
         # The stage's folder first, so a workload in the user's own module imports by name.
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), str(ROOT),
                                                           env.get("PYTHONPATH")]))
-        env["TORCHINDUCTOR_CACHE_DIR"] = job.compile_cache or str(
-            tmp / "inductor" if fresh_compile_cache else scratch.inductor_cache())
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(
+            scratch.compile_cache(job.compile_cache, job.compile_cache_cold) if job.compile_cache
+            else tmp / "inductor" if fresh_compile_cache else scratch.inductor_cache())
         line, entry = lifetime.lifeline()       # it ends with this process (core.lifetime)
         env.update(entry)
         self.started = time.perf_counter()

@@ -49,9 +49,12 @@ class Job:
     timing: Timing
     baton: tuple[int, ...] | None = None  # the two pipe ends of a lock-step pair
     code: str | None = None            # import workloads from this folder (another revision)
-    # The inductor cache folder of this unit and arm (empty: a cold compile); None: the
-    # launcher's (a fresh private folder for bench, a shared one for numerics).
+    # The inductor cache of this unit and arm, by name: a folder of the private scratch of the
+    # machine that runs the worker (core.scratch.compile_cache), emptied first where
+    # `compile_cache_cold` (a cold compile); None: the launcher's (a fresh private folder for
+    # bench, a shared one for numerics).
     compile_cache: str | None = None
+    compile_cache_cold: bool = False
 
     @property
     def workload(self) -> WorkloadSpec:
