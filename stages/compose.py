@@ -29,8 +29,13 @@ def compose(output: Path, overrides: list[str], conf: Path = CONF) -> str:
     # The plugin's resolvers, also where Hydra scanned for plugins earlier in this process
     # (its scan runs once a process).
     runpy.run_path(str(PLUGINS / "hydra_plugins" / "torchgate_machine.py"))
+    # Composed beside it and checked first: a refused composition leaves params.yaml as it was.
+    composing = output.with_name(f".{output.name}.composing.yaml")
     try:
-        compose_and_dump(output, str(conf), None, "config", str(PLUGINS), overrides)
+        compose_and_dump(composing, str(conf), None, "config", str(PLUGINS), overrides)
+        name = name_machine(composing)
+        os.replace(composing, output)
+        return name
     except (HydraException, OmegaConfBaseException) as exc:
         head = " ".join(str(exc).split("Available options")[0].split("Config search path")[0]
                         .split())
@@ -40,7 +45,8 @@ def compose(output: Path, overrides: list[str], conf: Path = CONF) -> str:
             head = head.rstrip(".") + ". Valid options: " + ", ".join(sorted(p.stem for p in group.glob("*.yaml")))
             head += "."
         raise UserError(head) from None
-    return name_machine(output)
+    finally:
+        composing.unlink(missing_ok=True)
 
 
 def name_machine(path: Path) -> str:

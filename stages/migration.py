@@ -67,8 +67,9 @@ def _committed(side: Side, where: str, head: str | None) -> tuple[SideInput, str
         raise UserError(
             f"{where}: machine {side.machine!r} has no committed cell {side.cell!r} at HEAD; "
             + (f"its cells: {', '.join(cells)}" if cells else
-               "committed machines: " + (", ".join(m for m in machines if m != "README.md")
-                                         or "none")
+               "committed machines: " + (", ".join(
+                   m for m in machines if m != "README.md" and machine.check_name(m) is None)
+                   or "none")
                + f" (commit {reports}/ of that machine first)"))
     brought = git.commits_touching(head, path, 1)
     price = (bench.device or {}).get("price_per_hour")

@@ -34,8 +34,10 @@ def test_a_machine_is_named_by_config_else_the_variable_else_its_hardware(tmp_pa
     monkeypatch.delenv("TORCHGATE_MACHINE")
     assert compose(out, []) == machine.derived_name()
     assert config.load(out).machine.derived
+    before = out.read_text()
     with pytest.raises(UserError, match="cannot name a folder of reports/"):
         compose(out, ["machine.name=../up"])
+    assert out.read_text() == before and [p.name for p in tmp_path.iterdir()] == ["params.yaml"]
 
 
 @pytest.mark.parametrize("cpu, cores, gpus, name", [

@@ -78,3 +78,11 @@ def test_the_env_stage_refuses_params_composed_for_another_machine(monkeypatch, 
     for unset in ("None", "null"):                  # what DVC makes of a null name
         with pytest.raises(UserError, match="machine.name is not set"):
             env.check_machine(unset, derived=False)
+
+
+@pytest.mark.parametrize("name", ["box\n", "box\nb", ".gitkeep", "env", "-box", "a" * 65, ""])
+def test_a_name_that_cannot_be_a_reports_folder_is_refused(name):
+    """A trailing newline too (it would split the env stage's command line), and what
+    reports/ holds besides machines (.gitkeep, env) is never listed as one."""
+    assert machine.check_name(name)
+    assert machine.check_name("box-b.2") is None
