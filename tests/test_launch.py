@@ -159,3 +159,23 @@ def test_a_node_builds_an_arms_venv_from_its_spec_and_unpacks_its_checkout(tmp_p
     (code / "stages" / "workloads" / "__init__.py").write_text("X = 1\n")
     there = unpack(pack(code), node_cache / "code" / "abc123")
     assert (there / "stages" / "workloads" / "__init__.py").read_text() == "X = 1\n"
+
+
+def test_a_worker_whose_interpreter_is_gone_is_an_error_not_a_lost_stage(tmp_path):
+    """A venv removed while the run used it: the unit's process is ERROR with what happened,
+    alone or in a lock-step pair, and the stage goes on."""
+    from stages.core.config import DeviceSpec, PrecisionSpec
+    from stages.core.config.settings import WorkloadSpec
+    from stages.core.records.job import Job, Timing
+    from stages.launch.local import run_interleaved, run_worker
+
+    def _eager_job() -> Job:
+        spec = WorkloadSpec("m", "stages.workloads.matmul_relu", {"size": 8})
+        return Job("bench", 0, DeviceSpec("cpu", "cpu"), PrecisionSpec("fp32", "float32"),
+                   (spec,), ("eager",), Timing(3, 0.005, 0.02, 3, 1.0))
+    gone = str(tmp_path / "venv" / "bin" / "python")
+    raw = run_worker(_eager_job(), timeout_s=30, python=gone)
+    assert raw["status"] == "ERROR" and raw["error"].startswith(
+        f"cannot start a worker with {gone}: No such file or directory; was its venv removed")
+    pair = run_interleaved([(_eager_job(), gone), (_eager_job(), gone)], timeout_s=30)
+    assert [r["status"] for r in pair] == ["ERROR", "ERROR"]

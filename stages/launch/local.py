@@ -64,17 +64,28 @@ class _Worker:
         self.started = time.perf_counter()
         self.ended = False
         with open(self.stderr_path, "wb") as err, open(os.devnull, "wb") as out:
-            self.proc = subprocess.Popen(
-                [python or sys.executable, "-m", "stages.measure.worker", str(job_path),
-                 str(self.result_path)],
-                env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                pass_fds=(*pass_fds, line),
-                start_new_session=True)  # its own process group: a timeout kills compilers too
+            try:
+                self.proc = subprocess.Popen(
+                    [python or sys.executable, "-m", "stages.measure.worker", str(job_path),
+                     str(self.result_path)],
+                    env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                    pass_fds=(*pass_fds, line),
+                    start_new_session=True)  # its own group: a timeout kills compilers too
+            except OSError as exc:   # the interpreter is gone (a venv removed mid-run)
+                self.proc = _NotStarted()
+                self.result_path.write_text(json.dumps({
+                    "status": Status.ERROR, "wall_s": 0.0,
+                    "error": f"cannot start a worker with {python or sys.executable}: "
+                             f"{exc.strerror or exc}; was its venv removed while this run "
+                             "used it? Run again (a removed arm's venv is built again)",
+                    "host": {"name": socket.gethostname(), "node": None, "hardware": None}}),
+                    encoding="utf-8")
 
     def kill(self) -> None:
         """Kill the worker's process group: the worker, if it still runs (a timeout, or this
         stage was interrupted), and whatever it started, also once the worker has exited."""
-        if self.ended:
+        if self.ended or self.proc.pid is None:
+            self.ended = True
             return
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
@@ -150,6 +161,18 @@ def run_interleaved(jobs: list[tuple[Job, str | None]], *, timeout_s: float,
         finally:
             for t in turns:
                 t.close()
+
+
+class _NotStarted:
+    """The process a worker that could not start stands in for: ended, with no group."""
+    pid = None
+    returncode = None
+
+    def wait(self, timeout=None) -> None:
+        return None
+
+    def poll(self) -> int:
+        return 0
 
 
 class _Turns:
