@@ -1,6 +1,7 @@
 """A fleet run's parts without a cluster: nodes leased so that two units never share one (and
 units on different nodes run at once), the cells of a matrix measured at once, and records
 handed to the later bench stages of the same `dvc repro` only."""
+import dataclasses
 import os
 import subprocess
 import sys
@@ -8,6 +9,9 @@ import threading
 import time
 import types
 
+import pytest
+
+from stages.core.errors import UserError
 from stages.core.records import kept, record_data
 from stages.launch import fleet
 from stages.launch.ray_placement import NodeLeases
@@ -87,7 +91,7 @@ def test_a_staged_record_is_taken_once_by_its_invocation_and_ended_ones_are_remo
     (project / "params.yaml").write_text("machine: {name: test-box}\n")
     cell = types.SimpleNamespace(name="cpu-fp32")
     here = f"{os.getpid()}-{fleet._stat(os.getpid())[2]}"
-    measured = record(n=2)
+    measured = dataclasses.replace(record(n=2), cell="cpu-fp32")
     fleet.Staging(here).leave(cell, measured)
     ended = fleet.Staging("999999999-1")       # an invocation whose process is gone
     ended.leave(cell, measured)
@@ -96,3 +100,7 @@ def test_a_staged_record_is_taken_once_by_its_invocation_and_ended_ones_are_remo
     taken = again.take(cell)
     assert record_data(taken) == kept(record_data(measured))     # as a report keeps it
     assert again.take(cell) is None
+    # A file left there under this cell's name that holds another cell: refused, not taken.
+    again.leave(cell, dataclasses.replace(measured, cell="cpu-bf16"))
+    with pytest.raises(UserError, match="holds cell 'cpu-bf16', not 'cpu-fp32'"):
+        again.take(cell)

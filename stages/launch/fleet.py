@@ -22,6 +22,7 @@ from typing import Callable
 
 from stages.core import scratch
 from stages.core.config import Cell, Config
+from stages.core.errors import UserError
 from stages.core.records import load_record, write_record
 from stages.core.records.schema import BenchRecord
 
@@ -85,6 +86,9 @@ class Staging:
             return None
         record = load_record(path, BenchRecord)
         path.unlink()
+        if record.cell != cell.name:    # a file that is not what this folder was left
+            raise UserError(f"{path} holds cell {record.cell!r}, not {cell.name!r}: the fleet's "
+                            "staged records were changed; run `dvc repro` again")
         return record
 
     def leave(self, cell: Cell, record: BenchRecord) -> None:
