@@ -121,7 +121,8 @@ COUNTS = ("aten_ops", "aten_ops_by_op", "flops_per_call", "flops_by_op", "unique
 @pytest.mark.slow     # real worker processes, one compiling
 def test_two_worker_processes_of_the_same_code_count_the_same_work(tmp_path, monkeypatch):
     """Deterministic before it gates: every process of a unit counts what the others do, the
-    second compiling from the caches the first left; a tenth more work counts more FLOPs."""
+    second compiling from the caches the first left (more work counting more FLOPs:
+    test_the_flops_of_a_call_are_its_matmuls_and_grow_with_its_work)."""
     cache = private(tmp_path / "inductor")
     monkeypatch.setattr(local.scratch, "inductor_cache", lambda: cache)
     records = []
@@ -141,9 +142,6 @@ def test_two_worker_processes_of_the_same_code_count_the_same_work(tmp_path, mon
     assert compiled.unique_graphs == 1 and compiled.inductor_kernels >= 1
     assert compiled.aten_ops is None and eager.inductor_kernels is None
     assert "inductor_bytes" in compiled.unmeasured      # the CPU backend counts none
-    wider = from_data(BenchProcess, local.run_worker(_job(36), timeout_s=120), "result")
-    assert wider.modes["eager"].flops_per_call == 2 * 36 ** 3
-    assert wider.modes["eager"].aten_ops_by_op == eager.aten_ops_by_op   # the same operators
 
 
 def _rows(steady: str, flops: str, ops: str = Verdict.EQUIVALENT):
