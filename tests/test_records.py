@@ -259,3 +259,22 @@ def test_numerics_records_keep_full_floats(tmp_path):
         "OK", rel_l2={"out": 1 / 3})}})
     records.write_record(tmp_path / "n.json", record)
     assert records.load_record(tmp_path / "n.json", NumericsRecord) == record
+
+
+def test_a_run_none_of_whose_cells_the_baseline_holds_is_not_a_first_run():
+    """Every timing NEW against a baseline that holds this machine's other cells (a renamed
+    cell or precision): the baseline is there, and cannot be used; the gate says why."""
+    from stages.judge.gate import gate_failures
+    cfg = _fixture_config("params.yaml")
+    now = records.load_record(FIXTURES / "reports/bench/cpu-fp32.json", BenchRecord)
+    env = records.load_record(FIXTURES / "reports/env/env.json", EnvRecord)
+    renamed = RunInputs("HEAD", "0" * 40, {("bench", "cpu-fp32"): RecordPair(now, None)}, env,
+                        env, base_cells=("cpu-fp16",))
+    result = compare_run(cfg, renamed)
+    [failure] = gate_failures(result, ("NOTHING_COMPARABLE",))
+    assert failure == ("Baseline present but unusable: bench *: it holds bench cells cpu-fp16 "
+                       "of this machine and none of this run's (cpu-fp32): a renamed cell or "
+                       "precision is not a first run; compare with the old name, or commit "
+                       "this run as the new baseline")
+    first = RunInputs("HEAD", "0" * 40, {("bench", "cpu-fp32"): RecordPair(now, None)}, env, env)
+    assert gate_failures(compare_run(cfg, first), ("NOTHING_COMPARABLE",)) == []

@@ -165,6 +165,13 @@ def compare_run(cfg: Config, inputs: RunInputs) -> CompareRecord:
     if missing:
         notes.append(f"No baseline at {inputs.rev} for {', '.join(missing)}: compared as NEW. "
                      "Commit `reports/` to make this run the baseline.")
+    measured = {cell for (stage, cell), p in inputs.pairs.items()
+                if stage == "bench" and p.now is not None and not p.ab}
+    if measured and inputs.base_cells and not measured & set(inputs.base_cells):
+        drafts.append(unusable_row("bench", "*", (
+            f"it holds bench cells {', '.join(inputs.base_cells)} of this machine and none of "
+            f"this run's ({', '.join(sorted(measured))}): a renamed cell or precision is not a "
+            "first run; compare with the old name, or commit this run as the new baseline")))
     benches = [p.now for (stage, _), p in inputs.pairs.items()
                if stage == "bench" and p.now is not None and p.now.status == Status.OK]
     result = finish(drafts, alpha=cfg.stats.alpha, power=cfg.stats.power, looks=looks,

@@ -62,6 +62,8 @@ def load_run(rev: str | None, cells: list[str], stages: tuple[str, ...] = ("benc
     env_path = reports / "env" / "env.json"
     found.env_now = load_current(env_path, EnvRecord)
     found.env_base = _baseline_or_note(commit, env_path, EnvRecord, found.notes, root)
+    found.base_cells = tuple(n.removesuffix(".json") for n in git.names_in(
+        commit, reports / "bench", root) if n.endswith(".json"))
     for stage in stages:
         for cell in cells:
             path = reports / stage / f"{cell}.json"

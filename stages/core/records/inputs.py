@@ -43,6 +43,9 @@ class RunInputs:
     # per (stage, cell), why its committed baseline record is there but unreadable (the
     # loader's message): not a first run, a baseline present but unusable
     unusable: dict[tuple[str, str], str] = field(default_factory=dict)
+    # the cells the baseline commit holds bench records of, for this machine (whatever this
+    # run measures): none of this run's among them is a renamed cell, not a first run
+    base_cells: tuple[str, ...] = ()
 
 
 def pair(now: Any, base: Any) -> RecordPair:
