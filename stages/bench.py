@@ -25,6 +25,7 @@ from stages.judge.summary import summarize
 from stages.launch.backends import connection, on
 from stages.launch.cells import Progress, measure_bench
 from stages.launch.fleet import measure_all, staging
+from stages.measure.proc import sibling_runs
 from stages.render import bench as page
 from stages.render.progress import bench_line
 
@@ -89,6 +90,9 @@ def main(argv: list[str] | None = None) -> None:
     """Plan the arms, measure, write the record, judge it once, write its page."""
     with one_line_errors("bench"):
         cfg, cell, reports = cli.cell_stage("bench", __doc__, argv)
+        for pid, command in sibling_runs():
+            say(f"another torchgate run is measuring on this machine (pid {pid}: {command}): "
+                "its load moves this run's timings; run one at a time (`dvc queue start -j 1`)")
         arms = plan(cfg, log=say)
         say(arms.note)
         inputs = baseline_of(cfg, cell, reports)

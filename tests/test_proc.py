@@ -3,6 +3,9 @@ and quota a process may use (cgroup v1 and v2, inside and outside a container), 
 per thread, descendants' CPU time; and the busy probe built on them. Where a file is missing
 the reading is None, never an exception."""
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -154,3 +157,27 @@ def test_a_phase_too_short_for_clock_ticks_is_not_read(tmp_path):
     fake_machine(tmp_path / "p", 1, 0, 0, 0)
     probe.stop()
     assert probe.wall == 0.005 and probe.summary() is None
+
+
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads Linux's /proc")
+def test_another_torchgate_run_is_found_and_this_ones_own_processes_are_not():
+    """A second measurement on the machine (a neighbour `dvc repro`, `dvc queue start -j 2`)
+    is named; this process's own workers and the stage above it are not."""
+    wait = "import sys, time; time.sleep(30)"
+    other = subprocess.Popen([sys.executable, "-c", wait, "-m", "stages.measure.worker", "job"])
+    mine = subprocess.Popen([sys.executable, "-c", wait, "-m", "stages.bench"])
+    try:
+        for _ in range(100):
+            if Path(f"/proc/{other.pid}/cmdline").read_bytes().count(b"stages"):
+                break
+            time.sleep(0.02)
+        # Seen from `mine`: `other` is a sibling; `mine` itself, and this test process above
+        # it, are its own.
+        found = dict(proc.sibling_runs(pid=mine.pid))
+        assert other.pid in found and "stages.measure.worker" in found[other.pid]
+        assert mine.pid not in found and os.getpid() not in found
+        assert other.pid not in dict(proc.sibling_runs(pid=os.getpid()))   # a child: ours
+    finally:
+        for p in (other, mine):
+            p.kill()
+            p.wait()

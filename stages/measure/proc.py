@@ -185,3 +185,43 @@ def tree_cpu_s(proc: str = PROC, pid: int | None = None) -> dict[int, float] | N
             tree[p] = times[p]
             todo.extend(children.get(p, ()))
     return tree
+
+
+# The modules a torchgate measurement runs as (`python -m stages.<name>`), matched in other
+# processes' command lines (never imported: spelled apart from the package, which
+# tests/test_layout.py reads as an import).
+MEASURING = tuple(f"stages.{name}" for name in ("bench", "numerics", "measure.worker",
+                                                 "measure.rank"))
+
+
+def sibling_runs(proc: str = PROC, pid: int | None = None) -> list[tuple[int, str]]:
+    """Other torchgate measurements on this machine, (pid, command): a stage or worker that is
+    neither this process nor one of its ancestors or descendants: a second `dvc repro`, or
+    experiments started together (`dvc queue start -j 2`), whose load moves this run's
+    timings."""
+    pid = os.getpid() if pid is None else pid
+    try:
+        names = [int(n) for n in os.listdir(proc) if n.isdigit()]
+    except OSError:
+        return []
+    parents = {n: read[0] for n in names if (read := _stat(Path(proc) / str(n) / "stat"))}
+    below, todo = {pid}, [pid]                             # this process and its descendants
+    while todo:
+        at = todo.pop()
+        for child in [c for c, p in parents.items() if p == at and c not in below]:
+            below.add(child)
+            todo.append(child)
+    ours, at = set(below), pid
+    while at in parents and parents[at] not in ours:      # and its ancestors
+        at = parents[at]
+        ours.add(at)
+    found = []
+    for n in sorted(set(parents) - ours):
+        try:
+            args = (Path(proc) / str(n) / "cmdline").read_bytes().decode(
+                errors="replace").split("\0")
+        except OSError:
+            continue
+        if "-m" in args[:-1] and args[args.index("-m") + 1] in MEASURING:
+            found.append((n, " ".join(a for a in args if a)[:200]))
+    return found
