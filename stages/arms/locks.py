@@ -65,7 +65,7 @@ def parse(text: str, where: str) -> Lock:
         if option:
             index = option.group(1)
             continue
-        if line.startswith("-"):   # what pip would install, and torchgate's view not see
+        if line.startswith("-"):   # pip would install by it what torchgate's pins do not say
             raise UserError(f"{where} line {number} is a pip option torchgate does not read: "
                             f"{line[:80]!r}; a lock holds exact pins and the torch index line "
                             "`python -m stages.lock` writes: write it again with that")

@@ -33,7 +33,7 @@ from stages.core.config.settings import WorkloadSpec
 from stages.core.config.sweeps import expand
 from stages.core.config.targets import module_paths
 from stages.core.errors import UserError
-from stages.core.records.dotted import MISSING, flatten
+from stages.core.records.dotted import changed
 from stages.core.records.job import NOW_ARM, Arm
 from stages.core.records.packages import PACKAGES, every_installed, that_matter
 from stages.core.records.schema import EnvRecord
@@ -188,10 +188,9 @@ def environment_moved(base: dict, now: dict) -> list[str]:
     and this run's (dotted): a variable (TORCHINDUCTOR_MAX_AUTOTUNE), a backend flag, the
     driver, the kernel, the hardware. Any of them can move a timing, so a run that moved one
     is not unchanged, whatever its packages and code."""
-    old, new = (flatten({k: v for k, v in (env or {}).items() if k not in _PACKAGE_FIELDS})
-                for env in (base, now))
-    return sorted(k for k in old.keys() | new.keys()
-                  if old.get(k, MISSING) != new.get(k, MISSING))
+    return [field for field, _, _ in changed(
+        *({k: v for k, v in (env or {}).items() if k not in _PACKAGE_FIELDS}
+          for env in (base, now)))]
 
 
 def _listed(fields: list[str]) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stages.core.records.dotted import MISSING, flatten, get
+from stages.core.records.dotted import changed, get
 from stages.core.records.packages import comparable
 from stages.core.records.schema import BenchRecord, Hardware
 from stages.core.vocabulary import Status
@@ -27,14 +27,7 @@ def diff(base: dict | None, now: dict) -> list[Change]:
     """Changed, added and removed dotted fields, sorted; an absent side is MISSING. Packages
     are compared on those that matter (core.records.packages.comparable): an older baseline
     that lists every installed distribution, on the names that matter now."""
-    base, now = comparable(base, now)
-    old, new = flatten(base or {}), flatten(now)
-    changes = []
-    for key in sorted(old.keys() | new.keys()):
-        before, after = old.get(key, MISSING), new.get(key, MISSING)
-        if before != after:
-            changes.append((key, before, after))
-    return changes
+    return changed(*comparable(base, now))
 
 
 def hardware_first(changes: list[Change]) -> list[Change]:

@@ -260,11 +260,11 @@ def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None,
     for found in COUNTED:
         b, n = (process_values(r, workload, mode, found.name) for r in (base, now))
         if b and n:
-            rows.append(_counted_row(key, found, max(b), max(n), detail(now, workload, mode, found),
-                                     detail(base, workload, mode, found)))
-            if unequal := _unequal(b, n):
-                rows[-1] = dataclasses.replace(rows[-1], verdict=Verdict.NOT_COMPARABLE,
-                                               note=unequal)
+            row = _counted_row(key, found, max(b), max(n), detail(now, workload, mode, found),
+                               detail(base, workload, mode, found))
+            unequal = _unequal(b, n)
+            rows.append(dataclasses.replace(row, verdict=Verdict.NOT_COMPARABLE, note=unequal)
+                        if unequal else row)
     return rows
 
 

@@ -164,25 +164,31 @@ def tree_cpu_s(proc: str = PROC, pid: int | None = None) -> dict[int, float] | N
     of two totals then counts a descendant that exited in between too: its time moved into
     its parent's cutime."""
     pid = os.getpid() if pid is None else pid
+    stats = _processes(proc)
+    if stats is None or pid not in stats:
+        return None
+    return {p: stats[p][1] for p in _tree({p: s[0] for p, s in stats.items()}, pid)}
+
+
+def _processes(proc: str) -> dict[int, tuple[int, float]] | None:
+    """Every live process's (ppid, CPU seconds), by pid; None where /proc cannot be read."""
     try:
         names = [n for n in os.listdir(proc) if n.isdigit()]
     except OSError:
         return None
-    parents, times = {}, {}
-    for name in names:
-        read = _stat(Path(proc) / name / "stat")
-        if read is not None:
-            parents[int(name)], times[int(name)] = read
-    if pid not in times:
-        return None
+    return {int(n): read for n in names if (read := _stat(Path(proc) / n / "stat"))}
+
+
+def _tree(parents: dict[int, int], pid: int) -> set[int]:
+    """`pid` and its descendants, walked by parent pids."""
     children: dict[int, list[int]] = {}
     for child, parent in parents.items():
         children.setdefault(parent, []).append(child)
-    tree, todo = {}, [pid]
+    tree, todo = set(), [pid]
     while todo:
         p = todo.pop()
         if p not in tree:
-            tree[p] = times[p]
+            tree.add(p)
             todo.extend(children.get(p, ()))
     return tree
 
@@ -200,18 +206,8 @@ def sibling_runs(proc: str = PROC, pid: int | None = None) -> list[tuple[int, st
     experiments started together (`dvc queue start -j 2`), whose load moves this run's
     timings."""
     pid = os.getpid() if pid is None else pid
-    try:
-        names = [int(n) for n in os.listdir(proc) if n.isdigit()]
-    except OSError:
-        return []
-    parents = {n: read[0] for n in names if (read := _stat(Path(proc) / str(n) / "stat"))}
-    below, todo = {pid}, [pid]                             # this process and its descendants
-    while todo:
-        at = todo.pop()
-        for child in [c for c, p in parents.items() if p == at and c not in below]:
-            below.add(child)
-            todo.append(child)
-    ours, at = set(below), pid
+    parents = {p: s[0] for p, s in (_processes(proc) or {}).items()}
+    ours, at = _tree(parents, pid), pid                    # this process, its descendants
     while at in parents and parents[at] not in ours:      # and its ancestors
         at = parents[at]
         ours.add(at)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.core.errors import UserError
+from stages.core.metrics import METRICS
 from stages.core.records import schema, upgrades
 from stages.core.typed import from_data, to_data
 
@@ -182,12 +183,10 @@ def parse_record(text: str, cls: type, source: str) -> Any:
     return record
 
 
-def unmeasurable(record) -> str | None:
+def unmeasurable(record: schema.BenchRecord) -> str | None:
     """Where a bench record holds a value no measurement gives (NaN, inf, negative) in a
     timing, size or count of core.metrics, or in its device's price: an edited or corrupted
     record, which must not be compared as if measured. None: every value can be."""
-    from stages.core.metrics import METRICS
-
     def bad(value) -> bool:
         return isinstance(value, (int, float)) and not isinstance(value, bool) and not (
             math.isfinite(value) and value >= 0)

@@ -1,6 +1,6 @@
 """The fields of a captured environment (an EnvRecord's nested dict) by dotted name,
-"torch.version": read one, or flatten them all. What changed between two, and whether the
-timings stay comparable, is the judge's (judge.environment)."""
+"torch.version": read one, flatten them all, or list those that differ between two. Which
+changes keep the timings comparable is the judge's (judge.environment)."""
 from __future__ import annotations
 
 from typing import Any
@@ -38,3 +38,12 @@ def flatten(env: dict, prefix: str = "") -> dict[str, object]:
         else:
             flat[dotted] = value
     return flat
+
+
+def changed(base: dict | None, now: dict | None) -> list[tuple[str, object, object]]:
+    """(dotted field, base's value, now's) for every field that differs, added or removed
+    (an absent side is MISSING), sorted by field."""
+    old, new = flatten(base or {}), flatten(now or {})
+    return [(key, old.get(key, MISSING), new.get(key, MISSING))
+            for key in sorted(old.keys() | new.keys())
+            if old.get(key, MISSING) != new.get(key, MISSING)]
