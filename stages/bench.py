@@ -97,6 +97,8 @@ def main(argv: list[str] | None = None) -> None:
         say(arms.note)
         inputs = baseline_of(cfg, cell, reports)
         record = measured(cfg, cell, arms, inputs, reports)
+        if record.instructions:
+            say(f"host instructions {record.instructions}")
         out = reports / "bench"
         write_record(out / f"{cell.name}.json", record)
         here = load_env_pair(cfg.baseline.rev, reports)[0]

@@ -20,7 +20,8 @@ from .test_stats_unit_drift import margin
 RAW = {"device": {"cpu": {"type": "cpu"}}, "precision": {"fp32": {"dtype": "float32"}},
        "workload": {"quiet": {"_target_": "x.quiet"}, "noisy": {"_target_": "x.noisy"}},
        "matrix": {"modes": ["eager"]},
-       "bench": {"processes": 4, "adaptive_budget_s": 600, "max_processes": 12, "max_looks": 2},
+       "bench": {"processes": 4, "adaptive_budget_s": 600, "max_processes": 12, "max_looks": 2,
+                 "instructions": "never"},      # timed processes only (test_instructions)
        "stats": {"run_spread": 0.0}}    # two runs of one simulated machine: no run-level offset
 
 

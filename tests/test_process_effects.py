@@ -16,7 +16,8 @@ from .records import DELTA, bench, mode
 RAW = {"device": {"cpu": {"type": "cpu"}}, "precision": {"fp32": {"dtype": "float32"}},
        "workload": {"a": {"_target_": "x.a"}, "b": {"_target_": "x.b"}},
        "matrix": {"modes": ["eager", "compiled"]},
-       "bench": {"processes": 4, "adaptive_budget_s": 0, "cold_compile_processes": 2}}
+       "bench": {"processes": 4, "adaptive_budget_s": 0, "cold_compile_processes": 2,
+                 "instructions": "never"}}
 
 
 def caching_worker(seen: list):

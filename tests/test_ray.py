@@ -79,7 +79,7 @@ def _compose(project, devices, *extra):
                                       "matrix.modes=[eager]", "bench.processes=1",
                                       "bench.cold_compile_processes=1",
                                       "bench.samples=3", "bench.adaptive_budget_s=0",
-                                      "gate.fail_on=[]",
+                                      "bench.instructions=never", "gate.fail_on=[]",
                                       # placement is tested here, not the busy rule: the two
                                       # backends' reports must not differ by a neighbour's load
                                       "compare.busy_share=1", *extra], conf=project / "conf")

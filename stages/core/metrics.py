@@ -17,6 +17,11 @@ Rules (judge.timings):
   baseline's is REGRESSED, fewer IMPROVED. Its `detail` (reasons, or counts by name) says
   what moved; with `new_detail_regresses`, a detail the baseline lacked is REGRESSED too (a
   graph break for a new reason, even where another went away).
+- BANDED: a count that repeats closely but not exactly (host instructions: two processes of
+  the same code differ by ~0.01 %): read from the unit's counts processes, one per arm; a
+  ratio beyond its band, δ (`stats.delta.<name>`), is REGRESSED or IMPROVED, within it
+  EQUIVALENT, and counts taken another way (another valgrind, ATen CPU capability or
+  setting) are NOT COMPARABLE.
 Standard library only (the worker imports it).
 """
 from __future__ import annotations
@@ -30,6 +35,7 @@ from stages.core.vocabulary import Word
 class Rule(Word):
     TESTED = "tested"
     COUNTED = "counted"
+    BANDED = "banded"
 
 
 class Family(Word):
@@ -78,6 +84,7 @@ class Metric:
     series: str | None = None          # its series in the record's `gpu` block
     per_process: bool = True           # False: a per-step value that is negligible below δ
     #                                    of the step (an input pipeline's part; judge.steps)
+    counted_apart: bool = False        # its values are the counts processes' (a BANDED one)
 
     @property
     def timed(self) -> bool:
@@ -156,6 +163,12 @@ METRICS: tuple[Metric, ...] = (
     _counted("flops_per_call", "FLOPs per call", Family.WORK, detail="flops_by_op"),
     _counted("inductor_bytes", "bytes accessed (inductor)", Family.WORK),
     _counted("kernel_launches", "kernel launches per call", Family.WORK),
+    # The host's instructions for one call under callgrind (measure.callgrind), eager and
+    # compiled: more is more work, a slower kernel for the same work too. Its band: two
+    # processes of one workload differed by 0.002-0.03 %, 5 % more work read +5 %; a band
+    # of 1 % is 30x the first and a fifth of the second.
+    Metric("instructions", Family.WORK, Rule.BANDED, Unit.COUNT, "host instructions per call",
+           0.01, reduce=Reduce.MAX, exported=("instructions", 1), counted_apart=True),
 )
 BY_NAME = {m.name: m for m in METRICS}
 assert len(BY_NAME) == len(METRICS), "two metrics of one name"
@@ -188,7 +201,7 @@ def _delta_of(self, name: str) -> float:
 # `stats.delta`: a field per tested metric with a δ of its own, at its default.
 Delta = make_dataclass(
     "Delta", [(m.name, float, field(default=m.delta)) for m in METRICS
-              if m.rule == Rule.TESTED and m.delta is not None],
+              if m.rule in (Rule.TESTED, Rule.BANDED) and m.delta is not None],
     namespace={"of": _delta_of, "__doc__": (
         "The minimum effect per metric (core.metrics): an estimate within ±δ is never "
         "REGRESSED or IMPROVED. It bounds the estimate, not the truth: a true change a "

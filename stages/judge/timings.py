@@ -23,15 +23,19 @@ from stages.judge.verdicts import Draft, draft, lost_or_skipped, skipped_baselin
 # Tested as timings are (memory is tested on its own increment), and counted exactly.
 TESTED = tuple(m for m in METRICS if m.rule == Rule.TESTED and m.family != Family.MEMORY)
 COUNTED = tuple(m for m in METRICS if m.rule == Rule.COUNTED)
+BANDED = tuple(m for m in METRICS if m.rule == Rule.BANDED)
 
 
 # ---- reducing a bench record to process-level summaries ----------------------------------
 
 def _summaries(record: BenchRecord, workload: str, mode: str,
                metric: str) -> Iterator[tuple[BenchProcess, ModeTiming, float]]:
-    """(process, its mode's result, its value) for every process where the mode succeeded."""
+    """(process, its mode's result, its value) for every process where the mode succeeded
+    (the counts processes, for a metric counted apart)."""
     run = record.workloads.get(workload)
-    for proc in run.processes if run else ():
+    found = BY_NAME.get(metric)
+    apart = found is not None and found.counted_apart
+    for proc in (run.counts if apart else run.processes) if run else ():
         m = proc.modes.get(mode) if proc.status == Status.OK else None
         if m is None or m.status != Status.OK:
             continue
@@ -225,7 +229,7 @@ def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None,
         return [draft(**key, metric="status", verdict=Verdict.FLAKY if ran else Verdict.FAILED,
                       base=Status.OK if in_base and not failed_base else None,
                       now=failed_now[0].status, note=was)]
-    measured = [m.name for m in TESTED if process_values(now, workload, mode, m.name)]
+    measured = [m.name for m in (*TESTED, *BANDED) if process_values(now, workload, mode, m.name)]
     if not in_base:
         return [draft(**key, metric=m, verdict=Verdict.NEW,
                       now=median(process_values(now, workload, mode, m))) for m in measured]
@@ -265,7 +269,55 @@ def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None,
             unequal = _unequal(b, n)
             rows.append(dataclasses.replace(row, verdict=Verdict.NOT_COMPARABLE, note=unequal)
                         if unequal else row)
+    for found in BANDED:
+        row = _banded_row(key, found, base, now, delta.of(found.name))
+        if row is not None:
+            rows.append(row)
     return rows
+
+
+def _counts(record: BenchRecord, workload: str) -> tuple[BenchProcess, ...]:
+    run = record.workloads.get(workload)
+    return run.counts if run is not None else ()
+
+
+def _banded_row(key: dict, found: Metric, base: BenchRecord, now: BenchRecord,
+                band: float) -> Draft | None:
+    """A count within a band (host instructions): the counts process of each side, compared
+    as a ratio against ±band, where both were counted the same way; a count the baseline
+    has and this run lost is FAILED (a counts process that failed) or NOT COMPARABLE (not
+    counted here: the record says why). None: neither side counted it."""
+    workload, mode = key["workload"], key["mode"]
+    b, n = (process_values(r, workload, mode, found.name) for r in (base, now))
+    if not b:
+        return draft(**key, metric=found.name, verdict=Verdict.NEW, now=max(n)) if n else None
+    if not n:
+        lost = next((f"{p.status}: {p.error}" if p.status != Status.OK else
+                     f"{p.modes[mode].status}: {p.modes[mode].error}"
+                     for p in _counts(now, workload) if p.status != Status.OK
+                     or (mode in p.modes and p.modes[mode].status != Status.OK)), None)
+        if lost is not None:
+            return draft(**key, metric=found.name, verdict=Verdict.FAILED, base=max(b),
+                         note=f"counted in the baseline; the counts process: {lost}")
+        return draft(**key, metric=found.name, verdict=Verdict.NOT_COMPARABLE, base=max(b),
+                     note=f"counted in the baseline, not in this run: "
+                          f"{now.instructions or 'no counts process ran for it'}")
+    ways = [next((p.counter for p in _counts(r, workload) if p.counter is not None), None)
+            for r in (base, now)]
+    if ways[0] is not None and ways[1] is not None and ways[0].key != ways[1].key:
+        return draft(**key, metric=found.name, verdict=Verdict.NOT_COMPARABLE, base=max(b),
+                     now=max(n), note="counted another way: " + counter_change(*ways))
+    return _ratio_rule(key, found.name, max(b), max(n), band)
+
+
+def counter_change(base, now) -> str:
+    """What differs between two ways of counting (schema.Counter), in words."""
+    said = [f"{name} {getattr(base, name)} → {getattr(now, name)}"
+            for name in ("tool", "version", "capability", "calls", "threads")
+            if getattr(base, name) != getattr(now, name)]
+    if base.settings != now.settings:
+        said.append("settings " + ", ".join(sorted(set(base.settings) ^ set(now.settings))))
+    return "; ".join(said) + " (counts compare only with counts taken the same way)"
 
 
 def _unequal(base: list[int], now: list[int]) -> str | None:
@@ -403,7 +455,7 @@ def _count_rule(key: dict, metric: str, base: int, now: int) -> Draft:
     return draft(**key, metric=metric, verdict=verdict, base=base, now=now)
 
 
-WORK = tuple(m.name for m in COUNTED if m.family == Family.WORK)
+WORK = tuple(m.name for m in (*COUNTED, *BANDED) if m.family == Family.WORK)
 COMPARED = (Verdict.EQUIVALENT, Verdict.REGRESSED, Verdict.IMPROVED)
 _TIME_SAYS = {Verdict.EQUIVALENT: "moved by less than δ",
               Verdict.INCONCLUSIVE: "is INCONCLUSIVE: at this machine's noise the time cannot "

@@ -10,11 +10,13 @@ process records here, once; Progress counts the units as they end.
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
 import shutil
 import sys
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from stages.core import scratch
@@ -41,6 +43,7 @@ from stages.core.typed import from_data, to_data
 from stages.core.vocabulary import FRESH, Status, Tick
 from stages.launch.backends import capture_env
 from stages.launch.local import run_interleaved, run_worker
+from stages.measure import callgrind
 
 # ---- progress ------------------------------------------------------------
 # Where a stage is while it runs: units done of those planned, the time so far, and what is
@@ -67,7 +70,8 @@ class Progress:
                     elapsed / self.done * (self.planned - self.done))
 
 
-PROCESS = {"bench": BenchProcess, "numerics": NumericsProcess, "fresh": NumericsProcess}
+PROCESS = {"bench": BenchProcess, "numerics": NumericsProcess, "fresh": NumericsProcess,
+           "instructions": BenchProcess}
 NOW = (NOW_ARM,)
 # The fresh-process check reruns every workload a cell ran: twice the time its processes
 # took, plus a worker's start (importing torch).
@@ -82,7 +86,8 @@ def job_for(cfg: Config, cell: Cell, workloads: list[WorkloadSpec], kind: str,
                Timing(b.samples, b.sample_target_s, b.warmup_s, b.min_warmup_calls,
                       b.warmup_max_s, latency_calls=b.latency_calls,
                       latency_s=b.latency_s, rank_timeout_s=b.rank_timeout_s,
-                      breakdown_calls=b.breakdown_calls, breakdown_s=b.breakdown_s),
+                      breakdown_calls=b.breakdown_calls, breakdown_s=b.breakdown_s,
+                      instruction_calls=b.instruction_calls),
                code=arm.code)
 
 
@@ -127,6 +132,7 @@ class CellRun:
         self.skipped: str | None = None
         self.failed: set[tuple[str, str]] = set()
         self.ran: set[tuple[str, str, str]] = set()     # (arm, workload, mode) that ran once
+        self.counts: dict[str, dict[str, tuple]] = {arm.name: {} for arm in arms}
         self.torch: dict[str, str | None] = {arm.name: None for arm in arms}
         self.fresh_host = None      # numerics: where the fresh-process check ran
         # Bench: per unit and arm, the inductor cache its processes share. The first
@@ -213,6 +219,37 @@ class CellRun:
                 if self.skipped:
                     return
 
+    def count(self) -> None:
+        """One counts process per workload and arm (measure.callgrind), for the modes that
+        ran: after every timing, whose machine they would load, with the unit's warm compile
+        caches, as many at once as the machine has cores (each runs one thread)."""
+        jobs = []
+        for arm in self.arms:
+            for name in self.cfg.workloads:
+                spec = spec_for(arm, self.cfg, name)
+                modes = [m for m in self.cfg.modes if (arm.name, name, m) in self.ran]
+                if spec is None or not modes or spec.ranks is not None:
+                    continue
+                job = job_for(self.cfg, self.cell, [spec], "instructions", modes, arm)
+                jobs.append((arm, name, dataclasses.replace(
+                    job, **self.compile_cache(arm, name, self.cfg.bench.processes))))
+        if not jobs:
+            return
+        self.progress.plan(len(jobs))
+
+        def counted(item):
+            arm, name, job = item
+            return self.run(job, timeout_s=self.cfg.bench.instructions_timeout_s,
+                            python=arm.python, fresh_compile_cache=self.fresh)
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+            else os.cpu_count() or 1
+        with ThreadPoolExecutor(max_workers=min(cores, len(jobs))) as pool:
+            for (arm, name, _), raw in zip(jobs, pool.map(counted, jobs)):
+                result = parsed("instructions", raw, f"{self.cell.name} {name} counts process")
+                self.counts[arm.name][name] = (result,)
+                self.log(self.cell.name, name, "now" if len(self.arms) == 1 else arm.name, -1,
+                         result, self.progress.tick())
+
     def arm_id(self, arm: Arm) -> ArmId:
         return ArmId(arm.python or sys.executable, self.torch[arm.name], arm.rev)
 
@@ -228,14 +265,16 @@ def bench_record(run: CellRun, note: str | None = None, rebuilt: bool = False,
     if len(run.arms) > 1:
         first = run.arms[0]
         ab = BenchAB(BenchArm(**vars(run.arm_id(first)),
-                              workloads={name: WorkloadRun(tuple(procs),
-                                                           recorded(spec_for(first, cfg, name)))
-                                         for name, procs in run.results[first.name].items()}),
+                              workloads={name: WorkloadRun(
+                                  tuple(procs), recorded(spec_for(first, cfg, name)),
+                                  run.counts[first.name].get(name, ()))
+                                  for name, procs in run.results[first.name].items()}),
                      run.arm_id(run.arms[-1]), interleaved=run.run_pair is not None,
                      rebuilt=rebuilt)
     return BenchRecord(
         status=Status.OK, settings=to_data(cfg.bench), ab=ab, **base,
-        workloads={name: WorkloadRun(tuple(procs), recorded(spec_for(run.arms[-1], cfg, name)))
+        workloads={name: WorkloadRun(tuple(procs), recorded(spec_for(run.arms[-1], cfg, name)),
+                                     run.counts[run.now].get(name, ()))
                    for name, procs in run.results[run.now].items()}, **extra)
 
 
@@ -353,6 +392,7 @@ def measure_bench(cfg: Config, cell: Cell, *, run=run_worker, log=lambda *line: 
 def _measure_bench(cfg: Config, cell_run: CellRun, pending, arms: tuple[Arm, ...],
                    note: str | None, rebuilt: bool, unchanged: bool, started: float,
                    capture: Callable[[str], dict]) -> BenchRecord:
+    why_not = not_counted(cfg, cell_run.cell)      # first: `always` fails before measuring
     cell_run.rounds(cfg.bench.processes)
 
     def record(**extra) -> BenchRecord:
@@ -364,10 +404,27 @@ def _measure_bench(cfg: Config, cell_run: CellRun, pending, arms: tuple[Arm, ...
         extra["looks"] = tuple(extend(cell_run, pending, record))
         extra["adaptive_processes"] = sum(map(len, cell_run.results[cell_run.now].values())
                                           ) - before
+    if not cell_run.skipped:
+        extra["instructions"] = why_not
+        if why_not is None:
+            cell_run.count()
     python = arms[-1].python if len(arms) > 1 else None
     if not rebuilt and python and not cell_run.skipped:
         extra["env_candidate"] = capture(python)
     return record(wall_s=time.perf_counter() - started, **extra)
+
+
+def not_counted(cfg: Config, cell: Cell) -> str | None:
+    """Why this cell's host instructions are not counted (bench.instructions), in one line;
+    None: they are. `always` makes a missing valgrind the stage's error."""
+    if cfg.bench.instructions == "never":
+        return "not counted (bench.instructions=never)"
+    if cell.device.type != "cpu":
+        return f"counted on CPU cells only: valgrind cannot run the {cell.device.type} driver"
+    why = callgrind.missing()
+    if why and cfg.bench.instructions == "always":
+        raise UserError(f"bench.instructions is always, but {why}")
+    return f"not counted: {why}" if why else None
 
 
 def measure_numerics(cfg: Config, cell: Cell, *, run=run_worker, log=lambda *line: None,

@@ -28,6 +28,7 @@ from stages.core.lifetime import killed_by
 from stages.core.records.job import Job
 from stages.core.typed import to_data
 from stages.core.vocabulary import Status
+from stages.measure import callgrind
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,14 +62,17 @@ class _Worker:
             else tmp / "inductor" if fresh_compile_cache else scratch.inductor_cache())
         line, entry = lifetime.lifeline()       # it ends with this process (core.lifetime)
         env.update(entry)
+        argv = [python or sys.executable, "-m", "stages.measure.worker", str(job_path),
+                str(self.result_path)]
+        if job.kind == "instructions":          # a counts process (measure.callgrind)
+            argv, pins = callgrind.command(argv, tmp / "callgrind")
+            env.update(pins)
         self.started = time.perf_counter()
         self.ended = False
         with open(self.stderr_path, "wb") as err, open(os.devnull, "wb") as out:
             try:
                 self.proc = subprocess.Popen(
-                    [python or sys.executable, "-m", "stages.measure.worker", str(job_path),
-                     str(self.result_path)],
-                    env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                    argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                     pass_fds=(*pass_fds, line),
                     start_new_session=True)  # its own group: a timeout kills compilers too
             except OSError as exc:   # the interpreter is gone (a venv removed mid-run)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import json
 import os
 import random
@@ -26,9 +27,10 @@ from stages.core.config.targets import load_target
 from stages.core.records import dumps, write_text
 from stages.core.records.job import Job
 from stages.core.records.outputs import Coverage, FreshOutputs, ModeOutputs, VersusEager
-from stages.core.records.schema import BenchProcess, ModeTiming, NumericsProcess
+from stages.core.records.schema import BenchProcess, Counter, ModeTiming, NumericsProcess
 from stages.core.typed import from_data, to_data
 from stages.core.vocabulary import Status
+from stages.measure import callgrind
 from stages.measure.accelerator import Unavailable
 from stages.measure.accelerator import notes as device_notes
 from stages.measure.accuracy import (
@@ -219,6 +221,57 @@ def run_bench(job: Job) -> BenchProcess:
     return BenchProcess(Status.OK, sentinel=machine.reading(), modes=modes)
 
 
+def run_instructions(job: Job) -> BenchProcess:
+    """A counts process, under callgrind (measure.callgrind): per mode, the host instructions
+    of `Timing.instruction_calls` calls after the mode's warm-up, one thread, the garbage
+    collector off. Everything before them (importing torch, building, compiling with the
+    unit's warm caches) runs uninstrumented."""
+    client = callgrind.Client()
+    if not client.on_valgrind:
+        return BenchProcess(Status.ERROR, error="a counts process runs under valgrind "
+                                                "(measure.callgrind.command); this one does not")
+    torch.set_num_threads(1)
+    device = resolve_device(job.device)
+    factory = load_target(job.workload.target)
+    dumps = callgrind.Dumps()
+    calls = job.timing.instruction_calls
+    modes = {}
+    for mode in job.modes:
+        try:
+            modes[mode] = ModeTiming(Status.OK, instructions=round(count_instructions(
+                job, factory, device, mode, client, dumps) / calls))
+        except Exception as exc:    # one mode failing must not hide the others
+            modes[mode] = ModeTiming(*failure(exc))
+    counter = Counter("callgrind", os.environ.get(callgrind.VERSION),
+                      torch.backends.cpu.get_cpu_capability(), callgrind.settings(), calls,
+                      torch.get_num_threads())
+    return BenchProcess(Status.OK, modes=modes, counter=counter)
+
+
+def count_instructions(job: Job, factory, device, mode: str, client: callgrind.Client,
+                       dumps: callgrind.Dumps) -> int:
+    dtype = getattr(torch, job.precision.dtype)
+    if mode != "eager":
+        reset_dynamo()
+    random.seed(job.seed)
+    torch.manual_seed(job.seed)
+    workload = build(job, factory, device, dtype, mode)
+    for _ in range(1 + job.timing.min_warmup_calls):   # the first call compiles
+        workload.step()
+    client.start_instrumentation()
+    gc.collect()
+    gc.disable()     # a collection lands on whichever call crosses its threshold
+    try:
+        torch._C._valgrind_toggle()
+        for _ in range(job.timing.instruction_calls):
+            workload.step()
+        torch._C._valgrind_toggle_and_dump_stats()
+    finally:
+        gc.enable()
+        client.stop_instrumentation()
+    return callgrind.totals(dumps.next())
+
+
 def outputs_after_steps(job: Job, factory, device, dtype, mode, after_first=None,
                         workload_index: int = 0) -> dict[str, torch.Tensor]:
     # The global generators restart from the seed for every build, so a workload that draws
@@ -338,8 +391,9 @@ def main(argv: list[str]) -> int:
     torch.manual_seed(job.seed)
     configure(job)
     started = time.perf_counter()
-    run = {"bench": run_bench, "numerics": run_numerics, "fresh": fresh_process_outputs}
-    kind = BenchProcess if job.kind == "bench" else NumericsProcess
+    run = {"bench": run_bench, "numerics": run_numerics, "fresh": fresh_process_outputs,
+           "instructions": run_instructions}
+    kind = BenchProcess if job.kind in ("bench", "instructions") else NumericsProcess
     try:
         body = run[job.kind](job)
     except Unavailable as exc:

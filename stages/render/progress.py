@@ -27,8 +27,14 @@ def counter(tick: Tick | None) -> str:
 def bench_line(cell: str, workload: str, arm: str, round_: int, result: BenchProcess,
                tick: Tick | None = None) -> str:
     label = "" if arm == "now" else f" [{arm}]"
+    which = "counts process" if result.counter is not None or round_ < 0 else \
+        f"process {round_ + 1}"
     if result.status != Status.OK:
         what = f"{result.status}: {result.error}"
+    elif result.counter is not None:
+        what = "; ".join(f"{mode} {m.instructions:,} host instructions a call"
+                         if m.status == Status.OK else f"{mode} {m.status}: {m.error}"
+                         for mode, m in result.modes.items())
     else:
         what = "; ".join(
             f"{mode} {m.status}: {m.error}" if m.status != Status.OK else
@@ -39,7 +45,7 @@ def bench_line(cell: str, workload: str, arm: str, round_: int, result: BenchPro
     wall = f" [{result.wall_s:.1f} s]" if result.wall_s is not None else ""
     node = result.host.node if result.host is not None else None
     where = f" on node {node[:8]}" if node else ""
-    return (f"torchgate bench: {counter(tick)}{cell} {workload}{label} process {round_ + 1}"
+    return (f"torchgate bench: {counter(tick)}{cell} {workload}{label} {which}"
             f"{where}: {what}{wall}")
 
 

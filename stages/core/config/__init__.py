@@ -251,13 +251,18 @@ def parse_workloads(section: dict) -> dict[str, WorkloadSpec]:
     return {str(n): _workload(str(n), b) for n, b in section.items()}
 
 
+INSTRUCTIONS = ("auto", "always", "never")     # bench.instructions
+
+
 def _check_bench(bench: BenchSettings) -> None:
     for key in ("processes", "samples", "sample_target_s", "timeout_s", "max_processes",
-                "max_looks", "warmup_max_s", "rank_timeout_s", "breakdown_calls"):
+                "max_looks", "warmup_max_s", "rank_timeout_s", "breakdown_calls",
+                "instruction_calls", "instructions_timeout_s"):
         _at_least(getattr(bench, key), f"bench.{key}")
     for key in ("warmup_s", "adaptive_budget_s", "min_warmup_calls", "cold_compile_processes",
                 "latency_s", "breakdown_s"):
         _at_least(getattr(bench, key), f"bench.{key}", inclusive=True)
+    _choice(bench.instructions, INSTRUCTIONS, "bench.instructions")
     if bench.latency_calls < 100:
         raise UserError(f"bench.latency_calls must be >= 100 (a p99 of fewer calls is their "
                         f"maximum), got {bench.latency_calls}")

@@ -71,6 +71,12 @@ class BenchSettings:
     adaptive_budget_s: float = 60.0   # per cell: more processes for INCONCLUSIVE timings
     max_processes: int = 15           # per side, workload and mode, adaptive rounds included
     max_looks: int = 2                # looks per cell; every test then runs at alpha/max_looks
+    # Host instructions per call (measure.callgrind): after the timings, one counts process
+    # per workload and arm on CPU cells. auto: where valgrind is installed (else said once);
+    # always: a missing valgrind is an error; never: not counted.
+    instructions: str = "auto"
+    instruction_calls: int = 2        # counted calls per mode, after its warm-up
+    instructions_timeout_s: float = 900.0   # per counts process (valgrind runs ~5-50x slower)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ class Timing:
     rank_timeout_s: float = BenchSettings.rank_timeout_s
     breakdown_calls: int = BenchSettings.breakdown_calls
     breakdown_s: float = BenchSettings.breakdown_s
+    instruction_calls: int = BenchSettings.instruction_calls
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,8 @@ NOW_ARM = Arm("now")      # a run that measures only itself
 
 @dataclass(frozen=True)
 class Job:
-    kind: str                          # "bench", "numerics" or "fresh" (determinism check)
+    kind: str                          # "bench", "numerics", "fresh" (determinism check) or
+    #                                    "instructions" (a counts process, under callgrind)
     seed: int
     device: DeviceSpec
     precision: PrecisionSpec

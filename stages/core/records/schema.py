@@ -234,6 +234,9 @@ class ModeTiming:
     inductor_kernels: int | None = None
     inductor_bytes: int | None = None
     kernel_launches: int | None = None
+    # A counts process's (WorkloadRun.counts): the host instructions of one call, counted
+    # under callgrind (measure.callgrind), averaged over Counter.calls calls.
+    instructions: int | None = None
     # Tail latency (workloads with `_latency_`): percentiles of single synchronized calls
     # after the steady state, and what else took the CPU meanwhile.
     latency_calls: int | None = None
@@ -291,9 +294,27 @@ class Process:
 
 
 @dataclass(frozen=True)
+class Counter:
+    """How a counts process counted host instructions: counts compare only with counts taken
+    the same way (`key`)."""
+    tool: str                              # "callgrind"
+    version: str | None = None             # valgrind's
+    capability: str | None = None          # ATen's CPU capability the counted code ran with
+    settings: tuple[str, ...] = ()         # the options and pinned variables
+    calls: int = 0                         # counted calls per mode (after its warm-up)
+    threads: int | None = None
+
+    @property
+    def key(self) -> tuple:
+        return (self.tool, self.version, self.capability, self.settings, self.calls,
+                self.threads)
+
+
+@dataclass(frozen=True)
 class BenchProcess(Process):
     sentinel: Sentinel | None = None
     modes: dict[str, ModeTiming] = field(default_factory=dict)
+    counter: Counter | None = None         # a counts process (WorkloadRun.counts)
 
 
 # ---- what one numerics worker process computed ----------------------------------------------
@@ -349,6 +370,8 @@ class RecordedWorkload:
 class WorkloadRun:
     processes: tuple[BenchProcess, ...] = ()
     spec: RecordedWorkload | None = None
+    # After the timed processes: one counts process (host instructions per call) per arm.
+    counts: tuple[BenchProcess, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -414,6 +437,7 @@ class BenchRecord:
     arms_note: str | None = None       # how timings are compared, and why (one line)
     unchanged: bool = False            # packages and workload code were the baseline's
     wall_s: float | None = None
+    instructions: str | None = None    # why no host instructions were counted here
 
 
 # ---- the numerics record: one cell's errors, judged against tolerances ----------------------

@@ -119,6 +119,13 @@ def _bench_11(data: dict) -> dict:
     return {**data, "schema_version": 12}
 
 
+def _bench_12(data: dict) -> dict:
+    """Schema 13 counts host instructions per call in counts processes beside the timed ones
+    (`WorkloadRun.counts`, `BenchProcess.counter`, `ModeTiming.instructions`) and says why
+    where none were (`instructions`). A schema-12 record counted none: not measured."""
+    return {**data, "schema_version": 13}
+
+
 def _numerics_3(data: dict) -> dict:
     """Schema 4: the hosts' Ray window (bench 7's `host.window_ms`); optional, as in bench 7."""
     return {**data, "schema_version": 4}
@@ -213,7 +220,7 @@ def _without_control(data: dict) -> dict:
 UPGRADES = {("bench", 1): _bench_1, ("bench", 2): _bench_2, ("bench", 3): _bench_3,
             ("bench", 4): _bench_4, ("bench", 5): _bench_5, ("bench", 6): _bench_6,
             ("bench", 7): _bench_7, ("bench", 8): _bench_8, ("bench", 9): _bench_9,
-            ("bench", 10): _bench_10, ("bench", 11): _bench_11,
+            ("bench", 10): _bench_10, ("bench", 11): _bench_11, ("bench", 12): _bench_12,
             ("numerics", 1): _numerics_1,
             ("numerics", 2): _numerics_2, ("numerics", 3): _numerics_3,
             ("compare", 1): _compare_1, ("compare", 2): _compare_2,

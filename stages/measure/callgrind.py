@@ -1,0 +1,177 @@
+"""Host instructions per call, counted under valgrind's callgrind: a count of the work the host
+does that two processes of the same code agree on to about 0.01 %, where their wall times
+differ by 5-20 % on a shared machine.
+
+The launcher starts a counts worker under `command()`: cache simulation off (instruction
+counts only), instrumentation and collection off from the start (importing torch under full
+instrumentation takes four times as long), address-space randomization off, one thread, a
+fixed hash seed. The worker builds and warms each mode up at valgrind's uninstrumented speed,
+then switches instrumentation on (a client request, `Client`), collects exactly the counted
+calls with the garbage collector off, and dumps them; `totals` reads a dump.
+
+Valgrind's emulated CPU offers torch fewer vector extensions than the host (no AVX-512), so
+the counted code path is not the native one: counts compare with counts taken the same way
+(the same valgrind, ATen CPU capability and options: `Counter`), never with native cost.
+Standard library only: the launcher builds the command without torch.
+"""
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import platform
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+# Options that decide what a count means: part of the record (Counter.settings).
+OPTIONS = ("--tool=callgrind", "--cache-sim=no", "--instr-atstart=no", "--collect-atstart=no")
+# The worker's environment under valgrind: the same hash seeds and thread count in every
+# process, so that two processes run the same instructions; on x86-64 the ATen kernels of
+# AVX2, the widest valgrind emulates, whatever the host has.
+PINNED = {"PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+X86_CAPABILITY = {"ATEN_CPU_CAPABILITY": "avx2"}
+DUMPS = "TORCHGATE_CALLGRIND_OUT"     # the dump files' stem, for the worker to read
+VERSION = "TORCHGATE_VALGRIND"        # valgrind's version, for the worker's record
+INSTALL = "install valgrind (Debian, Ubuntu: `sudo apt-get install valgrind`; Fedora: " \
+          "`sudo dnf install valgrind`), or set bench.instructions=never"
+
+
+def missing() -> str | None:
+    """Why host instructions cannot be counted here (one line); None: they can."""
+    if shutil.which("valgrind") is None:
+        return f"valgrind is not installed: {INSTALL}"
+    if platform.system() != "Linux":
+        return f"callgrind counts on Linux only, not {platform.system()}"
+    return None
+
+
+def version() -> str | None:
+    try:
+        out = subprocess.run(["valgrind", "--version"], capture_output=True, text=True,
+                             timeout=30, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.removeprefix("valgrind-") or None
+
+
+def pinned() -> dict[str, str]:
+    return {**PINNED, **(X86_CAPABILITY if client_requests_supported() else {})}
+
+
+def command(argv: list[str], dumps: Path) -> tuple[list[str], dict[str, str]]:
+    """`argv` (the worker's command) under callgrind, and the variables its process needs;
+    without `setarch` (ASLR stays on) the counts move a little more between processes. Each
+    process of the run (a data loader's forked workers too) dumps to files of its own pid."""
+    run = ["valgrind", "-q", *options_for_machine(), f"--callgrind-out-file={dumps}.%p",
+           *argv]
+    if shutil.which("setarch"):
+        run = ["setarch", platform.machine(), "-R", *run]
+    return run, {**pinned(), DUMPS: str(dumps), VERSION: version() or "unknown"}
+
+
+def settings() -> tuple[str, ...]:
+    """What a count's record says about how it was taken (read in the counts process)."""
+    return (*options_for_machine(), *(f"{k}={os.environ.get(k)}" for k in sorted(pinned())),
+            "ASLR off" if _aslr_off() else "ASLR on")
+
+
+def _aslr_off() -> bool:
+    """This process runs without address-space randomization (setarch -R: its personality's
+    ADDR_NO_RANDOMIZE bit, 0x0040000, in /proc)."""
+    try:
+        text = Path("/proc/self/personality").read_text(encoding="ascii")
+    except OSError:
+        return False
+    return bool(int(text.strip() or "0", 16) & 0x0040000)
+
+
+def totals(path: Path) -> int:
+    """The instructions a callgrind dump holds (its `totals:` line, else `summary:`)."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    found = re.search(r"^totals:\s+(\d+)", text, re.M) or re.search(
+        r"^summary:\s+(\d+)", text, re.M)
+    if found is None:
+        raise ValueError(f"{path.name} is not a callgrind dump: no totals line")
+    return int(found.group(1))
+
+
+# ---- client requests --------------------------------------------------------------------
+# valgrind.h's client request is a no-op instruction sequence that valgrind recognizes: four
+# rotations of rdi that add up to 128 bits (the register is unchanged natively), then `xchg
+# rbx, rbx`; rax points at the request and its arguments, rdx returns the answer (natively:
+# the default it held). Issued from a few bytes of machine code, so that no compiler and no
+# valgrind headers are needed. x86-64 only; elsewhere instrumentation stays on from the start.
+_X86_64 = bytes([
+    0x48, 0x89, 0xF8,               # mov rax, rdi      (the request block)
+    0x48, 0x89, 0xF2,               # mov rdx, rsi      (the default answer)
+    0x48, 0xC1, 0xC7, 0x03,         # rol rdi, 3
+    0x48, 0xC1, 0xC7, 0x0D,         # rol rdi, 13
+    0x48, 0xC1, 0xC7, 0x3D,         # rol rdi, 61
+    0x48, 0xC1, 0xC7, 0x33,         # rol rdi, 51
+    0x48, 0x87, 0xDB,               # xchg rbx, rbx     (the request)
+    0x48, 0x89, 0xD0,               # mov rax, rdx
+    0xC3])                          # ret
+_RUNNING_ON_VALGRIND = 0x1001
+_CALLGRIND = (ord("C") << 24) | (ord("T") << 16)
+_START_INSTRUMENTATION = _CALLGRIND + 4
+_STOP_INSTRUMENTATION = _CALLGRIND + 5
+
+
+def client_requests_supported() -> bool:
+    return platform.machine() in ("x86_64", "AMD64")
+
+
+def options_for_machine() -> tuple[str, ...]:
+    """Instrumentation off until the counted calls where a client request can switch it on."""
+    return OPTIONS if client_requests_supported() else tuple(
+        "--instr-atstart=yes" if o == "--instr-atstart=no" else o for o in OPTIONS)
+
+
+class Client:
+    """Requests to the valgrind this process runs under (all no-ops natively)."""
+
+    def __init__(self):
+        self._call = None
+        if not client_requests_supported():
+            return
+        try:
+            self._code = mmap.mmap(-1, mmap.PAGESIZE,
+                                   prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+        except (OSError, ValueError, AttributeError):   # no writable code pages (W^X)
+            return
+        self._code.write(_X86_64)
+        address = ctypes.addressof(ctypes.c_char.from_buffer(self._code))
+        self._call = ctypes.CFUNCTYPE(ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong)(address)
+
+    def _request(self, code: int, default: int = 0) -> int:
+        if self._call is None:
+            return default
+        block = (ctypes.c_ulong * 6)(code, 0, 0, 0, 0, 0)
+        return self._call(ctypes.addressof(block), default)
+
+    @property
+    def on_valgrind(self) -> bool:
+        return self._request(_RUNNING_ON_VALGRIND) > 0
+
+    def start_instrumentation(self) -> None:
+        """From here on callgrind instruments the code it runs (translating it again)."""
+        self._request(_START_INSTRUMENTATION)
+
+    def stop_instrumentation(self) -> None:
+        """Back to valgrind's uninstrumented speed (the next mode's compile runs there)."""
+        self._request(_STOP_INSTRUMENTATION)
+
+
+class Dumps:
+    """The dumps of this process, in the order it asks for them (`<stem>.1`, `<stem>.2` …)."""
+
+    def __init__(self, stem: str | None = None):
+        self.stem = stem or os.environ.get(DUMPS)
+        self.taken = 0
+
+    def next(self) -> Path:
+        """The dump just taken."""
+        self.taken += 1
+        return Path(f"{self.stem}.{os.getpid()}.{self.taken}")
