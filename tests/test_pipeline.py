@@ -228,6 +228,8 @@ def test_a_pull_request_is_measured_beside_its_baseline_in_lock_step(project):
                                       # one thread a worker: the two arms' workers are alive
                                       # at once, and two threads each fight for 2 cores
                                       "device.cpu.threads=1",
+                                      # both arms' host instructions (test_instructions.py)
+                                      "bench.instructions=always",
                                       f"arms.cache_dir={project / 'cache'}"],
             conf=project / "conf")
     (project / ".gitignore").write_text("__pycache__/\ncache/\n")
@@ -249,7 +251,13 @@ def test_a_pull_request_is_measured_beside_its_baseline_in_lock_step(project):
     assert steady["verdict"] == "REGRESSED" and steady["change"]["test"] == "paired t"
     assert 1.5 < steady["change"]["ratio"] < 2.6
     assert rows["numerics vs rebuilt", "chain", "drift"]["verdict"] == "REGRESSED"
-    assert "measured again" in read("reports/test-box/summary.md")
+    counted = rows["bench", "chain", "instructions"]
+    assert counted["verdict"] == "REGRESSED" and 1.8 < counted["now"] / counted["base"] < 2.2
+    assert [len(record["workloads"]["chain"]["counts"]),
+            len(record["ab"]["baseline"]["workloads"]["chain"]["counts"])] == [1, 1]
+    summary = read("reports/test-box/summary.md")
+    assert "measured again" in summary
+    assert "**REGRESSED** host instructions per call" in summary
 
 
 @pytest.mark.slow

@@ -32,8 +32,10 @@ def bench_metrics(summary: CellSummary) -> dict:
             m.update(allreduce_ms=r.comm_s and r.comm_s * 1e3,
                      busbw_gbps=r.busbw and r.busbw / 1e9,
                      straggler_lag_pct=r.lag and r.lag * 100)
-        out.setdefault(key.workload, {})[key.mode] = {k: short_number(v) for k, v in m.items()
-                                                      if v is not None}
+        # Counts stay exact: a count's change is its verdict.
+        out.setdefault(key.workload, {})[key.mode] = {
+            k: v if isinstance(v, int) else short_number(v) for k, v in m.items()
+            if v is not None}
     return out
 
 

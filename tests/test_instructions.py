@@ -1,0 +1,223 @@
+"""Host instructions per call (measure.callgrind): counted under valgrind in a counts process
+per workload and arm after the timings, the same in two processes of the same code to ~0.01 %,
+judged within a band (stats.delta.instructions, 1 %): beyond it REGRESSED or IMPROVED, counts
+taken another way NOT COMPARABLE, a count the baseline had and this run lost never green."""
+from __future__ import annotations
+
+import dataclasses
+import random
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from stages.core import config
+from stages.core.config import DeviceSpec, PrecisionSpec
+from stages.core.config.settings import WorkloadSpec
+from stages.core.errors import UserError
+from stages.core.records.job import Job, Timing
+from stages.core.records.schema import BenchProcess, Counter, ModeTiming, WorkloadRun
+from stages.core.typed import from_data
+from stages.core.vocabulary import Verdict
+from stages.judge.summary import summarize
+from stages.judge.timings import bench_rows
+from stages.launch import cells, local
+from stages.launch.cells import measure_bench, not_counted
+from stages.measure import callgrind
+from stages.render.metrics import bench_metrics
+
+from .records import BUSY, DELTA, bench, process
+
+COUNTER = Counter("callgrind", "3.19.0", "AVX2", ("--tool=callgrind",), 2, 1)
+
+
+def counted(instructions: dict[str, int | None], counter: Counter = COUNTER, status="OK",
+            error=None) -> BenchProcess:
+    """A counts process: per mode its instructions a call (None: the mode failed there)."""
+    return BenchProcess(status, error=error, counter=counter, modes={
+        mode: ModeTiming("OK", instructions=n) if n is not None else
+        ModeTiming("ERROR", error="RuntimeError: boom") for mode, n in instructions.items()})
+
+
+def with_counts(*counts: BenchProcess, **extra):
+    record = bench({"w": [process() for _ in range(4)]}, **extra)
+    run = record.workloads["w"]
+    return dataclasses.replace(record, workloads={"w": WorkloadRun(run.processes, run.spec,
+                                                                   counts)})
+
+
+def row(now, base):
+    found = [r for r in bench_rows("c", now, base, DELTA, busy_share=BUSY)
+             if r.metric == "instructions"]
+    return found[0] if found else None
+
+
+# ---- the band, with simulated counts whose truth is known ----------------------------------
+
+def test_the_band_keeps_a_a_counts_equal_and_decides_five_percent_more_work():
+    """Counts of one workload in two processes differ by ~0.01 % (0.002-0.03 % measured);
+    simulated at five times that spread (0.05 %), 2000 A/A pairs are all EQUIVALENT, and a
+    change of ±5 % or more is REGRESSED or IMPROVED in every pair; within the band, 0.5 %
+    stays EQUIVALENT (a band, not a test: the verdict is the count's)."""
+    rng = random.Random(0)
+    n0 = 25_000_000
+
+    def pair(truth: float):
+        def draw(scale):
+            return with_counts(counted({"eager": round(n0 * scale * rng.gauss(1, 5e-4))}))
+        return row(draw(truth), draw(1.0))
+
+    verdicts = {truth: [pair(truth).verdict for _ in range(2000)]
+                for truth in (1.0, 1.005, 1.05, 0.95)}
+    assert set(verdicts[1.0]) == {Verdict.EQUIVALENT}
+    assert set(verdicts[1.005]) == {Verdict.EQUIVALENT}
+    assert set(verdicts[1.05]) == {Verdict.REGRESSED}
+    assert set(verdicts[0.95]) == {Verdict.IMPROVED}
+    decided = pair(1.05)
+    assert decided.delta == 0.01 and 1.04 < decided.now / decided.base < 1.06
+
+
+def test_counts_taken_another_way_are_not_comparable_and_say_what_differs():
+    base = with_counts(counted({"eager": 1000}))
+    other = dataclasses.replace(COUNTER, version="3.22.0", capability="DEFAULT")
+    now = with_counts(counted({"eager": 2000}, other))
+    found = row(now, base)
+    assert found.verdict == Verdict.NOT_COMPARABLE
+    assert found.note == ("counted another way: version 3.19.0 → 3.22.0; capability AVX2 → "
+                          "DEFAULT (counts compare only with counts taken the same way)")
+
+
+def test_a_count_lost_is_never_green():
+    """A baseline that counted a unit: this run's counts process failing is FAILED (the gate
+    fails), not counting here at all is NOT COMPARABLE with the record's reason; a first
+    count is NEW; neither side counting gives no row."""
+    base = with_counts(counted({"eager": 1000}))
+    failed = with_counts(counted({"eager": None}))
+    assert (row(failed, base).verdict, row(failed, base).note) == (
+        Verdict.FAILED, "counted in the baseline; the counts process: ERROR: RuntimeError: boom")
+    crashed = with_counts(counted({}, status="CRASHED", error="worker killed by SIGSEGV"))
+    assert row(crashed, base).verdict == Verdict.FAILED
+    missing = with_counts(instructions="not counted: valgrind is not installed: install it")
+    assert (row(missing, base).verdict, row(missing, base).note) == (
+        Verdict.NOT_COMPARABLE, "counted in the baseline, not in this run: not counted: "
+                                "valgrind is not installed: install it")
+    assert row(base, missing).verdict == Verdict.NEW
+    assert row(missing, missing) is None
+
+
+def test_the_summary_and_metrics_json_carry_the_count_and_time_says_its_part():
+    now = with_counts(counted({"eager": 123_456}))
+    summary = summarize("c", now, None, BUSY)
+    assert summary.unit("w", "eager").value("instructions") == 123_456
+    assert bench_metrics(summary)["w"]["eager"]["instructions"] == 123_456
+
+
+# ---- when counts processes run ---------------------------------------------------------------
+
+RAW = {"device": {"cpu": {"type": "cpu"}}, "precision": {"fp32": {"dtype": "float32"}},
+       "workload": {"a": {"_target_": "x.a"}, "b": {"_target_": "x.b"}},
+       "matrix": {"modes": ["eager", "compiled"]},
+       "bench": {"processes": 3, "adaptive_budget_s": 0, "cold_compile_processes": 1,
+                 "instructions": "always"}}
+
+
+def test_one_counts_process_per_workload_after_every_timing_with_the_warm_caches(monkeypatch):
+    monkeypatch.setattr(cells.callgrind, "missing", lambda: None)
+    cfg = config.parse(RAW)
+    seen = []
+
+    def worker(job, timeout_s, python=None, fresh_compile_cache=True):
+        seen.append((job.kind, job.workload.name, job.modes, job.compile_cache_cold,
+                     job.compile_cache, timeout_s))
+        if job.kind == "instructions":
+            return {"status": "OK", "counter": {"tool": "callgrind", "calls": 2},
+                    "modes": {m: {"status": "OK", "instructions": 1000} for m in job.modes}}
+        broken = job.workload.name == "b"       # b's compiled mode fails: not counted
+        return {"status": "OK", "modes": {
+            "eager": {"status": "OK", "steady_s": [1e-3], "first_call_s": 0.1},
+            "compiled": {"status": "ERROR", "error": "boom"} if broken else
+            {"status": "OK", "steady_s": [1e-3], "first_call_s": 1.0}}}
+    record = measure_bench(cfg, cfg.cells()[0], run=worker)
+    kinds = [k for k, *_ in seen]
+    assert kinds == ["bench"] * 6 + ["instructions"] * 2      # after every timed process
+    counts = {name: (modes, cold, cache, limit)
+              for kind, name, modes, cold, cache, limit in seen if kind == "instructions"}
+    assert counts["a"][:2] == (("eager", "compiled"), False)    # the caches the timings left
+    assert counts["b"][0] == ("eager",)
+    timed_cache = {cache for kind, name, _, _, cache, _ in seen if kind == "bench" and name == "a"}
+    assert {counts["a"][2]} == timed_cache and counts["a"][3] == 900.0
+    assert record.instructions is None
+    assert record.workloads["a"].counts[0].modes["compiled"].instructions == 1000
+
+
+def test_without_valgrind_auto_says_why_in_one_line_and_always_stops_before_measuring(
+        monkeypatch):
+    monkeypatch.setattr(callgrind.shutil, "which", lambda name: None)
+    why = callgrind.missing()
+    assert why.startswith("valgrind is not installed: install valgrind (Debian, Ubuntu: "
+                          "`sudo apt-get install valgrind`") and "\n" not in why
+    auto = config.parse({**RAW, "bench": {**RAW["bench"], "instructions": "auto"}})
+    assert not_counted(auto, auto.cells()[0]) == f"not counted: {why}"
+    cfg = config.parse(RAW)
+    started = []
+    with pytest.raises(UserError, match="bench.instructions is always, but valgrind is not "
+                                        "installed"):
+        measure_bench(cfg, cfg.cells()[0], run=lambda *a, **k: started.append(a))
+    assert started == []
+    never = config.parse({**RAW, "bench": {**RAW["bench"], "instructions": "never"}})
+    assert not_counted(never, never.cells()[0]) == "not counted (bench.instructions=never)"
+    gpu = config.parse({**RAW, "device": {"cuda": {"type": "cuda"}}})
+    assert not_counted(gpu, gpu.cells()[0]).startswith("counted on CPU cells only")
+
+
+# ---- callgrind itself ------------------------------------------------------------------------
+
+def test_a_dump_gives_its_totals_and_a_file_that_is_none_says_so(tmp_path):
+    dump = tmp_path / "callgrind.1.1"
+    dump.write_text("# callgrind format\nversion: 1\ncreator: callgrind-3.19.0\ncmd: python\n"
+                    "events: Ir\nsummary: 187831\n\nfl=(1) x.c\nfn=(1) f\n0 12\n\ntotals: 187831\n")
+    assert callgrind.totals(dump) == 187831
+    (tmp_path / "bad").write_text("nothing here")
+    with pytest.raises(ValueError, match="bad is not a callgrind dump"):
+        callgrind.totals(tmp_path / "bad")
+
+
+def test_natively_a_client_request_is_a_no_op_and_the_command_pins_what_counts_depend_on():
+    client = callgrind.Client()
+    assert client.on_valgrind is False
+    client.start_instrumentation()
+    client.stop_instrumentation()
+    argv, env = callgrind.command(["python", "-m", "w"], Path("/tmp/x/callgrind"))
+    assert argv[-3:] == ["python", "-m", "w"]
+    run = argv[argv.index("valgrind"):]
+    assert set(callgrind.options_for_machine()) <= set(run)
+    assert "--callgrind-out-file=/tmp/x/callgrind.%p" in run and "--cache-sim=no" in run
+    assert env["PYTHONHASHSEED"] == "0" and env["OMP_NUM_THREADS"] == "1"
+    assert env[callgrind.DUMPS] == "/tmp/x/callgrind"
+
+
+def _job(layers: int, modes=("eager",)) -> Job:
+    spec = WorkloadSpec("chain", "tests.count_workloads.chain", {"layers": layers})
+    return Job("instructions", 0, DeviceSpec("cpu", "cpu"), PrecisionSpec("fp32", "float32"),
+               (spec,), tuple(modes), Timing(3, 0.005, 0.02, 2, 1.0))
+
+
+@pytest.mark.slow       # three processes under valgrind, ~20 s each
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed "
+                    "(.ci/run installs it: apt-get install valgrind)")
+def test_two_processes_count_alike_and_five_percent_more_work_is_regressed():
+    jobs = [_job(20), _job(20), _job(21)]
+    with ThreadPoolExecutor(3) as pool:
+        raws = list(pool.map(lambda j: local.run_worker(j, timeout_s=600), jobs))
+    found = [from_data(BenchProcess, raw, "result") for raw in raws]
+    assert [p.status for p in found] == ["OK"] * 3, raws
+    a, again, more = (p.modes["eager"].instructions for p in found)
+    assert abs(again / a - 1) < 5e-4, (a, again)
+    assert 1.03 < more / a < 1.07, (a, more)
+    counter = found[0].counter
+    assert counter.tool == "callgrind" and counter.threads == 1 and counter.calls == 2
+    assert "ASLR off" in counter.settings and counter.version
+    records = [with_counts(p) for p in found]
+    assert row(records[1], records[0]).verdict == Verdict.EQUIVALENT
+    assert row(records[2], records[0]).verdict == Verdict.REGRESSED
