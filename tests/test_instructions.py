@@ -221,3 +221,26 @@ def test_two_processes_count_alike_and_five_percent_more_work_is_regressed():
     records = [with_counts(p) for p in found]
     assert row(records[1], records[0]).verdict == Verdict.EQUIVALENT
     assert row(records[2], records[0]).verdict == Verdict.REGRESSED
+
+
+def test_the_history_finds_where_a_count_stepped_and_shows_it_as_a_count():
+    """Eight committed runs whose host instructions rose 5 % at the fifth: the history's series
+    of counts has its lasting shift there, shown as counts, not as seconds."""
+    from stages.core.config.settings import HistorySettings
+    from stages.judge.trends import Run, series
+    from stages.render.history import history
+
+    def run(i, n):
+        rec = with_counts(counted({"eager": n}))
+        return Run(f"{i:040x}", "2026-01-01", rec, None)
+    counts = [4_000_000 + d for d in (0, 12, -7, 3)] + [4_200_000 + d for d in (5, -9, 0, 4)]
+    found = [s for s in series({"c": [run(i, n) for i, n in enumerate(counts)]},
+                               HistorySettings(), BUSY, DELTA) if s.metric == "instructions"]
+    [trend] = found
+    assert [s.index for s in trend.shifts] == [4] and 1.04 < trend.shifts[0].ratio < 1.06
+    page = history(found, ["c"], HistorySettings())
+    [shift] = [line for line in page.splitlines() if "▲" in line and "→" in line]
+    assert [c.strip() for c in shift.split("|")[3:8]] == [
+        "eager", "Host instructions per call", "`0000000000`", "2026-01-01", "▲ +5.0 % more"]
+    assert "4,000,003 → 4,200,004" in shift
+    assert "### Host instructions per call (callgrind)" in page

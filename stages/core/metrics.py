@@ -191,6 +191,9 @@ def label(name: str) -> str:
 
 # The timings every unit has, compared run to run and drawn as the history's series.
 TIMINGS = names(Family.TIME, Family.LATENCY)
+# The history's series: the timings, and the counts that repeat closely but not exactly (an
+# exact count's change is its own row's verdict).
+SERIES = (*TIMINGS, *names(rule=Rule.BANDED))
 
 
 def _delta_of(self, name: str) -> float:

@@ -169,7 +169,8 @@ class CellSummary:
 
 # ---- the history: a unit's summaries over the committed runs (judge.trends) -----------------
 
-KEY_METRICS = ("steady_s", "first_call_s")   # a table each; every timed metric is searched
+# A table each in history.md; every series is searched for shifts.
+KEY_METRICS = ("steady_s", "first_call_s", "instructions")
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from stages.core.config.settings import Delta, HistorySettings
-from stages.core.metrics import TIMINGS
+from stages.core.metrics import SERIES
 from stages.core.records.dotted import get
 from stages.core.records.schema import BenchRecord, EnvRecord
 from stages.core.vocabulary import FAILURES, Status
@@ -91,7 +91,7 @@ def _era_series(cell: str, era: int, runs: list[tuple[int, Run]], settings: Hist
         for name, result in run.bench.workloads.items():
             for mode in run.bench.modes:
                 unit = summary.unit(name, mode)
-                for metric in TIMINGS:
+                for metric in SERIES:
                     value = unit.value(metric)
                     if value is None or value <= 0:
                         continue

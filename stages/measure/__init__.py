@@ -55,6 +55,16 @@ the ~300 MiB of libraries a CPU process holds do not hide a workload's memory in
 The machine-speed sentinel and the busy probe (`timing.py`, `proc.py`) are read here, around
 every timed phase; the judge decides with them (see `stages/judge`).
 
+Counts of work
+--------------
+
+After its timings each process counts one more call of each mode exactly (`ops.py`,
+`dynamo.py`): operators dispatched and FLOPs (eager), graphs and generated kernels (compiled),
+kernel launches (CUDA). After every timed process of a cell, one counts process per workload
+and arm counts host instructions per call under valgrind's callgrind (`callgrind.py`; CPU
+cells, `bench.instructions`): one thread, instrumentation off until the counted calls, as many
+processes at once as the machine has cores, since a count does not move with the load.
+
 Distributed units
 -----------------
 

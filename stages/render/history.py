@@ -8,7 +8,7 @@ from matplotlib.figure import Figure
 from stages.core.config.settings import HistorySettings
 from stages.core.vocabulary import PICTURES, short
 from stages.judge.results import KEY_METRICS, Chance, FailureRate, LastingShift, RunPoint, Trend
-from stages.render.markdown import markdown_table, percent, pictures_note, pvalue, seconds
+from stages.render.markdown import markdown_table, percent, pictures_note, pvalue, value
 from stages.render.plots import png, time_unit
 
 # ---- trends ------------------------------------------------------------
@@ -19,7 +19,7 @@ SHIFT, LINE = "#c62828", "#1565c0"
 COLUMNS = 3
 NAMES = {"steady_s": "steady state per call", "first_call_s": "first call (cold compile)",
          "first_call_warm_s": "first call (warm caches)",
-         "warmup_s": "warm-up"}
+         "warmup_s": "warm-up", "instructions": "host instructions per call"}
 
 
 THIS_RUN = "this run"    # committed or not: a page must not change when its run is committed
@@ -40,7 +40,7 @@ def trend(found: list[Trend], title: str) -> bytes | None:
     for i, s in enumerate(found):
         ax = fig.add_subplot(rows, columns, i + 1)
         xs = list(range(len(s.points)))
-        scale, unit = time_unit(max(p.value for p in s.points))
+        scale, unit = _scale(s.metric, max(p.value for p in s.points))
         values = [p.value / scale for p in s.points]
         ax.plot(xs, values, "o-", color=LINE, ms=3, lw=1)
         cuts = [0, *(shift.index for shift in s.shifts), len(values)]
@@ -66,6 +66,13 @@ def trend(found: list[Trend], title: str) -> bytes | None:
     return png(fig)
 
 
+def _scale(metric: str, top: float) -> tuple[float, str]:
+    """A series' axis: a time in its unit, a count in millions where it runs to them."""
+    if metric.endswith("_s"):
+        return time_unit(top)
+    return (1e6, "million") if top >= 1e6 else (1.0, "count")
+
+
 def image_name(cell: str, metric: str, era: int) -> str:
     return f"{cell}-{metric}-hw{era + 1}.png"
 
@@ -85,7 +92,8 @@ def trend_images(found: list[Trend], key_metrics: tuple[str, ...]) -> dict[str, 
 TITLES = {"steady_s": "Steady state (per call)",
           "first_call_s": "First call (the compile in compiled modes, cold caches)",
           "first_call_warm_s": "First call with warm compile caches (a second start)",
-          "warmup_s": "Warm-up"}
+          "warmup_s": "Warm-up",
+          "instructions": "Host instructions per call (callgrind)"}
 BARS = "▁▂▃▄▅▆▇█"
 
 
@@ -97,10 +105,11 @@ def day(point: RunPoint) -> str:
     return (point.date or "")[:10]
 
 
-def direction(shift: LastingShift) -> str:
-    """Every timing here is higher-is-worse."""
-    return f"▲ {percent(shift.ratio - 1)} slower" if shift.ratio > 1 else \
-        f"▼ {percent(shift.ratio - 1)} faster"
+def direction(shift: LastingShift, metric: str = "steady_s") -> str:
+    """Every series here is higher-is-worse: a time slower, a count more work."""
+    more, less = ("slower", "faster") if metric.endswith("_s") else ("more", "fewer")
+    return f"▲ {percent(shift.ratio - 1)} {more}" if shift.ratio > 1 else \
+        f"▼ {percent(shift.ratio - 1)} {less}"
 
 
 def sparkline(values: list[float]) -> str:
@@ -118,7 +127,8 @@ def _levels(series: Trend, shift: LastingShift) -> str:
     stop = series.shifts[i + 1].index if i + 1 < len(series.shifts) else len(points)
     before = sorted(p.value for p in points[start:shift.index])
     after = sorted(p.value for p in points[shift.index:stop])
-    return f"{seconds(before[len(before) // 2])} → {seconds(after[len(after) // 2])}"
+    return (f"{value(series.metric, before[len(before) // 2])} → "
+            f"{value(series.metric, after[len(after) // 2])}")
 
 
 def shifts_table(found: list[Trend]) -> str:
@@ -127,9 +137,9 @@ def shifts_table(found: list[Trend]) -> str:
         for shift in s.shifts:
             p = s.started(shift)
             rows.append([s.cell, s.workload, s.mode, TITLES[s.metric].split(" (")[0],
-                         run_name(p), day(p), direction(shift), _levels(s, shift),
+                         run_name(p), day(p), direction(shift, s.metric), _levels(s, shift),
                          pvalue(shift.pvalue), "; ".join(p.changes) or "no recorded change"])
-    return markdown_table(rows, ["cell", "workload", "mode", "timing", "began at", "date",
+    return markdown_table(rows, ["cell", "workload", "mode", "metric", "began at", "date",
                                  "change", "level before → after", "p",
                                  "environment at that run"])
 
@@ -148,17 +158,17 @@ def metric_section(metric: str, found: list[Trend], shown: int, level: str,
         lines += [f"![{TITLES[metric]}: trend per workload and mode]({image})", ""]
     for s in found:
         values = [p.value for p in s.points]
-        lines.append(f"- {_unit(s)}: `{sparkline(values)}` {seconds(min(values))} to "
-                     f"{seconds(max(values))} over {len(values)} run(s)")
+        lines.append(f"- {_unit(s)}: `{sparkline(values)}` {value(metric, min(values))} to "
+                     f"{value(metric, max(values))} over {len(values)} run(s)")
     runs: dict[int, RunPoint] = {}
     cells: dict[tuple[int, int], str] = {}
     for col, s in enumerate(found):
         starts = {shift.index: shift for shift in s.shifts}
         for i, p in enumerate(s.points):
             runs.setdefault(p.run, p)
-            text = seconds(p.value)
+            text = value(s.metric, p.value)
             if i in starts:
-                text = f"**{text}** {direction(starts[i])}"
+                text = f"**{text}** {direction(starts[i], s.metric)}"
             cells[p.run, col] = text
     order = sorted(runs)
     hidden = len(order) - shown
