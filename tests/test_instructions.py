@@ -78,6 +78,21 @@ def test_the_band_keeps_a_a_counts_equal_and_decides_five_percent_more_work():
     assert decided.delta == 0.01 and 1.04 < decided.now / decided.base < 1.06
 
 
+def test_a_compile_that_does_more_work_is_regressed_beyond_its_own_band():
+    """bench.instructions_compile: a compiled mode's first call (warm caches), band 2 %."""
+    def side(n):
+        return with_counts(BenchProcess("OK", counter=COUNTER, modes={"compiled": ModeTiming(
+            "OK", instructions=1000, compile_instructions=n)}), modes=("compiled",))
+    rows = {r.metric: r for r in bench_rows("c", side(5_300_000_000), side(5_000_000_000),
+                                            DELTA, busy_share=BUSY)}
+    assert rows["compile_instructions"].verdict == Verdict.REGRESSED
+    assert rows["compile_instructions"].delta == 0.02
+    assert rows["instructions"].verdict == Verdict.EQUIVALENT
+    rows = {r.metric: r for r in bench_rows("c", side(5_050_000_000), side(5_000_000_000),
+                                            DELTA, busy_share=BUSY)}
+    assert rows["compile_instructions"].verdict == Verdict.EQUIVALENT     # +1 %: in the band
+
+
 def test_counts_taken_another_way_are_not_comparable_and_say_what_differs():
     base = with_counts(counted({"eager": 1000}))
     other = dataclasses.replace(COUNTER, version="3.22.0", capability="DEFAULT")

@@ -87,7 +87,8 @@ def job_for(cfg: Config, cell: Cell, workloads: list[WorkloadSpec], kind: str,
                       b.warmup_max_s, latency_calls=b.latency_calls,
                       latency_s=b.latency_s, rank_timeout_s=b.rank_timeout_s,
                       breakdown_calls=b.breakdown_calls, breakdown_s=b.breakdown_s,
-                      instruction_calls=b.instruction_calls),
+                      instruction_calls=b.instruction_calls,
+                      instructions_compile=b.instructions_compile),
                code=arm.code)
 
 

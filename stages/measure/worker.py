@@ -238,8 +238,10 @@ def run_instructions(job: Job) -> BenchProcess:
     modes = {}
     for mode in job.modes:
         try:
-            modes[mode] = ModeTiming(Status.OK, instructions=round(count_instructions(
-                job, factory, device, mode, client, dumps) / calls))
+            calls_total, compile_total = count_instructions(job, factory, device, mode, client,
+                                                            dumps)
+            modes[mode] = ModeTiming(Status.OK, instructions=round(calls_total / calls),
+                                     compile_instructions=compile_total)
         except Exception as exc:    # one mode failing must not hide the others
             modes[mode] = ModeTiming(*failure(exc))
     counter = Counter("callgrind", os.environ.get(callgrind.VERSION),
@@ -249,22 +251,34 @@ def run_instructions(job: Job) -> BenchProcess:
 
 
 def count_instructions(job: Job, factory, device, mode: str, client: callgrind.Client,
-                       dumps: callgrind.Dumps) -> int:
+                       dumps: callgrind.Dumps) -> tuple[int, int | None]:
+    """(the instructions of the counted calls, of the compile where it is counted)."""
     dtype = getattr(torch, job.precision.dtype)
-    if mode != "eager":
+    compiled = mode != "eager"
+    if compiled:
         reset_dynamo()
     random.seed(job.seed)
     torch.manual_seed(job.seed)
     workload = build(job, factory, device, dtype, mode)
-    for _ in range(1 + job.timing.min_warmup_calls):   # the first call compiles
+    compile_count = None
+    if compiled and job.timing.instructions_compile:
+        compile_count = _counted(workload.step, 1, client, dumps)
+    else:
+        workload.step()                      # the first call compiles
+    for _ in range(job.timing.min_warmup_calls):
         workload.step()
+    return _counted(workload.step, job.timing.instruction_calls, client, dumps), compile_count
+
+
+def _counted(step, calls: int, client: callgrind.Client, dumps: callgrind.Dumps) -> int:
+    """The instructions of `calls` calls of `step`, instrumented only meanwhile."""
     client.start_instrumentation()
     gc.collect()
     gc.disable()     # a collection lands on whichever call crosses its threshold
     try:
         torch._C._valgrind_toggle()
-        for _ in range(job.timing.instruction_calls):
-            workload.step()
+        for _ in range(calls):
+            step()
         torch._C._valgrind_toggle_and_dump_stats()
     finally:
         gc.enable()

@@ -76,6 +76,7 @@ class BenchSettings:
     # always: a missing valgrind is an error; never: not counted.
     instructions: str = "auto"
     instruction_calls: int = 2        # counted calls per mode, after its warm-up
+    instructions_compile: bool = False   # also a compiled mode's first call (warm caches)
     instructions_timeout_s: float = 900.0   # per counts process (valgrind runs ~5-50x slower)
 
 

@@ -22,6 +22,7 @@ class Timing:
     breakdown_calls: int = BenchSettings.breakdown_calls
     breakdown_s: float = BenchSettings.breakdown_s
     instruction_calls: int = BenchSettings.instruction_calls
+    instructions_compile: bool = BenchSettings.instructions_compile
 
 
 @dataclass(frozen=True)

@@ -237,6 +237,7 @@ class ModeTiming:
     # A counts process's (WorkloadRun.counts): the host instructions of one call, counted
     # under callgrind (measure.callgrind), averaged over Counter.calls calls.
     instructions: int | None = None
+    compile_instructions: int | None = None   # its first call, with bench.instructions_compile
     # Tail latency (workloads with `_latency_`): percentiles of single synchronized calls
     # after the steady state, and what else took the CPU meanwhile.
     latency_calls: int | None = None
