@@ -259,3 +259,23 @@ def test_the_history_finds_where_a_count_stepped_and_shows_it_as_a_count():
         "eager", "Host instructions per call", "`0000000000`", "2026-01-01", "▲ +5.0 % more"]
     assert "4,000,003 → 4,200,004" in shift
     assert "### Host instructions per call (callgrind)" in page
+
+
+def test_the_migration_report_shows_what_a_move_changes_in_the_work_of_a_call():
+    from stages.judge.migration import SideInput, migrate
+    from stages.render.migration import page
+
+    def side(label, n, ops):
+        rec = with_counts(counted({"eager": n}))
+        run = rec.workloads["w"]
+        timed = tuple(dataclasses.replace(p, modes={"eager": dataclasses.replace(
+            p.modes["eager"], aten_ops=ops)}) for p in run.processes)
+        rec = dataclasses.replace(rec, workloads={"w": dataclasses.replace(run, processes=timed)})
+        return SideInput(label, label, "c", "this run", rec)
+    found = migrate("m", side("here", 4_000_000, 40), side("there", 3_000_000, 40),
+                    modes=("eager",), same_run=False, alpha=0.05, busy_share=BUSY,
+                    run_spread=0.03)
+    [mode] = found.workloads[0].modes
+    assert mode.source.work == {"aten_ops": 40, "instructions": 4_000_000}
+    assert ("- w eager: aten ops per call 40 → 40; host instructions per call 4,000,000 → "
+            "3,000,000 (−25.0 %)") in page(found, None)

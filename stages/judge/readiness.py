@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 
-from stages.core.metrics import BY_NAME
+from stages.core.metrics import BY_NAME, Rule, names
 from stages.core.records.migration import (
     FAIL_MARK,
     FAILS,
@@ -60,6 +60,12 @@ def _numerics(side, unit: str, mode: str) -> dict:
                 compiled_vs_eager_rel_l2=max(versus) if versus else None)
 
 
+# The counts of a call's work a side shows (graph breaks and recompiles are shown apart, with
+# their reasons).
+WORK = tuple(n for n in (*names(rule=Rule.COUNTED), *names(rule=Rule.BANDED))
+             if n not in ("graph_breaks", "recompiles"))
+
+
 def side_mode(side, unit: str | None, mode: str, busy_share: float) -> SideMode:
     """Whether the unit ran in this mode on this side, and what it did there."""
     record = side.bench
@@ -86,7 +92,8 @@ def side_mode(side, unit: str | None, mode: str, busy_share: float) -> SideMode:
         if failed else None, unit, n.processes_kept, n.items_per_s, n.graph_breaks,
         n.recompiles, tuple(dict.fromkeys(detail(record, unit, mode, BY_NAME["graph_breaks"])
                                           + detail(record, unit, mode, BY_NAME["recompiles"]))),
-        tuple((s.shape, s.recompiles) for s in n.shapes), **extra)
+        tuple((s.shape, s.recompiles) for s in n.shapes),
+        work={m: n.value(m) for m in WORK if n.value(m) is not None}, **extra)
 
 
 def side_ops(side, unit: str | None) -> SideOps:

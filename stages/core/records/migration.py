@@ -76,6 +76,10 @@ class SideMode:
     tolerance: float | None = None       # the precision's rel. L2 tolerance
     compiled_vs_eager: str | None = None   # compiled modes: dynamo's accuracy rule
     compiled_vs_eager_rel_l2: float | None = None
+    # The counts of its work there (core.metrics: operators, FLOPs, graphs, kernels, kernel
+    # launches, host instructions), metric -> count: what the move changes in the work a call
+    # does, beside what it changes in its time.
+    work: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -126,6 +126,12 @@ def _bench_12(data: dict) -> dict:
     return {**data, "schema_version": 13}
 
 
+def _migration_1(data: dict) -> dict:
+    """Migration 2 records the counts of each side's work per mode (`work`); migration 1
+    has none: not counted."""
+    return {**data, "schema_version": 2}
+
+
 def _numerics_3(data: dict) -> dict:
     """Schema 4: the hosts' Ray window (bench 7's `host.window_ms`); optional, as in bench 7."""
     return {**data, "schema_version": 4}
@@ -224,6 +230,7 @@ UPGRADES = {("bench", 1): _bench_1, ("bench", 2): _bench_2, ("bench", 3): _bench
             ("numerics", 1): _numerics_1,
             ("numerics", 2): _numerics_2, ("numerics", 3): _numerics_3,
             ("compare", 1): _compare_1, ("compare", 2): _compare_2,
+            ("migration", 1): _migration_1,
             ("env", 1): _env_1}
 
 # A version whose shape changed without a bump: its records, as read, are first made the shape
