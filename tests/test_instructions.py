@@ -279,3 +279,16 @@ def test_the_migration_report_shows_what_a_move_changes_in_the_work_of_a_call():
     assert mode.source.work == {"aten_ops": 40, "instructions": 4_000_000}
     assert ("- w eager: aten ops per call 40 → 40; host instructions per call 4,000,000 → "
             "3,000,000 (−25.0 %)") in page(found, None)
+
+
+def test_the_summary_table_shows_a_calls_host_instructions_with_their_change():
+    from stages.judge.verdicts import finish
+    from stages.render.numbers import cell_table
+    base, now = with_counts(counted({"eager": 1_000_000})), with_counts(counted({"eager": 1_052_000}))
+    rows = list(finish(bench_rows("c", now, base, DELTA, busy_share=BUSY), alpha=0.05,
+                       power=0.8).rows)
+    table = cell_table(summarize("c", now, None, BUSY), rows)
+    head, _, line = table.splitlines()[:3]
+    cells = dict(zip([c.strip() for c in head.split("|")], [c.strip() for c in line.split("|")]))
+    assert cells["host instructions (change)"] == "1,052,000 (+5.2 %)"
+    assert "**REGRESSED** host instructions per call +5.2 %" in cells["also"]

@@ -89,6 +89,7 @@ def cell_table(summary: CellSummary, rows: list[Row]) -> str:
         units.append((_rank(mine), -effect(mine), key.workload, key.mode, mine))
     body = []
     tails = any(summary.units[key].latency_p50_s for key in summary.keys())
+    counted = any(summary.units[key].value("instructions") for key in summary.keys())
     for _, _, workload, mode, mine in sorted(units):
         n = summary.unit(workload, mode)
         steady = next((r for r in mine if r.metric == "steady_s"), None)
@@ -100,8 +101,8 @@ def cell_table(summary: CellSummary, rows: list[Row]) -> str:
             skipped = next((r for r in mine if r.verdict == Verdict.SKIPPED), None)
             why = "FAILED" if n.failures else "busy machine" if n.processes_busy else \
                 "SKIPPED" if skipped else "not measured"
-            body.append([workload, mode, why, "", "", "", "", "", *[""] * tails, "",
-                         also or (n.failures[0] if n.failures else "")
+            body.append([workload, mode, why, "", "", "", "", "", *[""] * tails,
+                         *[""] * counted, "", also or (n.failures[0] if n.failures else "")
                          or (skipped.note if skipped else "")])
             continue
         body.append([
@@ -109,10 +110,20 @@ def cell_table(summary: CellSummary, rows: list[Row]) -> str:
             f"{moved} {verdict}".strip() if moved else verdict,
             _count(n.items_per_s), _dollars(n.usd_per_million),
             _first_call(n), seconds(n.warmup_s), *[_tail(n)] * tails,
+            *[_instructions(n, mine)] * counted,
             nbytes(n.peak_bytes) if n.peak_bytes is not None else "", also])
     return markdown_table(body, ["workload", "mode", "steady state", "change [CI]",
                                  "items/s", "$ / M items", "first call (cold / warm)", "warm-up",
-                                 *["latency p50 / p99"] * tails, "peak memory", "also"])
+                                 *["latency p50 / p99"] * tails,
+                                 *["host instructions (change)"] * counted, "peak memory", "also"])
+
+
+def _instructions(n: UnitSummary, rows: list[Row]) -> str:
+    """A call's host instructions, with their change where the baseline counted them too."""
+    count = n.value("instructions")
+    found = next((r for r in rows if r.metric == "instructions"), None)
+    moved = change(found) if found is not None and found.base is not None else ""
+    return "" if count is None else f"{count:,}" + (f" ({moved})" if moved else "")
 
 
 def _tail(n: UnitSummary) -> str:

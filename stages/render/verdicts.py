@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+from stages.core.metrics import Rule, names
 from stages.core.records.rows import CompareRecord, Row
 from stages.core.vocabulary import Verdict
 from stages.render.markdown import (
@@ -16,12 +17,15 @@ from stages.render.markdown import (
     value,
 )
 
+# Shown as a relative change, as their rule judges them.
+RELATIVE = ("peak_bytes", *names(rule=Rule.BANDED))
+
 
 def change(row: Row) -> str:
     if row.change is not None:
         return ratio_change(row.change.ratio, row.change.ci_low, row.change.ci_high)
     numbers = isinstance(row.base, (int, float)) and isinstance(row.now, (int, float))
-    if numbers and row.base and row.metric == "peak_bytes":
+    if numbers and row.base and row.metric in RELATIVE:
         return percent(row.now / row.base - 1)
     if numbers and row.base != row.now:
         return f"{value(row.metric, row.base)} → {value(row.metric, row.now)}"
