@@ -40,10 +40,10 @@ INSTALL = "install valgrind (Debian, Ubuntu: `sudo apt-get install valgrind`; Fe
 
 def missing() -> str | None:
     """Why host instructions cannot be counted here (one line); None: they can."""
-    if shutil.which("valgrind") is None:
-        return f"valgrind is not installed: {INSTALL}"
     if platform.system() != "Linux":
         return f"callgrind counts on Linux only, not {platform.system()}"
+    if shutil.which("valgrind") is None:
+        return f"valgrind is not installed: {INSTALL}"
     return None
 
 
