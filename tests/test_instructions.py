@@ -113,6 +113,11 @@ def test_a_count_lost_is_never_green():
         Verdict.FAILED, "counted in the baseline; the counts process: ERROR: RuntimeError: boom")
     crashed = with_counts(counted({}, status="CRASHED", error="worker killed by SIGSEGV"))
     assert row(crashed, base).verdict == Verdict.FAILED
+    first = [r for r in bench_rows("c", crashed, with_counts(), DELTA, busy_share=BUSY)
+             if r.metric.endswith("instructions")]
+    assert [(r.metric, r.verdict, r.note) for r in first] == [
+        ("instructions", Verdict.NOT_COMPARABLE,
+         "not counted: the counts process: CRASHED: worker killed by SIGSEGV")]
     missing = with_counts(instructions="not counted: valgrind is not installed: install it")
     assert (row(missing, base).verdict, row(missing, base).note) == (
         Verdict.NOT_COMPARABLE, "counted in the baseline, not in this run: not counted: "
@@ -210,6 +215,9 @@ def test_natively_a_client_request_is_a_no_op_and_the_command_pins_what_counts_d
     assert "--callgrind-out-file=/tmp/x/callgrind.%p" in run and "--cache-sim=no" in run
     assert env["PYTHONHASHSEED"] == "0" and env["OMP_NUM_THREADS"] == "1"
     assert env[callgrind.DUMPS] == "/tmp/x/callgrind"
+    if callgrind.client_requests_supported():      # x86-64: AVX2, the widest valgrind runs
+        assert env["ATEN_CPU_CAPABILITY"] == "avx2"
+        assert env["TORCHINDUCTOR_CPP_MARCH"] == "x86-64-v3"    # not native: AVX-512 SIGILLs
 
 
 def _job(layers: int, modes=("eager",)) -> Job:

@@ -286,16 +286,22 @@ def _banded_row(key: dict, found: Metric, base: BenchRecord, now: BenchRecord,
     """A count within a band (host instructions): the counts process of each side, compared
     as a ratio against ±band, where both were counted the same way; a count the baseline
     has and this run lost is FAILED (a counts process that failed) or NOT COMPARABLE (not
-    counted here: the record says why). None: neither side counted it."""
+    counted here: the record says why). A counts process that failed where the baseline has
+    no count is NOT COMPARABLE with its error, once (on the first banded metric, which stands
+    for the process). None: neither side counted it."""
     workload, mode = key["workload"], key["mode"]
     b, n = (process_values(r, workload, mode, found.name) for r in (base, now))
+    lost = next((f"{p.status}: {p.error}" if p.status != Status.OK else
+                 f"{p.modes[mode].status}: {p.modes[mode].error}"
+                 for p in _counts(now, workload) if p.status != Status.OK
+                 or (mode in p.modes and p.modes[mode].status != Status.OK)), None)
     if not b:
-        return draft(**key, metric=found.name, verdict=Verdict.NEW, now=max(n)) if n else None
+        if n:
+            return draft(**key, metric=found.name, verdict=Verdict.NEW, now=max(n))
+        return None if lost is None or found != BANDED[0] else draft(
+            **key, metric=found.name, verdict=Verdict.NOT_COMPARABLE,
+            note=f"not counted: the counts process: {lost}")
     if not n:
-        lost = next((f"{p.status}: {p.error}" if p.status != Status.OK else
-                     f"{p.modes[mode].status}: {p.modes[mode].error}"
-                     for p in _counts(now, workload) if p.status != Status.OK
-                     or (mode in p.modes and p.modes[mode].status != Status.OK)), None)
         if lost is not None:
             return draft(**key, metric=found.name, verdict=Verdict.FAILED, base=max(b),
                          note=f"counted in the baseline; the counts process: {lost}")

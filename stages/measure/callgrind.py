@@ -28,10 +28,13 @@ from pathlib import Path
 # Options that decide what a count means: part of the record (Counter.settings).
 OPTIONS = ("--tool=callgrind", "--cache-sim=no", "--instr-atstart=no", "--collect-atstart=no")
 # The worker's environment under valgrind: the same hash seeds and thread count in every
-# process, so that two processes run the same instructions; on x86-64 the ATen kernels of
-# AVX2, the widest valgrind emulates, whatever the host has.
+# process, so that two processes run the same instructions; on x86-64 AVX2, the widest ISA
+# valgrind emulates, whatever the host has: ATen's kernels, and inductor's C++ compiled for
+# x86-64-v3 instead of -march=native (whose AVX-512 encodings valgrind cannot run: SIGILL,
+# seen in bf16 kernels). Inductor's cache keys its kernels by that flag: the counts process
+# compiles its own where the timed processes' caches hold native ones.
 PINNED = {"PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-X86_CAPABILITY = {"ATEN_CPU_CAPABILITY": "avx2"}
+X86_CAPABILITY = {"ATEN_CPU_CAPABILITY": "avx2", "TORCHINDUCTOR_CPP_MARCH": "x86-64-v3"}
 DUMPS = "TORCHGATE_CALLGRIND_OUT"     # the dump files' stem, for the worker to read
 VERSION = "TORCHGATE_VALGRIND"        # valgrind's version, for the worker's record
 INSTALL = "install valgrind (Debian, Ubuntu: `sudo apt-get install valgrind`; Fedora: " \
