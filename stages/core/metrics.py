@@ -169,7 +169,7 @@ METRICS: tuple[Metric, ...] = (
     # of 1 % is 30x the first and a fifth of the second.
     Metric("instructions", Family.WORK, Rule.BANDED, Unit.COUNT, "host instructions per call",
            0.01, reduce=Reduce.MAX, exported=("instructions", 1), counted_apart=True),
-    # A compiled mode's first call in the counts process, with the unit's warm caches: the
+    # A compiled mode's first call in the counts process, with the counts' kept caches: the
     # host work of a second start's compile (bench.instructions_compile), which its time
     # (first_call_warm_s, δ 20 %) cannot resolve. Band: see reports/README.md.
     Metric("compile_instructions", Family.COMPILER, Rule.BANDED, Unit.COUNT,

@@ -222,8 +222,11 @@ class CellRun:
 
     def count(self) -> None:
         """One counts process per workload and arm (measure.callgrind), for the modes that
-        ran: after every timing, whose machine they would load, with the unit's warm compile
-        caches, as many at once as the machine has cores (each runs one thread)."""
+        ran: after every timing, whose machine they would load, as many at once as the
+        machine has cores (each runs one thread). They compile into the inductor cache that
+        numerics workers share (core.scratch.inductor_cache), which keeps what they compiled
+        under valgrind from run to run: the timed processes' caches hold native kernels that
+        valgrind cannot run (measure.callgrind.PINNED)."""
         jobs = []
         for arm in self.arms:
             for name in self.cfg.workloads:
@@ -231,9 +234,8 @@ class CellRun:
                 modes = [m for m in self.cfg.modes if (arm.name, name, m) in self.ran]
                 if spec is None or not modes or spec.ranks is not None:
                     continue
-                job = job_for(self.cfg, self.cell, [spec], "instructions", modes, arm)
-                jobs.append((arm, name, dataclasses.replace(
-                    job, **self.compile_cache(arm, name, self.cfg.bench.processes))))
+                jobs.append((arm, name, job_for(self.cfg, self.cell, [spec], "instructions",
+                                                modes, arm)))
         if not jobs:
             return
         self.progress.plan(len(jobs))
@@ -241,7 +243,7 @@ class CellRun:
         def counted(item):
             arm, name, job = item
             return self.run(job, timeout_s=self.cfg.bench.instructions_timeout_s,
-                            python=arm.python, fresh_compile_cache=self.fresh)
+                            python=arm.python, fresh_compile_cache=False)
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
             else os.cpu_count() or 1
         with ThreadPoolExecutor(max_workers=min(cores, len(jobs))) as pool:

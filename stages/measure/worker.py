@@ -225,7 +225,7 @@ def run_instructions(job: Job) -> BenchProcess:
     """A counts process, under callgrind (measure.callgrind): per mode, the host instructions
     of `Timing.instruction_calls` calls after the mode's warm-up, one thread, the garbage
     collector off. Everything before them (importing torch, building, compiling with the
-    unit's warm caches) runs uninstrumented."""
+    counts processes' shared caches) runs uninstrumented."""
     client = callgrind.Client()
     if not client.on_valgrind:
         return BenchProcess(Status.ERROR, error="a counts process runs under valgrind "
