@@ -170,3 +170,16 @@ def test_where_time_and_counts_disagree_the_row_says_what_it_means():
                           (Verdict.INCONCLUSIVE, Verdict.EQUIVALENT)):
         rows = _rows(steady, flops)
         assert read_time_by_work(rows) == rows
+
+
+def test_a_compiled_mode_left_with_no_graph_is_regressed_not_improved():
+    """A graph break inside a loop makes dynamo give up on the frame: 1 graph and 20 kernels
+    become none (measured), which "fewer is better" would call IMPROVED."""
+    def side(graphs, kernels):
+        return bench({"w": [process(unique_graphs=graphs, inductor_kernels=kernels)] * 4})
+    rows = {r.metric: r for r in bench_rows("c", side(0, 0), side(1, 20), DELTA, busy_share=BUSY)}
+    assert rows["unique_graphs"].verdict == rows["inductor_kernels"].verdict == Verdict.REGRESSED
+    assert rows["unique_graphs"].note == ("none, where the baseline had 1: nothing was compiled "
+                                          "(dynamo ran the step eagerly; its graph breaks say why)")
+    rows = {r.metric: r for r in bench_rows("c", side(1, 18), side(2, 20), DELTA, busy_share=BUSY)}
+    assert rows["unique_graphs"].verdict == rows["inductor_kernels"].verdict == Verdict.IMPROVED

@@ -85,6 +85,7 @@ class Metric:
     per_process: bool = True           # False: a per-step value that is negligible below δ
     #                                    of the step (an input pipeline's part; judge.steps)
     counted_apart: bool = False        # its values are the counts processes' (a BANDED one)
+    zero_regresses: bool = False       # COUNTED: falling to 0 is REGRESSED (nothing compiled)
 
     @property
     def timed(self) -> bool:
@@ -155,8 +156,9 @@ METRICS: tuple[Metric, ...] = (
              new_detail_regresses=True),
     _counted("recompiles", "recompiles", Family.COMPILER, detail="recompile_reasons",
              new_detail_regresses=True),
-    _counted("unique_graphs", "compiled graphs", Family.COMPILER),
-    _counted("inductor_kernels", "generated kernels", Family.COMPILER),
+    # Fewer is IMPROVED, except none at all: dynamo gave up on the step and ran it eagerly.
+    _counted("unique_graphs", "compiled graphs", Family.COMPILER, zero_regresses=True),
+    _counted("inductor_kernels", "generated kernels", Family.COMPILER, zero_regresses=True),
     # The work of one call (measure.ops): more is more work, whatever the clock says.
     # Eager modes: operators dispatched (host work) and FLOPs (the math).
     _counted("aten_ops", "aten ops per call", Family.WORK, detail="aten_ops_by_op"),

@@ -343,6 +343,10 @@ def _counted_row(key: dict, found: Metric, base: int, now: int, detail_now, deta
     adds, even where another went away), with the new reasons (compared without their line
     numbers); counts by name say which names moved."""
     row = _count_rule(key, found.name, base, now)
+    if found.zero_regresses and base > 0 and now == 0:
+        return dataclasses.replace(row, verdict=Verdict.REGRESSED, note=(
+            f"none, where the baseline had {base}: nothing was compiled (dynamo ran the step "
+            "eagerly; its graph breaks say why)"))
     if isinstance(detail_now, dict):
         return dataclasses.replace(row, note=portability.moved_counts(detail_base, detail_now))
     new = portability.new_reasons(detail_now, detail_base)
