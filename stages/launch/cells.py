@@ -10,7 +10,6 @@ process records here, once; Progress counts the units as they end.
 from __future__ import annotations
 
 import dataclasses
-import os
 import random
 import shutil
 import sys
@@ -23,6 +22,7 @@ from stages.core import scratch
 from stages.core.config import Cell, Config
 from stages.core.config.settings import WorkloadSpec
 from stages.core.errors import UserError, clip
+from stages.core.machine import usable_cores
 from stages.core.records.cost import process_seconds
 from stages.core.records.job import NOW_ARM, Arm, Job, Timing
 from stages.core.records.outputs import FreshOutputs
@@ -244,9 +244,7 @@ class CellRun:
             arm, name, job = item
             return self.run(job, timeout_s=self.cfg.bench.instructions_timeout_s,
                             python=arm.python, fresh_compile_cache=False)
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
-            else os.cpu_count() or 1
-        with ThreadPoolExecutor(max_workers=min(cores, len(jobs))) as pool:
+        with ThreadPoolExecutor(max_workers=min(usable_cores() or 1, len(jobs))) as pool:
             for (arm, name, _), raw in zip(jobs, pool.map(counted, jobs)):
                 result = parsed("instructions", raw, f"{self.cell.name} {name} counts process")
                 self.counts[arm.name][name] = (result,)

@@ -6,6 +6,7 @@ import math
 from matplotlib.figure import Figure
 
 from stages.core.config.settings import HistorySettings
+from stages.core.metrics import BY_NAME, Unit
 from stages.core.vocabulary import PICTURES, short
 from stages.judge.results import KEY_METRICS, Chance, FailureRate, LastingShift, RunPoint, Trend
 from stages.render.markdown import markdown_table, percent, pictures_note, pvalue, value
@@ -66,9 +67,13 @@ def trend(found: list[Trend], title: str) -> bytes | None:
     return png(fig)
 
 
+def _timed(metric: str) -> bool:
+    return BY_NAME[metric].unit == Unit.SECONDS
+
+
 def _scale(metric: str, top: float) -> tuple[float, str]:
     """A series' axis: a time in its unit, a count in millions where it runs to them."""
-    if metric.endswith("_s"):
+    if _timed(metric):
         return time_unit(top)
     return (1e6, "million") if top >= 1e6 else (1.0, "count")
 
@@ -107,7 +112,7 @@ def day(point: RunPoint) -> str:
 
 def direction(shift: LastingShift, metric: str = "steady_s") -> str:
     """Every series here is higher-is-worse: a time slower, a count more work."""
-    more, less = ("slower", "faster") if metric.endswith("_s") else ("more", "fewer")
+    more, less = ("slower", "faster") if _timed(metric) else ("more", "fewer")
     return f"▲ {percent(shift.ratio - 1)} {more}" if shift.ratio > 1 else \
         f"▼ {percent(shift.ratio - 1)} {less}"
 
