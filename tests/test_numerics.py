@@ -249,8 +249,6 @@ def test_a_graph_break_that_only_moved_a_line_is_not_new():
 DEFAULTS = {
     "matmul_relu": {"_target_": "stages.workloads.matmul_relu", "size": 32},
     "mlp_train": {"_target_": "stages.workloads.mlp_train", "batch": 8, "train_steps": 2},
-    "transformer_block": {"_target_": "stages.workloads.transformer_block", "batch": 2,
-                          "seq": 8, "width": 16, "heads": 2},
 }
 # name -> (baseline kwargs, kwargs now): what a user edits between two runs
 EDITS = {
@@ -334,7 +332,6 @@ def test_op_coverage_lists_the_ops_of_each_default_workload_and_the_diff(two_run
     mlp = ops["mlp_train"].ops                            # forward, backward and optimizer
     assert mlp["aten.gelu_backward.default"] == "bwd" and mlp["aten.addmm.default"] == "fwd"
     assert "aten.addcdiv_.default" in mlp
-    assert ops["transformer_block"].ops
     assert all(not c.other_device for c in ops.values())
     keyed = by_key(rows)
     for name in DEFAULTS:

@@ -236,6 +236,8 @@ def test_a_pull_request_is_measured_beside_its_baseline_in_lock_step(project):
     dvc("repro")
     git("add", "-A", cwd=project)
     git("commit", "-qm", "baseline", cwd=project)
+    [first] = json.loads(read("reports/test-box/bench/cpu-fp32.json"))["workloads"]["chain"][
+        "counts"]
     module.write_text(CHAIN.format(layers=16))
     run = dvc("repro")
     assert "the baseline measured again beside this run" in run.stdout
@@ -253,8 +255,11 @@ def test_a_pull_request_is_measured_beside_its_baseline_in_lock_step(project):
     assert rows["numerics vs rebuilt", "chain", "drift"]["verdict"] == "REGRESSED"
     counted = rows["bench", "chain", "instructions"]
     assert counted["verdict"] == "REGRESSED" and 1.8 < counted["now"] / counted["base"] < 2.2
-    assert [len(record["workloads"]["chain"]["counts"]),
-            len(record["ab"]["baseline"]["workloads"]["chain"]["counts"])] == [1, 1]
+    [again] = record["ab"]["baseline"]["workloads"]["chain"]["counts"]
+    assert len(record["workloads"]["chain"]["counts"]) == 1
+    # the baseline's code counted again, in another process and arm: well inside the 1 % band
+    a, b = (c["modes"]["eager"]["instructions"] for c in (first, again))
+    assert abs(b / a - 1) < 2e-3, (a, b)
     summary = read("reports/test-box/summary.md")
     assert "measured again" in summary
     assert "**REGRESSED** host instructions per call" in summary
