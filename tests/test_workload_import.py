@@ -10,10 +10,12 @@ from pathlib import Path
 import pytest
 
 from stages.compose import compose
-from stages.core.config import targets
+from stages.core.config import DeviceSpec, PrecisionSpec, targets
 from stages.core.config.settings import WorkloadSpec
 from stages.core.config.targets import check_workloads, load_target, signatures
 from stages.core.errors import UserError
+from stages.core.records.job import Job, Timing
+from stages.launch import local
 
 MODULES = {
     "exits_at_import": "import sys\nsys.exit(0)\n",
@@ -123,3 +125,34 @@ def test_a_bench_stage_measures_the_others_and_records_each_import_failure(proje
     assert got["status"] == "ERROR" and "the module called sys.exit(0) while being imported" \
         in got["error"]
     assert first["hangs"]["status"] == "TIMEOUT"
+    assert "time limit, still importing stages.workloads.hangs_at_import.build" in first[
+        "hangs"]["error"]
+
+
+def _job(target: str, import_limit_s: float) -> Job:
+    return Job("bench", 0, DeviceSpec("cpu", "cpu"), PrecisionSpec("fp32", "float32"),
+               (WorkloadSpec("w", target),), ("eager",),
+               Timing(3, 0.005, 0.02, 2, 1.0, import_timeout_s=import_limit_s))
+
+
+@pytest.mark.parametrize("paired", [False, True])
+def test_a_worker_hanging_at_a_plain_defs_import_stops_at_the_import_limit(tmp_path,
+                                                                           monkeypatch, paired):
+    """A plain def is read from its source, so only the worker imports its module: a module
+    that waits at import is stopped at bench.import_timeout_s with what it was doing, alone
+    or in a lock-step pair, whose other arm is measured."""
+    (tmp_path / "plain_hang.py").write_text("import time\ntime.sleep(3600)\n\n"
+                                            "def build(device, dtype):\n    pass\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    hangs = _job("plain_hang.build", 6)
+    started = time.perf_counter()
+    if paired:
+        good = _job("stages.workloads.matmul_relu", 60)
+        raw, other = local.run_interleaved([(hangs, None), (good, None)], timeout_s=120)
+        assert other["status"] == "OK", other
+    else:
+        raw = local.run_worker(hangs, timeout_s=120)
+    assert time.perf_counter() - started < 60
+    assert raw["status"] == "TIMEOUT"
+    assert raw["error"].startswith("importing plain_hang.build did not finish within the 6 s "
+                                   "import limit: does the module wait at import"), raw["error"]

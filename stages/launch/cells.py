@@ -88,7 +88,9 @@ def job_for(cfg: Config, cell: Cell, workloads: list[WorkloadSpec], kind: str,
                       latency_s=b.latency_s, rank_timeout_s=b.rank_timeout_s,
                       breakdown_calls=b.breakdown_calls, breakdown_s=b.breakdown_s,
                       instruction_calls=b.instruction_calls,
-                      instructions_compile=b.instructions_compile),
+                      instructions_compile=b.instructions_compile,
+                      # a counts process imports what its unit's timed processes imported
+                      import_timeout_s=None if kind == "instructions" else b.import_timeout_s),
                code=arm.code)
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from stages.core import lifetime, scratch
 from stages.core.errors import clip
 from stages.core.lifetime import killed_by
-from stages.core.records.job import Job
+from stages.core.records.job import IMPORTED, Job
 from stages.core.typed import to_data
 from stages.core.vocabulary import Status
 from stages.measure import callgrind
@@ -51,6 +51,9 @@ class _Worker:
     def __init__(self, job: Job, tmp: Path, python: str | None, fresh_compile_cache: bool,
                  pass_fds: tuple[int, ...] = ()):
         self.result_path, self.stderr_path = tmp / "result.json", tmp / "stderr.txt"
+        self.imported_path, self.imported, self.import_hung = tmp / "imported", False, False
+        self.import_limit_s = job.timing.import_timeout_s
+        self.targets = ", ".join(dict.fromkeys(spec.target for spec in job.workloads))
         job_path = tmp / "job.json"
         job_path.write_text(json.dumps(to_data(job)), encoding="utf-8")
         env = dict(os.environ)
@@ -62,6 +65,7 @@ class _Worker:
             else tmp / "inductor" if fresh_compile_cache else scratch.inductor_cache())
         line, entry = lifetime.lifeline()       # it ends with this process (core.lifetime)
         env.update(entry)
+        env[IMPORTED] = str(self.imported_path)
         argv = [python or sys.executable, "-m", "stages.measure.worker", str(job_path),
                 str(self.result_path)]
         if job.kind == "instructions":          # a counts process (measure.callgrind)
@@ -85,6 +89,32 @@ class _Worker:
                     "host": {"name": socket.gethostname(), "node": None, "hardware": None}}),
                     encoding="utf-8")
 
+    def still_importing(self) -> bool:
+        """Whether the worker has yet to import its workload modules (measure.worker)."""
+        self.imported = self.imported or self.imported_path.exists()
+        return not self.imported
+
+    def import_overdue(self) -> bool:
+        """Still importing past the import limit: the worker is stopped as a module that
+        hangs at import, a minute or two in, not at the unit's time limit."""
+        overdue = (self.import_limit_s is not None and self.still_importing()
+                   and time.perf_counter() - self.started > self.import_limit_s)
+        self.import_hung = self.import_hung or overdue
+        return overdue
+
+    def wait(self, timeout_s: float) -> bool:
+        """Wait for the worker to end; True when it ran out of time (or import time)."""
+        deadline = self.started + timeout_s
+        while (left := deadline - time.perf_counter()) > 0:
+            watching = self.import_limit_s is not None and self.still_importing()
+            try:
+                self.proc.wait(timeout=min(left, 0.5) if watching else left)
+                return False
+            except subprocess.TimeoutExpired:
+                if self.import_overdue():
+                    return True
+        return True
+
     def kill(self) -> None:
         """Kill the worker's process group: the worker, if it still runs (a timeout, or this
         stage was interrupted), and whatever it started, also once the worker has exited."""
@@ -104,9 +134,16 @@ class _Worker:
         wall_s = time.perf_counter() - self.started
         here = {"name": socket.gethostname(), "node": None, "hardware": None}
         if timed_out:
-            return {"status": Status.TIMEOUT, "wall_s": wall_s, "host": here,
-                    "error": f"no result within the {timeout_s:g} s time limit "
-                             "(raise bench.timeout_s or the workload's _timeout_s_)",
+            if self.import_hung:
+                error = (f"importing {self.targets} did not finish within the "
+                         f"{self.import_limit_s:g} s import limit: does the module wait at "
+                         "import (a lock, the network, input)? Else raise "
+                         "bench.import_timeout_s")
+            else:
+                error = (f"no result within the {timeout_s:g} s time limit"
+                         + (f", still importing {self.targets}" if self.still_importing()
+                            else "") + " (raise bench.timeout_s or the workload's _timeout_s_)")
+            return {"status": Status.TIMEOUT, "wall_s": wall_s, "host": here, "error": error,
                     "stderr_tail": _tail(self.stderr_path)}
         if self.result_path.exists():
             return json.loads(self.result_path.read_text(encoding="utf-8"))
@@ -129,10 +166,7 @@ def run_worker(job: Job, *, timeout_s: float, python: str | None = None,
     with tempfile.TemporaryDirectory(dir=scratch.run_dir()) as tmp:
         worker = _Worker(job, Path(tmp), python, fresh_compile_cache)
         try:
-            worker.proc.wait(timeout=timeout_s)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            timed_out = True
+            timed_out = worker.wait(timeout_s)
         finally:
             worker.kill()
         return worker.outcome(timeout_s, timed_out)
@@ -207,7 +241,7 @@ class _Turns:
         ended = False
         while self.alive:
             left = self.limit_s - self.held_s - (time.perf_counter() - started)
-            if left <= 0:
+            if left <= 0 or self.worker.import_overdue():
                 self.timed_out, self.alive = True, False
                 self.worker.kill()
             elif ended or self.worker.proc.poll() is not None:

@@ -25,7 +25,7 @@ import torch
 
 from stages.core.config.targets import load_target
 from stages.core.records import dumps, write_text
-from stages.core.records.job import Job
+from stages.core.records.job import IMPORTED, Job
 from stages.core.records.outputs import Coverage, FreshOutputs, ModeOutputs, VersusEager
 from stages.core.records.schema import BenchProcess, Counter, ModeTiming, NumericsProcess
 from stages.core.typed import from_data, to_data
@@ -83,6 +83,31 @@ class Baton:
         os.write(send, b"y")
         if os.read(receive, 1) != b"g":     # the launcher is gone: nothing to report to
             os._exit(3)
+
+
+_factories: dict[str, object] = {}
+
+
+def import_workloads(job: Job) -> None:
+    """Import every workload of the job, then say so to the launcher (a file it names), which
+    holds an import to its own time limit (bench.import_timeout_s): a module that waits at
+    import is that, not a unit that ran out of time. A failed import is kept for the unit to
+    record, not run twice."""
+    for spec in job.workloads:
+        try:
+            _factories.setdefault(spec.target, load_target(spec.target))
+        except ImportError as exc:
+            _factories[spec.target] = exc
+    if os.environ.get(IMPORTED):
+        with open(os.environ[IMPORTED], "w"):
+            pass
+
+
+def workload_factory(target: str):
+    found = _factories.get(target) or load_target(target)
+    if isinstance(found, ImportError):
+        raise found
+    return found
 
 
 def compile_cache_state() -> str:
@@ -197,7 +222,7 @@ def mode_record(*parts: dict, **fields) -> ModeTiming:
 
 def run_bench(job: Job) -> BenchProcess:
     device = resolve_device(job.device)
-    factory = load_target(job.workload.target)
+    factory = workload_factory(job.workload.target)
     turn = Baton(job.baton)
     turn()
     machine = SentinelProbe()
@@ -232,7 +257,7 @@ def run_instructions(job: Job) -> BenchProcess:
                                                 "(measure.callgrind.command); this one does not")
     torch.set_num_threads(1)
     device = resolve_device(job.device)
-    factory = load_target(job.workload.target)
+    factory = workload_factory(job.workload.target)
     dumps = callgrind.Dumps()
     calls = job.timing.instruction_calls
     modes = {}
@@ -312,7 +337,7 @@ def fresh_process_outputs(job: Job) -> NumericsProcess:
     found = {}
     for i, spec in enumerate(job.workloads):
         try:
-            named = outputs_after_steps(job, load_target(spec.target), device, dtype, "eager",
+            named = outputs_after_steps(job, workload_factory(spec.target), device, dtype, "eager",
                                         workload_index=i)
             found[spec.name] = FreshOutputs(
                 Status.OK, digest=digest(named),
@@ -324,7 +349,7 @@ def fresh_process_outputs(job: Job) -> NumericsProcess:
 
 def run_numerics(job: Job) -> NumericsProcess:
     device = resolve_device(job.device)
-    factory = load_target(job.workload.target)
+    factory = workload_factory(job.workload.target)
     dtype = getattr(torch, job.precision.dtype)
     try:  # first: fallback warnings are emitted once per process
         coverage = op_coverage(job, factory, device, dtype)
@@ -405,6 +430,7 @@ def main(argv: list[str]) -> int:
     torch.manual_seed(job.seed)
     configure(job)
     started = time.perf_counter()
+    import_workloads(job)
     run = {"bench": run_bench, "numerics": run_numerics, "fresh": fresh_process_outputs,
            "instructions": run_instructions}
     kind = BenchProcess if job.kind in ("bench", "instructions") else NumericsProcess

@@ -66,6 +66,9 @@ class BenchSettings:
     breakdown_calls: int = 30
     breakdown_s: float = 0.3
     timeout_s: float = 300.0
+    # A worker that has not imported its workload modules by then is stopped: a module that
+    # waits at import (a lock, the network, input) says so in a minute or two, not at timeout_s.
+    import_timeout_s: float = 120.0
     rank_timeout_s: float = 60.0      # a distributed unit's rendezvous, and each of its steps
     seed: int = 0
     adaptive_budget_s: float = 60.0   # per cell: more processes for INCONCLUSIVE timings

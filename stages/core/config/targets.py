@@ -6,7 +6,8 @@ of its old code; yaml is imported only when dvc.yaml is read).
 A worker imports its workload (`load_target`). The stage never does (`check_workloads`): a
 function defined by a plain top-level `def` is read from its source (`source_signature`:
 milliseconds, nothing imported, so that its import failing or hanging is its workers' to
-record); any other target is read in a child process with a time limit, so that a module
+record: a worker that has not imported its workloads within bench.import_timeout_s is stopped
+with that said, launch.local); any other target is read in a child process with a time limit, so that a module
 that calls sys.exit() or os._exit(), crashes, hangs, or takes a GPU at import cannot end,
 stall or load the stage. A signal.alarm around an in-process import would stop neither
 os._exit() nor a hang in C code that holds the GIL, and would leave the module's threads and

@@ -23,6 +23,7 @@ class Timing:
     breakdown_s: float = BenchSettings.breakdown_s
     instruction_calls: int = BenchSettings.instruction_calls
     instructions_compile: bool = BenchSettings.instructions_compile
+    import_timeout_s: float | None = None   # None: within the unit's time limit alone
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,9 @@ class Arm:
 
 
 NOW_ARM = Arm("now")      # a run that measures only itself
+# The file a worker creates once it has imported its workload modules (measure.worker), named
+# by the launcher in this variable.
+IMPORTED = "TORCHGATE_IMPORTED"
 
 
 @dataclass(frozen=True)
