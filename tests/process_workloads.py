@@ -10,15 +10,16 @@ import torch
 from stages.workloads import Workload
 
 
-def _child(pid_file: str) -> None:
-    """A child that would run for ten minutes; the worker's pid and the child's, one a line."""
-    child = subprocess.Popen(["sleep", "600"])
+def _child(pid_file: str, own_session: bool = False) -> None:
+    """A child that would run for ten minutes (in a session of its own: outside the worker's
+    process group); the worker's pid and the child's, one a line."""
+    child = subprocess.Popen(["sleep", "600"], start_new_session=own_session)
     Path(pid_file).write_text(f"{os.getpid()}\n{child.pid}\n")
 
 
-def leaves_a_child(*, device, dtype, compile, seed, pid_file):
+def leaves_a_child(*, device, dtype, compile, seed, pid_file, own_session=False):
     """Returns normally, its child still running: the worker exits, the child would not."""
-    _child(pid_file)
+    _child(pid_file, own_session)
     x = torch.ones(4, device=device, dtype=dtype)
     return Workload(step=lambda: x * 2, items=1)
 

@@ -4,7 +4,7 @@ Local subprocesses; the Ray backend (launch.ray_backend) runs these same functio
 task on a cluster node, so measurement and statistics never see where a unit ran. Every
 failure mode of a worker (exception, crash, hard abort, timeout, missing result) comes back
 as a status with a message, and where it ran (`host`). No worker outlives its unit: its
-process group is killed when it ends, and it ends with this process however this process
+process group is killed when it ends, with what it started in a session of its own, and it ends with this process however this process
 ends (core.lifetime). Its files are in this user's private scratch folder (core.scratch).
 """
 from __future__ import annotations
@@ -29,6 +29,7 @@ from stages.core.records.job import IMPORTED, Job
 from stages.core.typed import to_data
 from stages.core.vocabulary import Status
 from stages.measure import callgrind
+from stages.measure.proc import carrying
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -117,7 +118,9 @@ class _Worker:
 
     def kill(self) -> None:
         """Kill the worker's process group: the worker, if it still runs (a timeout, or this
-        stage was interrupted), and whatever it started, also once the worker has exited."""
+        stage was interrupted), and whatever it started, also once the worker has exited;
+        then what it started outside the group (a process in a session of its own), known by
+        the variable only this worker's environment holds."""
         if self.ended or self.proc.pid is None:
             self.ended = True
             return
@@ -126,6 +129,9 @@ class _Worker:
         except (ProcessLookupError, PermissionError):   # the group has ended
             pass
         self.proc.wait()
+        for pid in carrying(IMPORTED, str(self.imported_path)):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
         self.ended = True
 
     def outcome(self, timeout_s: float, timed_out: bool) -> dict:

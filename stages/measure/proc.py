@@ -1,6 +1,6 @@
 """What Linux says about this process and the machine under it: busy and steal time per CPU,
 the CPUs and the CPU quota this process may use, its threads' run-queue delay, and the CPU time
-of its descendants.
+of its descendants, and the processes a worker left behind.
 
 Every reader takes the root of /proc (and of the cgroup tree), so that tests can hand it a
 fake one, and returns None where a file is missing or unreadable (macOS, a locked-down
@@ -191,6 +191,26 @@ def _tree(parents: dict[int, int], pid: int) -> set[int]:
             tree.add(p)
             todo.extend(children.get(p, ()))
     return tree
+
+
+def carrying(name: str, value: str, proc: str = PROC) -> list[int]:
+    """The processes whose environment holds `name=value`: what a worker started, also in a
+    session of its own or reparented once the worker ended, since children inherit the
+    environment (one that clears it is not found). Only this user's processes can be read."""
+    entry = f"{name}={value}".encode()
+    try:
+        names = [n for n in os.listdir(proc) if n.isdigit()]
+    except OSError:
+        return []
+    found = []
+    for n in names:
+        try:
+            environ = (Path(proc) / n / "environ").read_bytes()
+        except OSError:           # another user's, or one that just exited
+            continue
+        if entry in environ.split(b"\0"):
+            found.append(int(n))
+    return found
 
 
 # The modules a torchgate measurement runs as (`python -m stages.<name>`), matched in other
