@@ -6,6 +6,7 @@ import time
 import pytest
 
 from stages.core import config
+from stages.core.records.schema import Waiting
 from stages.launch.cells import job_for
 from stages.launch.local import run_interleaved
 
@@ -14,19 +15,19 @@ pytestmark = pytest.mark.slow     # pairs of real worker processes taking turns
 SAMPLES = 4
 
 
-def jobs(trace, hang_on_call=(0, 0)):
+def jobs(trace, hang_on_call=(0, 0), spin=(False, False), sample_target_s=0.001):
     raw = {"device": {"cpu": {"type": "cpu"}}, "precision": {"fp32": {"dtype": "float32"}},
            "workload": {"w": {"_target_": "tests.turn_workloads.logged", "path": "x",
                               "tag": "x"}},
            "matrix": {"modes": ["eager"]},
-           "bench": {"samples": SAMPLES, "sample_target_s": 0.001, "warmup_s": 0.0,
+           "bench": {"samples": SAMPLES, "sample_target_s": sample_target_s, "warmup_s": 0.0,
                      "min_warmup_calls": 2}}
     cfg = config.parse(raw)
     spec = cfg.workloads["w"]
     made = []
-    for tag, hang in zip("AB", hang_on_call):
+    for tag, hang, spins in zip("AB", hang_on_call, spin):
         spec = dataclasses.replace(spec, kwargs={"path": str(trace), "tag": tag,
-                                                 "hang_on_call": hang})
+                                                 "hang_on_call": hang, "spin": spins})
         made.append((job_for(cfg, cfg.cells()[0], [spec], "bench"), None))
     return made
 
@@ -49,3 +50,15 @@ def test_a_process_that_hangs_times_out_and_the_other_finishes(tmp_path):
     assert results[0]["status"] == "TIMEOUT" and "8 s time limit" in results[0]["error"]
     assert results[1]["status"] == "OK"
     assert len(results[1]["modes"]["eager"]["steady_s"]) == SAMPLES
+
+
+def test_the_cpu_an_arm_uses_while_the_other_is_timed_is_measured(tmp_path):
+    """A's thread never rests (as spinning OpenMP threads): while B is timed, A uses about a
+    core; B, blocked on its turn, none. Read from /proc between turns, in clock ticks."""
+    results = run_interleaved(jobs(tmp_path / "trace", spin=(True, False),
+                                   sample_target_s=0.05), timeout_s=120)
+    spinning, resting = (Waiting(**r["waiting"]) for r in results)
+    assert spinning.turns >= SAMPLES and resting.turns >= SAMPLES
+    assert spinning.seconds > 0.15 and resting.seconds > 0.15
+    assert spinning.cores > 0.3, spinning
+    assert resting.cores < 0.1, resting

@@ -18,6 +18,7 @@ from stages.core.records.schema import (
     EnvRecord,
     ModeTiming,
     Sentinel,
+    Waiting,
     WorkloadRun,
 )
 from stages.judge import summary as summary_module
@@ -26,7 +27,7 @@ from stages.judge.summary import summarize
 from stages.judge.timings import bench_rows
 from stages.judge.trends import Run, series
 from stages.judge.verdicts import finish
-from stages.render.bench import measured
+from stages.render.bench import measured, waiting
 from stages.render.numbers import cell_table
 
 from .records import BUSY, DELTA, bench, process, with_ab
@@ -142,6 +143,19 @@ def test_the_baseline_arm_comes_from_the_record_or_the_recorded_baseline():
     recorded = summarize("c", now, PRICE, BUSY, base)
     assert recorded.unit("w", "eager", BASELINE) == ab.unit("w", "eager", BASELINE)
     assert recorded.unit("w", "eager") == ab.unit("w", "eager")
+
+
+def test_the_cpu_each_lock_step_arm_used_while_the_other_was_timed_is_shown():
+    def waited(cpu_s):
+        return dataclasses.replace(process(), waiting=Waiting(2.0, cpu_s, 40))
+    now, base = (bench({"w": [waited(cpu), waited(cpu)]}) for cpu in (0.004, 0.6))
+    found = summarize("c", with_ab(now, base, interleaved=True), PRICE, BUSY)
+    assert found.waiting == {NOW: Waiting(4.0, 0.008, 80), BASELINE: Waiting(4.0, 1.2, 80)}
+    section = waiting(found)
+    assert "- now: 0.2 % of a core (0.01 s of CPU in 4.0 s of 80 waits)" in section
+    assert "- baseline: 30.0 % of a core" in section
+    assert section.count("**not idle**") == 1
+    assert waiting(summarize("c", now, PRICE, BUSY)) == ""       # not lock-step: nothing
 
 
 def counting(monkeypatch) -> Counter:

@@ -1,4 +1,5 @@
 """Workloads that leave a trace of when they ran: each call appends its tag to a file."""
+import threading
 import time
 
 import torch
@@ -6,9 +7,12 @@ import torch
 from stages.workloads import Workload
 
 
-def logged(*, device, dtype, compile, seed, path, tag, hang_on_call=0):
+def logged(*, device, dtype, compile, seed, path, tag, hang_on_call=0, spin=False):
+    """`spin`: a thread that never rests, as OpenMP threads that spin after their work do."""
     x = torch.ones(4, device=device, dtype=dtype)
     calls = 0
+    if spin:
+        threading.Thread(target=lambda: [None for _ in iter(int, 1)], daemon=True).start()
 
     def step():
         nonlocal calls

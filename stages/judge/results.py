@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stages.core.metrics import METRICS
-from stages.core.records.schema import Look
+from stages.core.records.schema import Look, Waiting
 
 # ---- a unit's numbers (judge.summary) ---------------------------------------------------------
 
@@ -158,6 +158,10 @@ class CellSummary:
     sentinel_loop_s: float | None = None   # the machine-speed sentinel, all processes
     looks: tuple[Look, ...] = ()           # adaptive sampling's interim looks
     adaptive_processes: int = 0
+    # Lock-step: per arm, its processes' waits for the other's turns, summed
+    waiting: dict[str, Waiting] = field(default_factory=dict)
+    threads: tuple[int, ...] = ()          # torch's threads this run's processes ran with
+    threads_setting: Any = None            # the device's `threads`, as configured
 
     def unit(self, workload: str, mode: str, arm: str = NOW) -> UnitSummary | None:
         return self.units.get(UnitId(self.cell, workload, mode, arm))

@@ -18,7 +18,7 @@ from __future__ import annotations
 from stages.core.metrics import BY_NAME, METRICS, Reduce
 from stages.core.numbers import median
 from stages.core.records.inputs import ab_baseline
-from stages.core.records.schema import BenchRecord, ModeTiming, Ranks
+from stages.core.records.schema import BenchRecord, ModeTiming, Ranks, Waiting
 from stages.core.vocabulary import Status
 from stages.judge.results import (
     BASELINE,
@@ -77,18 +77,34 @@ def summarize(cell: str, record: BenchRecord, price_per_hour: float | None, busy
     own (A/B) or, for a record without one, from `recorded` (the committed baseline's record).
     `price_per_hour`: the cell's device (None: no cost); `busy_share`: compare.busy_share."""
     base = ab_baseline(record) if record.ab is not None else recorded
-    units = {}
+    units, waiting = {}, {}
     for arm, found in ((NOW, record), (BASELINE, base)):
         if found is None or found.status != Status.OK:
             continue
+        if record.ab is not None and (waits := waits_of(found)) is not None:
+            waiting[arm] = waits
         for workload in sorted(found.workloads):
             for mode in found.modes:
                 units[UnitId(cell, workload, mode, arm)] = unit_summary(
                     found, workload, mode, price_per_hour, busy_share)
     loops = [p.sentinel.python_loop_s for run in record.workloads.values()
              for p in run.processes if p.sentinel is not None]
+    threads = sorted({p.host.hardware.torch_threads for run in record.workloads.values()
+                      for p in run.processes if p.host and p.host.hardware
+                      and p.host.hardware.torch_threads})
     return CellSummary(cell, record.status, record.reason, units, base is not None,
-                       median(loops), record.looks, record.adaptive_processes)
+                       median(loops), record.looks, record.adaptive_processes, waiting,
+                       tuple(threads), (record.device or {}).get("threads"))
+
+
+def waits_of(record: BenchRecord) -> Waiting | None:
+    """An arm's waits for the other's turns, over all its processes; None: none recorded."""
+    found = [p.waiting for run in record.workloads.values() for p in run.processes
+             if p.waiting is not None]
+    if not found:
+        return None
+    return Waiting(sum(w.seconds for w in found), sum(w.cpu_s for w in found),
+                   sum(w.turns for w in found))
 
 
 def unit_summary(record: BenchRecord, workload: str, mode: str, price_per_hour: float | None,

@@ -29,7 +29,7 @@ from stages.core.records.job import IMPORTED, Job
 from stages.core.typed import to_data
 from stages.core.vocabulary import Status
 from stages.measure import callgrind
-from stages.measure.proc import carrying
+from stages.measure.proc import carrying, process_cpu_s
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -199,9 +199,16 @@ def run_interleaved(jobs: list[tuple[Job, str | None]], *, timeout_s: float,
             while any(t.alive for t in turns):
                 for t in turns:
                     if t.alive:
+                        others = [o for o in turns if o is not t and o.alive]
+                        before = [o.cpu_s() for o in others]
+                        started = time.perf_counter()
                         t.give()
                         t.hold()
-            return [t.worker.outcome(timeout_s, t.timed_out) for t in turns]
+                        waited = time.perf_counter() - started
+                        for o, cpu in zip(others, before * t.alive):   # not its exit
+                            o.waited(waited, cpu)
+            return [{**t.worker.outcome(timeout_s, t.timed_out), "waiting": t.waiting()}
+                    for t in turns]
         finally:
             for t in turns:
                 t.close()
@@ -233,6 +240,26 @@ class _Turns:
             os.close(done_write)
         self.limit_s, self.held_s = limit_s, 0.0
         self.alive, self.timed_out = True, False
+        self.waited_s, self.waited_cpu_s, self.waits = 0.0, 0.0, 0
+
+    def cpu_s(self) -> float | None:
+        return process_cpu_s(self.worker.proc.pid) if self.worker.proc.pid else None
+
+    def waited(self, seconds: float, cpu_before: float | None) -> None:
+        """Count a wait for another worker's turn, and the CPU this worker used meanwhile."""
+        cpu_after = self.cpu_s()
+        if cpu_before is None or cpu_after is None:
+            return
+        self.waited_s += seconds
+        self.waited_cpu_s += max(0.0, cpu_after - cpu_before)
+        self.waits += 1
+
+    def waiting(self) -> dict | None:
+        """measure's Waiting, as the record keeps it; None before any timed wait."""
+        if not self.waits:
+            return None
+        return {"seconds": round(self.waited_s, 6), "cpu_s": round(self.waited_cpu_s, 6),
+                "turns": self.waits}
 
     def give(self) -> None:
         try:

@@ -69,13 +69,14 @@ class NodeLeases:
 GPU_TYPES = ("cuda", "xpu")
 
 
-def request(device_type: str, threads: int, spec: Placement, ranks: int = 1) -> dict:
+def request(device_type: str, threads: int | str, spec: Placement, ranks: int = 1) -> dict:
     """A unit's Ray resource request. The CPUs are the device's threads (1 when torch picks
     its own count); a lock-step pair takes turns, so it asks for no more than one unit. A
     distributed unit's ranks run in its one task, so on one node: it asks for each rank's
     threads (measure.ranks: the unit's shared among them, at least one) and GPU."""
     gpus = spec.num_gpus if spec.num_gpus is not None else (
         1 if device_type in GPU_TYPES else 0)
+    threads = 0 if threads == "auto" else threads     # the node's own count (measure.build)
     cpus = max(threads, 1) if ranks <= 1 else ranks * rank_threads(threads, ranks)
     found: dict = {"num_cpus": cpus, "num_gpus": int(gpus) * max(ranks, 1)}
     if spec.resources:

@@ -18,9 +18,11 @@ import torch
 
 import stages
 from stages.core.errors import TRACEBACK_CHARS, clip
+from stages.core.machine import usable_cores
 from stages.core.records.job import Job
 from stages.core.vocabulary import Status
 from stages.measure.pipeline import Pipeline
+from stages.measure.proc import cpu_quota
 
 # ---- extensions ------------------------------------------------------------
 # Custom operators: a user's `torch.ops.<lib>` extensions, as failures see them.
@@ -79,8 +81,22 @@ def failure(exc: BaseException) -> Failed:
                   traceback.format_exc(limit=-3)[-TRACEBACK_CHARS:])
 
 
+def auto_threads(default: int, cores: int | None, quota: float | None) -> int:
+    """`threads: auto`: torch's default (its physical cores), less one where that would take
+    every core this process may use (its affinity, its cgroup's CPU quota), so that the
+    launcher, the system and a lock-step pair's other arm do not preempt one thread of a
+    parallel region, which then waits for it: on 2 cores, 2 threads spread 19-23 % between
+    processes of matmul_relu, 1 thread 1-3 % (reports/README.md, *Threads*)."""
+    usable = min(filter(None, [cores, int(quota) if quota else None]), default=None)
+    if usable is None:
+        return default
+    return max(1, min(default, usable - 1))
+
+
 def configure(job: Job) -> None:
     threads = job.workload.threads or job.device.threads    # a sweep's unit sets its own
+    if threads == "auto":
+        threads = auto_threads(torch.get_num_threads(), usable_cores(), cpu_quota())
     if threads:
         torch.set_num_threads(threads)
     torch.set_float32_matmul_precision(job.precision.matmul_precision)

@@ -155,6 +155,13 @@ def _stat(path: Path) -> tuple[int, float] | None:
         return None
 
 
+def process_cpu_s(pid: int, proc: str = PROC) -> float | None:
+    """CPU seconds of one process, all its threads (and the children it has waited for):
+    one small read, cheap enough between two timed samples."""
+    read = _stat(Path(proc) / str(pid) / "stat")
+    return None if read is None else read[1]
+
+
 def tree_cpu_s(proc: str = PROC, pid: int | None = None) -> dict[int, float] | None:
     """CPU seconds of this process and of every live descendant (torch.compile's compile
     workers, say), per pid, each with the time of the children it has waited for.

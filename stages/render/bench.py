@@ -190,6 +190,19 @@ def measured(summary: CellSummary) -> str:
                                  "warm-up", "warm-up calls", "items/s", "peak memory"])
 
 
+def threads_line(summary: CellSummary) -> str:
+    """Which threads the cell measured, and why."""
+    if not summary.threads:
+        return ""
+    counts = " or ".join(map(str, summary.threads))
+    said = f"Each worker process ran torch with {counts} thread{'s' * (counts != '1')}"
+    why = {0: "torch's default (`threads: 0`)",
+           "auto": "`threads: auto`: torch's default, less one core where it would take every "
+                   "core the worker may use (the launcher's and the system's: a preempted "
+                   "thread stalls the others)"}.get(summary.threads_setting)
+    return f"{said}: {why}." if why else f"{said} (`threads: {summary.threads_setting}`)."
+
+
 def _seconds(v: float | None) -> str:
     """A median over processes, or blank where none measured it."""
     return "" if v is None else seconds(v)
@@ -287,6 +300,29 @@ def looks(summary: CellSummary) -> str:
     return "\n".join(lines)
 
 
+# A waiting arm using more than this share of a core takes a measurable part of a 2-4 core
+# machine from the arm being timed.
+BUSY_WAITING_CORES = 0.05
+
+
+def waiting(summary: CellSummary) -> str:
+    """Lock-step: what each arm took from the machine while the other was timed."""
+    if not summary.waiting:
+        return ""
+    lines = ["## Lock-step turns", "",
+             "While one arm held the turn (a timed phase or sample), the other waited; its CPU "
+             "use meanwhile, from /proc between turns:", ""]
+    for arm, w in sorted(summary.waiting.items()):
+        lines.append(f"- {arm}: {w.cores * 100:.1f} % of a core ({w.cpu_s:.2f} s of CPU in "
+                     f"{w.seconds:.1f} s of {w.turns} waits)")
+        if w.cores > BUSY_WAITING_CORES:
+            lines.append("  - **not idle**: its threads kept running while the other arm was "
+                         "timed (OpenMP threads that spin after their work: OMP_WAIT_POLICY, "
+                         "KMP_BLOCKTIME, GOMP_SPINCOUNT), so the other's samples shared the "
+                         "machine with it")
+    return "\n".join(lines)
+
+
 def page(summary: CellSummary, result: CompareRecord, ab_env: str = "") -> str:
     """`summary`: the cell's judge.summary; `result`: its rows (judge.run)."""
     lines = [f"# bench: {summary.cell}", ""]
@@ -294,7 +330,9 @@ def page(summary: CellSummary, result: CompareRecord, ab_env: str = "") -> str:
     if summary.status != Status.OK:
         return "\n".join(lines + [f"**{summary.status}**: {summary.reason}", ""])
     gpu = gpu_section(summary)
-    lines += ["## Measured", "", measured(summary), "", *([gpu, ""] if gpu else []),
+    threads = threads_line(summary)
+    lines += ["## Measured", "", measured(summary), "", *([threads, ""] if threads else []),
+              *([gpu, ""] if gpu else []),
               "## Against the baseline", "",
               "The verdicts (REGRESSED, EQUIVALENT, ...) are decided once over the whole run, in "
               "[compare.md](../compare.md), with p-values adjusted over every tested metric; "
@@ -303,7 +341,7 @@ def page(summary: CellSummary, result: CompareRecord, ab_env: str = "") -> str:
               "change; the medians above take every kept process.", "", diff(result.rows), ""]
     for extra in (latency(summary), breakdown_section(summary), usage_section(summary),
                   shape_changes(summary), ranks_table(summary), unmeasured(summary),
-                  looks(summary), ab_env):
+                  looks(summary), waiting(summary), ab_env):
         if extra:
             lines += [extra, ""]
     return "\n".join(lines)

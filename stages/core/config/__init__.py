@@ -58,7 +58,7 @@ MATMUL_PRECISIONS = ("highest", "high", "medium")
 class DeviceSpec(Placement):     # Placement: what its cells ask of a cluster node
     name: str
     type: str
-    threads: int = 0
+    threads: int | str = 0     # 0: torch's default; "auto": that, leaving a core (measure.build)
     price_per_hour: float = 0.0
     timing: CudaTiming | None = None    # CUDA only: hot/cold/graph series, stopping, throttling
     # Imported by the worker before it looks for the device: the package of an out-of-tree
@@ -185,7 +185,13 @@ def _device(name: str, body: Any) -> DeviceSpec:
     if spec.compile_backend is not None and not DEVICE_TYPE.match(spec.compile_backend):
         raise UserError(f"{where}.compile_backend is {spec.compile_backend!r}; give a "
                         "torch.compile backend name (e.g. neuron), or null for inductor")
-    _at_least(spec.threads, f"{where}.threads", inclusive=True)
+    if isinstance(spec.threads, str):
+        if spec.threads != "auto":
+            raise UserError(f"{where}.threads is {spec.threads!r}; give a number of threads, 0 "
+                            "(torch's default) or auto (torch's default, less a core where it "
+                            "would take every core)")
+    else:
+        _at_least(spec.threads, f"{where}.threads", inclusive=True)
     _at_least(spec.price_per_hour, f"{where}.price_per_hour", inclusive=True)
     return check_timing(spec, where)
 

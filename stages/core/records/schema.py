@@ -295,6 +295,22 @@ class Process:
 
 
 @dataclass(frozen=True)
+class Waiting:
+    """A lock-step worker's waits while the other arm held the turn (each a timed phase or
+    sample of the other's): their wall seconds, and the CPU seconds this worker used meanwhile
+    (threads spinning after their work, a compile pool), read from /proc between turns in
+    clock ticks: what it took from the machine the other arm was timed on."""
+    seconds: float
+    cpu_s: float
+    turns: int
+
+    @property
+    def cores(self) -> float:
+        """Its CPU use while waiting, in cores (0: idle; 1: one core busy all along)."""
+        return self.cpu_s / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass(frozen=True)
 class Counter:
     """How a counts process counted host instructions: counts compare only with counts taken
     the same way (`key`)."""
@@ -316,6 +332,7 @@ class BenchProcess(Process):
     sentinel: Sentinel | None = None
     modes: dict[str, ModeTiming] = field(default_factory=dict)
     counter: Counter | None = None         # a counts process (WorkloadRun.counts)
+    waiting: Waiting | None = None         # a lock-step pair's: its waits for the other's turns
 
 
 # ---- what one numerics worker process computed ----------------------------------------------

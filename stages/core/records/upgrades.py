@@ -126,6 +126,13 @@ def _bench_12(data: dict) -> dict:
     return {**data, "schema_version": 13}
 
 
+def _bench_13(data: dict) -> dict:
+    """Schema 14 records, for each process of a lock-step pair, its waits for the other arm's
+    turns and the CPU it used meanwhile (`waiting`). A schema-13 process has none: not
+    measured."""
+    return {**data, "schema_version": 14}
+
+
 def _migration_1(data: dict) -> dict:
     """Migration 2 records the counts of each side's work per mode (`work`); migration 1
     has none: not counted."""
@@ -227,6 +234,7 @@ UPGRADES = {("bench", 1): _bench_1, ("bench", 2): _bench_2, ("bench", 3): _bench
             ("bench", 4): _bench_4, ("bench", 5): _bench_5, ("bench", 6): _bench_6,
             ("bench", 7): _bench_7, ("bench", 8): _bench_8, ("bench", 9): _bench_9,
             ("bench", 10): _bench_10, ("bench", 11): _bench_11, ("bench", 12): _bench_12,
+            ("bench", 13): _bench_13,
             ("numerics", 1): _numerics_1,
             ("numerics", 2): _numerics_2, ("numerics", 3): _numerics_3,
             ("compare", 1): _compare_1, ("compare", 2): _compare_2,
