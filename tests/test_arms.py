@@ -97,6 +97,23 @@ def test_edited_workload_code_measures_the_baseline_again_beside_this_run(repo):
     assert again.arms[0].code == base.code
 
 
+def test_code_committed_before_its_run_is_measured_beside_the_code_the_reports_measured(repo):
+    """A commit, then `dvc repro`: `baseline.rev` (HEAD) holds the new code and the old
+    reports; the baseline is the code of the commit that wrote them."""
+    bench = repo / "reports" / "test-box" / "bench"
+    bench.mkdir()
+    (bench / "cpu-fp32.json").write_text("{}")
+    commit_all(repo, "a run")
+    measured = git("rev-parse", "HEAD", cwd=repo).stdout.strip()
+    (repo / "stages" / "workloads" / "tagged.py").write_text(WORKLOAD.format(items=2))
+    commit_all(repo, "the change, committed before its run")
+    found = plan(cfg_of(repo))
+    base, _ = found.arms
+    assert found.rebuilt and not found.unchanged and "workload code differs" in found.note
+    assert base.rev == measured and f"the workloads at {measured[:10]}" in found.note
+    assert "items=1" in (Path(base.code) / "stages" / "workloads" / "tagged.py").read_text()
+
+
 @pytest.mark.slow
 def test_the_other_arm_runs_its_revisions_workload_with_this_harness(repo):
     """The worker imports `stages` from this harness and the workload from the checkout."""

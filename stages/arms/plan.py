@@ -132,14 +132,18 @@ def _rebuilt_baseline(cfg: Config, log, root: Path, build: bool = True) -> Plan:
                         "recorded by an older torchgate)")
     env = _environments(cfg, commit, base_env, base_matter, now_matter, root)
     packages_differ = bool(env.changes)
-    base_workloads = _workloads_at(commit, cfg, root)
-    code_differs = (checkout.differs(commit, workload_paths(cfg.workloads, root), root)
+    # The code the baseline's reports measured: the commit that last wrote them, not `rev`,
+    # which may hold newer code committed before its run (a commit, then `dvc repro`).
+    measured = git.commits_touching(commit, (cfg.reports / "bench").as_posix(), 1, root)
+    code_at = measured[0] if measured else commit
+    base_workloads = _workloads_at(code_at, cfg, root)
+    code_differs = (checkout.differs(code_at, workload_paths(cfg.workloads, root), root)
                     or _specs(base_workloads, cfg) != _specs(cfg.workloads, cfg))
     moved = environment_moved(base_env.env, here.env)
     unchanged = not (packages_differ or code_differs or moved)
     if not (packages_differ or code_differs) and cfg.baseline.measure == "auto":
         return Plan((NOW_ARM,), f"Timings compare with the baseline's recorded numbers: its "
-                            f"packages and workload code are this run's ({short(commit)})"
+                            f"packages and workload code are this run's ({short(code_at)})"
                     + (f"; its environment is not: {_listed(moved)} changed, which can move "
                        "a timing." if moved else "."), unchanged=unchanged)
     if not build:
@@ -152,7 +156,7 @@ def _rebuilt_baseline(cfg: Config, log, root: Path, build: bool = True) -> Plan:
         python = _materialise(cfg, spec, cache, log)
     code = None
     if code_differs:
-        code, _ = _checkout(cfg, commit, cache, log, root)
+        code, _ = _checkout(cfg, code_at, cache, log, root)
     shown = ", ".join(env.changes[:3]) + (f" and {len(env.changes) - 3} more"
                                           if len(env.changes) > 3 else "")
     changed = (f"its packages ({shown}) and workload code differ from this run's"
@@ -161,12 +165,12 @@ def _rebuilt_baseline(cfg: Config, log, root: Path, build: bool = True) -> Plan:
                else "its workload code differs from this run's" if code_differs
                else "its packages and workload code are this run's (baseline.measure=rebuild)")
     torch = env.base.get("torch")
-    baseline = (Arm("baseline", python, code, commit, base_workloads, spec) if code_differs
+    baseline = (Arm("baseline", python, code, code_at, base_workloads, spec) if code_differs
                 else Arm("baseline", python, venv=spec))   # the same workloads: this tree's
     return Plan((baseline, NOW_ARM),
                 f"Timings compare with the baseline measured again beside this run, in "
                 f"lock-step pairs: {changed}; the baseline arm runs "
-                f"torch {torch}" + (f" and the workloads at {short(commit)}" if code_differs
+                f"torch {torch}" + (f" and the workloads at {short(code_at)}" if code_differs
                                     else "") + "." + env.note, rebuilt=True)
 
 
