@@ -157,3 +157,44 @@ def test_the_processes_a_look_asks_for_decide_more_at_no_cost_in_false_regressio
             assert new.get(Verdict.EQUIVALENT, 0) >= old.get(Verdict.EQUIVALENT, 0) + 0.15
     else:
         assert new.get(Verdict.REGRESSED, 0) >= old.get(Verdict.REGRESSED, 0) + 0.05
+
+
+def _funded(cfg, walls: dict[str, float], wanted, left_s: float, arms=None):
+    from stages.core.records.schema import BenchProcess, ModeTiming
+    from stages.launch.cells import NOW, CellRun, fund
+    run = CellRun(cfg, cfg.cells()[0], "bench", arms=arms or NOW)
+    for arm in run.arms:
+        for name, wall in walls.items():
+            run.results[arm.name][name] = [BenchProcess("OK", wall_s=wall, modes={
+                "eager": ModeTiming("OK", steady_s=(1e-3,) * 3)})] * 4
+    return fund(run, wanted, left_s)
+
+
+def _undecided(workload: str, metric: str):
+    from stages.core.records.schema import Pending
+    return Pending(workload, "eager", metric, Verdict.INCONCLUSIVE, 1.05, 0.95, 1.15), 8
+
+
+def test_the_budget_goes_to_the_steady_state_before_a_cheaper_first_call():
+    cfg = config.parse({**RAW, "workload": {"a": {"_target_": "x.a"}, "b": {"_target_": "x.b"}}})
+    wanted = [_undecided("a", "steady_s"), _undecided("b", "first_call_s")]
+    # 4 more rounds of a cost 40 s, of b 8 s: the budget affords one of them
+    assert _funded(cfg, {"a": 10.0, "b": 2.0}, wanted, 40.0) == {"a": (4, {"eager"})}
+
+
+def test_the_budget_goes_first_to_the_workloads_whose_code_the_arms_differ_in(tmp_path,
+                                                                             monkeypatch):
+    from stages.core.records.job import NOW_ARM, Arm
+    cfg = config.parse({**RAW, "workload": {
+        "same": {"_target_": "stages.workloads.same.build"},
+        "edited": {"_target_": "stages.workloads.edited.build"}}})
+    for root, edit in ((tmp_path / "base", "1"), (tmp_path / "now", "2")):
+        (root / "stages" / "workloads").mkdir(parents=True)
+        (root / "stages/workloads/same.py").write_text("def build(): pass\n")
+        (root / "stages/workloads/edited.py").write_text(f"def build(): return {edit}\n")
+    monkeypatch.chdir(tmp_path / "now")
+    arms = (Arm("baseline", code=str(tmp_path / "base"), workloads=cfg.workloads), NOW_ARM)
+    wanted = [_undecided("same", "steady_s"), _undecided("edited", "steady_s")]
+    # 4 more lock-step rounds of two processes, 5 s each: 40 s a workload
+    assert _funded(cfg, {"same": 5.0, "edited": 5.0}, wanted, 40.0, arms) == {
+        "edited": (4, {"eager"})}

@@ -56,8 +56,11 @@ confirmed with a fresh batch, which a noisy bimodal cell whose few processes hap
 between its modes does not survive), the bench stage adds worker processes for that workload
 and mode and looks again, at most `bench.max_looks` times: an undecided timing gets the
 processes its look says would decide it (the "~N processes to decide" of its note), at least a
-batch and at most `bench.max_processes`, the units those can decide first, the cheapest first,
-as many as the budget affords; one left undecided says how many more would decide it, what
+batch and at most `bench.max_processes`. The budget goes first to the workloads a change can
+have moved (in lock-step of one interpreter, those whose configuration or module source the
+arms differ in; after an upgrade, every one), then to confirmations, then to the units those
+processes can decide, the steady state before first call and warm-up, the cheapest first, as
+many as the budget affords; one left undecided says how many more would decide it, what
 they would take in wall time and which limit kept them out (simulated in
 tests/test_adaptive.py: an unchanged unit EQUIVALENT 0.66 → 0.95 of the time where a fixed
 batch was added, false REGRESSED unchanged). The

@@ -16,11 +16,13 @@ import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Callable
 
 from stages.core import scratch
 from stages.core.config import Cell, Config
 from stages.core.config.settings import WorkloadSpec
+from stages.core.config.targets import module_paths
 from stages.core.errors import UserError, clip
 from stages.core.machine import usable_cores
 from stages.core.records.cost import process_seconds
@@ -339,13 +341,39 @@ def wanted_more(have: int, needed: int | None, batch: int, most: int) -> int:
     return max(0, min(target, most) - have)
 
 
+def could_have_changed(run: CellRun) -> set[str] | None:
+    """The workloads whose timings the arms' difference can have moved: those whose
+    configuration or module source differs between the arms' revisions; None (every one)
+    where the arms' interpreters differ (an upgrade) or one arm is measured. A helper module
+    that workloads share is not read: its change leaves them later in the queue, still in it."""
+    if len(run.arms) < 2 or len({arm.python for arm in run.arms}) > 1:
+        return None
+    base, now = run.arms[0], run.arms[-1]
+    return {name for name in run.cfg.workloads
+            if (a := spec_for(base, run.cfg, name)) is None
+            or (b := spec_for(now, run.cfg, name)) is None
+            or to_data(a) != to_data(b) or _source(base, a) != _source(now, b)}
+
+
+def _source(arm: Arm, spec: WorkloadSpec) -> list[bytes]:
+    root = Path(arm.code) if arm.code else Path(".")
+    found = []
+    for path in module_paths(spec.target, root):
+        files = [root / path] if (root / path).is_file() else sorted((root / path).rglob("*.py"))
+        found += [f.read_bytes() for f in files]
+    return found
+
+
 def fund(run: CellRun, wanted: list[Wanted], left_s: float) -> dict[str, tuple[int, set]]:
-    """workload -> (rounds to add, the modes they run), within `left_s` of wall time:
-    regressions' confirmations first, then the undecided units that bench.max_processes lets
-    decide, then the others, each group the cheapest first (`wanted_more` each; as many as
-    the budget left affords). So the budget goes first where more processes can decide, and
-    the judge says what deciding the rest would cost (judge.adaptive)."""
+    """workload -> (rounds to add, the modes they run), within `left_s` of wall time. First
+    the workloads the arms' difference can have moved (`could_have_changed`), then the rest;
+    within each, regressions' confirmations, then the undecided units that
+    bench.max_processes lets decide, then the others; within those the steady state before
+    first call and warm-up, each the cheapest first (`wanted_more` each; as many as the
+    budget left affords). So the budget goes first where a change can be and more processes
+    can decide, and the judge says what deciding the rest would cost (judge.adaptive)."""
     bench = run.cfg.bench
+    changed = could_have_changed(run)
     asks = []
     for unit, needed in wanted:
         if unit.metric == "first_call_s" and any(
@@ -356,11 +384,12 @@ def fund(run: CellRun, wanted: list[Wanted], left_s: float) -> dict[str, tuple[i
                            bench.max_processes)
         group = 0 if needed is None else 1 if needed <= bench.max_processes else 2
         if more:
-            asks.append((group, more * process_cost(run, unit.workload, {unit.mode}), unit,
-                         more))
+            asks.append(((changed is not None and unit.workload not in changed, group,
+                          unit.metric != "steady_s",
+                          more * process_cost(run, unit.workload, {unit.mode})), unit, more))
     plan: dict[str, tuple[int, set]] = {}
     spent = 0.0
-    for _, _, unit, more in sorted(asks, key=lambda a: a[:2]):
+    for _, unit, more in sorted(asks, key=lambda a: a[0]):
         n, modes = plan.get(unit.workload, (0, set()))
         before = n * process_cost(run, unit.workload, modes)
         modes = modes | {unit.mode}
