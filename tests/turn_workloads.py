@@ -1,4 +1,5 @@
 """Workloads that leave a trace of when they ran: each call appends its tag to a file."""
+import hashlib
 import threading
 import time
 
@@ -8,11 +9,14 @@ from stages.workloads import Workload
 
 
 def logged(*, device, dtype, compile, seed, path, tag, hang_on_call=0, spin=False):
-    """`spin`: a thread that never rests, as OpenMP threads that spin after their work do."""
+    """`spin`: a thread that never rests, as OpenMP threads that spin after their work do
+    (hashing a megabyte at a time, which releases the GIL: the step's own turns stay fast)."""
     x = torch.ones(4, device=device, dtype=dtype)
     calls = 0
     if spin:
-        threading.Thread(target=lambda: [None for _ in iter(int, 1)], daemon=True).start()
+        block = bytes(1 << 20)
+        threading.Thread(target=lambda: [hashlib.sha256(block) for _ in iter(int, 1)],
+                         daemon=True).start()
 
     def step():
         nonlocal calls
