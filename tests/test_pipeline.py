@@ -258,9 +258,10 @@ def test_a_pull_request_is_measured_beside_its_baseline_in_lock_step(project):
     assert counted["verdict"] == "REGRESSED" and 1.8 < counted["now"] / counted["base"] < 2.2
     [again] = record["ab"]["baseline"]["workloads"]["chain"]["counts"]
     assert len(record["workloads"]["chain"]["counts"]) == 1
-    # the baseline's code counted again, in another process and arm: well inside the 1 % band
+    # the baseline's code counted again, in another process and arm (another checkout's
+    # paths): inside half the 1 % band (0.31 % seen on a CI runner for this small count)
     a, b = (c["modes"]["eager"]["instructions"] for c in (first, again))
-    assert abs(b / a - 1) < 2e-3, (a, b)
+    assert abs(b / a - 1) < 5e-3, (a, b)
     summary = read("reports/test-box/summary.md")
     assert "measured again" in summary
     assert "**REGRESSED** host instructions per call" in summary
