@@ -9,12 +9,16 @@ Writes <reports>/compare.md (every verdict, decided over the whole run: judge/__
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from stages.core import cli
-from stages.core.baseline import load_env_pair, load_run
-from stages.core.errors import one_line_errors
-from stages.core.records import write_record, write_text
+from stages.core.baseline import KINDS, git, load_current, load_env_pair, load_run
+from stages.core.errors import UserError, one_line_errors
+from stages.core.records import load_record, write_record, write_text
+from stages.core.records.inputs import RunInputs, pair
+from stages.core.records.rows import CompareRecord
+from stages.core.records.schema import EnvRecord
 from stages.judge.environment import diff, hardware_changes, hardware_first
 from stages.judge.run import compare_run
 from stages.render.environment import render_md
@@ -47,6 +51,47 @@ def env_page(rev: str, reports: Path) -> str:
         return "hardware changed: timings not comparable"
     count = len(diff(base.env, env))
     return f"{count} field(s) changed against the baseline" if count else "no change"
+
+
+def _record_file(path: Path) -> tuple[str, object, EnvRecord | None]:
+    """(stage, record, the environment recorded beside it): a bench or numerics record, and
+    `<machine folder>/env/env.json` where it lies in a machine's reports."""
+    text = path.read_text(encoding="utf-8") if path.is_file() else None
+    if text is None:
+        raise UserError(f"{path} is not a file, nor a revision of this repository")
+    try:
+        kind = json.loads(text).get("kind")
+    except (ValueError, AttributeError):
+        kind = None
+    if kind not in KINDS:
+        raise UserError(f"{path} is not a torchgate bench or numerics record (a "
+                        "reports/<machine>/bench/<cell>.json or numerics/<cell>.json)")
+    env = path.parent.parent / "env" / "env.json"
+    return kind, load_record(path, KINDS[kind]), load_current(env, EnvRecord)
+
+
+def compare_two(cfg, base: str, now: str, reports: Path) -> CompareRecord:
+    """Two runs compared as the compare stage compares a run with its baseline, with `cfg`'s
+    statistics: two record files (bench or numerics, of one cell; each with the
+    environment recorded beside it), or two revisions of this machine's `reports` (every
+    cell `now` holds, against `base`'s, its history included)."""
+    if Path(base).is_file() or Path(now).is_file():
+        (stage, b, env_b), (stage_n, n, env_n) = map(_record_file, map(Path, (base, now)))
+        if (stage, b.cell) != (stage_n, n.cell):
+            raise UserError(f"{base} is {stage} {b.cell}, {now} is {stage_n} {n.cell}: compare "
+                            "one stage's record of one cell")
+        inputs = RunInputs(base, base, {(stage, n.cell): pair(n, b)}, env_n, env_b)
+        return compare_run(cfg, inputs)
+    commits = [git.resolve_rev(rev, setting=name) for rev, name in ((base, "BASE"),
+                                                                     (now, "NOW"))]
+    cells = sorted({name.removesuffix(".json") for stage in KINDS
+                    for name in git.names_in(commits[1], reports / stage)
+                    if name.endswith(".json")})
+    if not cells:
+        raise UserError(f"{now} holds no records in {reports}/: name a commit that brought a "
+                        "run of this machine (git log -- reports/), or --machine another")
+    return compare_run(cfg, load_run(commits[0], cells, reports=reports, now_rev=commits[1],
+                                     history_runs=cfg.stats.history_runs))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -5,6 +5,7 @@ import dataclasses
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -231,7 +232,7 @@ def test_a_red_gate_leaves_this_runs_summary_and_nothing_comparable_fails(projec
 
     select(project, 2.0)                                   # the outputs move: drift REGRESSED
     red = dvc("repro", "gate", check=False)                # the gate and its inputs
-    assert red.returncode != 0
+    assert red.returncode == 255                           # DVC's code for a failed stage
     assert re.search(r"torchgate gate: failed: (\d+ REGRESSED)", red.stderr), red.stderr
     order = [m.group(1) for m in re.finditer(r"Running stage '([\w@-]+)'", red.stdout)]
     assert order[-3:] == ["report", "history", "gate"], order     # the gate last
@@ -239,12 +240,20 @@ def test_a_red_gate_leaves_this_runs_summary_and_nothing_comparable_fails(projec
     assert "**REGRESSED** `cpu-fp32` scaled eager drift vs baseline" in page
     assert re.search(r"\): \*\*failed\*\*: \d+ REGRESSED", page), page
     again = dvc("repro", check=False)                      # red until something changes
-    assert again.returncode != 0 and "Running stage 'gate'" in again.stdout
+    assert again.returncode == 255 and "Running stage 'gate'" in again.stdout
     assert "Running stage 'report'" not in again.stdout
 
-    # Accept that run, then pretend its baseline came from another CPU.
+    # Accept that run: `torchgate compare` of the two committed runs gives compare.md's verdicts.
     git("add", "-A", cwd=project)
     git("commit", "-qm", "scale 2", cwd=project)
+    both = subprocess.run([Path(sys.executable).with_name("torchgate"), "compare", "HEAD~1",
+                           "HEAD"], capture_output=True, text=True, cwd=project, check=True)
+    def verdicts(page):
+        return [line for line in page.splitlines() if line.startswith(("| ", "**"))]
+    committed = verdicts((project / "reports/test-box/compare.md").read_text())
+    assert verdicts(both.stdout) == committed and any("REGRESSED" in v for v in committed)
+
+    # Then pretend its baseline came from another CPU.
     commit_baseline_from_another_cpu(project)
     for name in ("compare", "report"):
         run_module(f"stages.{name}")

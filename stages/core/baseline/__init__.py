@@ -50,24 +50,31 @@ def _baseline_or_note(commit, path: Path, cls, notes: list[str], root: Path) -> 
 
 def load_run(rev: str | None, cells: list[str], stages: tuple[str, ...] = ("bench", "numerics"),
              given: dict | None = None, *, reports: Path, root: Path = Path("."),
-             current: bool = True, history_runs: int = 0) -> RunInputs:
+             current: bool = True, history_runs: int = 0, now_rev: str | None = None
+             ) -> RunInputs:
     """Read the named cells of the named stages; `given` maps (stage, cell) to a record not
     yet on disk (a stage renders its own diff before writing); current=False reads only the
     baseline (a stage about to measure: the file on disk is the previous run's);
     history_runs: how many committed bench runs per cell to read for the run-to-run
-    variance; rev None: no baseline (compared_commit)."""
+    variance; rev None: no baseline (compared_commit); now_rev: this run as committed there,
+    not the workspace's (two committed runs compared)."""
     given = given or {}
     commit = git.resolve_rev(rev, root) if rev is not None else None
+    now_commit = git.resolve_rev(now_rev, root, "the run to compare") if now_rev else None
+
+    def now_record(path: Path, cls: type) -> Any:
+        return load_baseline(now_commit, path, cls, root) if now_rev else load_current(path,
+                                                                                        cls)
     found = RunInputs(rev, commit)
     env_path = reports / "env" / "env.json"
-    found.env_now = load_current(env_path, EnvRecord)
+    found.env_now = now_record(env_path, EnvRecord)
     found.env_base = _baseline_or_note(commit, env_path, EnvRecord, found.notes, root)
     found.base_cells = tuple(n.removesuffix(".json") for n in git.names_in(
         commit, reports / "bench", root) if n.endswith(".json"))
     for stage in stages:
         for cell in cells:
             path = reports / stage / f"{cell}.json"
-            now = given.get((stage, cell)) or (load_current(path, KINDS[stage]) if current
+            now = given.get((stage, cell)) or (now_record(path, KINDS[stage]) if current
                                                else None)
             base = None
             if needs_recorded(now):

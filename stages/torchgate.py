@@ -1,0 +1,78 @@
+"""The `torchgate` command: the tools around the pipeline under one name.
+
+    torchgate compose [OVERRIDE ...]      params.yaml from conf/ (python -m stages.compose)
+    torchgate lock                        this machine's lock, conf/env/<machine>.txt
+    torchgate selfcheck                   false alarms and power of this machine's timings
+    torchgate comment                     the pull-request comment of this machine's run
+    torchgate cache [--evict ...]         the rebuilt arms' cache (python -m stages.arms.cache)
+    torchgate gate                        pass or fail this run on gate.fail_on
+    torchgate compare BASE NOW            two runs' verdicts: two commits of this machine's
+                                          reports, or two record files
+
+`dvc repro` runs the stages themselves; each tool here is also `python -m stages.<name>`, and
+`torchgate <tool> --help` says its options.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+
+TOOLS = {"compose": "stages.compose", "lock": "stages.lock", "selfcheck": "stages.selfcheck",
+         "comment": "stages.comment", "cache": "stages.arms.cache", "gate": "stages.gate"}
+
+
+def compare(argv: list[str]) -> None:
+    """`torchgate compare BASE NOW`: the verdict table compare.md would hold for NOW against
+    BASE, on stdout; exit 1 with --gate when gate.fail_on fails it."""
+    from stages.core import cli
+    parser = argparse.ArgumentParser(
+        prog="torchgate compare", description=(
+            "Compare two runs as the pipeline's compare stage does and print the verdict "
+            "table it writes to compare.md. BASE and NOW: two revisions of this machine's "
+            "reports (a branch, tag or commit that brought a run: `git log -- "
+            "reports/<machine>/`), or two record files (reports/<machine>/bench/<cell>.json "
+            "or numerics/<cell>.json, of one cell; the env/env.json beside each is read)."))
+    parser.add_argument("base", metavar="BASE")
+    parser.add_argument("now", metavar="NOW")
+    parser.add_argument("--params", default="params.yaml",
+                        help="the statistics and settings to judge with (default params.yaml)")
+    parser.add_argument("--machine", help="whose reports, for two revisions (default "
+                                          "machine.name of --params)")
+    parser.add_argument("--gate", action="store_true",
+                        help="exit 1 when the verdicts hold what gate.fail_on lists")
+    args = parser.parse_args(argv)
+    from stages.compare import compare_two
+    from stages.core.errors import one_line_errors
+    from stages.judge.gate import gate_failures
+    from stages.render.verdicts import page
+    with one_line_errors("compare"):
+        cfg = cli.load(argparse.Namespace(params=args.params))
+        reports = Path("reports", args.machine) if args.machine else cfg.reports
+        result = compare_two(cfg, args.base, args.now, reports)
+        print(page(result, f"torchgate compare {args.base} {args.now}"))
+        failures = gate_failures(result, cfg.gate.fail_on) if args.gate else []
+        for reason in failures:
+            print(f"torchgate compare: failed: {reason}", file=sys.stderr)
+    if failures:
+        raise SystemExit(1)
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        raise SystemExit(0 if argv else 2)
+    tool, rest = argv[0], argv[1:]
+    if tool == "compare":
+        return compare(rest)
+    if tool not in TOOLS:
+        print(f"torchgate: error: no tool {tool!r}; the tools: "
+              f"{', '.join([*TOOLS, 'compare'])} (torchgate --help)", file=sys.stderr)
+        raise SystemExit(2)
+    importlib.import_module(TOOLS[tool]).main(rest)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""The README's words checked against the code: every configuration its commands (and
+conf/config.yaml's examples) select composes and loads, its record versions are the code's,
+and its summary excerpt is what the report stage prints. The quick start is CI's install
+(test_ci.py); the upgrade workflow runs line by line in test_pipeline.py."""
+from __future__ import annotations
+
+import importlib.util
+import re
+import shlex
+
+import pytest
+
+from stages.compose import compose
+from stages.core import config
+from stages.core.records import SCHEMA
+
+from .projects import ROOT
+
+_spec = importlib.util.spec_from_file_location("install_commands",
+                                               ROOT / ".ci" / "install_commands.py")
+install_commands = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(install_commands)
+
+DOCS = ("README.md", "reports/README.md")
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+
+
+def shell_blocks(name: str) -> list[str]:
+    return [body for kind, body in FENCE.findall((ROOT / name).read_text(encoding="utf-8"))
+            if kind in ("bash", "sh", "shell", "console")]
+
+
+def selections() -> list[tuple[str, tuple[str, ...]]]:
+    """(where, overrides) of every `dvc exp run -S` and `torchgate compose` in the docs'
+    command blocks and conf/config.yaml's comment examples; a line with a shell expansion
+    or a placeholder (`$(...)`, `<name>`) is left out."""
+    texts = [(name, block) for name in DOCS for block in shell_blocks(name)]
+    texts.append(("conf/config.yaml", "\n".join(
+        line.lstrip("#").split("  ")[1] for line in
+        (ROOT / "conf/config.yaml").read_text(encoding="utf-8").splitlines()
+        if re.match(r"^#\s+(dvc exp run|torchgate compose) ", line))))
+    found = []
+    for where, text in texts:
+        for words in install_commands.commands(text):
+            if words[:3] == ["dvc", "exp", "run"]:
+                overrides = [v for flag, v in zip(words, words[1:]) if flag in ("-S",
+                                                                                 "--set-param")]
+            elif words[:2] == ["torchgate", "compose"]:
+                overrides = words[2:]
+            else:
+                continue
+            if overrides and not any(re.search(r"[$<>]", o) for o in overrides):
+                found.append((where, tuple(overrides)))
+    return sorted(set(found))
+
+
+def test_the_docs_select_configurations_at_all():
+    chosen = selections()
+    assert len(chosen) >= 8, chosen
+    assert ("README.md", ("matrix=smoke",)) in chosen
+
+
+@pytest.mark.parametrize("where, overrides", selections(),
+                         ids=lambda v: " ".join(v) if isinstance(v, tuple) else v)
+def test_each_configuration_the_docs_select_composes_and_loads(tmp_path, where, overrides):
+    """What a user pastes from the docs is a configuration torchgate accepts (a bad Hydra
+    override, a key or choice that is gone, a value the typed layer refuses fails here)."""
+    params = tmp_path / "params.yaml"
+    compose(params, list(overrides))
+    config.load(params)
+
+
+def test_the_record_versions_the_readme_names_are_the_codes():
+    text = " ".join((ROOT / "reports/README.md").read_text(encoding="utf-8").split())
+    named = re.search(r"its own `schema_version` \(([^)]*)\)", text).group(1)
+    assert dict((k, int(v)) for k, v in (part.split() for part in named.split(", "))) == SCHEMA
+
+
+def test_a_shell_line_of_the_docs_is_one_the_shell_parses():
+    """Unclosed quotes, unquoted brackets zsh globs (`-S precision=[fp32]`)."""
+    for name in DOCS:
+        for block in shell_blocks(name):
+            for line in block.replace("\\\n", " ").splitlines():
+                shlex.split(line, comments=True)
+                assert not re.search(r"(^|\s)-S\s+[^'\"\s]*\[", line), (name, line)

@@ -1,0 +1,79 @@
+"""The `torchgate` command (stages/torchgate.py): the tools under one name, and `compare` of
+two record files. Two committed runs compared as compare.md did: tests/test_gate.py."""
+from __future__ import annotations
+
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stages import torchgate
+from stages.core.records import write_record
+
+from .projects import ROOT
+from .records import bench, process
+
+PARAMS = str(ROOT / "params.yaml")
+
+
+def written(folder: Path, steady: float, seed: int, cell: str = "c") -> Path:
+    """A machine's bench record of cell `cell`: 6 processes of workload `w` at `steady` s."""
+    rng = random.Random(seed)
+    record = bench({"w": [process(steady * rng.uniform(0.98, 1.02), rng=rng)
+                          for _ in range(6)]})
+    path = folder / "reports/m/bench" / f"{cell}.json"
+    write_record(path, record.__class__(**{**record.__dict__, "cell": cell}))
+    return path
+
+
+def test_compare_two_record_files_prints_the_verdict_table(tmp_path, capsys):
+    base, now = written(tmp_path / "a", 1e-3, 0), written(tmp_path / "b", 1.3e-3, 1)
+    torchgate.main(["compare", str(base), str(now), "--params", PARAMS])
+    out = capsys.readouterr().out
+    assert out.startswith(f"# torchgate compare {base} {now}")
+    row = next(line for line in out.splitlines() if "| steady_s |" in line)
+    change = re.search(r"\| ([+-][\d.]+) % \[", row)
+    assert row.startswith("| REGRESSED |") and 20 < float(change.group(1)) < 40, row
+
+
+def test_compare_with_gate_exits_1_on_what_gate_fail_on_lists(tmp_path, capsys):
+    base, now = written(tmp_path / "a", 1e-3, 0), written(tmp_path / "b", 1.3e-3, 1)
+    with pytest.raises(SystemExit) as stop:
+        torchgate.main(["compare", str(base), str(now), "--params", PARAMS, "--gate"])
+    assert stop.value.code == 1
+    assert "torchgate compare: failed: 1 REGRESSED" in capsys.readouterr().err
+    same = written(tmp_path / "c", 1e-3, 2)
+    torchgate.main(["compare", str(base), str(same), "--params", PARAMS, "--gate"])
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda t: (written(t / "a", 1e-3, 0), written(t / "b", 1e-3, 1, cell="d")),
+     "is bench c, "),
+    (lambda t: (written(t / "a", 1e-3, 0), t / "nowhere.json"),
+     "is not a file, nor a revision of this repository"),
+    (lambda t: (written(t / "a", 1e-3, 0), (t / "x.json", (t / "x.json").write_text("{}"))[0]),
+     "is not a torchgate bench or numerics record"),
+])
+def test_compare_of_what_cannot_be_compared_is_one_line(tmp_path, capsys, make, message):
+    base, now = make(tmp_path)
+    with pytest.raises(SystemExit) as stop:
+        torchgate.main(["compare", str(base), str(now), "--params", PARAMS])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and len(err) == 1 and message in err[0], err
+
+
+def test_the_console_script_names_its_tools_and_refuses_an_unknown_one():
+    script = Path(sys.executable).with_name("torchgate")      # pip install -e . writes it
+    listed = subprocess.run([str(script), "--help"], capture_output=True, text=True)
+    assert listed.returncode == 0
+    for tool in (*torchgate.TOOLS, "compare"):
+        assert f"torchgate {tool}" in listed.stdout
+    wrong = subprocess.run([str(script), "composee"], capture_output=True, text=True)
+    assert wrong.returncode == 2 and wrong.stderr.startswith(
+        "torchgate: error: no tool 'composee'; the tools: compose, lock"), wrong.stderr
+    helped = subprocess.run([str(script), "gate", "--help"], capture_output=True, text=True,
+                            cwd=ROOT)
+    assert helped.returncode == 0 and "gate.fail_on" in helped.stdout
