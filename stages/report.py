@@ -1,5 +1,6 @@
 """Stage `report`: <reports>/summary.md, the page a reviewer reads first (with what the gate stage
-will decide), and <reports>/metrics.json, a small flat file for `dvc metrics diff`.
+will decide), <reports>/metrics.json, what the run decided, for `dvc metrics diff`, and
+<reports>/numbers.json, the medians the pages show.
 
     python -m stages.report
 
@@ -29,7 +30,7 @@ from stages.judge.environment import diff, hardware_key
 from stages.judge.gate import gate_failures
 from stages.judge.summary import summarize
 from stages.judge.sweeps import decide
-from stages.render.metrics import metrics, verdicts
+from stages.render.metrics import decided, numbers
 from stages.render.plots import CAPTIONS, pictures, plot_data
 from stages.render.summary import summary
 from stages.render.sweeps import sweep_pictures, sweeps_section
@@ -56,15 +57,15 @@ def main(argv: list[str] | None = None) -> None:
         base_commit = compared_commit(cfg.baseline.rev, list(bench), reports=args.reports)
         now, base, why = load_env_pair(base_commit, args.reports)
         recorded = load_run(base_commit, list(bench), ("bench",), reports=args.reports)
-        # Each unit's numbers, once: the summary, metrics.json, the pictures and the sweeps
+        # Each unit's numbers, once: the summary, numbers.json, the pictures and the sweeps
         # read these, never the records.
         summaries = {cell: summarize(cell, record, prices[cell], cfg.compare.busy_share,
                                      recorded.pairs["bench", cell].base)
                      for cell, record in bench.items()}
         env = now.env if now is not None else None
-        write_text(args.reports / "metrics.json", dumps(metrics(
+        write_text(args.reports / "numbers.json", dumps(numbers(
             summaries, numerics, compare, hardware_key(env) if env else None)))
-        write_text(args.reports / "verdicts.json", dumps(verdicts(
+        write_text(args.reports / "metrics.json", dumps(decided(
             compare, gate_failures(compare, cfg.gate.fail_on))))
         # Each sweep's recommendation, decided once, like any timing.
         decided = dict(alpha=cfg.stats.alpha, delta=cfg.stats.delta.steady_s)
@@ -78,8 +79,8 @@ def main(argv: list[str] | None = None) -> None:
                                                         cfg.gate.fail_on, summaries, images, env,
                                                         sweeps_section(sweeps, cfg.recommend,
                                                                        curves, **decided)))
-        print(f"torchgate report: wrote {args.reports / 'summary.md'}, metrics.json and "
-              f"{len(images) + len(curves)} picture(s) in {args.reports / PICTURES / PAGE}")
+        print(f"torchgate report: wrote {args.reports / 'summary.md'}, metrics.json, numbers.json "
+              f"and {len(images) + len(curves)} picture(s) in {args.reports / PICTURES / PAGE}")
 
 
 def write_plots(reports: Path, summaries: dict, compare: CompareRecord, sweeps: dict,

@@ -126,7 +126,7 @@ def test_a_count_lost_is_never_green():
     assert row(missing, missing) is None
 
 
-def test_the_summary_and_metrics_json_carry_the_count_and_time_says_its_part():
+def test_the_summary_and_numbers_json_carry_the_count_and_time_says_its_part():
     now = with_counts(counted({"eager": 123_456}))
     summary = summarize("c", now, None, BUSY)
     assert summary.unit("w", "eager").value("instructions") == 123_456

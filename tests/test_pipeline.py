@@ -3,6 +3,7 @@ git repository, with a workload from the user's own module, one that raises, and
 is not present."""
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from stages.core import machine
 from stages.core.records import kept
 
 from .projects import (
+    ROOT,
     commit_baseline_from_another_cpu,
     dvc,
     enter_project,
@@ -22,6 +24,7 @@ from .projects import (
     run_module,
 )
 from .test_env_packages import dist
+from .venvs import child_venv
 
 USER_MODULE = '''
 import torch
@@ -73,7 +76,7 @@ def test_dvc_repro_twice_with_a_baseline(nested, monkeypatch):
     assert "bench@cpu-fp32" in first.stdout and "bench@cuda-fp32" in first.stdout
     for path in ["env/env.json", "env/env.md", "bench/cpu-fp32.json", "bench/cpu-fp32.md",
                  "bench/cuda-fp32.json", "numerics/cpu-fp32.json", "numerics/cpu-fp32.md",
-                 "compare.md", "compare.json", "summary.md", "metrics.json"]:
+                 "compare.md", "compare.json", "summary.md", "metrics.json", "numbers.json"]:
         assert (project / "reports/test-box" / path).stat().st_size > 0, path
     summary = read("reports/test-box/summary.md")
     assert "No baseline yet" in summary and "Commit `reports/`" in summary
@@ -85,8 +88,8 @@ def test_dvc_repro_twice_with_a_baseline(nested, monkeypatch):
     assert len(good) == 2 and all(len(p["modes"]["eager"]["steady_s"]) == 3 for p in good)
     samples = [s for p in good for s in p["modes"]["eager"]["steady_s"]]
     assert samples == list(kept(samples))       # 6 significant digits: what git keeps
-    metrics = json.loads(read("reports/test-box/metrics.json"))
-    assert metrics["bench"]["cpu-fp32"]["mine"]["eager"]["steady_ms"] > 0
+    medians = json.loads(read("reports/test-box/numbers.json"))
+    assert medians["bench"]["cpu-fp32"]["mine"]["eager"]["steady_ms"] > 0
 
     again = dvc("repro")   # nothing changed: only the cheap env check runs
     assert "Running stage 'bench" not in again.stdout and "Running stage 'compare" not in again.stdout
@@ -267,19 +270,68 @@ def test_a_pull_request_is_measured_beside_its_baseline_in_lock_step(project):
     assert "**REGRESSED** host instructions per call" in summary
 
 
+def readme_commands(heading: str) -> list[str]:
+    """The lines of the first shell block under the README's `heading`, comments dropped."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8").split(f"\n{heading}\n", 1)[1]
+    block = text.split("```bash\n", 1)[1].split("```", 1)[0]
+    return [line.split("   #")[0].strip() for line in block.splitlines() if line.strip()]
+
+
 @pytest.mark.slow
-def test_an_experiment_runs_on_a_machine_that_no_variable_names(project, monkeypatch):
-    """`dvc exp run -S ...` as a new user types it, without TORCHGATE_MACHINE: DVC composes
-    params.yaml from conf/ itself, and names the machine as `python -m stages.compose` does
-    (the resolver DVC loads from .dvc/config's hydra.plugins_path)."""
+def test_the_readme_upgrade_workflow_line_by_line_where_no_variable_names_the_machine(
+        project, monkeypatch, tmp_path):
+    """The README's upgrade workflow as a new user types it, without TORCHGATE_MACHINE: for
+    `dvc exp run -S` DVC composes params.yaml from conf/ itself, and names the machine as
+    `torchgate compose` does (the resolver DVC loads from .dvc/config's hydra.plugins_path).
+    Replaced, and only that, what cannot run here: the what-if's candidate is another venv of
+    this torch (an A/A: nothing downloaded), and the upgrade's `pip install` is left out."""
     monkeypatch.delenv("TORCHGATE_MACHINE")
     derived = machine.derived_name()
+    small = ["matrix=smoke", "bench.processes=2", "bench.samples=3", "bench.adaptive_budget_s=0",
+             # the mechanics, not the busy rule or the gate: A/A pairs may read either way
+             "compare.busy_share=1", "gate.fail_on=[]"]
+    compose(project / "params.yaml", small, conf=project / "conf")
+    dvc("repro")
     git("add", "-A", cwd=project)
-    git("commit", "-qm", "the pipeline", cwd=project)
-    run = dvc("exp", "run", "-S", "matrix=smoke", "-S", "bench.processes=2", "-S",
-              "bench.samples=3", "-S", "bench.adaptive_budget_s=0", "-S", "compare.busy_share=1")
-    assert "Running stage 'bench@cpu-fp32'" in run.stdout, run.stdout + run.stderr
-    params = yaml.safe_load(read("params.yaml"))
-    assert params["machine"] == {"name": derived, "derived": True}
-    assert (project / "reports" / derived / "summary.md").stat().st_size > 0
-    assert not (project / "reports" / "None").exists()
+    git("commit", "-qm", "baseline", cwd=project)
+    committed = read("params.yaml")
+    assert yaml.safe_load(committed)["machine"] == {"name": derived, "derived": True}
+    python_b = child_venv(tmp_path / "venv-b")
+    bench_json, compare_md = (f"reports/{derived}/bench/cpu-fp32.json",
+                              f"reports/{derived}/compare.md")
+    steps = readme_commands("## The upgrade workflow")
+    for line in steps:
+        if line.startswith("dvc exp run -S 'candidate.pip="):
+            dvc("exp", "run", *[a for o in small for a in ("-S", o)],
+                "-S", f"candidate.python={python_b}")
+            assert yaml.safe_load(read("params.yaml"))["candidate"]["python"] == str(python_b)
+            record = json.loads(read(bench_json))
+            base = record["ab"]["baseline"]["workloads"]["matmul_relu"]["processes"]
+            cand = record["workloads"]["matmul_relu"]["processes"]
+            assert record["ab"]["candidate"]["python"] == str(python_b)
+            assert record["env_candidate"]["python"]["version"]   # the candidate's environment
+            # the arms in lock-step pairs, tested pair by pair
+            assert record["ab"]["interleaved"] and [p["round"] for p in base] == [
+                p["round"] for p in cand] == [0, 1]
+            rows = json.loads(read(f"reports/{derived}/compare.json"))["rows"]
+            steady = next(r for r in rows if r["metric"] == "steady_s")
+            assert steady["change"]["test"] == "paired t"
+            compare = read(compare_md)
+            assert f"candidate `{python_b}`" in compare and "lock-step pairs" in compare
+            assert "A/B environments" in read(f"reports/{derived}/bench/cpu-fp32.md")
+        elif line == "git checkout params.yaml":
+            git("checkout", "params.yaml", cwd=project)
+            assert read("params.yaml") == committed
+        elif line.startswith("pip install ") and line.endswith(" && dvc repro"):
+            run = dvc("repro")                  # the same torch: the recorded numbers again
+            assert "Running stage 'bench@cpu-fp32'" in run.stdout
+            assert json.loads(read(bench_json)).get("ab") is None, "the what-if measured again"
+        elif line.startswith("dvc exp run -S baseline.rev="):
+            continue       # a pull request's: test_a_pull_request_is_measured_beside_...
+        elif line.startswith("git add reports dvc.lock && git commit "):
+            subprocess.run(["bash", "-c", line], cwd=project, check=True, capture_output=True)
+            assert git("status", "--porcelain", cwd=project).stdout == ""   # nothing left over
+        else:
+            pytest.fail(f"the README's upgrade workflow has a line this test does not follow: "
+                        f"{line!r}")
+    assert len(steps) == 5 and not (project / "reports" / "None").exists()

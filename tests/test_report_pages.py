@@ -14,7 +14,7 @@ from stages.judge.environment import hardware_key
 from stages.judge.summary import summarize
 from stages.judge.timings import bench_rows
 from stages.judge.verdicts import finish
-from stages.render.metrics import metrics, verdicts
+from stages.render.metrics import decided, numbers
 from stages.render.numbers import environment_change
 from stages.render.plots import forest, medians, nice_ticks, pictures, plot_data, speedup
 from stages.render.summary import summary
@@ -157,12 +157,17 @@ def test_ticks_are_round_numbers_inside_the_range():
     assert len(fine) >= 3 and all(1.6e-4 <= t <= 4.6e-4 for t in fine)
 
 
-def test_the_verdict_file_is_small_and_says_what_the_gate_decides():
+def test_metrics_json_is_small_and_says_what_the_run_decided():
     now, base, compare = run(NOW, BASE)
-    found = verdicts(compare, ["1 REGRESSED"])
+    found = decided(compare, ["1 REGRESSED"])
     assert found["gate_failed"] == 1 and found["verdicts"]["regressed"] >= 1
-    assert 25 < found["steady_change_pct"]["cpu-fp32"]["slower"]["eager"] < 35
-    flat = metrics(summaries(now), {}, compare, hardware_key(
+    slower = found["changes"]["cpu-fp32"]["slower"]["eager"]
+    assert slower["steady_low_pct"] < slower["steady_change_pct"] < slower["steady_high_pct"]
+    assert 25 < slower["steady_change_pct"] < 35, slower
+    leaves = [v for cell in found["changes"].values() for w in cell.values()
+              for m in w.values() for v in m.values()]
+    assert len(leaves) == 3 * 6          # 3 workloads x 2 modes x (change, low, high)
+    flat = numbers(summaries(now), {}, compare, hardware_key(
         {"hardware": {"cpu_model": "AMD EPYC", "gpu_names": []}, "torch": {"num_threads": 2}}))
     assert flat["hardware"] == {"cpu_model": "AMD EPYC", "gpu_names": "", "torch_threads": 2}
     assert flat["bench"]["cpu-fp32"]["sentinel_loop_ms"] == pytest.approx(20.0)

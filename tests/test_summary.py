@@ -171,7 +171,7 @@ def counting(monkeypatch) -> Counter:
 
 
 def test_the_report_stage_summarizes_each_unit_once(project, monkeypatch):
-    """summary.md, metrics.json, the pictures, their CSV and the sweeps all read one summary
+    """summary.md, numbers.json, the pictures, their CSV and the sweeps all read one summary
     per unit and arm: 3 workloads x 2 modes, this run's arm and the baseline's."""
     compose(project / "params.yaml", ["matrix=smoke", "matrix.modes=[eager,compiled]"],
             conf=project / "conf")
@@ -193,7 +193,7 @@ def test_the_report_stage_summarizes_each_unit_once(project, monkeypatch):
     assert "### `cpu-fp32`" in page and "| a          | eager " in page
     assert (project / "reports/test-box/pictures/summary/steady.png").exists()
     assert "](pictures/summary/steady.png)" in page
-    assert (project / "reports/test-box/metrics.json").exists()
+    assert (project / "reports/test-box/numbers.json").exists()
 
 
 def test_the_history_summarizes_each_unit_of_each_run_once(monkeypatch):

@@ -91,7 +91,7 @@ def test_a_count_its_processes_disagree_on_is_reported_not_judged():
     assert (row.verdict, row.note) == (Verdict.REGRESSED, "aten.mm 100 → 110")
 
 
-def test_the_summary_and_metrics_json_carry_the_count():
+def test_the_summary_and_numbers_json_carry_the_count():
     _, now = _units({}, {MM: 2, RELU: 1})
     summary = summarize("c", now, None, BUSY)
     unit = summary.unit("w", "eager")

@@ -1,12 +1,12 @@
 """Every metric torchgate judges, defined once: what it is, where a mode's record keeps it, how
 its processes are reduced, how it is judged against the baseline, and how pages and
-`metrics.json` name and show it.
+`numbers.json` name and show it.
 
 The rooms derive what they need from this table and name no metric themselves: the default δ
 of each tested metric (`stats.delta`, core.config.settings.Delta), which metrics the judge
 tests and which it counts (judge.timings), the busy-machine rule's phase, the numbers of a
 unit's summary (judge.summary), labels and number formats (render), the flat
-`metrics.json` (render.metrics). A new metric is one `Metric` here and the field of the
+`numbers.json` (render.metrics). A new metric is one `Metric` here and the field of the
 record that holds it.
 
 Rules (judge.timings):
@@ -80,7 +80,7 @@ class Metric:
     reduce: Reduce | None = Reduce.MEDIAN   # for the unit's summary; None: summarized apart
     detail: str | None = None          # the mode's field that says what moved
     new_detail_regresses: bool = False
-    exported: tuple[str, float] | None = None   # metrics.json: its key and scale
+    exported: tuple[str, float] | None = None   # numbers.json: its key and scale
     series: str | None = None          # its series in the record's `gpu` block
     per_process: bool = True           # False: a per-step value that is negligible below δ
     #                                    of the step (an input pipeline's part; judge.steps)

@@ -1,5 +1,9 @@
-"""reports/metrics.json: small and flat, for `dvc metrics diff` (numbers only, rounded so that
-files diff cleanly). Pure."""
+"""A run's numbers as flat files (numbers only, rounded so that files diff cleanly). Pure.
+
+- metrics.json, DVC's metric: what the run decided (the gate, the verdict counts, each
+  unit's tested change with its interval, its counted work's change), a few numbers a unit,
+  what `dvc metrics diff` and `dvc exp show` show readably;
+- numbers.json: the medians per unit that every page shows, for scripts and `git diff`."""
 from __future__ import annotations
 
 from stages.core.metrics import METRICS
@@ -8,7 +12,7 @@ from stages.core.records.schema import NumericsRecord
 from stages.judge.results import CellSummary
 from stages.render.markdown import counts, short_number
 
-# The metrics a unit's summary holds that metrics.json carries: name -> (key, scale).
+# The metrics a unit's summary holds that numbers.json carries: name -> (key, scale).
 EXPORTED = {m.name: m.exported for m in METRICS if m.exported}
 
 
@@ -56,7 +60,7 @@ def verdict_counts(compare: CompareRecord) -> dict[str, int]:
             for v, n in counts(r.verdict for r in compare.findings()).items()}
 
 
-def metrics(bench: dict[str, CellSummary], numerics: dict[str, NumericsRecord],
+def numbers(bench: dict[str, CellSummary], numerics: dict[str, NumericsRecord],
             compare: CompareRecord, hardware: dict | None = None) -> dict:
     """bench: cell -> its judge.summary; numerics: cell -> record; hardware: this run's
     environment's hardware key (judge.environment), which says which series a trend belongs
@@ -74,13 +78,23 @@ def metrics(bench: dict[str, CellSummary], numerics: dict[str, NumericsRecord],
     return out
 
 
-def verdicts(compare: CompareRecord, gate_failures: list[str]) -> dict:
-    """reports/verdicts.json, for `dvc metrics diff --targets reports/verdicts.json`: what the
-    gate decides, the verdict counts and each tested steady state's change in percent."""
+def decided(compare: CompareRecord, gate_failures: list[str]) -> dict:
+    """metrics.json: whether the gate fails, the verdict counts, and per cell, workload and
+    mode the steady state's tested change in percent with its interval (`steady_low_pct`,
+    `steady_high_pct`) and the change of its host instructions; a unit without a tested
+    change has none of these keys."""
     changes: dict = {}
     for r in compare.rows:
-        if r.stage == "bench" and r.metric == "steady_s" and r.change is not None:
-            changes.setdefault(r.cell, {}).setdefault(r.workload, {})[r.mode] = short_number(
-                (r.change.ratio - 1) * 100)
+        if r.stage != "bench" or r.mode is None:
+            continue
+        unit = {}
+        if r.metric == "steady_s" and r.change is not None:
+            unit = {"steady_change_pct": r.change.ratio, "steady_low_pct": r.change.ci_low,
+                    "steady_high_pct": r.change.ci_high}
+        elif r.metric == "instructions" and r.base and r.now is not None:
+            unit = {"instructions_change_pct": r.now / r.base}
+        if unit:
+            changes.setdefault(r.cell, {}).setdefault(r.workload, {}).setdefault(
+                r.mode, {}).update({k: short_number((v - 1) * 100) for k, v in unit.items()})
     return {"gate_failed": int(bool(gate_failures)), "verdicts": verdict_counts(compare),
-            "steady_change_pct": changes}
+            "changes": changes}
