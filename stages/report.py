@@ -30,7 +30,7 @@ from stages.judge.environment import diff, hardware_key
 from stages.judge.gate import gate_failures
 from stages.judge.summary import summarize
 from stages.judge.sweeps import decide
-from stages.render.metrics import decided, numbers
+from stages.render.metrics import decisions, numbers
 from stages.render.plots import CAPTIONS, pictures, plot_data
 from stages.render.summary import summary
 from stages.render.sweeps import sweep_pictures, sweeps_section
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
         env = now.env if now is not None else None
         write_text(args.reports / "numbers.json", dumps(numbers(
             summaries, numerics, compare, hardware_key(env) if env else None)))
-        write_text(args.reports / "metrics.json", dumps(decided(
+        write_text(args.reports / "metrics.json", dumps(decisions(
             compare, gate_failures(compare, cfg.gate.fail_on))))
         # Each sweep's recommendation, decided once, like any timing.
         decided = dict(alpha=cfg.stats.alpha, delta=cfg.stats.delta.steady_s)

@@ -279,7 +279,7 @@ def readme_commands(heading: str) -> list[str]:
 
 @pytest.mark.slow
 def test_the_readme_upgrade_workflow_line_by_line_where_no_variable_names_the_machine(
-        project, monkeypatch, tmp_path):
+        project, monkeypatch, tmp_path_factory):
     """The README's upgrade workflow as a new user types it, without TORCHGATE_MACHINE: for
     `dvc exp run -S` DVC composes params.yaml from conf/ itself, and names the machine as
     `torchgate compose` does (the resolver DVC loads from .dvc/config's hydra.plugins_path).
@@ -296,7 +296,7 @@ def test_the_readme_upgrade_workflow_line_by_line_where_no_variable_names_the_ma
     git("commit", "-qm", "baseline", cwd=project)
     committed = read("params.yaml")
     assert yaml.safe_load(committed)["machine"] == {"name": derived, "derived": True}
-    python_b = child_venv(tmp_path / "venv-b")
+    python_b = child_venv(tmp_path_factory.mktemp("arm") / "venv-b")    # outside the project
     bench_json, compare_md = (f"reports/{derived}/bench/cpu-fp32.json",
                               f"reports/{derived}/compare.md")
     steps = readme_commands("## The upgrade workflow")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import shlex
+import shutil
 
 import pytest
 
@@ -49,7 +50,7 @@ def selections() -> list[tuple[str, tuple[str, ...]]]:
                 overrides = words[2:]
             else:
                 continue
-            if overrides and not any(re.search(r"[$<>]", o) for o in overrides):
+            if overrides and not any(re.search(r"[$<>]|/path/to/", o) for o in overrides):
                 found.append((where, tuple(overrides)))
     return sorted(set(found))
 
@@ -64,10 +65,21 @@ def test_the_docs_select_configurations_at_all():
                          ids=lambda v: " ".join(v) if isinstance(v, tuple) else v)
 def test_each_configuration_the_docs_select_composes_and_loads(tmp_path, where, overrides):
     """What a user pastes from the docs is a configuration torchgate accepts (a bad Hydra
-    override, a key or choice that is gone, a value the typed layer refuses fails here)."""
+    override, a key or choice that is gone, a value the typed layer refuses fails here), with
+    the files the README has the user write beside it (the Ray example's device)."""
+    conf = tmp_path / "conf"
+    shutil.copytree(ROOT / "conf", conf)
+    for name, body in README_WRITES.items():
+        (conf / name).write_text(body)
     params = tmp_path / "params.yaml"
-    compose(params, list(overrides))
+    compose(params, list(overrides), conf=conf)
     config.load(params)
+
+
+# The README's Ray section: "`h100.yaml`: `type: cuda`, `accelerator_type: H100`,
+# `resources: {h100_box: 1}`".
+README_WRITES = {"device/h100.yaml": "h100:\n  type: cuda\n  accelerator_type: H100\n"
+                                     "  resources: {h100_box: 1}\n"}
 
 
 def test_the_record_versions_the_readme_names_are_the_codes():
@@ -83,3 +95,40 @@ def test_a_shell_line_of_the_docs_is_one_the_shell_parses():
             for line in block.replace("\\\n", " ").splitlines():
                 shlex.split(line, comments=True)
                 assert not re.search(r"(^|\s)-S\s+[^'\"\s]*\[", line), (name, line)
+
+
+def excerpt_table() -> list[list[str]]:
+    """The README's summary excerpt: its cell table, as cells."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = text.split("The first run's summary (an excerpt", 1)[1].split("```\n", 1)[1]
+    lines = [line for line in block.split("```", 1)[0].splitlines() if line.startswith("|")]
+    return [[c.strip() for c in line.strip("|").split("|")] for line in lines
+            if not set(line) <= set("|-: ")]
+
+
+SECONDS = {"s": 1.0, "ms": 1e-3, "µs": 1e-6}
+
+
+def test_the_readme_summary_excerpt_has_the_columns_and_digits_the_report_prints():
+    """The columns of a first run of the default matrix on a CPU with valgrind (counted, and
+    `transformer_block`'s tail latency), each number as the summary's formats write it: a stale
+    excerpt fails here."""
+    from stages.render.markdown import nbytes, seconds
+    from stages.render.numbers import _count, _dollars, cell_columns
+    header, *rows = excerpt_table()
+    assert header == cell_columns(tails=True, counted=True)
+    assert rows
+    for row in rows:
+        unit = dict(zip(header, row))
+        assert unit["change [CI]"] == "NEW"
+        for text in (unit["steady state"], unit["warm-up"],
+                     *unit["first call (cold / warm)"].split(" / "),
+                     *filter(None, unit["latency p50 / p99"].split(" / "))):
+            value, scale = text.split()
+            assert seconds(float(value) * SECONDS[scale]) == text, text
+        items = float(unit["items/s"].replace(",", ""))
+        assert _count(items) == unit["items/s"]
+        assert _dollars(float(unit["$ / M items"].lstrip("$"))) == unit["$ / M items"]
+        assert nbytes(float(unit["peak memory"].split()[0]) * 2 ** 20) == unit["peak memory"]
+        assert f"{int(unit['host instructions (change)'].replace(',', '')):,}" == unit[
+            "host instructions (change)"]

@@ -2,24 +2,30 @@
 the EQUIVALENT rows folded, the pictures (real PNGs, drawn the same way twice) and the small
 files for `dvc metrics diff`."""
 import io
+import json
 import random
 import re
 
 import pytest
+import yaml
 from PIL import Image
 
+from stages.core.config.settings import Gate
+from stages.core.records import write_text
 from stages.core.records.rows import CompareRecord
 from stages.core.records.schema import BenchProcess, Sentinel
 from stages.judge.environment import hardware_key
+from stages.judge.gate import gate_failures
 from stages.judge.summary import summarize
 from stages.judge.timings import bench_rows
 from stages.judge.verdicts import finish
-from stages.render.metrics import decided, numbers
+from stages.render.metrics import decisions, numbers
 from stages.render.numbers import environment_change
 from stages.render.plots import forest, medians, nice_ticks, pictures, plot_data, speedup
 from stages.render.summary import summary
 from stages.render.verdicts import table
 
+from .projects import ROOT, dvc, git
 from .records import BUSY, DELTA, bench, mode, process
 
 PRICE = 0.36          # $ per device-hour: 1e-4 $ per second
@@ -159,7 +165,7 @@ def test_ticks_are_round_numbers_inside_the_range():
 
 def test_metrics_json_is_small_and_says_what_the_run_decided():
     now, base, compare = run(NOW, BASE)
-    found = decided(compare, ["1 REGRESSED"])
+    found = decisions(compare, ["1 REGRESSED"])
     assert found["gate_failed"] == 1 and found["verdicts"]["regressed"] >= 1
     slower = found["changes"]["cpu-fp32"]["slower"]["eager"]
     assert slower["steady_low_pct"] < slower["steady_change_pct"] < slower["steady_high_pct"]
@@ -171,3 +177,32 @@ def test_metrics_json_is_small_and_says_what_the_run_decided():
         {"hardware": {"cpu_model": "AMD EPYC", "gpu_names": []}, "torch": {"num_threads": 2}}))
     assert flat["hardware"] == {"cpu_model": "AMD EPYC", "gpu_names": "", "torch_threads": 2}
     assert flat["bench"]["cpu-fp32"]["sentinel_loop_ms"] == pytest.approx(20.0)
+
+
+@pytest.mark.slow
+def test_dvc_metrics_diff_in_a_pull_request_shows_the_regression_in_a_short_table(project):
+    """The PR recipe of reports/README.md: main's run of this machine committed while main's
+    params.yaml names another machine, then a branch whose run REGRESSED: `dvc metrics diff
+    main --targets reports/<machine>/metrics.json --md` is a table of a few rows that shows it."""
+    def committed(slower: float, message: str, machine: str):
+        now, _, compare = run({**NOW, "slower": (slower, 1e-3)}, BASE)
+        failures = gate_failures(compare, Gate().fail_on)
+        write_text(project / "reports/test-box/metrics.json", json.dumps(decisions(
+            compare, failures), indent=2))
+        params = yaml.safe_load((ROOT / "params.yaml").read_text())
+        params["machine"] = {"name": machine, "derived": False}
+        (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+        git("add", "-A", cwd=project)
+        git("commit", "-qm", message, cwd=project)
+
+    committed(1e-3, "main", "somebody-else")
+    git("branch", "-M", "main", cwd=project)
+    git("checkout", "-qb", "slower", cwd=project)
+    committed(1.3e-3, "slower", "test-box")
+    shown = dvc("metrics", "diff", "main", "--targets", "reports/test-box/metrics.json", "--md")
+    rows = [line for line in shown.stdout.splitlines() if line.startswith("| reports")]
+    assert 3 <= len(rows) <= 40, shown.stdout
+    gate = next(r for r in rows if "| gate_failed " in r)
+    assert [c.strip() for c in gate.split("|")[3:6]] == ["0", "1", "1"], gate
+    steady = next(r for r in rows if "slower.eager.steady_change_pct" in r)
+    assert re.search(r"\| \+?2\d\.\d+|\| 3\d\.\d+", steady), steady

@@ -78,7 +78,7 @@ def numbers(bench: dict[str, CellSummary], numerics: dict[str, NumericsRecord],
     return out
 
 
-def decided(compare: CompareRecord, gate_failures: list[str]) -> dict:
+def decisions(compare: CompareRecord, gate_failures: list[str]) -> dict:
     """metrics.json: whether the gate fails, the verdict counts, and per cell, workload and
     mode the steady state's tested change in percent with its interval (`steady_low_pct`,
     `steady_high_pct`) and the change of its host instructions; a unit without a tested

@@ -112,10 +112,15 @@ def cell_table(summary: CellSummary, rows: list[Row]) -> str:
             _first_call(n), seconds(n.warmup_s), *[_tail(n)] * tails,
             *[_instructions(n, mine)] * counted,
             nbytes(n.peak_bytes) if n.peak_bytes is not None else "", also])
-    return markdown_table(body, ["workload", "mode", "steady state", "change [CI]",
-                                 "items/s", "$ / M items", "first call (cold / warm)", "warm-up",
-                                 *["latency p50 / p99"] * tails,
-                                 *["host instructions (change)"] * counted, "peak memory", "also"])
+    return markdown_table(body, cell_columns(tails, counted))
+
+
+def cell_columns(tails: bool, counted: bool) -> list[str]:
+    """The columns of a cell's table: tail latency where a unit measured it, host
+    instructions where a unit was counted."""
+    return ["workload", "mode", "steady state", "change [CI]", "items/s", "$ / M items",
+            "first call (cold / warm)", "warm-up", *["latency p50 / p99"] * tails,
+            *["host instructions (change)"] * counted, "peak memory", "also"]
 
 
 def _instructions(n: UnitSummary, rows: list[Row]) -> str:
