@@ -5,10 +5,20 @@
 #   bash .github/torchgate.sh comment-body       this machine's pull-request comment, written
 #                                                to comment/comment.md
 #   bash .github/torchgate.sh commit-baseline    commit reports/$TORCHGATE_MACHINE/, and
-#                                                nothing else, to the branch checked out
+#                                                nothing else, to the machine's baseline branch
+#   bash .github/torchgate.sh previous-point     the commit the writer compares main with
+#   bash .github/torchgate.sh baseline-of REV    the baseline of a pull request based on REV
+#   bash .github/torchgate.sh base               BASE and BASELINE of a pull request's merge
 #
-# Both read TORCHGATE_MACHINE, the name of the machine that measured; its reports are
+# All read TORCHGATE_MACHINE, the name of the machine that measured; its reports are
 # reports/$TORCHGATE_MACHINE/.
+#
+# The baseline history is a branch per machine, torchgate/$TORCHGATE_MACHINE, never main: a
+# protected main takes no push from a workflow's token (the built-in token cannot be a
+# ruleset's bypass actor). Each of its commits is main's tree at the commit it measured (its
+# first parent) with that machine's reports, and its second parent the machine's previous
+# point: `git log torchgate/<machine> -- reports/<machine>/` is the history, and a commit of
+# it is a baseline.rev whose workload code is the code its reports measured.
 set -euo pipefail
 
 die() {
@@ -18,6 +28,8 @@ die() {
 
 : "${TORCHGATE_MACHINE:?set TORCHGATE_MACHINE, the name of the machine that measured}"
 REPORTS="reports/$TORCHGATE_MACHINE"
+BRANCH="torchgate/$TORCHGATE_MACHINE"
+TIP="refs/remotes/origin/$BRANCH"     # a checkout with fetch-depth 0 has every branch
 
 # The comment: this machine's summary and the committed parameters the pull request changes
 # (`dvc params diff` between two commits: the composition this run measured with is not one of
@@ -37,7 +49,8 @@ comment_body() {
       params="dvc params diff failed: $params"
     fi
     {
-      echo "Measured on \`$TORCHGATE_MACHINE\`, against the base commit ${BASE:0:10}."
+      echo "Measured on \`$TORCHGATE_MACHINE\`, against the base commit ${BASE:0:10}$(
+        [ "${BASELINE:-$BASE}" = "$BASE" ] || echo " (its baseline: ${BASELINE:0:10} on $BRANCH)")."
       echo
       cat "$REPORTS/summary.md"
       echo
@@ -57,53 +70,109 @@ comment_body() {
       echo '````'
     } > comment/comment.md
   fi
-  if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
-    cat comment/comment.md >> "$GITHUB_STEP_SUMMARY"
+  if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then      # its links to the run, whose artifact
+    absolute_links "$(run_url)" < comment/comment.md >> "$GITHUB_STEP_SUMMARY"   # has them
   fi
   echo "torchgate: wrote comment/comment.md ($(wc -l < comment/comment.md) lines)"
 }
 
-# One commit on the branch checked out that holds reports/$TORCHGATE_MACHINE/ as measured and
-# changes nothing else (this run's composed params.yaml and dvc.lock stay out of it), marked
-# [skip ci], pushed to origin. When the branch moved meanwhile (the other machine's writer, a
-# merge), the commit is made again on its new tip and pushed again: a rebase of a commit that
-# replaces one folder, which machines never share, so it cannot conflict. The work tree, HEAD
-# and the index are left as they are (the gate runs after this on the same composition).
+run_url() {
+  echo "${GITHUB_SERVER_URL:-https://github.com}/${GITHUB_REPOSITORY:-}/actions/runs/${GITHUB_RUN_ID:-}"
+}
+
+# Markdown on stdin with its links relative to the reports folder made absolute (URL: with
+# {path}, each link's; else one page for all), as the comment's are (stages/comment.py).
+absolute_links() {
+  python -c 'import sys; from stages.comment import with_reports_at as at
+sys.stdout.write(at(sys.stdin.read(), sys.argv[1]))' "$1"
+}
+
+# The writer's previous point: the machine's newest baseline, else (no branch yet) the last
+# commit of the one checked out that changed its reports (main's own, if it holds any), else
+# HEAD: a first run.
+previous_point() {
+  git rev-parse -q --verify "$TIP^{commit}" ||
+    git log -1 --format=%H -- "$REPORTS" | grep . || git rev-parse HEAD
+}
+
+# A pull request's baseline: the newest baseline of this machine that measured an ancestor of
+# REV (the merge's base), walked back along the second parents; else REV itself (main's own
+# reports, or none: a first run).
+baseline_of() {
+  local rev=${1:?usage: baseline-of REV} commit
+  commit=$(git rev-parse -q --verify "$TIP^{commit}") || commit=""
+  while [ -n "$commit" ]; do
+    if git merge-base --is-ancestor "$commit^1" "$rev"; then
+      echo "$commit"
+      return 0
+    fi
+    commit=$(git rev-parse -q --verify "$commit^2") || commit=""
+  done
+  git rev-parse "$rev^{commit}"
+}
+
+# A pull request's check, checked out at GitHub's test merge: BASE, the merge's first parent
+# (the base branch as merged, whatever branch that is; the event's base.sha may be older or
+# newer), and BASELINE, its baseline; as lines for $GITHUB_ENV.
+base() {
+  local first
+  first=$(git rev-parse HEAD^1) || die "HEAD has no parent: check out the pull request's merge"
+  echo "BASE=$first"
+  echo "BASELINE=$(baseline_of "$first")"
+}
+
+# The run's page: the summary, its links to the commit that holds its reports.
+step_summary() {
+  [ -n "${GITHUB_STEP_SUMMARY:-}" ] || return 0
+  absolute_links "${GITHUB_SERVER_URL:-https://github.com}/${GITHUB_REPOSITORY:-}/blob/$1/$REPORTS/{path}" \
+    < "$REPORTS/summary.md" >> "$GITHUB_STEP_SUMMARY"
+}
+
+# One commit on torchgate/$TORCHGATE_MACHINE: the tree of HEAD (the commit measured) with
+# reports/$TORCHGATE_MACHINE/ as measured, and nothing else of the work tree (this run's
+# composed params.yaml and dvc.lock stay out of it), on top of HEAD and of the branch's tip,
+# marked [skip ci], pushed to origin. When the branch moved meanwhile, the commit is made again
+# on its new tip. The work tree, HEAD and the index are left as they are (the gate runs after
+# this on the same composition).
 commit_baseline() {
-  local branch measured message index parent tree commit attempt
-  branch=$(git symbolic-ref -q --short HEAD) ||
-    die "HEAD is not a branch: check out the branch to commit the reports to"
+  local measured message index previous tree commit attempt same
   [ -d "$REPORTS" ] || die "no $REPORTS: nothing was measured"
   measured=$(git rev-parse HEAD)
   message="torchgate baseline: $TORCHGATE_MACHINE at ${measured:0:12} [skip ci]"
   index="$(mktemp -d)/index"
-  parent=$measured
   for attempt in 1 2 3 4 5; do
-    GIT_INDEX_FILE=$index git read-tree "$parent"
+    previous=$(git rev-parse -q --verify "$TIP^{commit}") || previous=""
+    GIT_INDEX_FILE=$index git read-tree "$measured"
     GIT_INDEX_FILE=$index git add -A -- "$REPORTS"
     tree=$(GIT_INDEX_FILE=$index git write-tree)
-    if [ "$tree" = "$(git rev-parse "$parent^{tree}")" ]; then
-      echo "torchgate: $REPORTS is unchanged on $branch; nothing to commit"
+    same=$(git rev-parse -q --verify "${previous:-$measured}:$REPORTS") || same=""
+    if [ "$(git rev-parse "$tree:$REPORTS")" = "$same" ]; then
+      echo "torchgate: $REPORTS is unchanged since ${previous:-$measured}; nothing to commit"
+      step_summary "${previous:-$measured}"
       return 0
     fi
     commit=$(git -c user.name="${GIT_USER_NAME:-github-actions[bot]}" \
       -c user.email="${GIT_USER_EMAIL:-41898282+github-actions[bot]@users.noreply.github.com}" \
-      commit-tree "$tree" -p "$parent" -m "$message" \
+      commit-tree "$tree" -p "$measured" ${previous:+-p "$previous"} -m "$message" \
       -m "The reports of $TORCHGATE_MACHINE, measured at $measured: its next baseline.")
-    if git push -q origin "$commit:refs/heads/$branch"; then
-      echo "torchgate: pushed $REPORTS to $branch as ${commit:0:12}"
+    if git push -q origin "$commit:refs/heads/$BRANCH"; then
+      git update-ref "$TIP" "$commit"
+      echo "torchgate: pushed $REPORTS to $BRANCH as ${commit:0:12}"
+      step_summary "$commit"
       return 0
     fi
-    echo "torchgate: $branch moved (try $attempt of 5): committing again on its new tip"
+    echo "torchgate: $BRANCH moved (try $attempt of 5): committing again on its new tip"
     sleep $(((attempt - 1) * 5))
-    git fetch -q origin "refs/heads/$branch"
-    parent=$(git rev-parse FETCH_HEAD)
+    git fetch -q origin "+refs/heads/$BRANCH:$TIP"
   done
-  die "could not push $REPORTS to $branch in 5 tries"
+  die "could not push $REPORTS to $BRANCH in 5 tries"
 }
 
 case "${1:-}" in
   comment-body) comment_body ;;
   commit-baseline) commit_baseline ;;
-  *) die "usage: bash .github/torchgate.sh comment-body|commit-baseline" ;;
+  previous-point) previous_point ;;
+  baseline-of) baseline_of "${2:-}" ;;
+  base) base ;;
+  *) die "usage: bash .github/torchgate.sh comment-body|commit-baseline|previous-point|base|baseline-of REV" ;;
 esac

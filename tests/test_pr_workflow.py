@@ -22,7 +22,6 @@ from .projects import ROOT
 
 WORKFLOWS = ROOT / ".github" / "workflows"
 SCRIPT = ROOT / ".github" / "torchgate.sh"
-BASE_SHA = "${{ github.event.pull_request.base.sha }}"
 # The current major of each action the workflows use, all on Node 24 (read from each
 # action's repository: its newest release tag and `runs.using` in action.yml).
 CURRENT = {"actions/checkout": "v7", "actions/setup-python": "v7", "actions/cache": "v5",
@@ -88,7 +87,8 @@ def test_only_the_gpu_workflow_reaches_the_self_hosted_runner_and_no_pull_reques
     assert gpu["baseline"]["runs-on"] == gpu["check"]["runs-on"] == ["self-hosted", "gpu"]
     assert "github.ref == 'refs/heads/main'" in gpu["baseline"]["if"]
     for part in ("github.event.pull_request.head.repo.full_name == github.repository",
-                 "contains(github.event.pull_request.labels.*.name, 'gpu-check')"):
+                 "contains(github.event.pull_request.labels.*.name, 'gpu-check')",
+                 "github.event.action == 'labeled'"):
         assert part in gpu["check"]["if"]
     checkout = uses(gpu["check"], "actions/checkout")["with"]
     assert checkout["persist-credentials"] is False and "allow-unsafe-pr-checkout" not in checkout
@@ -103,8 +103,9 @@ def test_write_permissions_only_where_they_are_used():
             granted = job.get("permissions", {})
             writes = {k for k, v in granted.items() if v == "write"}
             posts = any(line.startswith("python -m stages.comment") for line in runs(job))
+            labels = any(line.startswith("gh pr edit") for line in runs(job))
             commits = any("torchgate.sh commit-baseline" in line for line in runs(job))
-            needed = {"pull-requests"} if posts else set()
+            needed = {"pull-requests"} if posts or labels else set()
             assert writes == needed | ({"contents"} if commits else set()), \
                 f"{name} {job_name}: {granted}"
             assert not (posts and commits)
@@ -116,12 +117,14 @@ def test_each_machine_measures_its_pull_requests_against_the_base_commit_on_its_
         assert wf["env"]["TORCHGATE_MACHINE"] == machine and wf["defaults"]["run"]["shell"] \
             == "bash"
         job = wf["jobs"]["check"]
-        assert job["env"]["BASE"] == BASE_SHA, "the baseline comes from the event"
+        assert "BASE" not in job.get("env", {}), "the base is the merge's first parent"
+        assert step(job, "The base and its baseline")["run"] == \
+            'bash .github/torchgate.sh base >> "$GITHUB_ENV"'
         assert uses(job, "actions/checkout")["with"]["fetch-depth"] == 0
         measure = step(job, "Measure both arms")
         assert measure["id"] == "measure"
-        assert 'python -m stages.compose "matrix=$MATRIX" "baseline.rev=$BASE" ' \
-               "baseline.measure=rebuild" in measure["run"]
+        assert 'python -m stages.compose "matrix=$MATRIX" "baseline.rev=$BASELINE" ' \
+               "baseline.measure=rebuild" in " ".join(measure["run"].replace("\\\n", " ").split())
         assert "dvc repro report history" in measure["run"]
         names = [s.get("name") for s in steps(job)]
         assert names.index("Gate") > names.index("Measure both arms")
@@ -148,7 +151,8 @@ def test_the_hosted_runner_caches_pip_uv_and_venvs_by_the_locks_hash():
         cache = uses(workflow("torchgate.yml")["jobs"][job], "actions/cache")["with"]
         assert cache["path"].split() == ["~/.cache/pip", "~/.cache/uv",
                                          "~/.cache/torchgate/venvs"]
-        assert "hashFiles(format('conf/env/{0}.txt', env.TORCHGATE_MACHINE))" in cache["key"]
+        assert ("hashFiles(format('conf/env/{0}.txt', env.TORCHGATE_MACHINE), 'pyproject.toml')"
+                in cache["key"]) and cache["key"].endswith("-${{ steps.week.outputs.week }}")
 
 
 def test_the_writers_measure_main_and_commit_their_machines_reports():
@@ -158,8 +162,9 @@ def test_the_writers_measure_main_and_commit_their_machines_reports():
         job = wf["jobs"]["baseline"]
         assert uses(job, "actions/checkout")["with"] == {"ref": "${{ github.ref }}",
                                                          "fetch-depth": 0}
-        commit = step(job, f"Commit reports/{machine}/ to main")
+        commit = step(job, f"Commit reports/{machine}/ to torchgate/{machine}")
         assert commit["run"] == "bash .github/torchgate.sh commit-baseline"
+        assert "previous=$(bash .github/torchgate.sh previous-point)" in " ".join(runs(job))
         names = [s.get("name") for s in steps(job)]
         assert names[-1] == "Gate", "the gate after the commit: a regression is recorded too"
     group = workflow("torchgate.yml")["concurrency"]
@@ -210,7 +215,8 @@ def test_the_readme_tells_the_workflows_facts():
     start = text.index("## The pull-request workflow")
     section = text[start:text.index("\n## ", start + 1)]
     for fact in ("`TORCHGATE_MACHINE`", "`conf/env/<name>.txt`", "pip install --no-deps -e .",
-                 "`[skip ci]`", "git log main -- reports/gpu-box/", "baseline.measure=rebuild",
+                 "`[skip ci]`", "log torchgate/gpu-box -- reports/gpu-box/",
+                 "baseline.measure=rebuild", "`torchgate/<name>`",
                  "dvc params diff $BASE HEAD", '"measurement failed"', "`gpu-check`",
                  "torchgate-gpu.yml@refs/heads/main", "--ephemeral"):
         assert fact in section, fact

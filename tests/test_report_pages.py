@@ -181,9 +181,10 @@ def test_metrics_json_is_small_and_says_what_the_run_decided():
 
 @pytest.mark.slow
 def test_dvc_metrics_diff_in_a_pull_request_shows_the_regression_in_a_short_table(project):
-    """The PR recipe of reports/README.md: main's run of this machine committed while main's
-    params.yaml names another machine, then a branch whose run REGRESSED: `dvc metrics diff
-    main --targets reports/<machine>/metrics.json --md` is a table of a few rows that shows it."""
+    """The PR recipe of reports/README.md: the machine's baseline committed (on its branch
+    torchgate/<machine>) while params.yaml there names another machine, then a pull request
+    whose run REGRESSED: `dvc metrics diff torchgate/<machine> --targets
+    reports/<machine>/metrics.json --md` is a table of a few rows that shows it."""
     def committed(slower: float, message: str, machine: str):
         now, _, compare = run({**NOW, "slower": (slower, 1e-3)}, BASE)
         failures = gate_failures(compare, Gate().fail_on)
@@ -195,11 +196,12 @@ def test_dvc_metrics_diff_in_a_pull_request_shows_the_regression_in_a_short_tabl
         git("add", "-A", cwd=project)
         git("commit", "-qm", message, cwd=project)
 
-    committed(1e-3, "main", "somebody-else")
-    git("branch", "-M", "main", cwd=project)
+    committed(1e-3, "baseline", "somebody-else")
+    git("branch", "-M", "torchgate/test-box", cwd=project)
     git("checkout", "-qb", "slower", cwd=project)
     committed(1.3e-3, "slower", "test-box")
-    shown = dvc("metrics", "diff", "main", "--targets", "reports/test-box/metrics.json", "--md")
+    shown = dvc("metrics", "diff", "torchgate/test-box", "--targets",
+                "reports/test-box/metrics.json", "--md")
     rows = [line for line in shown.stdout.splitlines() if line.startswith("| reports")]
     assert 3 <= len(rows) <= 40, shown.stdout
     gate = next(r for r in rows if "| gate_failed " in r)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -42,9 +43,21 @@ mkdir -p "reports/$TORCHGATE_MACHINE/bench"
 printf '# torchgate summary: matrix `smoke`\\n\\n%s\\n' "$FAKE_SUMMARY" \\
   > "reports/$TORCHGATE_MACHINE/summary.md"
 echo "{\\"run\\": \\"$FAKE_SUMMARY\\"}" > "reports/$TORCHGATE_MACHINE/bench/cpu-fp32.json"
-if [ -n "${FAKE_RACE:-}" ]; then        # the other machine's writer pushes meanwhile
-  git -C "$FAKE_RACE" push -q origin HEAD:main
+if [ -n "${FAKE_RACE:-}" ]; then        # another writer of this machine pushes meanwhile
+  git -C "$FAKE_RACE" push -q origin "HEAD:refs/heads/torchgate/$TORCHGATE_MACHINE"
 fi
+"""
+GH = """#!/usr/bin/env bash
+echo "gh $*" >> "$FAKE_CALLS"
+"""
+# A protected main, as a ruleset makes it: no push reaches it (changes come by pull request).
+PROTECTED = """#!/bin/sh
+while read -r old new ref; do
+  if [ "$ref" = refs/heads/main ]; then
+    echo "GH013: Repository rule violations found for refs/heads/main: changes must be made through a pull request" >&2
+    exit 1
+  fi
+done
 """
 PIP = """#!/usr/bin/env bash
 echo "pip $*" >> "$FAKE_CALLS"
@@ -80,7 +93,8 @@ def site(tmp_path, github):
     tools = tmp_path / "bin"
     tools.mkdir()
     python = '#!/bin/sh\nexec "{python}" "$@"\n'
-    for name, script in (("dvc", DVC), ("pip", PIP), ("python", python), ("python3", PYTHON3)):
+    for name, script in (("dvc", DVC), ("pip", PIP), ("python", python), ("python3", PYTHON3),
+                         ("gh", GH)):
         (tools / name).write_text(script.replace("{python}", sys.executable))
         (tools / name).chmod(0o755)
     (tmp_path / "home").mkdir()
@@ -158,9 +172,15 @@ def test_a_failed_measurement_replaces_the_comment_with_measurement_failed(site,
     assert "measurement failed" in checked.summary
 
 
-def test_a_red_gate_still_comments_the_summary(site, github):
-    runner, _, base, _ = site          # a pull request that changes no parameter
-    _, checked, _ = check(runner, base, base, gate_fails="1", summary="**1 REGRESSED**")
+def test_a_red_gate_still_comments_the_summary(site, github, tmp_path):
+    runner, origin, base, _ = site
+    work = tmp_path / "dev"             # a pull request that changes no parameter
+    git("clone", "-q", str(origin), str(work), cwd=tmp_path)
+    git("-c", "user.name=x", "-c", "user.email=x@x", "commit", "-q", "--allow-empty", "-m",
+        "nothing", cwd=work)
+    git("push", "-q", "origin", "HEAD:refs/heads/nothing", cwd=work)
+    same = git("rev-parse", "HEAD", cwd=work).stdout.strip()
+    _, checked, _ = check(runner, base, same, gate_fails="1", summary="**1 REGRESSED**")
     assert checked.result == "failure"
     body = mine(github)[0]["body"]
     assert "**1 REGRESSED**" in body
@@ -206,8 +226,8 @@ def test_a_committed_lock_is_what_the_check_installs(site, tmp_path):
     _, checked, _ = check(runner, base, head)
     assert checked.result == "success"
     cache = next(s for s in checked.steps if s.uses.startswith("actions/cache"))
-    assert cache.with_["key"].endswith(
-        hashlib.sha256(hashlib.sha256(b"torch==2.13.0+cpu\n").digest()).hexdigest())
+    locked = hashlib.sha256(hashlib.sha256(b"torch==2.13.0+cpu\n").digest()).hexdigest()
+    assert re.search(rf"-{locked}-\d{{4}}-\d\d$", cache.with_["key"]), cache.with_["key"]
     calls = (tmp_path / "calls").read_text().splitlines()
     assert [c for c in calls if c.startswith("pip")] == [
         "pip install -r conf/env/ci-cpu.txt", "pip install --no-deps -e ."]
@@ -230,12 +250,17 @@ def test_the_gpu_box_checks_a_labelled_pull_request_from_this_repository_only(si
         run = runner.start(skipped)
         assert runner.job(run, workflow, "baseline").result == "skipped"
         assert runner.job(run, workflow, "check", token).result == "skipped"
-    for action in ("labeled", "synchronize"):
-        run = runner.start(event(action=action))
-        checked = runner.job(run, workflow, "check", token)
-        commented = runner.job(run, workflow, "comment", token)
-        assert checked.result == commented.result == "success", [
-            (s.name, s.output[-2000:]) for s in checked.steps + commented.steps]
+    run = runner.start(event())
+    checked = runner.job(run, workflow, "check", token)
+    commented = runner.job(run, workflow, "comment", token)
+    assert checked.result == commented.result == "success", [
+        (s.name, s.output[-2000:]) for s in checked.steps + commented.steps]
+    assert runner.job(run, workflow, "unlabel", token).result == "skipped"
+    # New commits were not read by whoever labelled it: the label comes off, nothing runs.
+    pushed = runner.start(event(action="synchronize"))
+    assert runner.job(pushed, workflow, "check", token).result == "skipped"
+    assert runner.job(pushed, workflow, "unlabel", token).result == "success"
+    assert "gh pr edit 7 --repo owner/name --remove-label gpu-check" in site_calls(runner)
     (comment,) = github.comments[7]
     assert comment["body"].startswith("<!-- torchgate gpu-box -->\nMeasured on `gpu-box`")
     composed = yaml.safe_load((checked.workspace / "params.yaml").read_text())
@@ -258,49 +283,83 @@ def writer(runner: Runner, **fake: str):
     return job
 
 
-def test_the_writer_commits_its_machines_reports_alone_on_mains_newest_tip(site, tmp_path):
-    runner, origin, base, _ = site
-    other = tmp_path / "gpu-writer"     # the GPU box's writer, ready to push meanwhile
+def site_calls(runner: Runner) -> list[str]:
+    return Path(runner.env["FAKE_CALLS"]).read_text().splitlines()
+
+
+def protect(origin: Path) -> None:
+    hook = origin / "hooks" / "pre-receive"
+    hook.write_text(PROTECTED)
+    hook.chmod(0o755)
+
+
+def merged(work: Path, origin: Path) -> str:
+    """`work`'s commit merged into main as a pull request's merge reaches a protected main."""
+    git("-c", "user.name=x", "-c", "user.email=x@x", "commit", "-qam", "code", cwd=work)
+    git("push", "-q", "origin", "HEAD:refs/heads/incoming", cwd=work)
+    sha = git("rev-parse", "HEAD", cwd=work).stdout.strip()
+    git("update-ref", "refs/heads/main", sha, cwd=origin)
+    return sha
+
+
+def parents(origin: Path, rev: str) -> list[str]:
+    return git("log", "-1", "--format=%P", rev, cwd=origin).stdout.split()
+
+
+def test_the_writer_commits_its_reports_to_its_own_branch_and_main_stays_protected(
+        site, tmp_path, github):
+    runner, origin, base, head = site
+    protect(origin)
+    other = tmp_path / "other-writer"  # another writer of ci-cpu, ready to push meanwhile
     git("clone", "-q", str(origin), str(other), cwd=tmp_path)
-    (other / "reports" / "gpu-box").mkdir(parents=True)
-    (other / "reports" / "gpu-box" / "summary.md").write_text("the GPU's run\n")
+    (other / "reports" / "ci-cpu").mkdir(parents=True)
+    (other / "reports" / "ci-cpu" / "summary.md").write_text("another run\n")
     git("add", "-A", cwd=other)
-    git("-c", "user.name=x", "-c", "user.email=x@x", "commit", "-qm", "gpu [skip ci]", cwd=other)
+    git("-c", "user.name=x", "-c", "user.email=x@x", "commit", "-qm", "raced", cwd=other)
     raced = git("rev-parse", "HEAD", cwd=other).stdout.strip()
 
     job = writer(runner, race=str(other))
     composed = yaml.safe_load((job.workspace / "params.yaml").read_text())
-    assert composed["baseline"]["rev"] == "HEAD", "a first run has no previous point"
+    assert composed["baseline"]["rev"] == base, "a first run: its own commit, no reports"
     assert composed["matrix"]["name"] == "smoke"
-    log = git("log", "--format=%H %s", "main", cwd=origin).stdout.splitlines()
-    top, message = log[0].split(" ", 1)
-    assert message == f"torchgate baseline: ci-cpu at {base[:12]} [skip ci]"
-    assert log[1].split()[0] == raced, "committed again on the tip the other writer moved"
-    changed = git("show", "--format=", "--name-only", top, cwd=origin).stdout.split()
+    assert git("rev-parse", "main", cwd=origin).stdout.strip() == base, "main is untouched"
+    top = git("rev-parse", "torchgate/ci-cpu", cwd=origin).stdout.strip()
+    assert parents(origin, top) == [base, raced], "committed again on the tip that moved"
+    assert git("log", "-1", "--format=%s", top, cwd=origin).stdout.strip() == \
+        f"torchgate baseline: ci-cpu at {base[:12]} [skip ci]"
+    changed = git("diff", "--name-only", base, top, cwd=origin).stdout.split()
     assert changed == ["reports/ci-cpu/bench/cpu-fp32.json", "reports/ci-cpu/summary.md"]
-    assert git("show", "main:params.yaml", cwd=origin).stdout == (
-        ROOT / "params.yaml").read_text(), "the writer's composition stays out of main"
-    calls = (tmp_path / "calls").read_text().splitlines()
+    calls = site_calls(runner)
     assert calls[-1] == "dvc repro gate", "the gate runs after the commit"
+    assert "passed" not in job.summary and "**Passed:** 2 OK" in job.summary
 
-    # A later push: the writer compares with its previous point, the commit whose code those
-    # reports measured, and commits on top of it.
+    # Main moves by a merged pull request: the writer compares with its previous point and
+    # commits on top of the commit it measured and of that point.
     work = tmp_path / "dev"
     git("clone", "-q", str(origin), str(work), cwd=tmp_path)
     (work / "NOTES").write_text("a change of code\n")
     git("add", "-A", cwd=work)
-    git("-c", "user.name=x", "-c", "user.email=x@x", "commit", "-qm", "code", cwd=work)
-    git("push", "-q", "origin", "HEAD:main", cwd=work)
+    code = merged(work, origin)
     job = writer(runner, summary="**Passed:** 5 OK")
     assert yaml.safe_load((job.workspace / "params.yaml").read_text())["baseline"]["rev"] == top
-    assert git("show", "main:reports/ci-cpu/summary.md", cwd=origin).stdout.endswith("5 OK\n")
-    assert git("log", "-1", "--format=%P", "main", cwd=origin).stdout.strip() == git(
-        "rev-parse", "HEAD", cwd=work).stdout.strip()
+    newest = git("rev-parse", "torchgate/ci-cpu", cwd=origin).stdout.strip()
+    assert parents(origin, newest) == [code, top]
+    assert git("show", f"{newest}:reports/ci-cpu/summary.md", cwd=origin).stdout.endswith(
+        "5 OK\n")
+    assert git("log", "--format=%H", "torchgate/ci-cpu", "--", "reports/ci-cpu/",
+               cwd=origin).stdout.split()[:2] == [newest, top], "the history"
+
+    # A pull request based on the older main: its baseline measured an ancestor of its base.
+    _, checked, _ = check(runner, base, head)
+    assert checked.result == "success", [(s.name, s.output[-2000:]) for s in checked.steps]
+    composed = yaml.safe_load((checked.workspace / "params.yaml").read_text())
+    assert composed["baseline"] == {"rev": top, "measure": "rebuild"}
+    assert f"(its baseline: {top[:10]} on torchgate/ci-cpu)" in mine(github)[0]["body"]
 
 
 def test_the_writer_commits_nothing_when_its_reports_did_not_change(site, tmp_path):
     runner, origin, _, _ = site
     writer(runner)
-    before = git("rev-parse", "main", cwd=origin).stdout
+    before = git("rev-parse", "torchgate/ci-cpu", cwd=origin).stdout
     writer(runner)
-    assert git("rev-parse", "main", cwd=origin).stdout == before
+    assert git("rev-parse", "torchgate/ci-cpu", cwd=origin).stdout == before
