@@ -83,6 +83,23 @@ def test_a_sweep_committed_and_run_again_is_unchanged(repo):
     assert found.unchanged and [a.name for a in found.arms] == ["now"]
 
 
+def test_a_workload_selected_or_dropped_or_its_time_limit_is_no_change_of_code(repo):
+    """The baseline selected `t`; this run adds `u`, then drops `t`, then gives `t` a tighter
+    limit: the code of what both select is the same, so the recorded numbers decide (`u` is
+    NEW there), and the limit is this run's in any arm."""
+    data = json.loads((repo / "params.yaml").read_text())
+    other = {"_target_": "stages.workloads.tagged.tagged", "size": 4}
+    for workload in ({**data["workload"], "u": other}, {"u": other},
+                     {"t": {**data["workload"]["t"], "_timeout_s_": 1}}):
+        found = plan(config.parse({**data, "workload": workload}))
+        assert [a.name for a in found.arms] == ["now"] and found.unchanged, found.note
+    (repo / "stages" / "workloads" / "tagged.py").write_text(WORKLOAD.format(items=2))
+    limited = plan(config.parse({**data, "workload": {"t": {**data["workload"]["t"],
+                                                              "_timeout_s_": 1}}}))
+    assert limited.rebuilt and limited.arms[0].workloads["t"].timeout_s == 1
+    assert "torch 2.13.0+cpu" in limited.note
+
+
 def test_edited_workload_code_measures_the_baseline_again_beside_this_run(repo):
     (repo / "stages" / "workloads" / "tagged.py").write_text(WORKLOAD.format(items=2))
     found = plan(cfg_of(repo))

@@ -19,6 +19,7 @@ that both arms are measured the same way.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -136,9 +137,12 @@ def _rebuilt_baseline(cfg: Config, log, root: Path, build: bool = True) -> Plan:
     # which may hold newer code committed before its run (a commit, then `dvc repro`).
     measured = git.commits_touching(commit, (cfg.reports / "bench").as_posix(), 1, root)
     code_at = measured[0] if measured else commit
-    base_workloads = _workloads_at(code_at, cfg, root)
+    base_workloads = _with_this_runs_limits(_workloads_at(code_at, cfg, root), cfg)
+    # The workloads both select: a selection that adds or drops one is no change of code (the
+    # added one has no baseline, NEW; the dropped one is not run).
+    both = base_workloads.keys() & cfg.workloads.keys()
     code_differs = (checkout.differs(code_at, workload_paths(cfg.workloads, root), root)
-                    or _specs(base_workloads, cfg) != _specs(cfg.workloads, cfg))
+                    or _specs(base_workloads, both) != _specs(cfg.workloads, both))
     moved = environment_moved(base_env.env, here.env)
     unchanged = not (packages_differ or code_differs or moved)
     if not (packages_differ or code_differs) and cfg.baseline.measure == "auto":
@@ -164,7 +168,7 @@ def _rebuilt_baseline(cfg: Config, log, root: Path, build: bool = True) -> Plan:
                else f"its packages differ from this run's ({shown})" if packages_differ
                else "its workload code differs from this run's" if code_differs
                else "its packages and workload code are this run's (baseline.measure=rebuild)")
-    torch = env.base.get("torch")
+    torch = env.base.get("torch") or (base_env.env.get("torch") or {}).get("version")
     baseline = (Arm("baseline", python, code, code_at, base_workloads, spec) if code_differs
                 else Arm("baseline", python, venv=spec))   # the same workloads: this tree's
     return Plan((baseline, NOW_ARM),
@@ -271,10 +275,17 @@ def _workloads_at(commit: str, cfg: Config, root: Path) -> dict[str, WorkloadSpe
     return expand(parse_workloads(raw.get("workload") or {}), cfg.sweep, strict=False)
 
 
-def _specs(workloads: dict[str, WorkloadSpec], cfg: Config) -> dict:
-    """What runs for this run's selection: target and arguments per selected workload."""
-    return {name: (w.target, w.kwargs, w.timeout_s) for name, w in workloads.items()
-            if name in cfg.workloads}
+def _specs(workloads: dict[str, WorkloadSpec], names) -> dict:
+    """What runs of the workloads `names`: target and arguments."""
+    return {name: (w.target, w.kwargs) for name, w in workloads.items() if name in names}
+
+
+def _with_this_runs_limits(workloads: dict[str, WorkloadSpec], cfg: Config
+                           ) -> dict[str, WorkloadSpec]:
+    """The baseline's workloads with this run's time limits (`_timeout_s_`): a setting of the
+    run, as the sweep is, never a difference of code that an arm timed out under."""
+    return {name: dataclasses.replace(w, timeout_s=cfg.workloads[name].timeout_s)
+            if name in cfg.workloads else w for name, w in workloads.items()}
 
 
 def _python_version(env: EnvRecord, whose: str) -> str:
