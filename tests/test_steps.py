@@ -7,6 +7,7 @@ import sys
 
 import pytest
 import torch
+import yaml
 
 from stages.compose import compose
 from stages.core.config import DeviceSpec, PrecisionSpec
@@ -25,6 +26,7 @@ from stages.render.bench import page
 from stages.render.numbers import numbers_section
 from stages.workloads.loader import DecodedSamples, loader_train
 
+from .projects import ROOT
 from .records import BUSY, DELTA, bench, process
 from .test_timing import FakeClock
 
@@ -229,3 +231,28 @@ def test_a_breakdown_timed_on_a_busy_machine_is_left_out_and_said():
             "while other programs took more than `compare.busy_share` of the CPU.") in \
         numbers_section({"cpu-fp32": summary}, [])
     assert summarize("cpu-fp32", now, 0.1, 1.0).unit("loader_train", "eager").breakdown
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_loader_train_as_configured_passes_float32s_own_tolerance(threads):
+    """The README's demo of where the step goes passes its own numerics: after its training
+    steps, every parameter within fp32's relative L2 tolerance of float64's (AdamW at eps
+    1e-8 drifted 3e-5 in one step, the tolerance 1e-5), at any thread count."""
+    conf = yaml.safe_load((ROOT / "conf/workload/loader_train.yaml").read_text())["loader_train"]
+    tol = yaml.safe_load((ROOT / "conf/precision/fp32.yaml").read_text())["fp32"]["rel_l2_tol"]
+    kwargs = {k: v for k, v in conf.items() if not k.startswith("_")}
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        def trained(dtype):
+            w = loader_train(device=torch.device("cpu"), dtype=dtype, compile=lambda m: m,
+                             seed=0, **kwargs)
+            batches = iter(w.batches)
+            for _ in range(w.train_steps):
+                w.step(next(batches))
+            return {k: v.double() for k, v in w.state().items()}
+        low, reference = trained(torch.float32), trained(torch.float64)
+    finally:
+        torch.set_num_threads(before)
+    errors = {k: ((low[k] - reference[k]).norm() / reference[k].norm()).item() for k in low}
+    assert max(errors.values()) < tol, errors

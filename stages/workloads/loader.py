@@ -47,7 +47,8 @@ class DecodedSamples(Dataset):
 def loader_train(*, device: torch.device, dtype: torch.dtype, compile: Callable, seed: int,
                  batch: int = 256, features: int = 256, hidden: int = 2048, classes: int = 10,
                  decode_rounds: int = 8, num_workers: int = 0, pin_memory: bool = False,
-                 batches: int = 16, lr: float = 1e-3, train_steps: int = 3) -> Workload:
+                 batches: int = 16, lr: float = 1e-3, eps: float = 1e-6,
+                 train_steps: int = 3) -> Workload:
     _positive("loader_train", batch=batch, features=features, hidden=hidden, classes=classes,
               batches=batches, train_steps=train_steps)
     if not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 0:
@@ -69,7 +70,11 @@ def loader_train(*, device: torch.device, dtype: torch.dtype, compile: Callable,
     torch.manual_seed(seed)
     model = nn.Sequential(nn.Linear(features, hidden), nn.GELU(),
                           nn.Linear(hidden, classes)).to(device, dtype)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    # eps 1e-6, not AdamW's 1e-8: an update is about ±lr wherever a gradient is far below eps
+    # (the GELU's flat side), so at 1e-8 float32's rounding of those gradients moves the
+    # second layer's weights by 3e-5 of float64's after one step, beyond float32's tolerance
+    # (1e-5); at 1e-6 by 1e-6. A step that measures the input pipeline needs stable numerics.
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, eps=eps)
     forward = compile(model)
 
     def step(on_device: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
