@@ -244,8 +244,10 @@ def shape_changes(summary: CellSummary) -> str:
     return ("## Shape changes\n\nCompiled modes of a workload that declares several input "
             "shapes run each after the first, after the steady state: its first call there "
             "(the change, recompile included), one more call at that shape, what the change "
-            "cost beyond it, and the recompiles it caused with their reasons (medians and the "
-            "largest count over the processes that compiled with empty caches, where any did). "
+            "cost beyond it, and the recompiles it caused with their reasons (the first call "
+            "and the recompiles over the processes that compiled with empty caches, where any "
+            "did; the next call over those with warm caches, where any ran: in a cold one it "
+            "still pays one-time work). "
             "Recompiles are compared with the baseline's exactly: more, or one for a new "
             "reason, is REGRESSED.\n\n" + markdown_table(
                 rows, ["workload", "mode", "shape", "first call", "next call", "cost",
