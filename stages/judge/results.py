@@ -314,6 +314,14 @@ class Choice:
     chosen: SweepPoint | None         # the recommendation (None: no point within the limits)
     best: SweepPoint | None           # the lowest estimated cost per item
     versus: tuple[Versus, ...] = ()   # every other point within the limits, against `chosen`
+    # A point that ties with `chosen` while estimated more than δ faster: the data do not
+    # decide between them, and `chosen` is then no recommendation (judge.sweeps).
+    open: Versus | None = None
+    needed: int | None = None         # processes a point that would decide it (None: unknown)
+
+    @property
+    def decided(self) -> bool:
+        return self.chosen is not None and self.open is None
 
     @property
     def ties(self) -> tuple[Versus, ...]:

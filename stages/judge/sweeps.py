@@ -15,7 +15,10 @@ values of the other swept parameters in the order the sweep lists them (a smalle
 needs less memory and returns each call sooner), then the smaller peak memory.
 
 The point with the lowest estimated cost is never beaten, so the recommendation is it or a
-cheaper setting it does not beat. When every point costs the same, the cheapest setting is
+cheaper setting it does not beat. A tie is a recommendation only where the data decide it: when
+a point that ties is estimated more than δ faster than the cheapest unbeaten one, nothing is
+recommended (`Choice.open`, with the processes a point that would decide it), since the
+interval that left them tied says only that too few processes were run. When every point costs the same, the cheapest setting is
 beaten only when one of its k − 1 rivals beats it: at most α (simulated with
 tests/test_sweep_choice.py, beside the old rule, which took the highest median throughput
 and so picked the cheapest of two equal points half the time).
@@ -164,4 +167,9 @@ def recommend(points: list[SweepPoint], rule: Recommend, *, alpha: float = 0.05,
             continue
         low, high = s.interval(2 * level)
         versus.append(Versus(p, 1 / s.ratio, 1 / high, 1 / low, 1 - 2 * level, tie, n))
-    return Choice(chosen, best, tuple(versus))
+    open_ = max((v for v in versus if v.tie and v.ratio > 1 + delta), key=lambda v: v.ratio,
+                default=None)
+    needed = None
+    if open_ is not None and (s := compared(chosen, open_.point)) is not None:
+        needed = stats.processes_needed(s, alpha=2 * level, power=0.8, delta=delta, tests=1)
+    return Choice(chosen, best, tuple(versus), open_, needed)

@@ -28,7 +28,7 @@ def _why(choice: Choice) -> str:
         return "the only point within the limits"
     if not ties:
         return "every other point is shown to cost more per item"
-    level = f"{ties[0].confidence * 100:g} % interval"
+    level = f"{ties[0].confidence * 100:.3g} % interval"
     named = ", ".join(f"{v.point.label} {_versus(v)}" for v in ties[:3])
     more = f" and {len(ties) - 3} more" if len(ties) > 3 else ""
     return (f"{choice.chosen.label} and {named}{more} tie (throughput against it, "
@@ -39,9 +39,16 @@ def recommendation_line(sweep: Sweep) -> str:
     """"`cpu-fp32` mlp_train eager: batch=64 → **batch=128** ($0.02 per M items); batch=128
     and batch=256 +3.0 % [-8.0, +15.0] tie ...: the cheaper setting"."""
     where = f"`{sweep.cell}` {sweep.workload} {sweep.mode}"
-    pick = sweep.choice.chosen
+    pick, open_ = sweep.choice.chosen, sweep.choice.open
     if pick is None:
         return f"- {where}: no point fits the limits (`recommend`)."
+    if open_ is not None:
+        needed = sweep.choice.needed
+        more = (f"about {needed} processes a point would decide it (`bench.processes`)"
+                if needed else "more processes a point would narrow it (`bench.processes`)")
+        return (f"- {where}: **not decided**: {open_.point.label} is estimated "
+                f"{_versus(open_)} against {pick.label}, the cheaper setting, with "
+                f"{open_.n[1]} and {open_.n[0]} processes kept; {more}.")
     price = f" (${pick.usd_per_million:.3g} per M items)" if pick.usd_per_million else \
         f" ({pick.throughput:,.0f} items/s)"
     why = f"; {_why(sweep.choice)}."
@@ -62,14 +69,15 @@ def curve_table(sweep: Sweep) -> str:
     rows = []
     for p in sweep.points:
         n, geo, cost, v = p.numbers, p.throughput, p.usd_per_million, against.get(id(p))
-        rows.append([p.label + (" ◀" if p is choice.chosen else ""),
+        kept = f"{n.processes_kept} of {n.processes_kept + n.processes_busy + n.processes_failed}"
+        rows.append([p.label + (" ◀" if p is choice.chosen else ""), kept,
                      seconds(n.items / geo) if geo and n.items else
                      seconds(n.steady_s) if n.measured else "not measured",
                      f"{geo:,.0f}" if geo else "",
                      (_versus(v) + (" tie" if v.tie else "")) if v is not None else "",
                      nbytes(n.peak_bytes) if n.peak_bytes is not None else "",
                      f"${cost:.3g}" if cost else "", p.outside or ""])
-    return markdown_table(rows, ["point", "steady state (one call)", "items/s",
+    return markdown_table(rows, ["point", "processes kept", "steady state (one call)", "items/s",
                                  "items/s against ◀ [CI]", "peak memory", "$ / M items",
                                  "outside the limits"])
 
@@ -157,7 +165,8 @@ def sweeps_section(sweeps: dict[str, tuple[Sweep, ...]], rule: Recommend,
             "(the same order as throughput): a point beats another when its cost per item is "
             "lower by Welch's test on the log per-process values, one-sided at α/(k − 1) for "
             f"k points (α = {alpha:g}), and by more than δ = {delta:.0%}. Points no point "
-            "beats tie with it (marked tie). Cheaper: fewer threads, then the smaller values "
+            "beats tie with it (marked tie); one that ties while estimated more than δ faster "
+            "leaves the sweep **not decided**: too few processes to choose. Cheaper: fewer threads, then the smaller values "
             "of the other swept parameters, then less peak memory. Steady state and items/s: "
             "the geometric mean over the kept processes, as the test compares them; the "
             "interval is the decision's. The arrow shows how the recommendation moved "
