@@ -18,10 +18,10 @@ The point with the lowest estimated cost is never beaten, so the recommendation 
 cheaper setting it does not beat. A tie is a recommendation only where the data decide it: when
 a point that ties is estimated more than δ faster than the cheapest unbeaten one, nothing is
 recommended (`Choice.open`, with the processes a point that would decide it), since the
-interval that left them tied says only that too few processes were run. When every point costs the same, the cheapest setting is
-beaten only when one of its k − 1 rivals beats it: at most α (simulated with
-tests/test_sweep_choice.py, beside the old rule, which took the highest median throughput
-and so picked the cheapest of two equal points half the time).
+interval that left them tied says only that too few processes were run. When every point costs
+the same, the cheapest setting is beaten only when one of its k − 1 rivals beats it: at most α
+(simulated with tests/test_sweep_choice.py, beside the old rule, which took the highest median
+throughput and so picked the cheapest of two equal points half the time).
 """
 from __future__ import annotations
 
