@@ -1,5 +1,6 @@
 """Where the step goes: an input pipeline's wait, copy and compute per step, the diagnosis
 rule, the comparison of the parts with the baseline's and the pages that show them."""
+import dataclasses
 import json
 import random
 import subprocess
@@ -16,7 +17,7 @@ from stages.core.config.sweeps import expand
 from stages.core.records.job import Job, Timing
 from stages.core.records.schema import Busy, ModeTiming
 from stages.core.vocabulary import Verdict
-from stages.judge.steps import COMPUTE, INPUT, TRANSFER, breakdown, diagnose
+from stages.judge.steps import COMPUTE, INPUT, NEAR, TRANSFER, breakdown, diagnose
 from stages.judge.summary import summarize
 from stages.judge.timings import bench_rows
 from stages.judge.verdicts import finish
@@ -24,6 +25,7 @@ from stages.measure.pipeline import NO_COPY, Pipeline, batch_bytes, time_breakdo
 from stages.measure.worker import bench_mode, outputs_after_steps
 from stages.render.bench import page
 from stages.render.numbers import numbers_section
+from stages.render.steps import diagnosis
 from stages.workloads.loader import DecodedSamples, loader_train
 
 from .projects import ROOT
@@ -32,9 +34,12 @@ from .test_timing import FakeClock
 
 
 @pytest.mark.parametrize("wait, copy, bound", [
-    (0.41, None, INPUT), (0.25, None, INPUT), (0.249, None, COMPUTE), (0.0, None, COMPUTE),
-    (0.1, 0.3, TRANSFER), (0.3, 0.3, INPUT), (0.2, 0.2, COMPUTE), (0.0, 0.9, TRANSFER),
-    (0.6, 0.3, INPUT)])
+    (0.41, None, INPUT), (0.30, None, INPUT), (0.199, None, COMPUTE), (0.0, None, COMPUTE),
+    (0.1, 0.31, TRANSFER), (0.3, 0.3, INPUT), (0.19, 0.19, COMPUTE), (0.0, 0.9, TRANSFER),
+    (0.6, 0.3, INPUT),
+    # 20-30 %: near the quarter, so that 24 % and 26 % read alike
+    (0.24, None, NEAR + INPUT), (0.26, None, NEAR + INPUT), (0.2, 0.2, NEAR + INPUT),
+    (0.1, 0.27, NEAR + TRANSFER)])
 def test_the_diagnosis_names_the_larger_idle_part_once_it_takes_a_quarter(wait, copy, bound):
     assert diagnose(wait, copy) == bound
 
@@ -50,11 +55,30 @@ def test_a_units_breakdown_is_the_median_of_its_processes_shares():
     assert found.processes == 3 and found.steps == 30
     assert found.input_wait_share == pytest.approx(0.2) and found.copy_share == pytest.approx(
         0.1, rel=0.02)
-    assert found.copy_gbps == pytest.approx(1.0) and found.bound == COMPUTE
+    assert found.copy_gbps == pytest.approx(1.0) and found.bound == NEAR + INPUT
     cpu = breakdown([parts(6e-3, 4e-3)])
     assert cpu.copy_s is None and cpu.copy_share is None and cpu.copy_gbps is None
     assert cpu.input_wait_share == pytest.approx(0.6) and cpu.bound == INPUT
     assert breakdown([ModeTiming("OK")]) is None
+    assert cpu.oversubscribed is None                 # not recorded (before bench 15)
+
+
+def test_loader_workers_and_threads_beyond_the_cores_are_oversubscribed_whatever_the_shares():
+    """The case of issue 39: 2 loader workers beside 2 torch threads on 2 cores moved the
+    wait 55 % -> 20 % of the step and compute 10.7 -> 24.3 ms, the step the same."""
+    def on(workers, threads, cores, wait, compute):
+        return [dataclasses.replace(parts(wait, compute), loader_workers=workers,
+                                    torch_threads=threads, cores=cores) for _ in range(3)]
+    alone = breakdown(on(0, 2, 2, 13.0e-3, 10.7e-3))
+    assert alone.bound == INPUT and alone.oversubscribed is None
+    crowded = breakdown(on(2, 2, 2, 6.1e-3, 24.3e-3))
+    assert crowded.bound == NEAR + INPUT and crowded.oversubscribed == (2, 2, 2)
+    assert breakdown(on(2, 1, 4, 5e-3, 20e-3)).oversubscribed is None
+    unit = dataclasses.replace(summarize("c", bench({"w": [process()]}), 0.0, BUSY).unit(
+        "w", "eager"), breakdown=crowded)
+    text = diagnosis(unit, None)
+    assert text.startswith("**near input-bound** (input wait 20%") and (
+        "**oversubscribed**: 2 loader workers and 2 torch threads on 2 cores" in text), text
 
 
 class Slow:

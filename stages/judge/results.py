@@ -249,6 +249,7 @@ class Trend:
 # ---- where the step goes (judge.steps) ------------------------------------------------------
 
 BOUND_SHARE = 0.25
+NEAR_BAND = (0.20, 0.30)   # a larger share in [low, high) is near the bound, either way
 
 
 @dataclass(frozen=True)
@@ -263,7 +264,10 @@ class Breakdown:
     copy_share: float | None
     compute_share: float
     copy_gbps: float | None            # bytes copied per second of copy
-    bound: str                         # INPUT, TRANSFER or COMPUTE
+    bound: str                         # INPUT, TRANSFER or COMPUTE, or near one (judge.steps)
+    # Loader workers + torch threads beyond the cores: (workers, threads, cores); None: within
+    # them, or not recorded (a record before bench 15).
+    oversubscribed: tuple[int, int, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,15 @@ and the copy take (each process's part over its wait + copy + compute, the media
 processes). The device idles during both: when the larger of the two takes at least
 `BOUND_SHARE` of the step, the step is input-bound (the wait is larger) or transfer-bound
 (the copy is); otherwise compute-bound. A quarter: hiding that part (more loader workers,
-pinned memory, prefetching) would make the step at least a third faster.
+pinned memory, prefetching) would make the step at least a third faster. In `NEAR_BAND`
+(20-30 %) the step is *near* input- or transfer-bound: one setting must not read both ways
+between two modes or runs.
+
+On a CPU the loader's workers and torch's threads share the cores: where they outnumber them,
+the step is *oversubscribed* whatever its shares (measured: `loader_train` at 2 loader workers
+and 2 threads on 2 cores, the wait 55 % → 20 % of the step while compute rose 10.7 → 24.3 ms
+and the step stayed 24 ms: the workers took the threads' cores). The compute part then holds
+waits for a core, and more workers only move time from one part to the other.
 
 A part under the steady state's δ of the step on both sides cannot move the step by more
 than δ whatever it does: its row is EQUIVALENT without a test (`negligible`), so that a few
@@ -16,17 +24,31 @@ from __future__ import annotations
 
 from stages.core.numbers import median
 from stages.core.records.schema import ModeTiming
-from stages.judge.results import BOUND_SHARE, Breakdown, Usage
+from stages.judge.results import BOUND_SHARE, NEAR_BAND, Breakdown, Usage
 
 INPUT, TRANSFER, COMPUTE = "input-bound", "transfer-bound", "compute-bound"
+NEAR = "near "                      # its larger share in NEAR_BAND
 
 
 def diagnose(wait_share: float, copy_share: float | None) -> str:
     """The rule of the module's docstring."""
     copy_share = copy_share or 0.0
-    if max(wait_share, copy_share) < BOUND_SHARE:
-        return COMPUTE
-    return INPUT if wait_share >= copy_share else TRANSFER
+    larger = max(wait_share, copy_share)
+    bound = INPUT if wait_share >= copy_share else TRANSFER
+    if NEAR_BAND[0] <= larger < NEAR_BAND[1]:
+        return NEAR + bound
+    return bound if larger >= BOUND_SHARE else COMPUTE
+
+
+def oversubscribed(modes: list[ModeTiming]) -> tuple[int, int, int] | None:
+    """(loader workers, torch threads, cores) where the first two outnumber the cores in the
+    median process (the module's docstring); None where they do not or were not recorded."""
+    counted = [m for m in modes if None not in (m.loader_workers, m.torch_threads, m.cores)]
+    if not counted:
+        return None
+    found = tuple(int(median(getattr(m, f) for m in counted))
+                  for f in ("loader_workers", "torch_threads", "cores"))
+    return found if found[0] + found[1] > found[2] else None
 
 
 def step_total(m: ModeTiming) -> float | None:
@@ -68,7 +90,7 @@ def breakdown(modes: list[ModeTiming]) -> Breakdown | None:
         middle(share(m, "compute_s") for m in timed),
         middle(m.copy_bytes / m.copy_s / 1e9 for m in timed
                if m.copy_bytes is not None and m.copy_s),
-        diagnose(wait, copy))
+        diagnose(wait, copy), oversubscribed(timed))
 
 
 def usage(modes: list[ModeTiming], kept: list[ModeTiming]) -> Usage | None:

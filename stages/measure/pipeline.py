@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable
 
 import torch
 
+from stages.core.machine import usable_cores
 from stages.measure.clocks import Clock
 from stages.measure.timing import BusyMachine, latency_calls
 
@@ -103,11 +104,15 @@ def time_breakdown(pipeline: Pipeline, copy: Clock | None, compute: Clock, calls
         computed += compute.stop()      # the step has ended on the device: the next starts idle
     if busy is not None:
         busy.stop()
+    workers = getattr(pipeline.batches, "num_workers", None)
     return {"breakdown_calls": calls, "input_wait_s": waited / calls,
             "copy_s": copied / calls if copy is not None else None,
             "copy_bytes": moved / calls if copy is not None else None,
             "compute_s": computed / calls,
-            "busy_breakdown": busy.summary() if busy is not None else None}
+            "busy_breakdown": busy.summary() if busy is not None else None,
+            "loader_workers": workers if isinstance(workers, int) else None,
+            "torch_threads": torch.get_num_threads(), "cores": usable_cores()}
+
 
 
 def measure_breakdown(pipeline: Pipeline, device_type: str, clock: Callable[[], Clock],

@@ -3,7 +3,7 @@
 cell of summary.md. Pure."""
 from __future__ import annotations
 
-from stages.judge.results import BASELINE, BOUND_SHARE, CellSummary, UnitSummary
+from stages.judge.results import BASELINE, BOUND_SHARE, NEAR_BAND, CellSummary, UnitSummary
 from stages.render.markdown import joules, markdown_table, seconds
 
 BUSY = ("not shown: its {} process(es) timed it while other programs took more than "
@@ -12,7 +12,8 @@ BUSY = ("not shown: its {} process(es) timed it while other programs took more t
 OWN = ("copy_s", "cpu_busy", "joules_per_item", "sm_util")
 RULE = (f"input-bound or transfer-bound when the input wait or the copy, the larger of the "
         f"two, takes at least {BOUND_SHARE:.0%} of the step (the device idles meanwhile), "
-        f"else compute-bound")
+        f"else compute-bound; *near* one from {NEAR_BAND[0]:.0%} to {NEAR_BAND[1]:.0%}; "
+        f"*oversubscribed* where the loader's workers and torch's threads outnumber the cores")
 
 
 def _joules(v: float | None) -> str:
@@ -32,6 +33,10 @@ def diagnosis(n: UnitSummary, base: UnitSummary | None) -> str:
     b = n.breakdown
     text = f"**{b.bound}** (input wait {_share(b.input_wait_share)}" + (
         f", copy {_share(b.copy_share)}" if b.copy_share is not None else "")
+    if b.oversubscribed is not None:
+        workers, threads, cores = b.oversubscribed
+        text += (f"; **oversubscribed**: {workers} loader workers and {threads} torch threads "
+                 f"on {cores} cores, so compute holds waits for a core: fewer of either first")
     was = base.breakdown if base is not None else None
     if was is not None:
         text += (f"; baseline {'the same' if was.bound == b.bound else was.bound}, input wait "

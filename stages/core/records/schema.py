@@ -255,6 +255,11 @@ class ModeTiming:
     copy_bytes: float | None = None
     compute_s: float | None = None
     busy_breakdown: Busy | None = None
+    # What contends for the cores meanwhile: the loader's worker processes (a DataLoader's
+    # num_workers; None: no such loader), torch's threads, and the CPUs the process may use.
+    loader_workers: int | None = None
+    torch_threads: int | None = None
+    cores: int | None = None
     # Utilization and energy over the steady-state samples (measure.energy): the process's
     # CPU time per second and torch thread, NVML's SM and memory utilization (shares), the
     # energy counter's joules per item and mean power.

@@ -133,6 +133,13 @@ def _bench_13(data: dict) -> dict:
     return {**data, "schema_version": 14}
 
 
+def _bench_14(data: dict) -> dict:
+    """Schema 15 records, for each mode with an input pipeline, what contends for the cores
+    during its breakdown (`loader_workers`, `torch_threads`, `cores`). A schema-14 mode has
+    none: the diagnosis cannot say whether the cores were oversubscribed."""
+    return {**data, "schema_version": 15}
+
+
 def _migration_1(data: dict) -> dict:
     """Migration 2 records the counts of each side's work per mode (`work`); migration 1
     has none: not counted."""
@@ -234,7 +241,7 @@ UPGRADES = {("bench", 1): _bench_1, ("bench", 2): _bench_2, ("bench", 3): _bench
             ("bench", 4): _bench_4, ("bench", 5): _bench_5, ("bench", 6): _bench_6,
             ("bench", 7): _bench_7, ("bench", 8): _bench_8, ("bench", 9): _bench_9,
             ("bench", 10): _bench_10, ("bench", 11): _bench_11, ("bench", 12): _bench_12,
-            ("bench", 13): _bench_13,
+            ("bench", 13): _bench_13, ("bench", 14): _bench_14,
             ("numerics", 1): _numerics_1,
             ("numerics", 2): _numerics_2, ("numerics", 3): _numerics_3,
             ("compare", 1): _compare_1, ("compare", 2): _compare_2,
