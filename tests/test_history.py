@@ -15,7 +15,10 @@ from stages.core.errors import UserError
 from stages.core.records import write_record
 from stages.core.records.schema import EnvRecord
 from stages.judge.changepoints import change_points
-from stages.judge.trends import Run, series
+from stages.core.numbers import median
+from stages.judge.results import RunPoint, Trend
+from stages.judge.trends import Run, failure_rates, series
+from stages.render.history import failures_section, metric_section, y_range
 
 from .projects import git, init_repo
 from .records import BUSY, bench, process
@@ -203,3 +206,49 @@ def test_a_change_of_hardware_starts_a_new_series():
 def test_a_bad_history_setting_is_one_line():
     with pytest.raises(UserError, match=r"history.max_pvalue must be in \(0, 1\), got 2"):
         config.parse({**RAW, "history": {"max_pvalue": 2}})
+
+
+# ---- the page as an expert reads it ------------------------------------------------------------
+
+def _trend(workload: str, values: list[float], runs: list[int] | None = None) -> Trend:
+    runs = runs if runs is not None else list(range(len(values)))
+    return Trend("cpu-fp32", workload, "eager", "steady_s",
+                 (("cpu_model", "AMD EPYC"), ("torch_threads", "2")), 0,
+                 tuple(RunPoint(r, f"{r:040x}", "2026-12-01", v) for r, v in zip(runs, values)))
+
+
+def test_a_series_reads_oldest_to_newest_and_a_wobble_is_drawn_flat():
+    """889 → 882 is said in that order (the old line read min to max, "882 µs to 889 µs",
+    while the run fell); a 1 % wobble spans a tenth of its panel, not all of it; the level
+    of two points is their middle, not the upper one."""
+    lines = metric_section("steady_s", [_trend("w", [889e-6, 885e-6, 882e-6])], 10, "###")
+    line = next(x for x in lines if x.startswith("- w · eager"))
+    assert "889 µs → 882 µs over 3 run(s), oldest to newest (from 882 µs to 889 µs)" in line
+    low, high = y_range([889.0, 885.0, 882.0])
+    assert (high - low) >= 0.2 * 885 and low < 882 and high > 889
+    wide = y_range([100.0, 200.0])
+    assert wide[0] < 100 and wide[1] > 200 and wide[0] >= 0
+    assert median([1.0, 3.0]) == 2.0
+
+
+def test_the_table_shows_only_the_series_with_a_point_among_its_runs():
+    found = [_trend("kept", [1e-3, 1.1e-3, 1e-3], [7, 8, 9]),
+             *[_trend(f"old{i}", [1e-3, 1e-3], [0, 1]) for i in range(8)]]
+    lines = metric_section("steady_s", found, 3, "###")
+    header = next(x for x in lines if x.startswith("| run "))
+    assert "kept · eager" in header and "old0" not in header
+    assert any(x.startswith("8 series with no point among these runs left out of the table: "
+                            "old0 · eager") and x.endswith("and 2 more.") for x in lines)
+
+
+def test_a_unit_that_fails_in_every_process_since_a_run_reads_broken_not_a_rate():
+    ok = bench({"w": [process() for _ in range(4)]})
+    broken = bench({"w": [process(status="ERROR", error="boom")]})
+    runs = {"c": [Run(f"{i:040x}", "2026-12-01", r, None) for i, r in
+                  enumerate([ok, ok, ok, broken, broken])]}
+    (rate,) = failure_rates(runs)
+    assert (rate.failed, rate.processes, rate.broken_runs) == (2, 14, 2)
+    row = next(x for x in "\n".join(failures_section([rate])).splitlines() if x.startswith("| c "))
+    assert "2 of 14 (14%); **every process of the newest 2 run(s)**: broken, not flaky" in row
+    again = failure_rates({"c": runs["c"] + [Run("f" * 40, "2026-12-02", ok, None)]})
+    assert again[0].broken_runs == 0

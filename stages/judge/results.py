@@ -214,6 +214,9 @@ class FailureRate:
     of_runs: int                # runs that had the unit
     last: str | None            # the newest failing run's commit (None: this run)
     message: str                # its first failure's message
+    # The newest runs in a row in which every process that ran failed: a unit broken since
+    # then, not a flaky one (0: its newest run had a process that did not fail).
+    broken_runs: int = 0
 
     @property
     def rate(self) -> float:

@@ -163,7 +163,7 @@ def failure_rates(runs: dict[str, list[Run]]) -> list[FailureRate]:
                 continue
             for name, result in run.bench.workloads.items():
                 for mode in run.bench.modes:
-                    c = counts.setdefault((name, mode), [0, 0, 0, 0, None, ""])
+                    c = counts.setdefault((name, mode), [0, 0, 0, 0, None, "", 0])
                     ran = [p for p in result.processes if p.status != Status.SKIPPED]
                     failures = [f for f in (_failure(p, mode) for p in ran) if f]
                     c[0] += len(failures)
@@ -172,6 +172,8 @@ def failure_rates(runs: dict[str, list[Run]]) -> list[FailureRate]:
                     if failures:
                         c[2] += 1
                         c[4], c[5] = run.commit, failures[0]
-        found += [FailureRate(cell, name, mode, *c[:4], c[4], c[5][:200])
+                    if ran:       # every process failed: the streak goes on, else it ends
+                        c[6] = c[6] + 1 if len(failures) == len(ran) else 0
+        found += [FailureRate(cell, name, mode, *c[:4], c[4], c[5][:200], c[6])
                   for (name, mode), c in counts.items() if c[0]]
     return found

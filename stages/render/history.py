@@ -6,6 +6,7 @@ import math
 from matplotlib.figure import Figure
 
 from stages.core.config.settings import HistorySettings
+from stages.core.numbers import median
 from stages.core.metrics import BY_NAME, Unit
 from stages.core.vocabulary import PICTURES, short
 from stages.judge.results import KEY_METRICS, Chance, FailureRate, LastingShift, RunPoint, Trend
@@ -46,15 +47,13 @@ def trend(found: list[Trend], title: str) -> bytes | None:
         ax.plot(xs, values, "o-", color=LINE, ms=3, lw=1)
         cuts = [0, *(shift.index for shift in s.shifts), len(values)]
         for start, stop in zip(cuts, cuts[1:]):
-            level = sorted(values[start:stop])[(stop - start) // 2]
+            level = median(values[start:stop])
             ax.plot([start - 0.3, stop - 0.7], [level, level], color="#9e9e9e", lw=1.5)
         for shift in s.shifts:
             ax.axvline(shift.index - 0.5, color=SHIFT, ls="--", lw=1)
             ax.annotate(f"{(shift.ratio - 1) * 100:+.0f} %", (shift.index - 0.5, max(values)),
                         color=SHIFT, fontsize=7, ha="left", va="top")
-        low, high = min(values), max(values)
-        pad = (high - low) * 0.15 or high * 0.05
-        ax.set_ylim(max(0.0, low - pad), high + pad)
+        ax.set_ylim(*y_range(values))
         ax.set_ylabel(unit, fontsize=8)
         ax.tick_params(axis="y", labelsize=7)
         step = max(1, math.ceil(len(xs) / 8))
@@ -63,8 +62,20 @@ def trend(found: list[Trend], title: str) -> bytes | None:
         ax.set_title(f"{s.workload} · {s.mode}", fontsize=9)
         ax.grid(axis="y", color="#eeeeee")
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.25 / fig.get_figheight()))   # room for the title
     return png(fig)
+
+
+MIN_SPAN = 0.2      # a panel's y range spans at least ±10 % of the series' median
+
+
+def y_range(values: list[float]) -> tuple[float, float]:
+    """A panel's y limits: the values with a margin, and never narrower than MIN_SPAN of the
+    median, so that a 1 % wobble on a wide-open scale does not read as a trend."""
+    low, high, middle = min(values), max(values), median(values)
+    half = max((high - low) * 0.575, middle * MIN_SPAN / 2)
+    centre = (low + high) / 2
+    return max(0.0, centre - half), centre + half
 
 
 def _timed(metric: str) -> bool:
@@ -163,8 +174,14 @@ def metric_section(metric: str, found: list[Trend], shown: int, level: str,
         lines += [f"![{TITLES[metric]}: trend per workload and mode]({image})", ""]
     for s in found:
         values = [p.value for p in s.points]
-        lines.append(f"- {_unit(s)}: `{sparkline(values)}` {value(metric, min(values))} to "
-                     f"{value(metric, max(values))} over {len(values)} run(s)")
+        lines.append(f"- {_unit(s)}: `{sparkline(values)}` {value(metric, values[0])} → "
+                     f"{value(metric, values[-1])} over {len(values)} run(s), oldest to "
+                     f"newest (from {value(metric, min(values))} to "
+                     f"{value(metric, max(values))})")
+    shown_runs = sorted({p.run for s in found for p in s.points})[-shown:]
+    # The table: the series with a point among the runs shown, not every one ever run.
+    gone = [s for s in found if not any(p.run in shown_runs for p in s.points)]
+    found = [s for s in found if s not in gone]
     runs: dict[int, RunPoint] = {}
     cells: dict[tuple[int, int], str] = {}
     for col, s in enumerate(found):
@@ -192,11 +209,18 @@ def metric_section(metric: str, found: list[Trend], shown: int, level: str,
                                         "environment change"])]
     if hidden > 0:
         lines += ["", f"{hidden} older run(s) not shown (`history.shown` = {shown})."]
+    if gone:
+        lines += ["", f"{len(gone)} series with no point among these runs left out of the "
+                      f"table: {', '.join(map(_unit, gone[:6]))}"
+                  + (f" and {len(gone) - 6} more" if len(gone) > 6 else "") + "."]
     return lines + [""]
 
 
 def _hardware(s: Trend) -> str:
-    return ", ".join(f"{k} {v or '(none)'}" for k, v in s.hardware)
+    """The series' hardware key; its threads are the env stage's (torch's default in the
+    process that ran `dvc repro`), which each unit's bench page may not share."""
+    return ", ".join(f"{'torch threads of the env stage' if k == 'torch_threads' else k} "
+                     f"{v or '(none)'}" for k, v in s.hardware)
 
 
 def chance_line(odds: Chance | None, series: int) -> str:
@@ -214,9 +238,12 @@ def failures_section(failed: list[FailureRate]) -> list[str]:
     """The units that failed in any run of the history, the flakiest first."""
     if not failed:
         return []
-    rows = [[f.cell, f.workload, f.mode, f"{f.failed} of {f.processes} ({f.rate:.0%})",
+    rows = [[f.cell, f.workload, f.mode, f"{f.failed} of {f.processes} ({f.rate:.0%})"
+             + (f"; **every process of the newest {f.broken_runs} run(s)**: broken, not flaky"
+                if f.broken_runs else ""),
              f"{f.runs} of {f.of_runs}", short(f.last) if f.last else THIS_RUN, f.message]
-            for f in sorted(failed, key=lambda f: (-f.rate, f.cell, f.workload, f.mode))]
+            for f in sorted(failed, key=lambda f: (-f.broken_runs, -f.rate, f.cell,
+                                                   f.workload, f.mode))]
     return ["## Failure rate", "",
             "Units whose worker processes failed in any run shown (an error, a crash, OOM, a "
             "time limit, a non-finite output); SKIPPED processes do not count. A unit that "
