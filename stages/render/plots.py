@@ -166,7 +166,7 @@ def medians(bench: dict[str, CellSummary]) -> bytes | None:
     if not panels:
         return None
     tall = max(len(units) for units in panels.values())
-    fig = Figure(figsize=(4.4 * len(panels), 1.5 + 0.5 * tall))
+    fig = Figure(figsize=(4.4 * len(panels), 1.9 + 0.5 * tall))   # room for the x label
     for i, (cell, units) in enumerate(panels.items()):
         ax = fig.add_subplot(1, len(panels), i + 1)
         for y, (old, now) in enumerate(units.values()):
@@ -183,7 +183,7 @@ def medians(bench: dict[str, CellSummary]) -> bytes | None:
         ax.set_title(cell, fontsize=10)
         ax.set_xlabel("steady state per call, one dot per process", fontsize=8)
     handles = [Line2D([], [], marker="o", ls="", color=NOW, label="this run")]
-    if any(bench[cell].has_baseline for cell in panels):
+    if any(old for units in panels.values() for old, _ in units.values()):   # one was drawn
         handles.insert(0, Line2D([], [], marker="o", ls="", color=BASE, label="baseline"))
     fig.legend(handles=handles, loc="upper right", fontsize=7, frameon=False)
     fig.tight_layout(rect=(0, 0, 1, 0.93))

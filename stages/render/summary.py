@@ -146,7 +146,7 @@ def numerics_section(rows: list[Row]) -> list[str]:
              "Per cell, workload and mode: error against the float64 CPU reference, how far the "
              "outputs moved from the baseline's, the same inputs twice (in this process and a "
              "fresh one), compiled against eager, the operators one eager step runs, and graph "
-             "breaks. Details: `reports/numerics/<cell>.md`.", ""]
+             "breaks. Details: each cell's `numerics/<cell>.md`, beside this page.", ""]
     if grid:
         header = "| cell | workload | mode | " + " | ".join(metrics[m] for m in used) + " |"
         lines += [header, "|" + "---|" * (3 + len(used))]

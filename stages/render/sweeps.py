@@ -114,16 +114,23 @@ def sweep_figure(cell: str, sweeps: tuple[Sweep, ...], alpha: float) -> bytes | 
         choice = sweep.choice
         if choice.chosen is not None:
             ax.plot([x_of(choice.chosen)], [choice.chosen.throughput], "o", ms=12,
-                    mfc="none", mec="#c62828", mew=2, label="recommended")
+                    mfc="none", mec="#c62828", mew=2, ls="",
+                    label="recommended" if choice.decided else "cheapest, not decided")
             if choice.ties:
                 ax.plot([x_of(v.point) for v in choice.ties],
                         [v.point.throughput for v in choice.ties], "o", ms=10,
                         mfc="none", mec="#ef6c00", mew=1.5, label="ties with it")
-        if numeric and min(dict(p.values)[axis] for p in points) > 0:
-            ax.set_xscale("log", base=2)
-            ax.set_xticks(sorted({dict(p.values)[axis] for p in points}),
-                          [str(v) for v in sorted({dict(p.values)[axis] for p in points})])
-        ax.set_ylim(bottom=0)       # a throughput axis from zero: gaps drawn to scale
+        if numeric:                  # ticks at the swept values alone (no 0.25 workers)
+            values = sorted({dict(p.values)[axis] for p in points})
+            if values[0] > 0:
+                ax.set_xscale("log", base=2)
+            ax.set_xticks(values, [str(v) for v in values])
+            ax.minorticks_off()
+        # From zero, gaps drawn to scale; an interval running past 2.5x the best estimate
+        # (two processes a point) runs off the top rather than flattening every point.
+        best = max((p.throughput for p in points if p.throughput), default=0.0)
+        top = max((p.interval[1] for p in points if p.interval), default=best)
+        ax.set_ylim(0, min(top, 2.5 * best) * 1.08 or None)
         ax.set_xlabel(axis, fontsize=8)
         ax.set_ylabel(f"items/s ({1 - alpha:.0%} interval)", fontsize=8)
         ax.tick_params(labelsize=7)
