@@ -12,10 +12,10 @@ from stages import history as history_stage
 from stages.core import config
 from stages.core.config.settings import Delta, HistorySettings
 from stages.core.errors import UserError
+from stages.core.numbers import median
 from stages.core.records import write_record
 from stages.core.records.schema import EnvRecord
 from stages.judge.changepoints import change_points
-from stages.core.numbers import median
 from stages.judge.results import RunPoint, Trend
 from stages.judge.trends import Run, failure_rates, series
 from stages.render.history import failures_section, metric_section, y_range

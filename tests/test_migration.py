@@ -21,6 +21,7 @@ from stages.core.errors import UserError
 from stages.core.records import write_record
 from stages.core.records.migration import Ratio
 from stages.core.records.schema import (
+    EnvRecord,
     ModeNumerics,
     NumericsRecord,
     RecordedWorkload,
@@ -29,7 +30,7 @@ from stages.core.records.schema import (
 )
 from stages.judge.migration import PER_ITEM, SideInput, cost, migrate, ratio
 from stages.judge.moderation import run_spreads
-from stages.render.migration import figure, page
+from stages.render.migration import figure, informative, page, throughput
 
 from .projects import MACHINE, REPORTS, git, init_repo
 from .records import bench, process
@@ -340,3 +341,24 @@ def test_the_stand_in_accelerator_without_one_kernel(monkeypatch):
         "aten::_transformer_encoder_layer_fwd has no kernel for the device (tgaccel)")
     assert found["matmul_relu"].verdict == "runs"
     assert found["matmul_relu"].modes[0].timing(PER_ITEM).tested
+
+
+def test_a_busy_machine_says_what_it_left_out_and_a_wide_interval_decides_nothing():
+    """The busy rule dropped every target process: the page says so and what to do, not
+    "fewer than 2 processes"; the checklist does not call a measured compile "not measured"
+    without the reason, and no lock is no pin."""
+    source = side("cpu-fp32", cell_record({"mm": 2e-3}))
+    busy = cell_record({"mm": 1e-3}, seed=1, busy=0.9)
+    target = dataclasses.replace(side("cpu-bf16", busy),
+                                 env=EnvRecord({"torch": {"version": "2.13.0+cpu"}}))
+    record = migrate("fp32_to_bf16", source, target, same_run=True, modes=(),
+                     alpha=ALPHA, busy_share=0.25, run_spread=0.03)
+    text = page(record, "../pictures/x.png")
+    assert ("eager runs, throughput not tested (0 processes kept on the target: 4 of 4 "
+            "processes timed while other programs took more than compare.busy_share of the "
+            "CPU: left out; measure again on a quiet machine)") in text, text
+    assert "fewer than 2 processes a side" not in text
+    assert "not pinned: no lock declared (`torchgate lock` writes one)" in text
+    assert informative(0.5, 2.0) and not informative(8.05e-05, 68598)
+    wide = Ratio("per_item_s", 1e-3, 1e-3, 1.0, 8.05e-05, 68598, 2, 2)
+    assert "decide nothing" in throughput(wide) and "[" not in throughput(wide)

@@ -87,9 +87,13 @@ def side_mode(side, unit: str | None, mode: str, busy_share: float) -> SideMode:
     if failed and not ran:
         return SideMode(FAILS, no_kernel(str(failed[0])), unit, **extra)
     n = unit_summary(record, unit, mode, None, busy_share)
+    said = [f"{len(failed)} of {len(failed) + ran} processes failed, the first: {failed[0]}"
+            ] if failed else []
+    if n.processes_busy:
+        said.append(f"{n.processes_busy} of {ran} processes timed while other programs took "
+                    f"more than compare.busy_share of the CPU: left out")
     return SideMode(
-        RUNS, f"{len(failed)} of {len(failed) + ran} processes failed, the first: {failed[0]}"
-        if failed else None, unit, n.processes_kept, n.items_per_s, n.graph_breaks,
+        RUNS, "; ".join(said) or None, unit, n.processes_kept, n.items_per_s, n.graph_breaks,
         n.recompiles, tuple(dict.fromkeys(detail(record, unit, mode, BY_NAME["graph_breaks"])
                                           + detail(record, unit, mode, BY_NAME["recompiles"]))),
         tuple((s.shape, s.recompiles) for s in n.shapes),
@@ -153,7 +157,8 @@ def _environment(side) -> ChecklistItem:
     if torch is None:
         return ChecklistItem(item, NOT_MEASURED, "no environment record")
     if side.lock is None:
-        return ChecklistItem(item, PASS_MARK, f"recorded: torch {torch}; no lock declared")
+        return ChecklistItem(item, FAIL_MARK, f"recorded (torch {torch}), not pinned: no lock "
+                                              "declared (`torchgate lock` writes one)")
     path, pinned = side.lock
     if pinned is not None and pinned != torch:
         return ChecklistItem(item, FAIL_MARK,
@@ -226,8 +231,14 @@ def _compile_cost(modes: tuple[ModeMigration, ...]) -> ChecklistItem:
     if found:
         return ChecklistItem(item, PASS_MARK, "; ".join(found))
     failed = [m for m in compiled if m.target.status == FAILS]
-    return ChecklistItem(item, FAIL_MARK, f"{failed[0].mode} does not run there") if failed else \
-        ChecklistItem(item, NOT_MEASURED, "no compiled first call on both sides")
+    if failed:
+        return ChecklistItem(item, FAIL_MARK, f"{failed[0].mode} does not run there")
+    busy = [m for m in compiled if m.target.status == RUNS and m.target.reason
+            and "busy_share" in m.target.reason]
+    if busy:      # it was measured, and the busy rule left its first calls out
+        return ChecklistItem(item, NOT_MEASURED, f"{busy[0].mode} timed on a busy machine: "
+                                                 "left out (measure again on a quiet one)")
+    return ChecklistItem(item, NOT_MEASURED, "no compiled first call on both sides")
 
 
 def checklist(modes: tuple[ModeMigration, ...], ops: SideOps, target,

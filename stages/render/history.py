@@ -6,8 +6,8 @@ import math
 from matplotlib.figure import Figure
 
 from stages.core.config.settings import HistorySettings
-from stages.core.numbers import median
 from stages.core.metrics import BY_NAME, Unit
+from stages.core.numbers import median
 from stages.core.vocabulary import PICTURES, short
 from stages.judge.results import KEY_METRICS, Chance, FailureRate, LastingShift, RunPoint, Trend
 from stages.render.markdown import markdown_table, percent, pictures_note, pvalue, value

@@ -64,15 +64,23 @@ def _metric(metric: str, v: float | None) -> str:
 
 
 def throughput(r: Ratio) -> str:
-    """The per-item time ratio as a throughput ratio: 1.80× [1.60, 2.10]."""
+    """The per-item time ratio as a throughput ratio: 1.80× [1.60, 2.10]; an interval that
+    spans more than a hundredfold is said to decide nothing, not printed as if it did."""
+    if not informative(r.low, r.high):
+        return (f"{times(1 / r.ratio)} (its interval spans over {UNINFORMATIVE:.0f}x: "
+                f"{r.n_source} / {r.n_target} processes decide nothing)")
     return f"{times(1 / r.ratio)} [{three(1 / r.high)}, {three(1 / r.low)}]"
 
 
 def cost_change(c: Cost) -> str:
+    if not informative(c.low, c.high):
+        return f"{change(c.ratio)} (interval uninformative)"
     return f"{change(c.ratio)} [{change(c.low)}, {change(c.high)}]"
 
 
 def break_even(c: Cost) -> str:
+    if not informative(c.break_even_low, c.break_even_high):
+        return f"${three(c.break_even)}/h (interval uninformative)"
     return (f"${three(c.break_even)}/h [{three(c.break_even_low)}, "
             f"{three(c.break_even_high)}]")
 
@@ -85,13 +93,33 @@ def mode_line(m: ModeMigration) -> str:
         return f"{m.mode} {m.target.status if side == 'there' else m.source.status} {side}"
     per_item = m.timing("per_item_s")
     if per_item is None or not per_item.tested:
-        return f"{m.mode} runs, throughput not tested (fewer than 2 processes a side)"
+        return f"{m.mode} runs, throughput not tested ({untested(m)})"
     parts = [f"{m.mode} {throughput(per_item)} the throughput"]
     if m.cost is not None and m.cost.ratio is not None:
         parts.append(f"cost per item {cost_change(m.cost)}")
     if m.cost is not None and m.cost.break_even is not None:
         parts.append(f"cheaper below ${three(m.cost.break_even)}/h")
     return ", ".join(parts)
+
+
+def untested(m: ModeMigration) -> str:
+    """Why a mode's throughput was not tested: each side's processes kept, and what left the
+    others out (the busy rule, failures), with what to do."""
+    said = []
+    for role, side in (("source", m.source), ("target", m.target)):
+        if side.processes < 2:
+            said.append(f"{side.processes} process{'es' * (side.processes != 1)} kept on the "
+                        f"{role}" + (f": {side.reason}" if side.reason else ""))
+    return "; ".join(said) + ("; measure again on a quiet machine" if any(
+        s.reason and "busy_share" in s.reason for s in (m.source, m.target)) else
+        "" if said else "fewer than 2 processes a side")
+
+
+UNINFORMATIVE = 100.0     # an interval whose ends are this far apart decides nothing
+
+
+def informative(low: float | None, high: float | None) -> bool:
+    return low is not None and high is not None and low > 0 and high / low < UNINFORMATIVE
 
 
 def one_line(w: WorkloadMigration) -> str:
@@ -135,7 +163,8 @@ def speed_and_cost(workloads: tuple[WorkloadMigration, ...]) -> list[str]:
                 continue
             c = m.cost or Cost(None, None)
             rows.append([w.workload, m.mode, f"{num(m.source.items_per_s)} → "
-                         f"{num(m.target.items_per_s)}", throughput(r) if r.tested else "",
+                         f"{num(m.target.items_per_s)}", throughput(r) if r.tested else
+                         f"not tested: {untested(m)}",
                          f"{usd(c.source_usd_per_million)} → {usd(c.target_usd_per_million)}"
                          if c.source_usd_per_million or c.target_usd_per_million else "",
                          cost_change(c) if c.ratio is not None else "",
