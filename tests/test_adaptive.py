@@ -1,5 +1,6 @@
 """Adaptive sampling with a simulated worker: INCONCLUSIVE cells get more processes, decided
 ones do not, the interim looks are recorded, and the error budget follows them."""
+import dataclasses
 import functools
 import random
 
@@ -178,8 +179,12 @@ def _undecided(workload: str, metric: str):
 def test_the_budget_goes_to_the_steady_state_before_a_cheaper_first_call():
     cfg = config.parse({**RAW, "workload": {"a": {"_target_": "x.a"}, "b": {"_target_": "x.b"}}})
     wanted = [_undecided("a", "steady_s"), _undecided("b", "first_call_s")]
-    # 4 more rounds of a cost 40 s, of b 8 s: the budget affords one of them
-    assert _funded(cfg, {"a": 10.0, "b": 2.0}, wanted, 40.0) == {"a": (4, {"eager"})}
+    # 4 more rounds of a cost 40 s, of b 8 s: the budget affords one of them, and the record
+    # says why b got none
+    plan, skipped = _funded(cfg, {"a": 10.0, "b": 2.0}, wanted, 40.0)
+    assert plan == {"a": (4, {"eager"})}
+    assert skipped == [("b eager first_call_s", "the budget left (0 s) afforded no round of "
+                                                "it (about 2 s each)")]
 
 
 def test_the_budget_goes_first_to_the_workloads_whose_code_the_arms_differ_in(tmp_path,
@@ -196,5 +201,22 @@ def test_the_budget_goes_first_to_the_workloads_whose_code_the_arms_differ_in(tm
     arms = (Arm("baseline", code=str(tmp_path / "base"), workloads=cfg.workloads), NOW_ARM)
     wanted = [_undecided("same", "steady_s"), _undecided("edited", "steady_s")]
     # 4 more lock-step rounds of two processes, 5 s each: 40 s a workload
-    assert _funded(cfg, {"same": 5.0, "edited": 5.0}, wanted, 40.0, arms) == {
-        "edited": (4, {"eager"})}
+    plan, skipped = _funded(cfg, {"same": 5.0, "edited": 5.0}, wanted, 40.0, arms)
+    assert plan == {"edited": (4, {"eager"})}
+    assert skipped[0][0] == "same eager steady_s" and skipped[0][1].endswith(
+        "funded after the workloads the change can have moved")
+
+
+def test_the_bench_page_says_what_each_look_funded_and_what_it_left_out_and_why():
+    from stages.core.records.schema import Look
+    from stages.judge.summary import summarize
+    from stages.render.bench import looks
+    from tests.records import BUSY, bench, process
+    pending = [_undecided("a", "steady_s")[0], _undecided("b", "first_call_s")[0]]
+    record = dataclasses.replace(bench({"a": [process()] * 4, "b": [process()] * 4}), looks=(
+        Look(4, tuple(pending), {"a": 4}, (("b eager first_call_s", "the budget left (0 s) "
+                                            "afforded no round of it (about 2 s each)"),)),))
+    text = looks(summarize("c", record, 0.0, BUSY))
+    assert "  - funded: a 4 rounds" in text
+    assert ("  - not funded: b eager first_call_s: the budget left (0 s) afforded no round of "
+            "it (about 2 s each)") in text

@@ -304,13 +304,11 @@ def extend(run: CellRun, pending: Callable[[BenchRecord], list[Wanted]],
         wanted = pending(record(looks_planned=bench.max_looks))
         if not wanted:
             break
-        looks.append(Look(min(len(arm[u.workload]) for arm in run.results.values()
-                              for u, _ in wanted), tuple(u for u, _ in wanted)))
-        plan = fund(run, wanted, deadline - time.perf_counter())
-        if not plan:
-            break
-        run.progress.plan(sum(run.arms_of(name) * n for name, (n, _) in plan.items()))
-        most = max(n for n, _ in plan.values())
+        have = min(len(arm[u.workload]) for arm in run.results.values() for u, _ in wanted)
+        plan, skipped = fund(run, wanted, deadline - time.perf_counter())
+        if plan:
+            run.progress.plan(sum(run.arms_of(name) * n for name, (n, _) in plan.items()))
+        most = max((n for n, _ in plan.values()), default=0)
         for extra in range(most):
             for name in sorted(plan):
                 n, modes = plan[name]
@@ -318,9 +316,16 @@ def extend(run: CellRun, pending: Callable[[BenchRecord], list[Wanted]],
                     continue
                 if time.perf_counter() + process_cost(run, name, modes) > deadline:
                     run.progress.plan(-run.arms_of(name) * (n - extra))   # not started
+                    skipped.append((name, f"the budget ran out after {extra} of its {n} "
+                                          "rounds"))
                     plan[name] = (extra, modes)
                     continue
                 run.process(name, round_ + extra, sorted(modes))
+        looks.append(Look(have, tuple(u for u, _ in wanted),
+                          {name: n for name, (n, _) in sorted(plan.items()) if n},
+                          tuple(skipped)))
+        if not plan:
+            break
         round_ += most
     return looks
 
@@ -364,8 +369,10 @@ def _source(arm: Arm, spec: WorkloadSpec) -> list[bytes]:
     return found
 
 
-def fund(run: CellRun, wanted: list[Wanted], left_s: float) -> dict[str, tuple[int, set]]:
-    """workload -> (rounds to add, the modes they run), within `left_s` of wall time. First
+def fund(run: CellRun, wanted: list[Wanted], left_s: float
+         ) -> tuple[dict[str, tuple[int, set]], list[tuple[str, str]]]:
+    """(workload -> (rounds to add, the modes they run), within `left_s` of wall time; each
+    pending unit given none, with why). First
     the workloads the arms' difference can have moved (`could_have_changed`), then the rest;
     within each, regressions' confirmations, then the undecided units that
     bench.max_processes lets decide, then the others; within those the steady state before
@@ -374,12 +381,15 @@ def fund(run: CellRun, wanted: list[Wanted], left_s: float) -> dict[str, tuple[i
     can decide, and the judge says what deciding the rest would cost (judge.adaptive)."""
     bench = run.cfg.bench
     changed = could_have_changed(run)
-    asks = []
+    asks, skipped = [], []
     for unit, needed in wanted:
+        name = f"{unit.workload} {unit.mode} {unit.metric}"
         if unit.metric == "first_call_s" and any(
                 p.modes[unit.mode].compile_cache for p in run.results[run.now][unit.workload]
                 if unit.mode in p.modes):
-            continue        # its rounds would compile with warm caches: no cold first call
+            skipped.append((name, "its rounds would compile with warm caches: no cold first "
+                                  "call to add"))
+            continue
         more = wanted_more(have_of(run, unit.workload), needed, bench.processes,
                            bench.max_processes)
         group = 0 if needed is None else 1 if needed <= bench.max_processes else 2
@@ -387,6 +397,8 @@ def fund(run: CellRun, wanted: list[Wanted], left_s: float) -> dict[str, tuple[i
             asks.append(((changed is not None and unit.workload not in changed, group,
                           unit.metric != "steady_s",
                           more * process_cost(run, unit.workload, {unit.mode})), unit, more))
+        else:
+            skipped.append((name, f"at bench.max_processes ({bench.max_processes}) already"))
     plan: dict[str, tuple[int, set]] = {}
     spent = 0.0
     for _, unit, more in sorted(asks, key=lambda a: a[0]):
@@ -400,7 +412,14 @@ def fund(run: CellRun, wanted: list[Wanted], left_s: float) -> dict[str, tuple[i
         if rounds > 0 and rounds >= n:
             plan[unit.workload] = (rounds, modes)
             spent += rounds * each - before
-    return plan
+        elif unit.workload not in plan:
+            unchanged = changed is not None and unit.workload not in changed
+            skipped.append((f"{unit.workload} {unit.mode} {unit.metric}",
+                            f"the budget left ({max(left_s - spent, 0):.0f} s) afforded no "
+                            f"round of it (about {each:.0f} s each)"
+                            + ("; funded after the workloads the change can have moved"
+                               if unchanged else "")))
+    return plan, skipped
 
 
 def measure_bench(cfg: Config, cell: Cell, *, run=run_worker, log=lambda *line: None,

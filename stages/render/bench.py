@@ -298,6 +298,11 @@ def looks(summary: CellSummary) -> str:
                           f"{(p.ratio - 1) * 100:+.1f} % [{(p.ci_low - 1) * 100:+.1f}, "
                           f"{(p.ci_high - 1) * 100:+.1f}]" for p in look.pending)
         lines.append(f"- look {i}, at {look.processes} processes per side: {units}")
+        if look.funded:
+            lines.append("  - funded: " + ", ".join(f"{w} {n} round{'s' * (n != 1)}"
+                                                    for w, n in look.funded.items()))
+        for unit, why in look.skipped:
+            lines.append(f"  - not funded: {unit}: {why}")
     lines.append(f"\n{summary.adaptive_processes} processes added in all.")
     return "\n".join(lines)
 

@@ -437,6 +437,10 @@ class Look:
     interim decision within this cell only; the verdicts are the run's, in compare."""
     processes: int                     # per side, before the look's extra rounds
     pending: tuple[Pending, ...] = ()
+    # What the budget did with them: the rounds each workload was given, and each pending
+    # unit it gave none, with why (launch.cells.fund): spent first where a change can be.
+    funded: dict[str, int] = field(default_factory=dict)
+    skipped: tuple[tuple[str, str], ...] = ()    # ("w eager steady_s", why)
 
 
 @dataclass(frozen=True)

@@ -135,8 +135,10 @@ def _bench_13(data: dict) -> dict:
 
 def _bench_14(data: dict) -> dict:
     """Schema 15 records, for each mode with an input pipeline, what contends for the cores
-    during its breakdown (`loader_workers`, `torch_threads`, `cores`). A schema-14 mode has
-    none: the diagnosis cannot say whether the cores were oversubscribed."""
+    during its breakdown (`loader_workers`, `torch_threads`, `cores`), and for each look of
+    adaptive sampling what its budget funded and skipped (`funded`, `skipped`). A schema-14
+    record has neither: the diagnosis cannot say whether the cores were oversubscribed, and
+    its looks not what the budget left out."""
     return {**data, "schema_version": 15}
 
 
