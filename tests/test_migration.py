@@ -362,3 +362,20 @@ def test_a_busy_machine_says_what_it_left_out_and_a_wide_interval_decides_nothin
     assert informative(0.5, 2.0) and not informative(8.05e-05, 68598)
     wide = Ratio("per_item_s", 1e-3, 1e-3, 1.0, 8.05e-05, 68598, 2, 2)
     assert "decide nothing" in throughput(wide) and "[" not in throughput(wide)
+
+
+def test_the_page_ends_its_workloads_with_one_line_for_the_pair():
+    from stages.render.migration import overall
+    source = side("cpu-fp32", cell_record({"mm": 2e-3, "mlp": 1e-3}))
+    faster = side("cpu-bf16", cell_record({"mm": 1e-3, "mlp": 0.5e-3}, seed=1))
+    record = migrate("fp32_to_bf16", source, faster, same_run=True, modes=(), **HOW)
+    assert overall(record).startswith("**Move**: every workload runs there, passes its "
+                                      "numerics and is faster: ")
+    assert overall(record) in page(record, None)
+    mixed = side("cpu-bf16", cell_record({"mm": 1e-3, "mlp": 2e-3}, seed=1))
+    line = overall(migrate("fp32_to_bf16", source, mixed, same_run=True, modes=(), **HOW))
+    assert line.startswith("**Do not move for speed**: slower there: mlp eager 0.5") and (
+        "; faster: mm eager 2.00×" in line), line
+    same = side("cpu-bf16", cell_record({"mm": 2e-3, "mlp": 1e-3}, seed=1))
+    line = overall(migrate("fp32_to_bf16", source, same, same_run=True, modes=(), **HOW))
+    assert line.startswith("**Not decided**: no test decided mlp eager, mm eager"), line

@@ -122,6 +122,47 @@ def informative(low: float | None, high: float | None) -> bool:
     return low is not None and high is not None and low > 0 and high / low < UNINFORMATIVE
 
 
+def overall(record: MigrationRecord) -> str:
+    """The pair in one line: move, do not move (a workload that does not run or pass its
+    numerics there, or is shown slower), or not decided (a mode whose throughput no test
+    decided), each with the units that say so. Speed per item only: the cost is its own
+    section, at prices the config gives."""
+    broken, slower, faster, open_ = [], [], [], []
+    for w in record.workloads:
+        if w.verdict != RUNS:
+            broken.append(f"{w.workload} ({w.verdict})")
+            continue
+        for m in w.modes:
+            unit = f"{w.workload} {m.mode}"
+            if m.target.numerics not in (None, "PASS"):
+                broken.append(f"{unit} (numerics {m.target.numerics} there)")
+                continue
+            r = m.timing("per_item_s")
+            if r is None or not r.tested or not informative(r.low, r.high):
+                open_.append(unit)
+            elif r.high < 1:
+                faster.append(f"{unit} {times(1 / r.ratio)}")
+            elif r.low > 1:
+                slower.append(f"{unit} {times(1 / r.ratio)}")
+            else:
+                open_.append(unit)
+
+    def said(units: list[str]) -> str:
+        return ", ".join(units[:4]) + (f" and {len(units) - 4} more" if len(units) > 4 else "")
+    if broken:
+        return f"**Do not move yet**: {said(broken)}."
+    if slower:
+        return (f"**Do not move for speed**: slower there: {said(slower)}"
+                + (f"; faster: {said(faster)}" if faster else "") + ".")
+    if open_:
+        return (f"**Not decided**: no test decided {said(open_)} (more processes, a quieter "
+                f"machine)" + (f"; faster there: {said(faster)}" if faster else "") + ".")
+    if not faster:
+        return "**Not decided**: nothing was compared."
+    return f"**Move**: every workload runs there, passes its numerics and is faster: " \
+           f"{said(faster)}."
+
+
 def one_line(w: WorkloadMigration) -> str:
     """"mlp_train: runs; eager 1.80× [...] the throughput, ...; compiled ..."."""
     if w.verdict != RUNS:
@@ -280,7 +321,7 @@ def page(record: MigrationRecord, picture: str | None) -> str:
     lines = [f"# Is it worth moving? `{record.name}`: {record.source.label} → "
              f"{record.target.label}", "", side_line("From", record.source),
              side_line("To", record.target), ""]
-    lines += [one_line(w) for w in record.workloads] + [""]
+    lines += [one_line(w) for w in record.workloads] + ["", overall(record), ""]
     lines += [f"> {n}" for n in record.notes] + [""]
     lines += checklist(record.workloads)
     lines += speed_and_cost(record.workloads)
