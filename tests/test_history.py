@@ -252,3 +252,18 @@ def test_a_unit_that_fails_in_every_process_since_a_run_reads_broken_not_a_rate(
     assert "2 of 14 (14%); **every process of the newest 2 run(s)**: broken, not flaky" in row
     again = failure_rates({"c": runs["c"] + [Run("f" * 40, "2026-12-02", ok, None)]})
     assert again[0].broken_runs == 0
+
+
+def test_a_run_whose_processes_were_all_busy_is_named_not_dropped_silently():
+    rng = random.Random(3)
+    quiet = [bench({"w": [process(rng=rng) for _ in range(3)]}) for _ in range(3)]
+    loud = bench({"w": [process(rng=rng, busy=0.9) for _ in range(3)]})
+    runs = [Run(f"{i:040x}", "2026-12-01", r, None) for i, r in
+            enumerate([quiet[0], loud, quiet[1], quiet[2]])]
+    (steady,) = [s for s in series({"c": runs}, HistorySettings(), BUSY, Delta())
+                 if s.metric == "steady_s"]
+    assert len(steady.points) == 3 and steady.busy_runs == (f"{1:040x}",)
+    line = next(x for x in metric_section("steady_s", [steady], 10, "###")
+                if x.startswith("- w · eager"))
+    assert line.endswith("; 1 run(s) without a point, every process timed on a busy machine: "
+                         + f"{1:040x}"[:10]), line

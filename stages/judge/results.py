@@ -244,6 +244,9 @@ class Trend:
     era: int                    # the cell's hardware eras, oldest first
     points: tuple[RunPoint, ...]
     shifts: tuple[LastingShift, ...] = field(default=())
+    # The runs that have no point because every process was timed on a busy machine (the
+    # busy rule left them all out): their commits, None for this run.
+    busy_runs: tuple[str | None, ...] = ()
 
     def started(self, shift: LastingShift) -> RunPoint:
         return self.points[shift.index]

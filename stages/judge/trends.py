@@ -83,6 +83,7 @@ def series(runs: dict[str, list[Run]], settings: HistorySettings, busy_share: fl
 def _era_series(cell: str, era: int, runs: list[tuple[int, Run]], settings: HistorySettings,
                 busy_share: float, delta: Delta) -> list[Trend]:
     units: dict[tuple[str, str, str], list[RunPoint]] = {}
+    busy: dict[tuple[str, str, str], list[str | None]] = {}
     last: dict[tuple[str, str, str], tuple] = {}
     for index, run in runs:
         env = run.env.env if run.env is not None else None
@@ -93,9 +94,12 @@ def _era_series(cell: str, era: int, runs: list[tuple[int, Run]], settings: Hist
                 unit = summary.unit(name, mode)
                 for metric in SERIES:
                     value = unit.value(metric)
+                    key = (name, mode, metric)
+                    if (value is None and metric == "steady_s" and unit.processes_busy
+                            and not unit.processes_kept):
+                        busy.setdefault(key, []).append(run.commit)
                     if value is None or value <= 0:
                         continue
-                    key = (name, mode, metric)
                     now = (torch, driver, result.spec)
                     changes = _changes(last[key], now, name) if key in last else ()
                     last[key] = now
@@ -105,7 +109,7 @@ def _era_series(cell: str, era: int, runs: list[tuple[int, Run]], settings: Hist
     return [Trend(cell, name, mode, metric, hw, era, tuple(points), tuple(change_points(
                 [p.value for p in points], max_pvalue=settings.max_pvalue,
                 min_change=min_change(settings, delta, metric),
-                min_points=settings.min_points)))
+                min_points=settings.min_points)), tuple(busy.get((name, mode, metric), ())))
             for (name, mode, metric), points in units.items()]
 
 

@@ -177,7 +177,11 @@ def metric_section(metric: str, found: list[Trend], shown: int, level: str,
         lines.append(f"- {_unit(s)}: `{sparkline(values)}` {value(metric, values[0])} → "
                      f"{value(metric, values[-1])} over {len(values)} run(s), oldest to "
                      f"newest (from {value(metric, min(values))} to "
-                     f"{value(metric, max(values))})")
+                     f"{value(metric, max(values))})" + (
+                         f"; {len(s.busy_runs)} run(s) without a point, every process timed "
+                         f"on a busy machine: " + ", ".join(
+                             THIS_RUN if c is None else short(c) for c in s.busy_runs)
+                         if s.busy_runs else ""))
     shown_runs = sorted({p.run for s in found for p in s.points})[-shown:]
     # The table: the series with a point among the runs shown, not every one ever run.
     gone = [s for s in found if not any(p.run in shown_runs for p in s.points)]
