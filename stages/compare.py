@@ -56,12 +56,11 @@ def env_page(rev: str, reports: Path) -> str:
 def _record_file(path: Path) -> tuple[str, object, EnvRecord | None]:
     """(stage, record, the environment recorded beside it): a bench or numerics record, and
     `<machine folder>/env/env.json` where it lies in a machine's reports."""
-    text = path.read_text(encoding="utf-8") if path.is_file() else None
-    if text is None:
+    if not path.is_file():
         raise UserError(f"{path} is not a file, nor a revision of this repository")
-    try:
-        kind = json.loads(text).get("kind")
-    except (ValueError, AttributeError):
+    try:            # its kind only: load_record reads it whole, with its own messages
+        kind = json.loads(path.read_bytes()).get("kind")
+    except (ValueError, AttributeError):        # not JSON, not UTF-8, not an object
         kind = None
     if kind not in KINDS:
         raise UserError(f"{path} is not a torchgate bench or numerics record (a "

@@ -14,7 +14,6 @@ from stages.core import machine
 from stages.core.records import kept
 
 from .projects import (
-    ROOT,
     commit_baseline_from_another_cpu,
     dvc,
     enter_project,
@@ -24,6 +23,7 @@ from .projects import (
     run_module,
 )
 from .test_env_packages import dist
+from .test_readme import readme_commands
 from .venvs import child_venv
 
 USER_MODULE = '''
@@ -268,13 +268,6 @@ def test_a_pull_request_is_measured_beside_its_baseline_in_lock_step(project):
     summary = read("reports/test-box/summary.md")
     assert "measured again" in summary
     assert "**REGRESSED** host instructions per call" in summary
-
-
-def readme_commands(heading: str) -> list[str]:
-    """The lines of the first shell block under the README's `heading`, comments dropped."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8").split(f"\n{heading}\n", 1)[1]
-    block = text.split("```bash\n", 1)[1].split("```", 1)[0]
-    return [line.split("   #")[0].strip() for line in block.splitlines() if line.strip()]
 
 
 @pytest.mark.slow

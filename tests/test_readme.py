@@ -4,7 +4,6 @@ and its summary excerpt is what the report stage prints. The quick start is CI's
 (test_ci.py); the upgrade workflow runs line by line in test_pipeline.py."""
 from __future__ import annotations
 
-import importlib.util
 import re
 import shlex
 import shutil
@@ -16,19 +15,26 @@ from stages.core import config
 from stages.core.records import SCHEMA
 
 from .projects import ROOT
-
-_spec = importlib.util.spec_from_file_location("install_commands",
-                                               ROOT / ".ci" / "install_commands.py")
-install_commands = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(install_commands)
+from .test_ci import install_commands
 
 DOCS = ("README.md", "reports/README.md")
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 
 
-def shell_blocks(name: str) -> list[str]:
-    return [body for kind, body in FENCE.findall((ROOT / name).read_text(encoding="utf-8"))
+def shell_blocks_of(text: str) -> list[str]:
+    return [body for kind, body in FENCE.findall(text)
             if kind in ("bash", "sh", "shell", "console")]
+
+
+def shell_blocks(name: str) -> list[str]:
+    return shell_blocks_of((ROOT / name).read_text(encoding="utf-8"))
+
+
+def readme_commands(heading: str) -> list[str]:
+    """The lines of the first shell block under the README's `heading`, comments dropped."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8").split(f"\n{heading}\n", 1)[1]
+    body = shell_blocks_of(text.split("\n## ", 1)[0])[0]
+    return [line.split("   #")[0].strip() for line in body.splitlines() if line.strip()]
 
 
 def selections() -> list[tuple[str, tuple[str, ...]]]:

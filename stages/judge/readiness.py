@@ -10,6 +10,7 @@ import re
 
 from stages.core.metrics import BY_NAME, Rule, names
 from stages.core.records.migration import (
+    BUSY_LEFT_OUT,
     FAIL_MARK,
     FAILS,
     NOT_MEASURED,
@@ -90,8 +91,7 @@ def side_mode(side, unit: str | None, mode: str, busy_share: float) -> SideMode:
     said = [f"{len(failed)} of {len(failed) + ran} processes failed, the first: {failed[0]}"
             ] if failed else []
     if n.processes_busy:
-        said.append(f"{n.processes_busy} of {ran} processes timed while other programs took "
-                    f"more than compare.busy_share of the CPU: left out")
+        said.append(f"{n.processes_busy} of {ran} processes {BUSY_LEFT_OUT}: left out")
     return SideMode(
         RUNS, "; ".join(said) or None, unit, n.processes_kept, n.items_per_s, n.graph_breaks,
         n.recompiles, tuple(dict.fromkeys(detail(record, unit, mode, BY_NAME["graph_breaks"])
@@ -234,7 +234,7 @@ def _compile_cost(modes: tuple[ModeMigration, ...]) -> ChecklistItem:
     if failed:
         return ChecklistItem(item, FAIL_MARK, f"{failed[0].mode} does not run there")
     busy = [m for m in compiled if m.target.status == RUNS and m.target.reason
-            and "busy_share" in m.target.reason]
+            and BUSY_LEFT_OUT in m.target.reason]
     if busy:      # it was measured, and the busy rule left its first calls out
         return ChecklistItem(item, NOT_MEASURED, f"{busy[0].mode} timed on a busy machine: "
                                                  "left out (measure again on a quiet one)")

@@ -10,6 +10,7 @@ from matplotlib.lines import Line2D
 
 from stages.core.metrics import label as metric_label
 from stages.core.records.migration import (
+    BUSY_LEFT_OUT,
     RUNS,
     Cost,
     MigrationRecord,
@@ -111,7 +112,7 @@ def untested(m: ModeMigration) -> str:
             said.append(f"{side.processes} process{'es' * (side.processes != 1)} kept on the "
                         f"{role}" + (f": {side.reason}" if side.reason else ""))
     return "; ".join(said) + ("; measure again on a quiet machine" if any(
-        s.reason and "busy_share" in s.reason for s in (m.source, m.target)) else
+        s.reason and BUSY_LEFT_OUT in s.reason for s in (m.source, m.target)) else
         "" if said else "fewer than 2 processes a side")
 
 

@@ -7,6 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 RUNS, FAILS, SKIPPED, NOT_MEASURED = "runs", "fails", "skipped", "not measured"
+# A side's reason where the busy rule left processes out (judge.readiness writes it, the
+# checklist and the page read it).
+BUSY_LEFT_OUT = "timed while other programs took more than compare.busy_share of the CPU"
 PASS_MARK, FAIL_MARK = "✓", "✗"
 
 
