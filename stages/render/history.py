@@ -141,9 +141,10 @@ def _levels(series: Trend, shift: LastingShift) -> str:
     i = series.shifts.index(shift)
     start = series.shifts[i - 1].index if i else 0
     stop = series.shifts[i + 1].index if i + 1 < len(series.shifts) else len(points)
-    before = [p.value for p in points[start:shift.index]]
-    after = [p.value for p in points[shift.index:stop]]
-    return f"{value(series.metric, median(before))} → {value(series.metric, median(after))}"
+    before = sorted(p.value for p in points[start:shift.index])
+    after = sorted(p.value for p in points[shift.index:stop])
+    return (f"{value(series.metric, before[len(before) // 2])} → "
+            f"{value(series.metric, after[len(after) // 2])}")
 
 
 def shifts_table(found: list[Trend]) -> str:
