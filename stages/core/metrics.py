@@ -26,6 +26,7 @@ Standard library only (the worker imports it).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, make_dataclass
 from typing import Any
 
@@ -92,13 +93,18 @@ class Metric:
         """A timing: its processes sampled on a busy machine are left out."""
         return self.phase is not None
 
+    @functools.cached_property
+    def path(self) -> tuple[str, ...]:
+        """The mode's fields that lead to its value (read for every process of every unit)."""
+        return tuple((self.source or self.name).split("."))
+
     def read(self, mode: Any) -> Any:
         """Its value in one mode's record (None: not measured there); a tuple for a series."""
         if self.cache is not None and (getattr(mode, "compile_cache", None) == "warm") != (
                 self.cache == "warm"):
             return None
         value = mode
-        for part in (self.source or self.name).split("."):
+        for part in self.path:
             value = getattr(value, part, None)
             if value is None:
                 return None

@@ -85,6 +85,10 @@ class UnitKey:
     mode: str
     metric: str
 
+    def parts(self) -> tuple[str, str, str, str, str]:
+        """Its fields in order (dataclasses.astuple deep-copies: most of a judge's time)."""
+        return self.stage, self.cell, self.workload, self.mode, self.metric
+
 
 class Tick(NamedTuple):
     """Where a running stage is (launch.cells.Progress counts, render.progress writes the line)."""

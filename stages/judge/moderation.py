@@ -27,6 +27,7 @@ import numpy as np
 from scipy import special
 
 from stages.core.records.rows import Prior
+from stages.judge.stats import mean_and_squares
 
 
 @dataclass(frozen=True)
@@ -63,13 +64,19 @@ def _fit(usable: list[tuple[float, float]]) -> Prior | None:
     # log s² - E[log χ²_d/d] is log σ²_g + noise of variance trigamma(d/2).
     e = np.log(v) - special.digamma(d / 2) + np.log(d / 2)
     mean = float(e.mean())
-    excess = float(e.var(ddof=1) - special.polygamma(1, d / 2).mean())
+    excess = float(e.var(ddof=1) - _trigamma(d / 2).mean())
     # The units' variances vary more than their noise explains by `excess`; none left: they
     # share one variance, known up to the pooled degrees of freedom.
     df = 2 * _trigamma_inverse(excess) if excess > 0 else math.inf
     df = min(df, float(d.sum()))
     variance = math.exp(mean + special.digamma(df / 2) - math.log(df / 2))
     return Prior(variance, df, len(usable))
+
+
+def _trigamma(x):
+    """ψ'(x) as the Hurwitz zeta ζ(2, x): scipy's polygamma is a Python wrapper over it, most
+    of a moderation's time."""
+    return special.zeta(2, x)
 
 
 def _trigamma_inverse(x: float) -> float:
@@ -80,8 +87,8 @@ def _trigamma_inverse(x: float) -> float:
         return 1 / x
     y = 0.5 + 1 / x
     for _ in range(50):
-        tri = float(special.polygamma(1, y))
-        step = tri * (1 - tri / x) / float(special.polygamma(2, y))
+        tri = float(_trigamma(y))
+        step = tri * (1 - tri / x) / float(-2 * special.zeta(3, y))
         y += step
         if -step / y < 1e-8:
             break
@@ -177,12 +184,18 @@ def _scatter(units: list[_History], pooled: RunSpread) -> float:
 
 
 def _unit(key: tuple, runs: list[list[float]], least_runs: int) -> _History | None:
-    logs = [np.log(r) for r in runs if len(r) >= 2 and min(r) > 0]
+    # Plain floats: a few runs of a few processes each, where numpy's per-call cost is most
+    # of the time of a compare (and of the simulations that test it).
+    logs = [[math.log(v) for v in r] for r in runs if len(r) >= 2 and min(r) > 0]
     if len(logs) < max(least_runs, 2):
         return None
-    means = np.array([x.mean() for x in logs])
-    within = float(np.mean([x.var(ddof=1) / x.size for x in logs]))
-    return _History(key, len(logs), float(means.var(ddof=1)), within)
+    means, within = [], 0.0
+    for x in logs:
+        mean, squares = mean_and_squares(x)
+        means.append(mean)
+        within += squares / (len(x) - 1) / len(x)
+    between = mean_and_squares(means)[1] / (len(means) - 1)
+    return _History(key, len(logs), between, within / len(logs))
 
 
 def _pooled(units: list[_History], prior: float) -> RunSpread:

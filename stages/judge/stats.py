@@ -91,7 +91,7 @@ def shift(base: Sequence[float], now: Sequence[float]) -> Shift | None:
     x = [math.log(v) for v in base]
     y = [math.log(v) for v in now]
     n1, n2 = len(x), len(y)
-    (m1, ss1), (m2, ss2) = _mean_and_squares(x), _mean_and_squares(y)
+    (m1, ss1), (m2, ss2) = mean_and_squares(x), mean_and_squares(y)
     spread = math.sqrt((ss1 + ss2) / (n1 + n2 - 2))
     return with_parts(n1, n2, m2 - m1, spread, (Part("base", ss1 / (n1 - 1)),
                                                 Part("now", ss2 / (n2 - 1))))
@@ -109,7 +109,7 @@ def paired_shift(base: Sequence[float], now: Sequence[float]) -> Shift | None:
         return None
     d = [math.log(b) - math.log(a) for a, b in zip(base, now)]
     n = len(d)
-    mean, squares = _mean_and_squares(d)
+    mean, squares = mean_and_squares(d)
     sd = math.sqrt(squares / (n - 1))
     return with_parts(n, n, mean, sd / math.sqrt(2), (Part("pair", sd * sd),), paired=True)
 
@@ -147,7 +147,7 @@ def _se2_and_df(terms: Sequence[tuple[float, float]]) -> tuple[float, float]:
     return se2, (se2 * se2 / denominator if denominator > 0 else math.inf)
 
 
-def _mean_and_squares(values: Sequence[float]) -> tuple[float, float]:
+def mean_and_squares(values: Sequence[float]) -> tuple[float, float]:
     """Mean and sum of squared deviations, computed around the first value so that equal
     values give exactly zero spread (a rounding-level spread would give p ~ 1e-60)."""
     first = values[0]

@@ -3,7 +3,6 @@ row adjusted together (Holm's step-down over the run, family-wise) and decided. 
 in, rows out."""
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -104,7 +103,7 @@ def finish(drafts: list[Draft], *, alpha: float, power: float, looks: int = 1,
 def _decided(d: Draft, shift: stats.Shift | None, p_adj: float | None, *, alpha: float,
              power: float, looks: int, tests: int, plan: bool) -> Row:
     """A draft's row: a tested one decided at its adjusted p-value, with its interval."""
-    key = dataclasses.astuple(d.key)
+    key = d.key.parts()
     if shift is None:
         return Row(*key, d.verdict, d.base, d.now, d.delta, None, d.note)
     significance = alpha if d.confirmed else alpha / looks

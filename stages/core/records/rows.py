@@ -90,7 +90,7 @@ class CompareRecord:
         is noted."""
         groups: dict[tuple, list[Row]] = {}
         for r in self.rows:
-            groups.setdefault(dataclasses.astuple(r.key)[1:], []).append(r)   # its stage aside
+            groups.setdefault(r.key.parts()[1:], []).append(r)   # its stage aside
         found = []
         for members in groups.values():
             if len(members) == 1:
