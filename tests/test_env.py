@@ -241,3 +241,16 @@ def test_a_changed_fingerprint_or_an_edited_record_is_captured_again(repo, capsy
 def test_the_stage_and_the_records_agree_on_the_schema_and_the_file_names():
     assert env.ENV_SCHEMA == SCHEMA["env"]
     assert env.PACKAGES == packages.PACKAGES
+
+
+def test_the_cpu_features_that_decide_a_precisions_kernels_are_recorded(monkeypatch):
+    """From /proc/cpuinfo's flags (x86) or Features (Arm): the known ones the CPU has, in the
+    table's order; None where the file lists neither (the migration page then says so)."""
+    cpuinfo = {"x86": "processor\t: 0\nflags\t\t: fpu sse2 avx2 fma avx512f amx_bf16 amx_tile\n",
+               "arm": "processor\t: 0\nFeatures\t: fp asimd asimdhp bf16 i8mm\n", "none": ""}
+    for arch, features in (("x86", ["avx2", "fma", "avx512f", "amx_tile", "amx_bf16"]),
+                           ("arm", ["asimd", "asimdhp", "bf16", "i8mm"]), ("none", None)):
+        with monkeypatch.context() as patched:
+            patched.setattr(probe, "read", lambda path, text=cpuinfo[arch]: text)
+            assert probe.cpu_features() == features
+    assert "cpu_features" in probe.capture()["hardware"]

@@ -30,7 +30,7 @@ from stages.core.records.schema import (
 )
 from stages.judge.migration import PER_ITEM, SideInput, cost, migrate, ratio
 from stages.judge.moderation import run_spreads
-from stages.render.migration import figure, informative, page, throughput
+from stages.render.migration import figure, informative, page, picture_rows, throughput
 
 from .projects import MACHINE, REPORTS, git, init_repo
 from .records import bench, process
@@ -341,6 +341,10 @@ def test_the_stand_in_accelerator_without_one_kernel(monkeypatch):
         "aten::_transformer_encoder_layer_fwd has no kernel for the device (tgaccel)")
     assert found["matmul_relu"].verdict == "runs"
     assert found["matmul_relu"].modes[0].timing(PER_ITEM).tested
+    # the picture keeps the workload that does not run there, saying so on its row
+    assert [(name, why) for name, _, _, why in picture_rows(record)] == [
+        ("matmul_relu · eager", None), ("transformer_block · eager", "does not run there")]
+    assert figure(record)[:4] == b"\x89PNG"
 
 
 def test_a_busy_machine_says_what_it_left_out_and_a_wide_interval_decides_nothing():
@@ -379,3 +383,42 @@ def test_the_page_ends_its_workloads_with_one_line_for_the_pair():
     same = side("cpu-bf16", cell_record({"mm": 2e-3, "mlp": 1e-3}, seed=1))
     line = overall(migrate("fp32_to_bf16", source, same, same_run=True, modes=(), **HOW))
     assert line.startswith("**Not decided**: no test decided mlp eager, mm eager"), line
+
+
+def test_the_page_names_the_cpu_units_that_run_each_sides_precision():
+    """fp32 → bf16 on one CPU with AVX-512 BF16 and no AMX, then onto a CPU with AMX: the
+    note names the unit each side's matmuls run on; an older environment without the
+    features says so; an accelerator's cell names none."""
+    def env(*features, machine="x86_64"):
+        return EnvRecord({"hardware": {"cpu_features": list(features), "machine": machine}})
+    here = env("avx2", "fma", "avx512f", "avx512_bf16")
+
+    def cell(steady, dtype, device="cpu", seed=0):
+        return dataclasses.replace(cell_record({"mm": steady}, seed=seed), device={
+            "type": device}, precision={"dtype": dtype})
+    source = dataclasses.replace(side("cpu-fp32", cell(2e-3, "float32")), env=here)
+    target = dataclasses.replace(side("cpu-bf16", cell(1e-3, "bfloat16", seed=1)), env=here)
+    amx = dataclasses.replace(target, label="box-b/cpu-bf16",
+                              env=env("avx512f", "avx512_bf16", "amx_tile", "amx_bf16"))
+
+    def note(a, b):
+        record = migrate("p", a, b, same_run=True, modes=(), **HOW)
+        return next(n for n in record.notes if "matmuls" in n), page(record, None)
+    said, text = note(source, target)
+    assert said == ("What runs the matmuls: the source float32 on AVX-512; the target bfloat16 "
+                    "on AVX-512 BF16 (no AMX-BF16 tiles). A speed difference between them is "
+                    "the CPU units' before it is the code's.")
+    assert f"> {said}" in text
+    assert "the target bfloat16 on AMX-BF16 tiles." in note(target, amx)[0]
+    assert note(target, target)[0] == ("The matmuls run bfloat16 on AVX-512 BF16 (no AMX-BF16 "
+                                       "tiles) on both sides' CPUs.")
+    plain = dataclasses.replace(target, env=env("avx2", "fma"))
+    assert "bfloat16 with no unit for it: its matmuls convert to float32" in note(source,
+                                                                                plain)[0]
+    old = dataclasses.replace(target, env=EnvRecord({"hardware": {"machine": "x86_64"}}))
+    assert "a CPU whose features its environment does not record" in note(source, old)[0]
+    arm = dataclasses.replace(target, env=env("asimd", "bf16", machine="aarch64"))
+    assert "the target bfloat16 on Arm BF16 (BFMMLA)." in note(source, arm)[0]
+    gpu = dataclasses.replace(target, bench=cell(1e-3, "bfloat16", "cuda"))
+    assert note(source, gpu)[0].startswith("What runs the matmuls: the source float32 on "
+                                           "AVX-512.")

@@ -225,6 +225,62 @@ def hardware(side: SideInput) -> str | None:
     return ", ".join(p for p in parts if p) or None
 
 
+# What runs a precision's matmuls on a CPU, fastest first: (cpu feature, the unit's name, the
+# architecture that has it). oneDNN and ATen choose kernels by these, so two CPUs, or one CPU
+# at two precisions, can differ in speed by what their units are before anything in torch.
+MATRIX_UNITS = {
+    "bfloat16": (("amx_bf16", "AMX-BF16 tiles", "x86"), ("avx512_bf16", "AVX-512 BF16", "x86"),
+                 ("bf16", "Arm BF16 (BFMMLA)", "arm")),
+    "float16": (("amx_fp16", "AMX-FP16 tiles", "x86"), ("avx512_fp16", "AVX-512 FP16", "x86"),
+                ("asimdhp", "Arm half-precision SIMD", "arm")),
+    "float32": (("avx512f", "AVX-512", "x86"), ("avx2", "AVX2", "x86"), ("sve", "SVE", "arm"),
+                ("asimd", "Arm NEON", "arm")),
+}
+
+
+def _arch(env: dict) -> str | None:
+    machine_ = ((env.get("hardware") or {}).get("machine") or "").lower()
+    return "x86" if machine_ in ("x86_64", "amd64", "i686") else \
+        "arm" if machine_.startswith(("aarch64", "arm")) else None
+
+
+def cpu_units(side: SideInput) -> str | None:
+    """"bfloat16 on AVX-512 BF16 (no AMX-BF16 tiles)": what runs the side's matmuls on its CPU,
+    from the features its environment recorded; None for an accelerator's cell or a precision
+    without a table."""
+    device = (side.bench.device or {}) if side.bench else {}
+    dtype = ((side.bench.precision or {}) if side.bench else {}).get("dtype")
+    if device.get("type") != "cpu" or dtype not in MATRIX_UNITS:
+        return None
+    env = side.env.env if side.env is not None else {}
+    features = (env.get("hardware") or {}).get("cpu_features")
+    if features is None:
+        return f"{dtype} on a CPU whose features its environment does not record"
+    arch = _arch(env)
+    units = [(flag, name) for flag, name, on in MATRIX_UNITS[dtype] if arch in (None, on)]
+    have = [name for flag, name in units if flag in features]
+    if not have:
+        return (f"{dtype} with no unit for it: its matmuls convert to float32 (often slower "
+                "than float32 itself)" if dtype != "float32" else f"{dtype} on no vector unit "
+                "torchgate knows")
+    fastest = units[0]
+    return f"{dtype} on {have[0]}" + (f" (no {fastest[1]})" if fastest[1] != have[0] else "")
+
+
+def units_note(source: SideInput, target: SideInput) -> str | None:
+    """The CPU units each side's matmuls run on, and whether they differ: the hardware feature
+    that explains a result before the code does (AMX against AVX-512, say)."""
+    said = [cpu_units(s) for s in (source, target)]
+    if not any(said):
+        return None
+    if said[0] == said[1]:
+        return f"The matmuls run {said[0]} on both sides' CPUs."
+    parts = [f"the {role} {what}" for role, what in zip(("source", "target"), said) if what]
+    return ("What runs the matmuls: " + "; ".join(parts) + ". A speed difference between "
+            "them is the CPU units' before it is the code's.") if all(said) else \
+        "What runs the matmuls: " + "; ".join(parts) + "."
+
+
 def side_info(side: SideInput, spread: str | None) -> SideInfo:
     env = side.env.env if side.env is not None else {}
     return SideInfo(side.label, side.machine, side.cell, side.where,
@@ -250,8 +306,9 @@ def migrate(name: str, source: SideInput, target: SideInput, *, same_run: bool,
     workloads = tuple(compare_workload(w, chosen, source, target, **how)
                       for w in sorted(set(shown(source)) | set(shown(target))))
     spreads = [None, None] if same_run else [_source_of(s, run_spread) for s in (source, target)]
+    said = [*notes(workloads, same_run, alpha), units_note(source, target)]
     return MigrationRecord(name, side_info(source, spreads[0]), side_info(target, spreads[1]),
-                           same_run, alpha, workloads, tuple(notes(workloads, same_run, alpha)))
+                           same_run, alpha, workloads, tuple(n for n in said if n))
 
 
 def widening(workloads: tuple[WorkloadMigration, ...], field: str = "widened") -> float | None:

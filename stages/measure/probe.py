@@ -52,6 +52,23 @@ def _cpu_model() -> str | None:
     return platform.processor() or None
 
 
+# The CPU's instruction-set features that decide how fast torch's kernels run a precision
+# (oneDNN and ATen pick their kernels by them): x86's flags and Arm's Features in /proc/cpuinfo.
+CPU_FEATURES = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16",
+                "avx512_fp16", "amx_tile", "amx_bf16", "amx_fp16", "amx_int8",
+                "asimd", "asimdhp", "bf16", "i8mm", "sve", "sve2", "sme")
+
+
+def cpu_features() -> list[str] | None:
+    """Which of CPU_FEATURES the CPU has (Linux; None where /proc/cpuinfo lists none)."""
+    for line in (read("/proc/cpuinfo") or "").splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            have = set(value.split())
+            return [f for f in CPU_FEATURES if f in have]
+    return None
+
+
 def _nvidia_driver() -> str | None:
     """The kernel module's version from /proc, else NVML, else nvidia-smi."""
     text = read("/proc/driver/nvidia/version")
@@ -231,6 +248,7 @@ def capture(modules: Iterable[str] | None = None, every: bool = False) -> dict:
         matter = _probe(that_matter, modules) or {}
         hardware = {
             "cpu_model": _probe(_cpu_model),
+            "cpu_features": _probe(cpu_features),
             "logical_cores": os.cpu_count(),
             "usable_cores": _probe(usable_cores),
             "machine": platform.machine() or None,

@@ -339,15 +339,29 @@ def page(record: MigrationRecord, picture: str | None) -> str:
     return "\n".join(lines)
 
 
+def picture_rows(record: MigrationRecord) -> list[tuple[str, object, object, str | None]]:
+    """(label, its per-item ratio, its cost, why it is not drawn) per workload and mode. One
+    without both intervals keeps its row, saying why, so that the picture never reads as if
+    only the drawn ones had been selected."""
+    found = []
+    for w in record.workloads:
+        for m in w.modes or (None,):
+            r = m.timing("per_item_s") if m is not None else None
+            drawn = r is not None and r.source_low is not None and r.target_low is not None
+            found.append((f"{w.workload} · {m.mode}" if m else w.workload, r,
+                          m.cost if m else None,
+                          None if drawn else w.verdict if w.verdict != RUNS else "not tested"))
+    return found
+
+
 def figure(record: MigrationRecord) -> bytes | None:
     """Per workload and mode, throughput and cost per item: the source (grey) beside the
     target (blue), each a point with its own interval."""
-    found = [(f"{w.workload} · {m.mode}", r, m.cost) for w in record.workloads
-             for m in w.modes if (r := m.timing("per_item_s")) is not None
-             and r.source_low is not None and r.target_low is not None]
-    if not found:
+    found = picture_rows(record)
+    if all(why for *_, why in found):
         return None
-    priced = any(c is not None and c.source_price and c.target_price for _, _, c in found)
+    priced = any(c is not None and c.source_price and c.target_price
+                 for _, _, c, why in found if why is None)
     fig = Figure(figsize=(9 if priced else 5, 1.4 + 0.55 * len(found)))
     panels = [("items / s", lambda x, c, role: 1 / x)]
     if priced:
@@ -356,7 +370,11 @@ def figure(record: MigrationRecord) -> bytes | None:
             / 3600 * 1e6 * x))
     for i, (label, scale) in enumerate(panels):
         ax = fig.add_subplot(1, len(panels), i + 1)
-        for y, (_, r, c) in enumerate(found):
+        for y, (_, r, c, why) in enumerate(found):
+            if why is not None:
+                ax.annotate(why, (0.02, y), xycoords=("axes fraction", "data"), va="center",
+                            fontsize=7, color="#888888", style="italic")
+                continue
             for role, low, high, offset, colour in (
                     ("source", r.source_low, r.source_high, -0.15, BASE),
                     ("target", r.target_low, r.target_high, 0.15, NOW)):
@@ -366,7 +384,7 @@ def figure(record: MigrationRecord) -> bytes | None:
                 ax.plot([scale(math.sqrt(low * high), c, role)], [y + offset], "o",
                         color=colour, ms=5)
         ax.set_xscale("log")
-        ax.set_yticks(range(len(found)), [name for name, _, _ in found], fontsize=8)
+        ax.set_yticks(range(len(found)), [name for name, *_ in found], fontsize=8)
         ax.set_ylim(len(found) - 0.5, -0.5)
         ax.grid(axis="x", color="#eeeeee")
         ax.set_xlabel(label, fontsize=8)
