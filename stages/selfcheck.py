@@ -15,7 +15,7 @@ quicker (--pool 8: torchgate's design, the peers' below theirs, which the table 
 `--repeat N` it also measures the matrix N more times in sequence and compares each run with
 the first, which adds the drift of the machine between runs (what a committed baseline
 faces).
-Writes <reports>/selfcheck.md.
+Writes reports/<machine>/selfcheck.md (--reports: another folder).
 """
 from __future__ import annotations
 

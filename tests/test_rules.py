@@ -13,7 +13,7 @@ import scipy.stats
 from stages.core.config import Config
 from stages.core.config.settings import BenchSettings, Matrix
 from stages.core.vocabulary import Verdict
-from stages.judge import rules, selfcheck
+from stages.judge import rules, selfcheck, stats
 from stages.judge.rules import RULES, asv, pyperf, torchbench, unit_samples
 from stages.judge.selfcheck import check, verdicts
 from stages.render.selfcheck import report
@@ -236,3 +236,33 @@ def test_the_selfcheck_command_writes_the_table(tmp_path, monkeypatch, capsys):
     assert "| torchgate, within the run |" in text and "**Repeated runs**: " in text
     assert all(f"| {r.name} | {r.design.text()} (at 4 of its" in text or
                f"| {r.name} | {r.design.text()} | {r.description} |" in text for r in RULES)
+
+
+def test_the_selfcheck_says_how_many_processes_would_catch_the_slowdown():
+    """At the spread of a unit's measured processes (8 % here), the number of processes a side
+    it names catches +15 % with the configured power, simulated with the judge's own test at
+    the run's number of tests; half of it catches clearly less. The page says what to set."""
+    records = _pool(3, processes=40, process_cv=0.08, workloads=("a",))
+    tests, alpha, power = 3, CFG.stats.alpha, CFG.stats.power
+    delta = CFG.stats.delta.steady_s
+    n = selfcheck.needed(records, CFG, 0.15, tests)["cpu-fp32", "a", "eager"]
+    rng = np.random.default_rng(4)
+
+    def caught(k: int, trials: int = 600) -> float:
+        hits = 0
+        for _ in range(trials):
+            s = stats.shift(np.exp(0.08 * rng.standard_normal(k)).tolist(),
+                            (1.15 * np.exp(0.08 * rng.standard_normal(k))).tolist())
+            hits += stats.verdict(s, min(1.0, s.p_value * tests), alpha=alpha,
+                                  delta=delta) == Verdict.REGRESSED
+        return hits / trials
+    assert 6 <= n <= 40, n
+    assert caught(n) >= power - 0.06 and caught(max(2, n // 2)) < power - 0.15
+    assert selfcheck.needed(records, CFG, delta, tests)["cpu-fp32", "a", "eager"] is None
+    result = check(records, CFG, splits=5, slowdown=0.15)
+    found = result.needed["cpu-fp32", "a", "eager"]
+    text = report(CFG, result, 0.15, 5, None, 1.0)
+    assert (f"- **What to change**: `bench.processes={found}` catches +15% with 80% power in "
+            f"every unit (now {PROCESSES}; a eager in cpu-fp32 needs the most") in text
+    assert "| cpu-fp32 | a | eager |" in text and f" | {found} |" in text
+    assert "within δ" in report(CFG, result, delta, 5, None, 1.0)

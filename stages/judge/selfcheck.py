@@ -13,6 +13,7 @@ from stages.core.numbers import median
 from stages.core.records.rows import CompareRecord
 from stages.core.records.schema import BenchRecord
 from stages.core.vocabulary import Verdict
+from stages.judge import stats
 from stages.judge.rules import RULES, unit_samples
 from stages.judge.run_to_run import prior
 from stages.judge.timings import bench_rows, process_values, units
@@ -93,6 +94,9 @@ class SelfCheck:
     #                                 then each rule of `rules.RULES`
     matched_rate: float = 0.01
     pool: int = 0                   # processes a side each split draws from
+    # (cell, workload, mode) -> processes a side that would catch the injected slowdown with
+    # the configured power (None: none up to 1,000 would); what to change, per unit
+    needed: dict = dataclasses.field(default_factory=dict)
 
     @property
     def rules(self) -> tuple[Rates, ...]:
@@ -202,6 +206,7 @@ def check(records: dict, cfg: Config, splits: int, slowdown: float, seed: int = 
             tally[name].slowdown(row.verdict == Verdict.REGRESSED, _score(row))
             detected += name == "within" and row.verdict == Verdict.REGRESSED
         rules_on(pools, cell, workload, mode, slowed=True)
+    tests = null.tests if splits else 1
     ours = f"{size} processes × every sample (their medians)"
     delta = cfg.stats.delta.steady_s
     rule = (f"the change of the process medians significant after Holm's step-down over the "
@@ -220,4 +225,21 @@ def check(records: dict, cfg: Config, splits: int, slowdown: float, seed: int = 
                                         matched, short))
     return SelfCheck(false_runs / splits, detected / trials if trials else None,
                      {k: median(v) for k, v in mdes.items()}, steady_false / splits,
-                     tuple(rows), matched, pool)
+                     tuple(rows), matched, pool, needed(records, cfg, slowdown, tests))
+
+
+def needed(records: dict, cfg: Config, slowdown: float, tests: int) -> dict:
+    """Per unit, the processes a side at which `slowdown` would be REGRESSED with
+    `stats.power`, at the spread of all its measured processes (two halves' variances) and
+    the run's number of tests."""
+    found = {}
+    for cell, record in records.items():
+        for workload, mode in steady_units(record):
+            values = process_values(record, workload, mode, "steady_s", cfg.compare.busy_share)
+            half = len(values) // 2
+            s = stats.shift(values[:half], values[half:2 * half])
+            if s is not None:
+                found[cell, workload, mode] = stats.processes_to_catch(
+                    s, slowdown, alpha=cfg.stats.alpha, power=cfg.stats.power,
+                    delta=cfg.stats.delta.steady_s, tests=tests)
+    return found

@@ -257,6 +257,22 @@ def processes_needed(s: Shift, *, alpha: float, power: float, delta: float,
     return None if found is None else max(s.n_base, s.n_now, found)
 
 
+def processes_to_catch(s: Shift, effect: float, *, alpha: float, power: float, delta: float,
+                       tests: int, most: int = 1000) -> int | None:
+    """Processes per side at which a true slowdown `effect` (0.10 = 10 %) is REGRESSED with
+    probability `power`, at the shift's per-process variances (a run-level part stays as it
+    is: more processes do not shrink it); None when none up to `most` would (an effect
+    within δ is never REGRESSED, and a run-level variance bounds what processes can do)."""
+    if effect <= delta or not s.variance_parts:
+        return None
+
+    def catches(n: int) -> bool:
+        at_n = with_parts(n, n, s.log_ratio, s.spread, s.variance_parts, s.paired)
+        return minimum_detectable_effect(at_n, alpha=alpha, power=power, delta=delta,
+                                         tests=tests) <= effect
+    return _first(_LADDER[:bisect.bisect_right(_LADDER, most)], catches, start=0)
+
+
 def _first(items: Sequence[int], decides, *, start: int) -> int | None:
     """The first item with decides(item), for a decides that is monotone along `items`:
     gallop from index `start` to bracket it, then bisect."""

@@ -2,6 +2,8 @@
 beside the rules of other tools on the same splits, each at its own sampling design. Pure."""
 from __future__ import annotations
 
+import math
+
 from stages.render.markdown import mde
 
 
@@ -26,6 +28,7 @@ def report(cfg, result, slowdown, splits, repeats, wall_s) -> str:
         bad = sum(1 for c in repeats if c)
         lines.append(f"- **Repeated runs**: {bad} of {len(repeats)} fresh runs compared with the "
                      f"first had a REGRESSED verdict ({repeats}).")
+    lines += change(cfg, result, slowdown)
     lines += ["", "## Beside the rules of other tools", "",
               "The same A/A splits and the same injected slowdowns, steady state only. Each "
               "rule runs at its own tool's sampling design, drawn from the same halves of the "
@@ -49,7 +52,41 @@ def report(cfg, result, slowdown, splits, repeats, wall_s) -> str:
     lines += [f"| {r.name} | {r.design}{f' ({r.short})' if r.short else ''} | {r.rule} | "
               f"{r.false_alarm:.1%}; {r.worst:.1%} | {_rate(r.detection)} | "
               f"{_rate(r.matched)} |" for r in result.rows]
-    lines += ["", "Minimum detectable steady-state effect per unit (80 % power, median over "
-              "splits):", "", "| cell | workload | mode | MDE |", "|---|---|---|---|"]
-    lines += [f"| {c} | {w} | {m} | {mde(v)} |" for (c, w, m), v in sorted(result.mdes.items())]
+    catch = f"processes a side to catch +{slowdown:.0%}"
+    lines += ["", f"Minimum detectable steady-state effect per unit ({cfg.stats.power:.0%} "
+              f"power, median over splits), and the {catch} with that power (at the spread "
+              "of all its processes):", "", f"| cell | workload | mode | MDE | {catch} |",
+              "|---|---|---|---|---|"]
+    lines += [f"| {c} | {w} | {m} | {mde(v)} | {_processes(result.needed.get((c, w, m)))} |"
+              for (c, w, m), v in sorted(result.mdes.items())]
     return "\n".join(lines) + "\n"
+
+
+def _processes(n) -> str:
+    return "more than 1,000" if n is None else f"{n:,}"
+
+
+def change(cfg, result, slowdown: float) -> list[str]:
+    """What to change: the processes a side that would catch the slowdown in every unit."""
+    delta = cfg.stats.delta.steady_s
+    if slowdown <= delta:
+        return [f"- **What to change**: a +{slowdown:.0%} slowdown is within δ "
+                f"({delta:.0%}), never REGRESSED whatever the processes: check a larger one "
+                f"(--slowdown) or lower `stats.delta.steady_s`."]
+    if not result.needed:
+        return []
+    worst = max(result.needed.items(), key=lambda kv: math.inf if kv[1] is None else kv[1])
+    (cell, workload, mode), n = worst
+    unit = f"{workload} {mode} in {cell}"
+    if n is None:
+        return [f"- **What to change**: {unit} would not catch +{slowdown:.0%} with "
+                f"{cfg.stats.power:.0%} power at any number of processes up to 1,000: a "
+                "quieter machine, or lock-step pairs (`baseline.rev`), which cancel its drift."]
+    if n <= cfg.bench.processes:
+        return [f"- **What to change**: nothing: `bench.processes={cfg.bench.processes}` "
+                f"catches +{slowdown:.0%} in every unit ({unit} needs the most, {n})."]
+    return [f"- **What to change**: `bench.processes={n}` catches +{slowdown:.0%} with "
+            f"{cfg.stats.power:.0%} power in every unit (now {cfg.bench.processes}; {unit} "
+            "needs the most, see the table). That is within a run, as in lock-step pairs; "
+            "against a recorded baseline a run's offset adds what no number of processes "
+            "shrinks."]
