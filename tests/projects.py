@@ -37,7 +37,9 @@ def make_project(where: Path, repository: Path) -> Path:
             (where / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(src, where / name)
     (where / ".dvc").mkdir()
-    shutil.copy(ROOT / ".dvc" / "config", where / ".dvc" / "config")
+    for name in ("config", ".gitignore"):
+        shutil.copy(ROOT / ".dvc" / name, where / ".dvc" / name)
+    shutil.copytree(ROOT / ".dvc" / "plots", where / ".dvc" / "plots")   # its plot templates
     (repository / ".gitignore").write_text("__pycache__/\n")
     git("init", "-q", cwd=repository)
     git("config", "user.email", "test@torchgate.invalid", cwd=repository)

@@ -130,3 +130,31 @@ def test_a_first_run_committed_has_no_baseline_when_drawn_again(project):
     report_stage.main([])
     assert (project / REPORTS / "summary.md").read_text() == page
     assert git("status", "--porcelain", cwd=project).stdout == ""
+
+
+def test_dvc_plots_diff_draws_each_revisions_change_with_its_interval(project):
+    """`dvc plots diff` of two committed runs, each compared with the run before, through the
+    template the `plots:` of dvc.yaml names (.dvc/plots/interval.json): each revision's ratio
+    as a point on its interval, both revisions side by side, and the line of no change."""
+    import json
+
+    from .projects import dvc
+    compose(project / "params.yaml", ["matrix=smoke"], conf=project / "conf")
+    base = None
+    for seed, steady in ((1, 1e-3), (2, 1.3e-3), (3, 1e-3)):
+        base = _run(project, seed, steady, "2.13.0", base)
+        report_stage.main([])
+        _commit(project, f"run {seed}")
+    shown = json.loads(dvc("plots", "diff", "HEAD~1", "HEAD", "--json").stdout)["data"]
+    [spec] = shown["Change against the baseline (ratio)"]
+    vega = spec["content"]
+    assert [layer["mark"]["type"] for layer in vega["layer"]] == ["rule", "point", "rule"]
+    interval = vega["layer"][0]["encoding"]
+    assert (interval["x"]["field"], interval["x2"]["field"]) == ("ci_low", "ci_high")
+    assert vega["layer"][2]["encoding"]["x"] == {"datum": 1}
+    values = vega["data"]["values"]
+    assert {v["rev"] for v in values} == {"HEAD~1", "HEAD"}
+    for rev, slower in (("HEAD~1", True), ("HEAD", False)):     # +30 %, then back
+        [steady] = [v for v in values if v["rev"] == rev and v["unit"].endswith("· steady")]
+        assert float(steady["ci_low"]) <= float(steady["ratio"]) <= float(steady["ci_high"])
+        assert (float(steady["ratio"]) > 1.2) == slower, steady

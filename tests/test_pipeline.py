@@ -283,10 +283,18 @@ def test_the_readme_upgrade_workflow_line_by_line_where_no_variable_names_the_ma
     small = ["matrix=smoke", "bench.processes=2", "bench.samples=3", "bench.adaptive_budget_s=0",
              # the mechanics, not the busy rule or the gate: A/A pairs may read either way
              "compare.busy_share=1", "gate.fail_on=[]"]
-    compose(project / "params.yaml", small, conf=project / "conf")
-    dvc("repro")
+    # The quick start's first look and its commit, as written (the smoke line with the small
+    # settings appended: a tiny matrix where the block allows); the default matrix's line is
+    # the same command at 12 minutes.
+    first, default, commit = readme_commands("## Quick start", block=1)
+    assert first.startswith("torchgate compose matrix=smoke && dvc repro")
+    assert default == "torchgate compose && dvc repro" and commit.startswith("git add reports ")
     git("add", "-A", cwd=project)
-    git("commit", "-qm", "baseline", cwd=project)
+    git("commit", "-qm", "the clone", cwd=project)
+    for line in (first.replace("matrix=smoke", " ".join(small)), commit):
+        done = subprocess.run(["bash", "-c", line], cwd=project, capture_output=True, text=True)
+        assert done.returncode == 0, (line, done.stdout[-2000:], done.stderr[-2000:])
+    assert git("status", "--porcelain", cwd=project).stdout == ""      # the baseline, whole
     committed = read("params.yaml")
     assert yaml.safe_load(committed)["machine"] == {"name": derived, "derived": True}
     python_b = child_venv(tmp_path_factory.mktemp("arm") / "venv-b")    # outside the project

@@ -30,10 +30,10 @@ def shell_blocks(name: str) -> list[str]:
     return shell_blocks_of((ROOT / name).read_text(encoding="utf-8"))
 
 
-def readme_commands(heading: str) -> list[str]:
-    """The lines of the first shell block under the README's `heading`, comments dropped."""
+def readme_commands(heading: str, block: int = 0) -> list[str]:
+    """The lines of a shell block (the first) under the README's `heading`, comments dropped."""
     text = (ROOT / "README.md").read_text(encoding="utf-8").split(f"\n{heading}\n", 1)[1]
-    body = shell_blocks_of(text.split("\n## ", 1)[0])[0]
+    body = shell_blocks_of(text.split("\n## ", 1)[0])[block]
     return [line.split("   #")[0].strip() for line in body.splitlines() if line.strip()]
 
 

@@ -79,6 +79,9 @@ def test_loader_workers_and_threads_beyond_the_cores_are_oversubscribed_whatever
     text = diagnosis(unit, None)
     assert text.startswith("**near input-bound** (input wait 20%") and (
         "**oversubscribed**: 2 loader workers and 2 torch threads on 2 cores" in text), text
+    one = diagnosis(dataclasses.replace(unit, breakdown=dataclasses.replace(
+        crowded, oversubscribed=(2, 1, 2))), None)
+    assert "2 loader workers and 1 torch thread on 2 cores:" in one, one
 
 
 class Slow:

@@ -62,6 +62,9 @@ done
 PIP = """#!/usr/bin/env bash
 echo "pip $*" >> "$FAKE_CALLS"
 """
+UV = """#!/usr/bin/env bash
+echo "uv $*" >> "$FAKE_CALLS"
+"""
 # The GPU box's python3: `-m venv` makes an empty venv (so that pip stays the stand-in).
 PYTHON3 = """#!/bin/sh
 if [ "$1 $2" = "-m venv" ]; then mkdir -p "$3/bin" && : > "$3/bin/activate" && exit 0; fi
@@ -93,8 +96,8 @@ def site(tmp_path, github):
     tools = tmp_path / "bin"
     tools.mkdir()
     python = '#!/bin/sh\nexec "{python}" "$@"\n'
-    for name, script in (("dvc", DVC), ("pip", PIP), ("python", python), ("python3", PYTHON3),
-                         ("gh", GH)):
+    for name, script in (("dvc", DVC), ("pip", PIP), ("uv", UV), ("python", python),
+                         ("python3", PYTHON3), ("gh", GH)):
         (tools / name).write_text(script.replace("{python}", sys.executable))
         (tools / name).chmod(0o755)
     (tmp_path / "home").mkdir()
@@ -229,8 +232,11 @@ def test_a_committed_lock_is_what_the_check_installs(site, tmp_path):
     locked = hashlib.sha256(hashlib.sha256(b"torch==2.13.0+cpu\n").digest()).hexdigest()
     assert re.search(rf"-{locked}-\d{{4}}-\d\d$", cache.with_["key"]), cache.with_["key"]
     calls = (tmp_path / "calls").read_text().splitlines()
-    assert [c for c in calls if c.startswith("pip")] == [
-        "pip install -r conf/env/ci-cpu.txt", "pip install --no-deps -e ."]
+    # one installer and one download cache, uv's, which the arms' venvs use too
+    assert [c for c in calls if c.startswith(("pip", "uv"))] == [
+        "pip install uv", "uv pip install --system -r conf/env/ci-cpu.txt",
+        "uv pip install --system --no-deps -e ."]
+    assert "~/.cache/pip" not in cache.with_["path"] and "~/.cache/uv" in cache.with_["path"]
 
 
 def test_the_gpu_box_checks_a_labelled_pull_request_from_this_repository_only(site, github):

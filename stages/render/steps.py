@@ -28,6 +28,10 @@ def _part(time: float | None, share: float | None) -> str:
     return "" if time is None else f"{seconds(time)} ({_share(share)})"
 
 
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}{'s' * (n != 1)}"
+
+
 def diagnosis(n: UnitSummary, base: UnitSummary | None) -> str:
     """"input-bound (input wait 41 %; baseline compute-bound, 3 %)"."""
     b = n.breakdown
@@ -35,8 +39,10 @@ def diagnosis(n: UnitSummary, base: UnitSummary | None) -> str:
         f", copy {_share(b.copy_share)}" if b.copy_share is not None else "")
     if b.oversubscribed is not None:
         workers, threads, cores = b.oversubscribed
-        text += (f"; **oversubscribed**: {workers} loader workers and {threads} torch threads "
-                 f"on {cores} cores, so compute holds waits for a core: fewer of either first")
+        text += (f"; **oversubscribed**: {_count(workers, 'loader worker')} and "
+                 f"{_count(threads, 'torch thread')} on {_count(cores, 'core')}: compute and "
+                 "the loader wait for each other's cores, so the shares mislead; fewer of "
+                 "either first")
     was = base.breakdown if base is not None else None
     if was is not None:
         text += (f"; baseline {'the same' if was.bound == b.bound else was.bound}, input wait "
