@@ -339,3 +339,18 @@ def test_a_run_whose_environment_moved_is_not_unchanged(repo):
     assert found.note.endswith("its environment is not: env_vars.TORCHINDUCTOR_MAX_AUTOTUNE "
                                "changed, which can move a timing.")
     assert not plan(cfg_of(repo, measure="recorded")).unchanged
+
+
+def test_a_record_names_an_interpreter_without_the_users_absolute_paths(tmp_path,
+                                                                        monkeypatch):
+    """Inside the project, relative to it; in the home folder (a rebuilt arm's venv in
+    ~/.cache/torchgate), from `~`; elsewhere as given."""
+    from stages.launch.cells import portable
+    home = tmp_path / "home"
+    (home / "proj").mkdir(parents=True)
+    monkeypatch.chdir(home / "proj")                  # a project in the home folder
+    monkeypatch.setenv("HOME", str(home))
+    assert portable(str(home / "proj/.venv/bin/python")) == ".venv/bin/python"
+    assert portable(str(home / ".cache/torchgate/venvs/ab12/bin/python")) == \
+        "~/.cache/torchgate/venvs/ab12/bin/python"
+    assert portable("/opt/py/bin/python") == "/opt/py/bin/python"
