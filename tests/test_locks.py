@@ -99,3 +99,44 @@ def test_the_lock_command_writes_and_checks_this_environment(repo, monkeypatch, 
     assert moved.value.code == 1
     assert "differs from conf/env/test-box.txt: torch 2.13.0+cpu -> 2.14.1+cpu" in \
         capsys.readouterr().out
+
+
+UV_OUT = """--index-url https://download.pytorch.org/whl/cpu
+dvc==3.66.1
+    # via torchgate (pyproject.toml)
+numpy==2.3.4
+pip==25.3
+torch==2.14.1+cpu
+Torch_Audio_X==0.1
+"""
+
+
+def test_a_lock_for_a_machine_you_cannot_log_in_to_is_resolved_by_uv(repo, monkeypatch,
+                                                                     tmp_path, capsys):
+    """A hosted runner's lock, written here: uv resolves torchgate's dependencies for its
+    platform and Python; the lock pins what uv printed (less pip), names the Python as given
+    and torch's index for its +cpu build, and a Python given with its patch (or with no
+    platform) is one line."""
+    calls = tmp_path / "calls"
+    uv = tmp_path / "uv"
+    uv.write_text(f"#!/bin/sh\necho \"$@\" > {calls}\ncat <<'OUT'\n{UV_OUT}OUT\n")
+    uv.chmod(0o755)
+    monkeypatch.setattr(lock.venv, "uv_binary", lambda: str(uv))
+    lock.main(["--python-platform", "x86_64-manylinux_2_28", "--python-version", "3.11",
+               "--torch-backend", "cpu"])
+    argv = calls.read_text().split()
+    assert argv[:2] == ["pip", "compile"] and argv[2].endswith("pyproject.toml")
+    for flag, value in (("--python-platform", "x86_64-manylinux_2_28"),
+                        ("--python-version", "3.11"), ("--torch-backend", "cpu")):
+        assert argv[argv.index(flag) + 1] == value
+    written = locks.read("test-box")
+    assert written.python == "3.11" and written.index == locks.TORCH_INDEX + "cpu"
+    assert written.pins == {"dvc": "3.66.1", "numpy": "2.3.4", "torch": "2.14.1+cpu",
+                            "torch-audio-x": "0.1"}
+    # the runner's 3.11.x is the lock's Python: only major.minor count
+    assert locks.minor("3.11.9") == locks.minor(written.python)
+    with pytest.raises(UserError, match="give major.minor, e.g. 3.11"):
+        lock.another_platform("linux", "3.11.7", None)
+    with pytest.raises(SystemExit):
+        lock.main(["--python-platform", "linux"])
+    assert "needs --python-version" in capsys.readouterr().err

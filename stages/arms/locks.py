@@ -31,6 +31,11 @@ class Lock:
     index: str | None = None       # PyTorch's index for a labelled torch build (+cpu, +cu130)
 
 
+def minor(version: str) -> str:
+    """3.11.7 and 3.11 alike: 3.11 (a lock written for another machine names no patch)."""
+    return ".".join(version.split(".")[:2])
+
+
 def path_of(machine: str) -> Path:
     return FOLDER / f"{machine}.txt"
 
@@ -49,6 +54,13 @@ def text_of(lock: Lock, machine: str) -> str:
         lines.append(f"--extra-index-url {index}")
     lines += [f"{name}=={version}" for name, version in sorted(lock.pins.items())]
     return "\n".join(lines) + "\n"
+
+
+def pins_of(text: str) -> dict[str, str]:
+    """The `name==version` lines of a requirements text (uv's or pip's), normalized names;
+    every other line (comments, options) left out."""
+    return {normalized(m.group(1)): m.group(2) for line in text.splitlines()
+            if (m := _PIN.match(line.strip()))}
 
 
 def parse(text: str, where: str) -> Lock:

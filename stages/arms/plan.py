@@ -228,7 +228,7 @@ def _environments(cfg: Config, commit: str, base_env: EnvRecord, base_matter: di
     this = locked_now.pins if locked_now is not None else _without_harness(now)
     changes = locks.changes(locked_base.pins, this, matter)
     python_now = locked_now.python if locked_now is not None else None
-    if python_now and python_now.rsplit(".", 1)[0] != locked_base.python.rsplit(".", 1)[0]:
+    if python_now and locks.minor(python_now) != locks.minor(locked_base.python):
         changes.insert(0, f"python {locked_base.python} -> {python_now}")
     note = ""
     if locked_now is not None:
