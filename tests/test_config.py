@@ -154,6 +154,8 @@ def _raw():
      "workload.matmul_relu._latency_ must be true or false, got 'yes'"),
     (lambda r: r["workload"]["matmul_relu"].update(_dynamic_="auto"),
      "workload.matmul_relu._dynamic_ must be true, false or null"),
+    (lambda r: r["workload"]["matmul_relu"].update(_item_="Tokens!"),
+     "workload.matmul_relu._item_ must name one item in lower case"),
     (lambda r: r["bench"].update(latency_calls=50), "bench.latency_calls must be >= 100"),
     (lambda r: r["device"]["cpu"].update(compile_backend="my backend"),
      "device.cpu.compile_backend is 'my backend'; give a torch.compile backend name"),

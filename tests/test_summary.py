@@ -69,6 +69,28 @@ def known() -> BenchRecord:
                        workloads={"w": WorkloadRun(tuple(kept + failed))})
 
 
+def test_a_workload_that_names_its_item_is_read_in_it():
+    """A decoder's `_item_: token`: the summary and the bench page say tokens/s; a workload
+    that names none, items/s as before."""
+    from stages.core import config
+    from stages.core.records.schema import RecordedWorkload
+    from stages.render.bench import measured as bench_table
+    raw = {"device": {"cpu": {"type": "cpu"}}, "precision": {"fp32": {"dtype": "float32"}},
+           "matrix": {"modes": ["eager"]}, "workload": {"gpt_decode": {
+               "_target_": "stages.workloads.decoder.gpt", "_item_": "token"}}}
+    spec = config.parse(raw).workloads["gpt_decode"]
+    assert spec.item == "token"
+    record = known()
+    run = record.workloads["w"]
+    decoder = dataclasses.replace(record, workloads={"w": dataclasses.replace(
+        run, spec=RecordedWorkload("w", "m.f", item=spec.item))})
+    for rec, said in ((decoder, "1,000 tokens/s"), (record, "| 1,000 ")):
+        cell = summarize("cpu-fp32", rec, PRICE, BUSY)
+        assert said in cell_table(cell, []), said
+        assert said in bench_table(cell)
+    assert "tokens/s" not in cell_table(summarize("cpu-fp32", record, PRICE, BUSY), [])
+
+
 def test_each_field_of_a_unit_from_known_processes():
     cell = summarize("cpu-fp32", known(), PRICE, BUSY)
     eager = cell.unit("w", "eager")

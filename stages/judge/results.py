@@ -121,6 +121,7 @@ class UnitSummary:
     clocks: tuple[str, ...] = ()           # how its calls were timed (the device's clock)
     unmeasured: tuple[tuple[str, str], ...] = ()   # (metric, why the backend could not)
     items: int | None = None               # per call (a batch), as the workload reported
+    item: str | None = None                # what one item is (`_item_`: "token"); None: item
     ranks: RankSummary | None = None       # a distributed unit (`_ranks_`)
     breakdown: Breakdown | None = None     # an input pipeline's step, part by part
     breakdown_busy: int = 0                # ... timed on a busy machine: left out

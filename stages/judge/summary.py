@@ -140,7 +140,7 @@ def unit_summary(record: BenchRecord, workload: str, mode: str, price_per_hour: 
         shapes=_shapes(modes), gpu=_gpu(workload, mode, [m for m in modes if m.gpu]),
         clocks=tuple(dict.fromkeys(m.clock for m in modes if m.clock)),
         unmeasured=tuple(dict.fromkeys(kv for m in modes for kv in sorted(m.unmeasured.items()))),
-        items=int(items[0]) if items else None,
+        items=int(items[0]) if items else None, item=spec.item if spec is not None else None,
         ranks=rank_summary(record, workload, mode, busy_share),
         breakdown=breakdown([m for m in modes if not busy(m, busy_share, "input_wait_s")]),
         breakdown_busy=sum(step_total(m) is not None and busy(m, busy_share, "input_wait_s")

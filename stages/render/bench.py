@@ -14,6 +14,7 @@ from stages.core.vocabulary import Status
 from stages.judge.results import CellSummary, GpuSeriesSummary
 from stages.render.environment import cell
 from stages.render.markdown import markdown_table, nbytes, pvalue, seconds, value
+from stages.render.numbers import per_second
 from stages.render.steps import OWN, breakdown_section, usage_section
 from stages.render.verdicts import change, ordered
 
@@ -183,7 +184,7 @@ def measured(summary: CellSummary) -> str:
             spread(n.steady_per_process_s), _seconds(n.first_call_s),
             _seconds(n.first_call_warm_s), _seconds(n.warmup_s),
             f"{n.warmup_calls:g}" if n.warmup_calls is not None else "",
-            f"{n.items_per_s:,.0f}" if n.items_per_s is not None else "",
+            per_second(n),
             value("peak_bytes", n.peak_bytes) if n.peak_bytes is not None else ""])
     return markdown_table(rows, ["workload", "mode", "processes", "steady state (median)",
                                  "spread", "first call (cold caches)", "first call (warm)",

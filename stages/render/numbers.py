@@ -108,7 +108,7 @@ def cell_table(summary: CellSummary, rows: list[Row]) -> str:
         body.append([
             workload, mode, seconds(n.steady_s),
             f"{moved} {verdict}".strip() if moved else verdict,
-            _count(n.items_per_s), _dollars(n.usd_per_million),
+            per_second(n), _dollars(n.usd_per_million),
             _first_call(n), seconds(n.warmup_s), *[_tail(n)] * tails,
             *[_instructions(n, mine)] * counted,
             nbytes(n.peak_bytes) if n.peak_bytes is not None else "", also])
@@ -142,6 +142,12 @@ def _first_call(n: UnitSummary) -> str:
     if warm is None:
         return seconds(cold)
     return f"{seconds(cold) if cold is not None else '–'} / {seconds(warm)}"
+
+
+def per_second(n: UnitSummary) -> str:
+    """Items per second, named where the workload says what an item is: "1,234 tokens/s"."""
+    count = _count(n.items_per_s)
+    return f"{count} {n.item}s/s" if count and n.item else count
 
 
 def _count(v: float | None) -> str:

@@ -144,7 +144,7 @@ SECTIONS = {"bench": BenchSettings, "numerics": NumericsSettings, "stats": Stats
 GROUPS = ("device", "precision", "workload")
 TOP_LEVEL = tuple(sorted((*SECTIONS, *GROUPS, "sweep")))
 RESERVED = ("_target_", "_timeout_s_", "_latency_", "_dynamic_", "_rel_l2_tol_", "_ranks_",
-            "_slow_rank_")
+            "_slow_rank_", "_item_")
 
 
 def _choice(value: str, choices: tuple[str, ...], where: str) -> None:
@@ -230,10 +230,15 @@ def _workload(name: str, body: Any) -> WorkloadSpec:
     if dynamic is not None and not isinstance(dynamic, bool):
         raise UserError(f"{where}._dynamic_ must be true, false or null (torch.compile's "
                         f"automatic dynamic shapes), got {dynamic!r}")
+    item = body.get("_item_")
+    if item is not None and not (isinstance(item, str) and re.fullmatch(r"[a-z][a-z -]{0,30}",
+                                                                       item)):
+        raise UserError(f"{where}._item_ must name one item in lower case (token, image, "
+                        f"sample), got {item!r}")
     return WorkloadSpec(name, body["_target_"], kwargs,
                         None if timeout is None else float(timeout), latency, dynamic,
                         _own_tolerance(body.get("_rel_l2_tol_"), where),
-                        **parse_ranks(body, where))
+                        **parse_ranks(body, where), item=item)
 
 
 def _own_tolerance(value: Any, where: str) -> dict[str, float]:

@@ -34,6 +34,7 @@ class WorkloadSpec:
     ranks: int | None = None
     slow_rank: int | None = None
     slow_factor: float | None = None
+    item: str | None = None            # `_item_`: what one item is ("token": pages say tokens/s)
 
 
 @dataclass(frozen=True)

@@ -386,6 +386,7 @@ class RecordedWorkload:
     point: tuple[tuple[Any, ...], ...] = ()
     ranks: int | None = None
     slow_rank: int | None = None
+    item: str | None = None            # `_item_`: what one item is ("token"); None: an item
     slow_factor: float | None = None
 
 
