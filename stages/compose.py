@@ -21,6 +21,13 @@ CONF = Path(__file__).resolve().parent.parent / "conf"
 PLUGINS = Path(__file__).resolve().parent / "hydra"
 
 
+def project_conf() -> Path:
+    """The conf/ of the project it runs in, as `dvc exp run` composes it (the `torchgate`
+    command may be installed from another clone); else the one beside this module."""
+    here = Path("conf")
+    return here.resolve() if (here / "config.yaml").is_file() else CONF
+
+
 def compose(output: Path, overrides: list[str], conf: Path = CONF) -> str:
     """Write params.yaml; return the machine it names."""
     from dvc.utils.hydra import compose_and_dump
@@ -69,7 +76,7 @@ def name_machine(path: Path) -> str:
 def main(argv: list[str] | None = None) -> None:
     with one_line_errors("compose"):
         overrides = sys.argv[1:] if argv is None else argv
-        name = compose(Path("params.yaml"), overrides)
+        name = compose(Path("params.yaml"), overrides, project_conf())
         print("torchgate compose: wrote params.yaml" + (f" ({' '.join(overrides)})"
                                                         if overrides else "")
               + f"; reports go to reports/{name}/")

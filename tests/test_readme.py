@@ -138,3 +138,20 @@ def test_the_readme_summary_excerpt_has_the_columns_and_digits_the_report_prints
         assert nbytes(float(unit["peak memory"].split()[0]) * 2 ** 20) == unit["peak memory"]
         assert f"{int(unit['host instructions (change)'].replace(',', '')):,}" == unit[
             "host instructions (change)"]
+
+
+def test_torchgate_compose_reads_the_conf_of_the_project_it_runs_in(project):
+    """As `dvc exp run` does: the `torchgate` command may be installed from another clone (it
+    is here: this checkout's), and a workload only this project's conf/ has is composed."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+    (project / "conf/workload/only_here.yaml").write_text(
+        "only_here:\n  _target_: stages.workloads.matmul_relu\n  size: 8\n")
+    done = subprocess.run([Path(sys.executable).with_name("torchgate"), "compose",
+                           "workload=[only_here]"], cwd=project, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert list(yaml.safe_load((project / "params.yaml").read_text())["workload"]) == [
+        "only_here"]
