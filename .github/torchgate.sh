@@ -9,6 +9,9 @@
 #   bash .github/torchgate.sh previous-point     the commit the writer compares main with
 #   bash .github/torchgate.sh baseline-of REV    the baseline of a pull request based on REV
 #   bash .github/torchgate.sh base               BASE and BASELINE of a pull request's merge
+#   bash .github/torchgate.sh publish-pictures DIR PR
+#                                                a pull request's pictures (DIR: its reports
+#                                                artifact) on a pages branch; IMAGES_URL
 #
 # All read TORCHGATE_MACHINE, the name of the machine that measured; its reports are
 # reports/$TORCHGATE_MACHINE/.
@@ -30,6 +33,8 @@ die() {
 REPORTS="reports/$TORCHGATE_MACHINE"
 BRANCH="torchgate/$TORCHGATE_MACHINE"
 TIP="refs/remotes/origin/$BRANCH"     # a checkout with fetch-depth 0 has every branch
+PAGES="torchgate-pages/$TORCHGATE_MACHINE"
+PNG=89504e470d0a1a0a               # the signature every PNG file starts with, in hex
 
 # The comment: this machine's summary and the committed parameters the pull request changes
 # (`dvc params diff` between two commits: the composition this run measured with is not one of
@@ -51,6 +56,10 @@ comment_body() {
     {
       echo "Measured on \`$TORCHGATE_MACHINE\`, against the base commit ${BASE:0:10}$(
         [ "${BASELINE:-$BASE}" = "$BASE" ] || echo " (its baseline: ${BASELINE:0:10} on $BRANCH)")."
+      if git rev-parse -q --verify "refs/remotes/origin/$PAGES^{commit}" >/dev/null; then
+        echo "Main's newest pages on this machine, with their pictures: [$PAGES]($(
+          repo_url)/blob/$PAGES/$REPORTS/summary.md)."
+      fi
       echo
       cat "$REPORTS/summary.md"
       echo
@@ -76,15 +85,76 @@ comment_body() {
   echo "torchgate: wrote comment/comment.md ($(wc -l < comment/comment.md) lines)"
 }
 
+repo_url() {
+  echo "${GITHUB_SERVER_URL:-https://github.com}/${GITHUB_REPOSITORY:-}"
+}
+
 run_url() {
-  echo "${GITHUB_SERVER_URL:-https://github.com}/${GITHUB_REPOSITORY:-}/actions/runs/${GITHUB_RUN_ID:-}"
+  echo "$(repo_url)/actions/runs/${GITHUB_RUN_ID:-}"
 }
 
 # Markdown on stdin with its links relative to the reports folder made absolute (URL: with
-# {path}, each link's; else one page for all), as the comment's are (stages/comment.py).
+# {path}, each link's; else one page for all; IMAGES: the pictures', with {path}), as the
+# comment's are (stages/comment.py).
 absolute_links() {
   python -c 'import sys; from stages.comment import with_reports_at as at
-sys.stdout.write(at(sys.stdin.read(), sys.argv[1]))' "$1"
+sys.stdout.write(at(sys.stdin.read(), *sys.argv[1:]))' "$@"
+}
+
+# The raw URL of a commit's pictures, with {path}: GitHub shows a blob URL's picture as a page.
+images_at() {
+  echo "$(repo_url)/raw/$1/$REPORTS/{path}"
+}
+
+# A commit without parents whose tree is the files of DIR (listed NUL-separated on stdin,
+# relative to DIR) under $REPORTS/, force-pushed to BRANCH, replacing what it held; prints it.
+# Built in an index of its own: the work tree, HEAD and the index are left as they are.
+publish() {
+  local dir=$1 branch=$2 index path blob tree commit
+  index="$(mktemp -d)/index"
+  while IFS= read -r -d '' path; do
+    blob=$(git hash-object -w -- "$dir/$path")
+    GIT_INDEX_FILE=$index git update-index --add --cacheinfo "100644,$blob,$REPORTS/$path"
+  done
+  [ -f "$index" ] || return 1
+  tree=$(GIT_INDEX_FILE=$index git write-tree)
+  commit=$(git -c user.name="${GIT_USER_NAME:-github-actions[bot]}" \
+    -c user.email="${GIT_USER_EMAIL:-41898282+github-actions[bot]@users.noreply.github.com}" \
+    commit-tree "$tree" -m "torchgate pages: $TORCHGATE_MACHINE [skip ci]")
+  git push -q -f origin "$commit:refs/heads/$branch" >&2 || return 1
+  echo "$commit"
+}
+
+# The writer's pages: this machine's reports as measured, pictures included (they ignore
+# themselves), on $PAGES. Prints the commit; a push refused is said, not fatal: the reports'
+# own commit is what the next run needs.
+publish_pages() {
+  (cd "$REPORTS" && find . -type f ! -name '*.tmp' -printf '%P\0' | sort -z) |
+    publish "$REPORTS" "$PAGES" ||
+    echo "torchgate: could not push the pages to $PAGES (let Actions push torchgate-pages/*):" \
+      "the run's page links its pictures to nothing" >&2
+}
+
+# A pull request's pictures, from DIR (its reports artifact, the pull request's own output,
+# so taken as data: PNG files under pictures/ alone, each checked by its signature), on
+# torchgate-pages/pull-PR/$TORCHGATE_MACHINE; prints IMAGES_URL=… for $GITHUB_ENV, or nothing
+# when there is none or the push is refused (the comment then links its pictures to the run).
+publish_pictures() {
+  local dir=${1:?usage: publish-pictures DIR PR} pr=${2:?usage: publish-pictures DIR PR} commit
+  [[ $pr =~ ^[0-9]+$ ]] || die "publish-pictures: PR must be a pull request's number, got '$pr'"
+  [ -d "$dir/pictures" ] || { echo "torchgate: no pictures in $dir" >&2; return 0; }
+  if commit=$( (cd "$dir" && find pictures -type f -name '*.png' -print0 | sort -z |
+    while IFS= read -r -d '' path; do
+      if [[ $path =~ ^pictures/[A-Za-z0-9._-]+/[A-Za-z0-9._-]+\.png$ ]] &&
+        [ "$(head -c 8 -- "$path" | od -An -tx1 | tr -d ' \n')" = "$PNG" ]; then
+        printf '%s\0' "$path"
+      fi
+    done) | publish "$dir" "torchgate-pages/pull-$pr/$TORCHGATE_MACHINE"); then
+    echo "IMAGES_URL=$(images_at "$commit")"
+  else
+    echo "torchgate: the pictures stay in the run's artifact (no picture, or the push to" \
+      "torchgate-pages/pull-$pr/$TORCHGATE_MACHINE was refused)" >&2
+  fi
 }
 
 # The writer's previous point: the machine's newest baseline, else (no branch yet) the last
@@ -121,10 +191,13 @@ base() {
   echo "BASELINE=$(baseline_of "$first")"
 }
 
-# The run's page: the summary, its links to the commit that holds its reports.
+# The pages published (publish_pages), then the run's page: the summary, its links to the
+# commit that holds its reports, its pictures from the pages.
 step_summary() {
+  local pages
+  pages=$(publish_pages)
   [ -n "${GITHUB_STEP_SUMMARY:-}" ] || return 0
-  absolute_links "${GITHUB_SERVER_URL:-https://github.com}/${GITHUB_REPOSITORY:-}/blob/$1/$REPORTS/{path}" \
+  absolute_links "$(repo_url)/blob/$1/$REPORTS/{path}" ${pages:+"$(images_at "$pages")"} \
     < "$REPORTS/summary.md" >> "$GITHUB_STEP_SUMMARY"
 }
 
@@ -174,5 +247,6 @@ case "${1:-}" in
   previous-point) previous_point ;;
   baseline-of) baseline_of "${2:-}" ;;
   base) base ;;
-  *) die "usage: bash .github/torchgate.sh comment-body|commit-baseline|previous-point|base|baseline-of REV" ;;
+  publish-pictures) publish_pictures "${2:-}" "${3:-}" ;;
+  *) die "usage: bash .github/torchgate.sh comment-body|commit-baseline|previous-point|base|baseline-of REV|publish-pictures DIR PR" ;;
 esac

@@ -59,7 +59,8 @@ def measure(cfg, cell, arms, where, inputs, progress: Progress | None = None):
         cfg, cell, log=lambda *line: print(bench_line(*line), flush=True),
         pending=lambda rec: pending_units(judged(rec), cfg.bench.max_processes),
         arms=arms.arms, note=arms.note, rebuilt=arms.rebuilt, unchanged=arms.unchanged,
-        run=where.run, run_pair=where.run_pair, capture=where.capture_env, progress=progress)
+        run=where.run, run_pair=where.run_pair, capture=where.capture_env, progress=progress,
+        say=say)
 
 
 def measured(cfg, cell, arms, inputs, reports):

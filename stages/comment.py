@@ -37,16 +37,21 @@ ACTIONS_BOT = "github-actions[bot]"
 RELATIVE = re.compile(r"(!?)\[([^\]]*)\]\((?![a-z][a-z0-9+.-]*:|#|/)([^)\s]+)\)")
 
 
-def with_reports_at(body: str, url: str) -> str:
+def with_reports_at(body: str, url: str, images: str | None = None) -> str:
     """The summary's links made absolute for a comment, whose page is not the reports folder.
     `url` with `{path}` (e.g. a blob URL of a branch that holds the reports) is filled in per
-    link, and images stay images; a plain URL (the run's page, where the reports are an
-    artifact) takes every link, and an image becomes a link to it, since the comment cannot
-    show what it cannot reach."""
+    link; a plain URL (the run's page, where the reports are an artifact) takes every link.
+    An image stays an image where `images` (or else `url`) has `{path}`: a raw URL of a commit
+    that holds the pictures, since GitHub shows a blob URL's picture as a page, not inline;
+    else it becomes a link, since the comment cannot show what it cannot reach."""
+    images = images or url
+
     def absolute(match: re.Match) -> str:
         image, text, path = match.groups()
+        if image and "{path}" in images:
+            return f"![{text}]({images.replace('{path}', path)})"
         if "{path}" in url:
-            return f"{image}[{text}]({url.replace('{path}', path)})"
+            return f"[{text}]({url.replace('{path}', path)})"
         return f"[{text}{' (picture)' if image else ''}]({url})"
     return RELATIVE.sub(absolute, body)
 
@@ -222,6 +227,9 @@ def main(argv: list[str] | None = None) -> None:
                                               "with {path} (filled per link), or one page "
                                               "for all of them (the run that holds the "
                                               "reports as an artifact)")
+    parser.add_argument("--images-url", help="where the body's pictures are, a URL with "
+                                             "{path} (a raw URL of a commit that holds "
+                                             "them): shown in the comment, not linked")
     args = parser.parse_args(argv)
     with one_line_errors("comment"):
         if not re.fullmatch(r"[\w.-]+/[\w.-]+", args.repo):
@@ -229,6 +237,9 @@ def main(argv: list[str] | None = None) -> None:
         if args.machine is not None and not re.fullmatch(r"[\w.-]+", args.machine):
             raise UserError(f"--machine must be a name of letters, digits, '.', '_' or '-', "
                             f"got {args.machine!r}")
+        if args.images_url is not None and "{path}" not in args.images_url:
+            raise UserError(f"--images-url must hold {{path}}, where each picture's path goes, "
+                            f"got {args.images_url!r}")
         token = os.environ.get("GITHUB_TOKEN", "")
         if not token:
             raise UserError("GITHUB_TOKEN is not set; export a token that may write "
@@ -239,7 +250,7 @@ def main(argv: list[str] | None = None) -> None:
             raise UserError(f"cannot read --body-file {args.body_file} ({exc.strerror})") \
                 from None
         if args.reports_url:
-            body = with_reports_at(body, args.reports_url)
+            body = with_reports_at(body, args.reports_url, args.images_url)
         github = GitHub(args.repo, token,
                         os.environ.get("GITHUB_API_URL") or "https://api.github.com")
         if args.head_sha:

@@ -105,8 +105,10 @@ def test_write_permissions_only_where_they_are_used():
             posts = any(line.startswith("python -m stages.comment") for line in runs(job))
             labels = any(line.startswith("gh pr edit") for line in runs(job))
             commits = any("torchgate.sh commit-baseline" in line for line in runs(job))
+            pictures = any(re.search(r"torchgate.sh publish-pictures|gh api -X DELETE", line)
+                           for line in runs(job))
             needed = {"pull-requests"} if posts or labels else set()
-            assert writes == needed | ({"contents"} if commits else set()), \
+            assert writes == needed | ({"contents"} if commits or pictures else set()), \
                 f"{name} {job_name}: {granted}"
             assert not (posts and commits)
 
@@ -192,16 +194,23 @@ def test_the_follow_up_workflow_comments_on_a_forks_pull_request_with_mains_code
     assert wf["on"]["workflow_run"]["workflows"] == [workflow("torchgate.yml")["name"]]
     assert wf["on"]["workflow_run"]["types"] == ["completed"]
     job = wf["jobs"]["comment"]
-    assert job["permissions"] == {"contents": "read", "actions": "read",
-                                  "pull-requests": "write"}
+    assert job["permissions"] == {"contents": "write", "actions": "read",
+                                  "pull-requests": "write"}, "the pictures' branch, the comment"
     assert job["env"]["TORCHGATE_MACHINE"] == MACHINES["torchgate.yml"]
     assert "head_repository.full_name != github.repository" in job["if"]
-    download = uses(job, "actions/download-artifact")
-    assert download["with"]["run-id"] == "${{ github.event.workflow_run.id }}"
+    downloads = [s for s in steps(job) if s.get("uses", "").startswith("actions/download-")]
+    assert {d["with"]["name"] for d in downloads} == {
+        "torchgate-comment", "reports-${{ env.TORCHGATE_MACHINE }}"}
+    assert all(d["with"]["run-id"] == "${{ github.event.workflow_run.id }}" for d in downloads)
     post = step(job, "Comment on the pull request")
     assert '--head-sha "$HEAD_SHA"' in post["run"] and "--machine" in post["run"]
     assert post["env"]["HEAD_SHA"] == "${{ github.event.workflow_run.head_sha }}"
-    assert "ref" not in uses(job, "actions/checkout")["with"], "never the fork's code"
+    assert "ref" not in uses(job, "actions/checkout").get("with", {}), "never the fork's code"
+    # A closed pull request's pictures go, by a job that checks nothing out.
+    assert wf["on"]["pull_request_target"]["types"] == ["closed"]
+    gone = wf["jobs"]["pictures-gone"]
+    assert not any("uses" in s for s in steps(gone)) and gone["permissions"] == {
+        "contents": "write"}
 
 
 def test_no_run_step_reads_an_expression_only_variables():
@@ -220,7 +229,8 @@ def test_the_readme_tells_the_workflows_facts():
                  "`[skip ci]`", "log torchgate/gpu-box -- reports/gpu-box/",
                  "baseline.measure=rebuild", "`torchgate/<name>`",
                  "dvc params diff $BASE HEAD", '"measurement failed"', "`gpu-check`",
-                 "torchgate-gpu.yml@refs/heads/main", "--ephemeral"):
+                 "torchgate-gpu.yml@refs/heads/main", "--ephemeral", "`torchgate-pages/<name>`",
+                 "`torchgate-pages/pull-<n>/…`"):
         assert fact in section, fact
     for name, machine in MACHINES.items():
         assert f"`{machine}` (`{name}`" in section
@@ -362,3 +372,17 @@ def test_the_summarys_links_work_in_the_comment(github, tmp_path):
     assert comment.with_reports_at(SUMMARY, blob).splitlines()[2] == (
         "![Every tested change](https://github.com/owner/name/blob/abc123/reports/"
         "pictures/summary/changes.png)")
+
+
+def test_pictures_from_a_commit_that_holds_them_are_shown_and_the_rest_links_to_the_run(
+        github, tmp_path, capsys):
+    run_page = "https://github.com/owner/name/actions/runs/42"
+    raw = "https://github.com/owner/name/raw/abc123/reports/ci-cpu/{path}"
+    post(tmp_path, SUMMARY, "--reports-url", run_page, "--images-url", raw)
+    body = github.comments[7][0]["body"]
+    assert ("![Every tested change](https://github.com/owner/name/raw/abc123/reports/ci-cpu/"
+            "pictures/summary/changes.png)") in body
+    assert f"[compare.md]({run_page})" in body and "(picture)" not in body
+    err = one_line_error(capsys, lambda: post(tmp_path, "x", "--reports-url", run_page,
+                                              "--images-url", run_page))
+    assert "--images-url must hold {path}" in err

@@ -8,6 +8,7 @@ import hashlib
 import os
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -40,15 +41,28 @@ if [ -n "${FAKE_MEASURE_FAILS:-}" ]; then
   exit 1
 fi
 mkdir -p "reports/$TORCHGATE_MACHINE/bench"
-printf '# torchgate summary: matrix `smoke`\\n\\n%s\\n' "$FAKE_SUMMARY" \\
-  > "reports/$TORCHGATE_MACHINE/summary.md"
+printf '# torchgate summary: matrix `smoke`\\n\\n%s\\n\\n%s\\n' "$FAKE_SUMMARY" \\
+  '![Every tested change](pictures/summary/changes.png)' > "reports/$TORCHGATE_MACHINE/summary.md"
+# The pictures, in a folder that ignores itself, and a file named as one that is not a PNG.
+pictures="reports/$TORCHGATE_MACHINE/pictures/summary"
+mkdir -p "$pictures"
+printf '*\\n' > "$pictures/.gitignore"
+printf '\\211PNG\\r\\n\\032\\n%s' "$FAKE_SUMMARY" > "$pictures/changes.png"
+printf '<script>' > "$pictures/page.png"
 echo "{\\"run\\": \\"$FAKE_SUMMARY\\"}" > "reports/$TORCHGATE_MACHINE/bench/cpu-fp32.json"
 if [ -n "${FAKE_RACE:-}" ]; then        # another writer of this machine pushes meanwhile
   git -C "$FAKE_RACE" push -q origin "HEAD:refs/heads/torchgate/$TORCHGATE_MACHINE"
 fi
 """
+# `gh`: the calls are logged; the REST calls on refs act on the origin, as GitHub's would.
 GH = """#!/usr/bin/env bash
 echo "gh $*" >> "$FAKE_CALLS"
+case "$1 $2" in
+  "api repos/"*/git/matching-refs/*)
+    prefix=${2#*/git/matching-refs/}
+    git --git-dir="$FAKE_ORIGIN" for-each-ref --format='%(refname)' "refs/${prefix%/}" ;;
+  "api -X") git --git-dir="$FAKE_ORIGIN" update-ref -d "refs/${4#*/git/refs/}" ;;
+esac
 """
 # A protected main, as a ruleset makes it: no push reaches it (changes come by pull request).
 PROTECTED = """#!/bin/sh
@@ -104,6 +118,7 @@ def site(tmp_path, github):
     env = {"PATH": f"{tools}:{os.environ['PATH']}", "HOME": str(tmp_path / "home"),
            "LANG": "C.UTF-8", "REAL_DVC": str(Path(sys.executable).parent / "dvc"),
            "FAKE_CALLS": str(tmp_path / "calls"), "FAKE_SUMMARY": "**Passed:** 2 OK",
+           "FAKE_ORIGIN": str(origin),
            "GITHUB_API_URL": github.url}
     github.pulls[7] = head
     return Runner(origin, tmp_path / "runs", env), origin, base, head
@@ -136,15 +151,41 @@ def mine(github) -> list[dict]:
     return [c for c in github.comments[7] if MARK in c["body"]]
 
 
+PICTURE = "reports/ci-cpu/pictures/summary/changes.png"
+
+
+def shown(commit: str) -> str:
+    """The summary's picture as a page that shows it from `commit` has it."""
+    return f"![Every tested change](https://github.com/{REPO}/raw/{commit}/{PICTURE})"
+
+
+def tree(origin: Path, rev: str) -> list[str]:
+    return git("ls-tree", "-r", "--name-only", rev, cwd=origin).stdout.split()
+
+
+def tip(origin: Path, branch: str) -> str:
+    found = subprocess.run(["git", "rev-parse", "-q", "--verify", f"refs/heads/{branch}"],
+                           cwd=origin, capture_output=True, text=True)
+    return found.stdout.strip()
+
+
 def test_a_pull_request_from_this_repository_gets_one_comment_edited_by_later_runs(site,
                                                                                   github):
-    runner, _, base, head = site
+    runner, origin, base, head = site
     github.add(7, "a reviewer's comment")
     _, checked, commented = check(runner, base, head)
     assert checked.result == commented.result == "success", [
         (s.name, s.output[-2000:]) for s in checked.steps + commented.steps]
     (comment,) = mine(github)
     assert comment["user"]["login"] == BOT and "**Passed:** 2 OK" in comment["body"]
+    # Its pictures, on a branch of their own (the PNG files alone, each checked), shown in
+    # the comment; the check's read-only run page links them to the run.
+    pictures = tip(origin, "torchgate-pages/pull-7/ci-cpu")
+    assert tree(origin, pictures) == [PICTURE] and parents(origin, pictures) == []
+    assert shown(pictures) in comment["body"]
+    assert "Main's newest pages" not in comment["body"], "no writer has published any"
+    assert "[Every tested change (picture)](https://github.com/owner/name/actions/runs/" in \
+        checked.summary
     # The committed parameter the pull request changes, and not the check's own composition
     # (matrix=smoke, baseline.rev=<base>) that the work tree holds.
     body = comment["body"]
@@ -157,6 +198,9 @@ def test_a_pull_request_from_this_repository_gets_one_comment_edited_by_later_ru
     run, checked, _ = check(runner, base, head, summary="**Passed:** 3 OK")
     assert len(github.comments[7]) == 2 and len(mine(github)) == 1
     assert "3 OK" in mine(github)[0]["body"] and "2 OK" not in mine(github)[0]["body"]
+    again = tip(origin, "torchgate-pages/pull-7/ci-cpu")
+    assert again != pictures and parents(origin, again) == [], "replaced, not piled up"
+    assert shown(again) in mine(github)[0]["body"]
     assert (run.artifacts / "reports-ci-cpu" / "summary.md").is_file()
     assert not (run.artifacts / "torchgate-comment").exists(), "posted here, no follow-up"
 
@@ -192,7 +236,7 @@ def test_a_red_gate_still_comments_the_summary(site, github, tmp_path):
 
 
 def test_a_forks_comment_comes_from_the_follow_up_workflow(site, github):
-    runner, _, base, head = site
+    runner, origin, base, head = site
     run, checked, commented = check(runner, base, head, fork=True)
     assert checked.result == commented.result == "success"
     assert github.comments[7] == [] and "read-only" not in github.tokens, \
@@ -214,6 +258,18 @@ def test_a_forks_comment_comes_from_the_follow_up_workflow(site, github):
     assert "**Passed:** 2 OK" in comment["body"]
     # The follow-up ran main's code: its checkout is the base commit, not the fork's.
     assert git("rev-parse", "HEAD", cwd=posted.workspace).stdout.strip() == base
+    # The fork's pictures: data, the PNG files alone, shown in the comment.
+    pictures = tip(origin, "torchgate-pages/pull-7/ci-cpu")
+    assert tree(origin, pictures) == [PICTURE] and shown(pictures) in comment["body"]
+    # Closed: its pictures' branches are deleted; nothing is commented.
+    closed = runner.start({"event_name": "pull_request_target", "repository": REPO,
+                           "sha": base, "ref": "refs/heads/main",
+                           "event": {"action": "closed", "pull_request": {"number": 7}}})
+    assert runner.job(closed, follow_up, "comment", {"GITHUB_TOKEN": "x"}).result == "skipped"
+    gone = runner.job(closed, follow_up, "pictures-gone", {"GITHUB_TOKEN": "ghs_workflow"})
+    assert gone.result == "success", [(s.name, s.output) for s in gone.steps]
+    assert tip(origin, "torchgate-pages/pull-7/ci-cpu") == ""
+    assert "deleted refs/heads/torchgate-pages/pull-7/ci-cpu" in gone.steps[0].output
 
 
 def test_a_committed_lock_is_what_the_check_installs(site, tmp_path):
@@ -338,6 +394,13 @@ def test_the_writer_commits_its_reports_to_its_own_branch_and_main_stays_protect
     calls = site_calls(runner)
     assert calls[-1] == "dvc repro gate", "the gate runs after the commit"
     assert "passed" not in job.summary and "**Passed:** 2 OK" in job.summary
+    # The pages with their pictures, which the history leaves out, replace the pages branch;
+    # the run's page shows the pictures from there and links the pages to the history.
+    pages = tip(origin, "torchgate-pages/ci-cpu")
+    assert parents(origin, pages) == [] and tree(origin, pages) == [
+        "reports/ci-cpu/bench/cpu-fp32.json", "reports/ci-cpu/pictures/summary/.gitignore",
+        PICTURE, "reports/ci-cpu/pictures/summary/page.png", "reports/ci-cpu/summary.md"]
+    assert shown(pages) in job.summary
 
     # Main moves by a merged pull request: the writer compares with its previous point and
     # commits on top of the commit it measured and of that point.
@@ -350,10 +413,13 @@ def test_the_writer_commits_its_reports_to_its_own_branch_and_main_stays_protect
     assert yaml.safe_load((job.workspace / "params.yaml").read_text())["baseline"]["rev"] == top
     newest = git("rev-parse", "torchgate/ci-cpu", cwd=origin).stdout.strip()
     assert parents(origin, newest) == [code, top]
-    assert git("show", f"{newest}:reports/ci-cpu/summary.md", cwd=origin).stdout.endswith(
-        "5 OK\n")
+    assert "**Passed:** 5 OK\n" in git("show", f"{newest}:reports/ci-cpu/summary.md",
+                                        cwd=origin).stdout
     assert git("log", "--format=%H", "torchgate/ci-cpu", "--", "reports/ci-cpu/",
                cwd=origin).stdout.split()[:2] == [newest, top], "the history"
+    assert parents(origin, tip(origin, "torchgate-pages/ci-cpu")) == []
+    assert subprocess.run(["git", "show", f"torchgate-pages/ci-cpu:{PICTURE}"], cwd=origin,
+                          capture_output=True).stdout.endswith(b"5 OK")
 
     # A pull request based on the older main: its baseline measured an ancestor of its base.
     _, checked, _ = check(runner, base, head)
@@ -361,6 +427,9 @@ def test_the_writer_commits_its_reports_to_its_own_branch_and_main_stays_protect
     composed = yaml.safe_load((checked.workspace / "params.yaml").read_text())
     assert composed["baseline"] == {"rev": top, "measure": "rebuild"}
     assert f"(its baseline: {top[:10]} on torchgate/ci-cpu)" in mine(github)[0]["body"]
+    assert ("Main's newest pages on this machine, with their pictures: [torchgate-pages/ci-cpu]"
+            f"(https://github.com/{REPO}/blob/torchgate-pages/ci-cpu/reports/ci-cpu/summary.md)"
+            ) in mine(github)[0]["body"]
 
 
 def test_the_writer_commits_nothing_when_its_reports_did_not_change(site, tmp_path):

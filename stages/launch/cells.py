@@ -126,8 +126,9 @@ class CellRun:
     def __init__(self, cfg: Config, cell: Cell, kind: str, run: Callable = run_worker,
                  log: Callable = lambda *line: None, fresh_compile_cache: bool = True,
                  run_pair: Callable | None = None, arms: tuple[Arm, ...] = NOW,
-                 progress: Progress | None = None):
+                 progress: Progress | None = None, say: Callable[[str], None] = lambda line: None):
         self.cfg, self.cell, self.kind, self.run, self.log = cfg, cell, kind, run, log
+        self.say = say      # a line before a long wait that no process line would break
         self.progress = progress or Progress()     # `log` gets a Tick after each process
         self.fresh = fresh_compile_cache
         self.run_pair = run_pair    # two arms: both arms' processes at once, taking turns
@@ -243,12 +244,17 @@ class CellRun:
         if not jobs:
             return
         self.progress.plan(len(jobs))
+        at_once = min(usable_cores() or 1, len(jobs))
+        self.say(f"{self.cell.name}: counting host instructions under valgrind: {len(jobs)} "
+                 f"process{'es' if len(jobs) > 1 else ''}, {at_once} at once, minutes each "
+                 "(valgrind runs a call many times slower; bench.instructions=never skips "
+                 "the counts)")
 
         def counted(item):
             arm, name, job = item
             return self.run(job, timeout_s=self.cfg.bench.instructions_timeout_s,
                             python=arm.python, fresh_compile_cache=False)
-        with ThreadPoolExecutor(max_workers=min(usable_cores() or 1, len(jobs))) as pool:
+        with ThreadPoolExecutor(max_workers=at_once) as pool:
             for (arm, name, _), raw in zip(jobs, pool.map(counted, jobs)):
                 result = parsed("instructions", raw, f"{self.cell.name} {name} counts process")
                 self.counts[arm.name][name] = (result,)
@@ -439,12 +445,13 @@ def measure_bench(cfg: Config, cell: Cell, *, run=run_worker, log=lambda *line: 
                   run_pair=run_interleaved, arms: tuple[Arm, ...] = NOW,
                   note: str | None = None, rebuilt: bool = False,
                   unchanged: bool = False, progress: Progress | None = None,
-                  capture: Callable[[str], dict] | None = None) -> BenchRecord:
+                  capture: Callable[[str], dict] | None = None,
+                  say: Callable[[str], None] = lambda line: None) -> BenchRecord:
     """Every process of one bench cell; with `pending`, adaptive sampling. `capture`
     describes the candidate's environment where its processes ran (default: here)."""
     started = time.perf_counter()
     cell_run = CellRun(cfg, cell, "bench", run, log, run_pair=run_pair, arms=arms,
-                       progress=progress)
+                       progress=progress, say=say)
     try:
         return _measure_bench(cfg, cell_run, pending, arms, note, rebuilt, unchanged, started,
                               capture or capture_env)
