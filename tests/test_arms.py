@@ -345,7 +345,7 @@ def test_a_record_names_an_interpreter_without_the_users_absolute_paths(tmp_path
                                                                         monkeypatch):
     """Inside the project, relative to it; in the home folder (a rebuilt arm's venv in
     ~/.cache/torchgate), from `~`; elsewhere as given."""
-    from stages.launch.cells import portable
+    from stages.core.machine import portable
     home = tmp_path / "home"
     (home / "proj").mkdir(parents=True)
     monkeypatch.chdir(home / "proj")                  # a project in the home folder

@@ -254,3 +254,11 @@ def test_the_cpu_features_that_decide_a_precisions_kernels_are_recorded(monkeypa
             patched.setattr(probe, "read", lambda path, text=cpuinfo[arch]: text)
             assert probe.cpu_features() == features
     assert "cpu_features" in probe.capture()["hardware"]
+
+
+def test_the_committed_fingerprint_names_the_interpreter_without_the_users_path(
+        tmp_path, monkeypatch):
+    from stages.measure.fingerprint import fingerprint
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.executable", str(tmp_path / ".venv" / "bin" / "python"))
+    assert fingerprint()["executable"] == ".venv/bin/python"

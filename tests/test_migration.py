@@ -368,6 +368,25 @@ def test_a_busy_machine_says_what_it_left_out_and_a_wide_interval_decides_nothin
     assert "decide nothing" in throughput(wide) and "[" not in throughput(wide)
 
 
+def test_one_reason_for_both_sides_and_both_modes_is_said_once():
+    def both_modes(record):
+        workloads = {w: dataclasses.replace(run, processes=tuple(
+            dataclasses.replace(p, modes={"eager": p.modes["eager"],
+                                          "compiled": p.modes["eager"]})
+            for p in run.processes)) for w, run in record.workloads.items()}
+        return dataclasses.replace(record, modes=("eager", "compiled"), workloads=workloads)
+    source = side("cpu-fp32", both_modes(cell_record({"mm": 2e-3}, busy=0.9)))
+    target = side("cpu-bf16", both_modes(cell_record({"mm": 1e-3}, seed=1, busy=0.9)))
+    record = migrate("fp32_to_bf16", source, target, same_run=True, modes=(),
+                     alpha=ALPHA, busy_share=0.25, run_spread=0.03)
+    line = next(x for x in page(record, "../pictures/x.png").splitlines()
+                if x.startswith("- **mm**"))
+    assert line == ("- **mm**: runs; eager and compiled run, throughput not tested (0 processes "
+                    "kept on either side: 4 of 4 processes timed while other programs took "
+                    "more than compare.busy_share of the CPU: left out; measure again on a "
+                    "quiet machine)"), line
+
+
 def test_the_page_ends_its_workloads_with_one_line_for_the_pair():
     from stages.render.migration import overall
     source = side("cpu-fp32", cell_record({"mm": 2e-3, "mlp": 1e-3}))

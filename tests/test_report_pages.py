@@ -208,3 +208,24 @@ def test_dvc_metrics_diff_in_a_pull_request_shows_the_regression_in_a_short_tabl
     assert [c.strip() for c in gate.split("|")[3:6]] == ["0", "1", "1"], gate
     steady = next(r for r in rows if "slower.eager.steady_change_pct" in r)
     assert re.search(r"\| \+?2\d\.\d+|\| 3\d\.\d+", steady), steady
+
+
+def test_the_steady_picture_keeps_every_label_inside_it(monkeypatch):
+    """Long workload names squeeze the axes; no label may then run past the picture's edge."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Text
+
+    from stages.render import plots
+    drawn = []
+    monkeypatch.setattr(plots, "png", lambda fig: drawn.append(fig) or b"")
+    long = {f"loader_train[num_workers={n}]": [process(), process()] for n in (0, 2)}
+    medians({**summaries(bench(long), cell="cpu-bf16"), **summaries(bench(long))})
+    (fig,) = drawn
+    FigureCanvasAgg(fig).draw()
+    width, height = fig.bbox.width, fig.bbox.height
+    texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text()]
+    assert any("one dot per process" in t.get_text() for t in texts)
+    for text in texts:
+        box = text.get_window_extent()
+        assert -1 <= box.x0 and box.x1 <= width + 1 and -1 <= box.y0 and box.y1 <= height + 1, \
+            (text.get_text(), box, width)

@@ -106,3 +106,15 @@ def legacy(path: Path | str) -> Path | None:
     if len(parts) > 2 and parts[0] == REPORTS.name:
         return Path(REPORTS.name, *parts[2:])
     return None
+
+
+def portable(path: str) -> str:
+    """An interpreter as a committed record names it: relative to the project where it lies
+    inside it (`.venv/bin/python`), from `~` where it lies in the home folder (a rebuilt arm in
+    ~/.cache/torchgate), so that no report carries a user's absolute paths; else as given."""
+    found = Path(path)
+    for root, shown in sorted(((Path.cwd(), ""), (Path.home(), "~/")),
+                              key=lambda r: -len(r[0].parts)):       # the nearer one first
+        if found.is_relative_to(root):
+            return shown + found.relative_to(root).as_posix()
+    return path

@@ -24,7 +24,7 @@ from stages.core.config import Cell, Config
 from stages.core.config.settings import WorkloadSpec
 from stages.core.config.targets import module_paths
 from stages.core.errors import UserError, clip
-from stages.core.machine import usable_cores
+from stages.core.machine import portable, usable_cores
 from stages.core.records.cost import process_seconds
 from stages.core.records.job import NOW_ARM, Arm, Job, Timing
 from stages.core.records.outputs import FreshOutputs
@@ -263,18 +263,6 @@ class CellRun:
 
     def arm_id(self, arm: Arm) -> ArmId:
         return ArmId(portable(arm.python or sys.executable), self.torch[arm.name], arm.rev)
-
-
-def portable(path: str) -> str:
-    """An interpreter as a committed record names it: relative to the project where it lies
-    inside it (`.venv/bin/python`), from `~` where it lies in the home folder (a rebuilt arm in
-    ~/.cache/torchgate), so that no report carries a user's absolute paths; else as given."""
-    found = Path(path)
-    for root, shown in sorted(((Path.cwd(), ""), (Path.home(), "~/")),
-                              key=lambda r: -len(r[0].parts)):       # the nearer one first
-        if found.is_relative_to(root):
-            return shown + found.relative_to(root).as_posix()
-    return path
 
 
 def bench_record(run: CellRun, note: str | None = None, rebuilt: bool = False,

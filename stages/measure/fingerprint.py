@@ -16,7 +16,7 @@ import platform
 import re
 import sys
 
-from stages.core.machine import cpu_model, read, usable_cores
+from stages.core.machine import cpu_model, portable, read, usable_cores
 
 ENV_VAR_NAMES = frozenset({
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "CUBLAS_WORKSPACE_CONFIG",
@@ -81,7 +81,7 @@ def fingerprint() -> dict:
     the GPUs, and every bench process records the GPU it used, which compare checks."""
     fields = {
         "python": lambda: sys.version,
-        "executable": lambda: sys.executable,
+        "executable": lambda: portable(sys.executable),     # no user's path in a report
         "cpu_model": lambda: cpu_model() or platform.processor(),
         "usable_cores": usable_cores,
         "driver": lambda: read("/proc/driver/nvidia/version"),

@@ -107,10 +107,15 @@ def untested(m: ModeMigration) -> str:
     """Why a mode's throughput was not tested: each side's processes kept, and what left the
     others out (the busy rule, failures), with what to do."""
     said = []
-    for role, side in (("source", m.source), ("target", m.target)):
-        if side.processes < 2:
-            said.append(f"{side.processes} process{'es' * (side.processes != 1)} kept on the "
-                        f"{role}" + (f": {side.reason}" if side.reason else ""))
+    short = [(role, side) for role, side in (("source", m.source), ("target", m.target))
+             if side.processes < 2]
+    if len(short) == 2 and (m.source.processes, m.source.reason) == (m.target.processes,
+                                                                      m.target.reason):
+        short = [("either side", m.source)]         # one reason, said once
+    for role, side in short:
+        where = role if role == "either side" else f"the {role}"
+        said.append(f"{side.processes} process{'es' * (side.processes != 1)} kept on "
+                    f"{where}" + (f": {side.reason}" if side.reason else ""))
     return "; ".join(said) + ("; measure again on a quiet machine" if any(
         s.reason and BUSY_LEFT_OUT in s.reason for s in (m.source, m.target)) else
         "" if said else "fewer than 2 processes a side")
@@ -168,7 +173,12 @@ def one_line(w: WorkloadMigration) -> str:
     """"mlp_train: runs; eager 1.80× [...] the throughput, ...; compiled ..."."""
     if w.verdict != RUNS:
         return f"- **{w.workload}**: {w.verdict}" + (f": {w.reason}" if w.reason else "")
-    said = "; ".join(mode_line(m) for m in w.modes if m.target.status != "not measured")
+    lines = [(m.mode, mode_line(m)) for m in w.modes if m.target.status != "not measured"]
+    whys = {line.removeprefix(mode) for mode, line in lines}
+    if len(lines) > 1 and len(whys) == 1 and "not tested" in lines[0][1]:
+        said = " and ".join(mode for mode, _ in lines) + whys.pop().replace(" runs,", " run,", 1)
+    else:
+        said = "; ".join(line for _, line in lines)
     return f"- **{w.workload}**: runs; {said}" + (f" ({w.reason})" if w.reason else "")
 
 

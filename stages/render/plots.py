@@ -166,7 +166,10 @@ def medians(bench: dict[str, CellSummary]) -> bytes | None:
     if not panels:
         return None
     tall = max(len(units) for units in panels.values())
-    fig = Figure(figsize=(4.4 * len(panels), 1.9 + 0.5 * tall))   # room for the x label
+    # A panel as wide as its longest label needs beside an axis of its own; the x label in two
+    # lines, which no narrow axis lets run past the figure's edge.
+    longest = max(len(f"{w} · {m}") for units in panels.values() for w, m in units)
+    fig = Figure(figsize=(max(4.4, 2.6 + 0.06 * longest) * len(panels), 1.9 + 0.5 * tall))
     for i, (cell, units) in enumerate(panels.items()):
         ax = fig.add_subplot(1, len(panels), i + 1)
         for y, (old, now) in enumerate(units.values()):
@@ -181,7 +184,7 @@ def medians(bench: dict[str, CellSummary]) -> bytes | None:
         ax.set_ylim(len(units) - 0.5, -0.5)
         ax.grid(axis="x", color="#eeeeee")
         ax.set_title(cell, fontsize=10)
-        ax.set_xlabel("steady state per call, one dot per process", fontsize=8)
+        ax.set_xlabel("steady state per call\n(one dot per process)", fontsize=8)
     handles = [Line2D([], [], marker="o", ls="", color=NOW, label="this run")]
     if any(old for units in panels.values() for old, _ in units.values()):   # one was drawn
         handles.insert(0, Line2D([], [], marker="o", ls="", color=BASE, label="baseline"))
@@ -217,7 +220,8 @@ def speedup(bench: dict[str, CellSummary]) -> bytes | None:
               if (cell, w) in found]
         ax.bar(xs, [found[cell, w] for w in workloads if (cell, w) in found], width * 0.95,
                label=cell)
-    ax.axhline(1.0, color="#424242", lw=0.8)
+    ax.axhline(1.0, color="#424242", lw=0.8, ls="--")
+    ax.set_ylim(0, max(1.15, 1.1 * max(found.values())))   # the line at 1 clear of the frame
     ax.set_xticks(range(len(workloads)), workloads, fontsize=8)
     ax.set_ylabel("eager / compiled steady state (×)")
     ax.set_title("What compiling buys, per cell (above 1: compiled is faster)", fontsize=10)
