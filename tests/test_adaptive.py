@@ -220,3 +220,40 @@ def test_the_bench_page_says_what_each_look_funded_and_what_it_left_out_and_why(
     assert "  - funded: a 4 rounds" in text
     assert ("  - not funded: b eager first_call_s: the budget left (0 s) afforded no round of "
             "it (about 2 s each)") in text
+
+
+def test_a_rounds_cost_is_read_from_processes_that_found_warm_caches_as_the_rounds_will():
+    """The first processes of a cell compile cold (22 s here), the rest warm (8 s): more
+    rounds compile warm, so they cost 8 s; priced at the median of all three, a compiled
+    mode's rounds were kept out of a budget they fitted in."""
+    from stages.core.records.cost import process_seconds
+    from stages.core.records.schema import BenchProcess, ModeTiming
+
+    def proc(wall, cache):
+        return BenchProcess("OK", wall_s=wall, modes={
+            "eager": ModeTiming("OK", steady_s=(1e-3,) * 3),
+            "compiled": ModeTiming("OK", steady_s=(1e-3,) * 3, first_call_s=0.0,
+                                   compile_cache=cache)})
+    processes = [proc(22.0, "cold"), proc(21.0, "cold"), proc(8.0, "warm")]
+    assert process_seconds(processes, {"eager", "compiled"}) == pytest.approx(8.0, abs=0.1)
+    assert process_seconds(processes[:2], {"compiled"}) == pytest.approx(21.5, abs=0.1)
+
+
+def test_a_mode_left_out_of_its_workloads_rounds_says_so():
+    """eager's rounds are funded first; compiled would join them only at a cost the budget
+    does not cover: it is named, with why, not left out in silence."""
+    from stages.core.records.schema import BenchProcess, ModeTiming, Pending
+    from stages.launch.cells import NOW, CellRun, fund
+    cfg = config.parse({**RAW, "matrix": {"modes": ["eager", "compiled"]},
+                        "workload": {"m": {"_target_": "x.m"}}})
+    run = CellRun(cfg, cfg.cells()[0], "bench", arms=NOW)
+    run.results["now"]["m"] = [BenchProcess("OK", wall_s=10.0, modes={
+        "eager": ModeTiming("OK", steady_s=(1e-3,) * 3, warmup_s=1.0),
+        "compiled": ModeTiming("OK", steady_s=(1e-3,) * 3, first_call_s=8.0,
+                               compile_cache="warm")})] * 4
+    wanted = [(Pending("m", mode, "steady_s", Verdict.INCONCLUSIVE, 1.05, 0.95, 1.15), needed)
+              for mode, needed in (("eager", 8), ("compiled", 40))]
+    plan, skipped = fund(run, wanted, 20.0)
+    assert plan == {"m": (4, {"eager"})}
+    assert skipped == [("m compiled steady_s", "the budget left (12 s) afforded it in none of "
+                        "the 4 rounds of eager (about 10 s each with it)")]

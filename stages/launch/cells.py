@@ -418,11 +418,14 @@ def fund(run: CellRun, wanted: list[Wanted], left_s: float
         if rounds > 0 and rounds >= n:
             plan[unit.workload] = (rounds, modes)
             spent += rounds * each - before
-        elif unit.workload not in plan:
+        elif unit.mode not in plan.get(unit.workload, (0, ()))[1]:
             unchanged = changed is not None and unit.workload not in changed
+            # A round runs its workload's modes together: this mode joins them, or none.
+            what = (f"it in none of the {n} rounds of {', '.join(sorted(modes - {unit.mode}))} "
+                    f"(about {each:.0f} s each with it)" if n else
+                    f"no round of it (about {each:.0f} s each)")
             skipped.append((f"{unit.workload} {unit.mode} {unit.metric}",
-                            f"the budget left ({max(left_s - spent, 0):.0f} s) afforded no "
-                            f"round of it (about {each:.0f} s each)"
+                            f"the budget left ({max(left_s - spent, 0):.0f} s) afforded {what}"
                             + ("; funded after the workloads the change can have moved"
                                if unchanged else "")))
     return plan, skipped

@@ -6,8 +6,10 @@ A process's wall time is its start (importing torch, building the workload) plus
 a process that runs some modes only costs its wall time less the others' time. A mode's time
 is read from what it measured: the first call (a compile), the warm-up, the steady state's
 samples, the single calls of its tail and its shape changes. The median over the processes
-stands for the next one; it errs high where the first processes compiled with empty caches
-(later ones find them warm).
+stands for the next one, over those that compiled with warm caches where any did: the next
+ones find the caches warm too (the first processes of a cell compile cold, at 2-3 times the
+wall time of the rest: over them the estimate kept a compiled mode's rounds out of the budget
+they fitted in).
 """
 from __future__ import annotations
 
@@ -28,10 +30,13 @@ def mode_seconds(m: ModeTiming) -> float:
 
 def process_seconds(processes: Iterable[BenchProcess], modes: Iterable[str]) -> float | None:
     """The wall time of one more process that runs `modes` only: the median, over the
-    processes that report a wall time, of it less the time of their other modes. None: no
-    process reported one."""
+    processes that report a wall time (those whose `modes` found warm compile caches, where
+    any did), of it less the time of their other modes. None: no process reported one."""
     keep = set(modes)
+    timed = [p for p in processes if p.wall_s]
+    warm = [p for p in timed if not any(m.compile_cache == "cold" for name, m in p.modes.items()
+                                        if name in keep)]
     found = [max(0.0, p.wall_s - sum(mode_seconds(m) for name, m in p.modes.items()
                                      if name not in keep))
-             for p in processes if p.wall_s]
+             for p in warm or timed]
     return median(found)
