@@ -257,3 +257,21 @@ def test_a_mode_left_out_of_its_workloads_rounds_says_so():
     assert plan == {"m": (4, {"eager"})}
     assert skipped == [("m compiled steady_s", "the budget left (12 s) afforded it in none of "
                         "the 4 rounds of eager (about 10 s each with it)")]
+
+
+def test_a_cheap_mode_joins_its_workloads_rounds_at_one_round_fewer():
+    """7 rounds of compiled (8 s each) fill the budget; eager adds 1 s a round: 6 rounds of
+    both, rather than eager left at the look's 3 pairs."""
+    from stages.core.records.schema import BenchProcess, ModeTiming, Pending
+    from stages.launch.cells import NOW, CellRun, fund
+    cfg = config.parse({**RAW, "matrix": {"modes": ["eager", "compiled"]},
+                        "workload": {"m": {"_target_": "x.m"}}})
+    run = CellRun(cfg, cfg.cells()[0], "bench", arms=NOW)
+    run.results["now"]["m"] = [BenchProcess("OK", wall_s=9.0, modes={
+        "eager": ModeTiming("OK", steady_s=(1e-3,) * 3, warmup_s=1.0),
+        "compiled": ModeTiming("OK", steady_s=(1e-3,) * 3, first_call_s=8.0,
+                               compile_cache="warm")})] * 3
+    wanted = [(Pending("m", mode, "steady_s", Verdict.INCONCLUSIVE, 1.05, 0.95, 1.15), needed)
+              for mode, needed in (("compiled", 10), ("eager", 40))]
+    plan, skipped = fund(run, wanted, 57.0)
+    assert plan == {"m": (6, {"eager", "compiled"})} and skipped == []

@@ -415,7 +415,9 @@ def fund(run: CellRun, wanted: list[Wanted], left_s: float
         rounds = max(n, more)
         if each > 0:        # what the budget left affords, this workload's granted rounds too
             rounds = min(rounds, int((left_s - spent + before) // each))
-        if rounds > 0 and rounds >= n:
+        # A mode may join its workload's rounds at one round fewer: a cheap mode (eager beside
+        # compiled) is then measured too, for one round of the mode funded before it.
+        if rounds > 0 and rounds >= n - (n > 1):
             plan[unit.workload] = (rounds, modes)
             spent += rounds * each - before
         elif unit.mode not in plan.get(unit.workload, (0, ()))[1]:
