@@ -239,21 +239,27 @@ def test_a_rounds_cost_is_read_from_processes_that_found_warm_caches_as_the_roun
     assert process_seconds(processes[:2], {"compiled"}) == pytest.approx(21.5, abs=0.1)
 
 
-def test_a_mode_left_out_of_its_workloads_rounds_says_so():
-    """eager's rounds are funded first; compiled would join them only at a cost the budget
-    does not cover: it is named, with why, not left out in silence."""
+def _two_modes_funded(wall_s: float, processes: int, needed: dict[str, int], left_s: float):
+    """`fund` for one workload whose processes ran eager (1 s) and compiled (8 s, warm
+    caches), its modes asking for `needed` processes in that order."""
     from stages.core.records.schema import BenchProcess, ModeTiming, Pending
     from stages.launch.cells import NOW, CellRun, fund
     cfg = config.parse({**RAW, "matrix": {"modes": ["eager", "compiled"]},
                         "workload": {"m": {"_target_": "x.m"}}})
     run = CellRun(cfg, cfg.cells()[0], "bench", arms=NOW)
-    run.results["now"]["m"] = [BenchProcess("OK", wall_s=10.0, modes={
+    run.results["now"]["m"] = [BenchProcess("OK", wall_s=wall_s, modes={
         "eager": ModeTiming("OK", steady_s=(1e-3,) * 3, warmup_s=1.0),
         "compiled": ModeTiming("OK", steady_s=(1e-3,) * 3, first_call_s=8.0,
-                               compile_cache="warm")})] * 4
-    wanted = [(Pending("m", mode, "steady_s", Verdict.INCONCLUSIVE, 1.05, 0.95, 1.15), needed)
-              for mode, needed in (("eager", 8), ("compiled", 40))]
-    plan, skipped = fund(run, wanted, 20.0)
+                               compile_cache="warm")})] * processes
+    wanted = [(Pending("m", mode, "steady_s", Verdict.INCONCLUSIVE, 1.05, 0.95, 1.15), n)
+              for mode, n in needed.items()]
+    return fund(run, wanted, left_s)
+
+
+def test_a_mode_left_out_of_its_workloads_rounds_says_so():
+    """eager's rounds are funded first; compiled would join them only at a cost the budget
+    does not cover: it is named, with why, not left out in silence."""
+    plan, skipped = _two_modes_funded(10.0, 4, {"eager": 8, "compiled": 40}, 20.0)
     assert plan == {"m": (4, {"eager"})}
     assert skipped == [("m compiled steady_s", "the budget left (12 s) afforded it in none of "
                         "the 4 rounds of eager (about 10 s each with it)")]
@@ -262,16 +268,5 @@ def test_a_mode_left_out_of_its_workloads_rounds_says_so():
 def test_a_cheap_mode_joins_its_workloads_rounds_at_one_round_fewer():
     """7 rounds of compiled (8 s each) fill the budget; eager adds 1 s a round: 6 rounds of
     both, rather than eager left at the look's 3 pairs."""
-    from stages.core.records.schema import BenchProcess, ModeTiming, Pending
-    from stages.launch.cells import NOW, CellRun, fund
-    cfg = config.parse({**RAW, "matrix": {"modes": ["eager", "compiled"]},
-                        "workload": {"m": {"_target_": "x.m"}}})
-    run = CellRun(cfg, cfg.cells()[0], "bench", arms=NOW)
-    run.results["now"]["m"] = [BenchProcess("OK", wall_s=9.0, modes={
-        "eager": ModeTiming("OK", steady_s=(1e-3,) * 3, warmup_s=1.0),
-        "compiled": ModeTiming("OK", steady_s=(1e-3,) * 3, first_call_s=8.0,
-                               compile_cache="warm")})] * 3
-    wanted = [(Pending("m", mode, "steady_s", Verdict.INCONCLUSIVE, 1.05, 0.95, 1.15), needed)
-              for mode, needed in (("compiled", 10), ("eager", 40))]
-    plan, skipped = fund(run, wanted, 57.0)
+    plan, skipped = _two_modes_funded(9.0, 3, {"compiled": 10, "eager": 40}, 57.0)
     assert plan == {"m": (6, {"eager", "compiled"})} and skipped == []
