@@ -191,11 +191,10 @@ base() {
   echo "BASELINE=$(baseline_of "$first")"
 }
 
-# The pages published (publish_pages), then the run's page: the summary, its links to the
-# commit that holds its reports, its pictures from the pages.
+# The run's page: the summary, its links to the commit that holds its reports (COMMIT), its
+# pictures from the pages' commit (PAGES, when they were published).
 step_summary() {
-  local pages
-  pages=$(publish_pages)
+  local pages=${2:-}
   [ -n "${GITHUB_STEP_SUMMARY:-}" ] || return 0
   absolute_links "$(repo_url)/blob/$1/$REPORTS/{path}" ${pages:+"$(images_at "$pages")"} \
     < "$REPORTS/summary.md" >> "$GITHUB_STEP_SUMMARY"
@@ -221,7 +220,7 @@ commit_baseline() {
     same=$(git rev-parse -q --verify "${previous:-$measured}:$REPORTS") || same=""
     if [ "$(git rev-parse "$tree:$REPORTS")" = "$same" ]; then
       echo "torchgate: $REPORTS is unchanged since ${previous:-$measured}; nothing to commit"
-      step_summary "${previous:-$measured}"
+      step_summary "${previous:-$measured}" "$(publish_pages)"
       return 0
     fi
     commit=$(git -c user.name="${GIT_USER_NAME:-github-actions[bot]}" \
@@ -231,7 +230,7 @@ commit_baseline() {
     if git push -q origin "$commit:refs/heads/$BRANCH"; then
       git update-ref "$TIP" "$commit"
       echo "torchgate: pushed $REPORTS to $BRANCH as ${commit:0:12}"
-      step_summary "$commit"
+      step_summary "$commit" "$(publish_pages)"
       return 0
     fi
     echo "torchgate: $BRANCH moved (try $attempt of 5): committing again on its new tip"

@@ -246,9 +246,9 @@ class CellRun:
         self.progress.plan(len(jobs))
         at_once = min(usable_cores() or 1, len(jobs))
         self.say(f"{self.cell.name}: counting host instructions under valgrind: {len(jobs)} "
-                 f"process{'es' if len(jobs) > 1 else ''}, {at_once} at once, minutes each "
-                 "(valgrind runs a call many times slower; bench.instructions=never skips "
-                 "the counts)")
+                 f"process{'es' if len(jobs) > 1 else ''}, {at_once} at once, seconds to "
+                 "minutes each (valgrind runs a call many times slower; "
+                 "bench.instructions=never skips the counts)")
 
         def counted(item):
             arm, name, job = item
