@@ -269,10 +269,11 @@ def _paired_regressed(rng, n, sigma_pair, ratio, level, delta, trials=20000):
     return np.mean((test.pvalue <= level) & (d.mean(axis=1) > math.log1p(delta)))
 
 
-@pytest.mark.parametrize("n,tests,sigma_pair", [(4, 10, 0.01), (8, 60, 0.03), (5, 1, 0.002)])
+@pytest.mark.parametrize("n,tests,sigma_pair", [(4, 10, 0.01), (7, 60, 0.03), (5, 1, 0.002)])
 def test_paired_mde_has_the_claimed_power(n, tests, sigma_pair):
     """The MDE of a paired shift at the typical spread has the claimed power for the paired
-    test as run, with its n - 1 degrees of freedom."""
+    test as run, with its n - 1 degrees of freedom (below 8 pairs: untrimmed; the trimmed
+    test's in tests/test_stats_trimmed.py)."""
     typical = sigma_pair * math.sqrt(sps.chi2.median(n - 1) / (n - 1))
     d = typical * np.linspace(-1, 1, n) / np.std(np.linspace(-1, 1, n), ddof=1)
     s = stats.paired_shift([1.0] * n, np.exp(d).tolist())

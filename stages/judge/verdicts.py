@@ -3,6 +3,7 @@ row adjusted together (Holm's step-down over the run, family-wise) and decided. 
 in, rows out."""
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -126,13 +127,20 @@ def _decided(d: Draft, shift: stats.Shift | None, p_adj: float | None, *, alpha:
         shift, verdict, significance if significant else equivalence)
     change = Change(ratio=shift.ratio, ci_low=low, ci_high=high, confidence=confidence,
                     p=shift.p_value, n_base=shift.n_base, n_now=shift.n_now,
-                    spread=shift.spread, test="paired t" if shift.paired else "Welch t",
+                    spread=shift.spread, test=test_name(shift),
                     p_adjusted=p_adj, mde=mde, needed=needed,
                     df=shift.df if math.isfinite(shift.df) else None,
                     run_spread=math.expm1(d.run.spread) if d.run else None,
                     run_source=d.run.source if d.run else None)
     return Row(*key, verdict, d.base, d.now, d.delta, change, note,
                possible_slowdown(verdict, change, d.delta))
+
+
+def test_name(shift: stats.Shift) -> str:
+    """The test a change was decided by, as compare.json and the pages name it."""
+    if not shift.paired:
+        return "Welch t"
+    return f"paired t trimmed {shift.trimmed}/{shift.n_base}" if shift.trimmed else "paired t"
 
 
 def possible_slowdown(verdict: str, change: Change, delta: float | None) -> bool:
@@ -160,10 +168,13 @@ def _moderate(tested: list[Draft]) -> tuple[dict[int, stats.Shift], dict[str, Pr
         for side in ("pair",) if paired else ("base", "now"):
             index = [(d, i) for d in members for i, p in enumerate(parts[id(d)])
                      if p.side == side]
-            dfs = [(d.shift.n_now if side == "now" else d.shift.n_base) - 1 for d, _ in index]
+            dfs = [stats.own_df(parts[id(d)][i],
+                                d.shift.n_now if side == "now" else d.shift.n_base)
+                   for d, i in index]
             moderated, prior = squeeze([parts[id(d)][i].variance for d, i in index], dfs)
             for (d, i), m in zip(index, moderated):
-                parts[id(d)][i] = stats.Part(side, m.variance, m.prior_df)
+                parts[id(d)][i] = dataclasses.replace(parts[id(d)][i], variance=m.variance,
+                                                      df=m.prior_df)
             if prior is not None and side in ("now", "pair"):
                 priors[metric] = prior
     shifts = {}
@@ -173,5 +184,5 @@ def _moderate(tested: list[Draft]) -> tuple[dict[int, stats.Shift], dict[str, Pr
             if d.run is not None else []
         shifts[id(d)] = stats.with_parts(d.shift.n_base, d.shift.n_now, d.shift.log_ratio,
                                          d.shift.spread, tuple(parts[id(d)] + extra),
-                                         d.shift.paired)
+                                         d.shift.paired, d.shift.trimmed)
     return shifts, priors

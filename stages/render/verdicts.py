@@ -91,8 +91,12 @@ VERDICTS_LINK = "[reports/README.md, Verdicts](../README.md#verdicts)"
 def method(result: CompareRecord) -> str:
     paired = any(r.change is not None and r.change.paired for r in result.rows)
     welch = any(r.change is not None and not r.change.paired for r in result.rows)
-    tests = [t for t, used in (("a paired t-test on the log ratio of each lock-step A/B pair",
-                                paired), ("Welch's t-test on log values", welch)) if used]
+    trimmed = any(r.change is not None and "trimmed" in r.change.test for r in result.rows)
+    pairs = "a paired t-test on the log ratio of each lock-step A/B pair" + (
+        ", trimmed from 8 pairs on: the n // 8 highest and lowest ratios left out (Yuen's "
+        "test), so that one process in a slow state does not decide" if trimmed else "")
+    tests = [t for t, used in ((pairs, paired), ("Welch's t-test on log values", welch))
+             if used]
     test = " and ".join(tests) or "Welch's t-test on log values"
     a, k = result.alpha, result.looks
     budget = (f"REGRESSED/IMPROVED at α = {a:g} when decided on processes no interim look had "

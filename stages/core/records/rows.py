@@ -20,7 +20,7 @@ class Change:
     n_base: int
     n_now: int
     spread: float                      # process-to-process SD of log values
-    test: str                          # "Welch t" or "paired t"
+    test: str                          # "Welch t", "paired t" or "paired t trimmed g/n"
     p_adjusted: float | None = None
     mde: float | None = None
     needed: int | None = None          # processes per side (pairs in A/B) that would decide
@@ -30,7 +30,7 @@ class Change:
 
     @property
     def paired(self) -> bool:
-        return self.test == "paired t"
+        return self.test.startswith("paired t")
 
 
 @dataclass(frozen=True)
