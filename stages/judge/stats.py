@@ -48,8 +48,9 @@ class Part:
     degrees of freedom variance moderation lends it. side "run": the variance of one run's
     offset (day, host, thermal state), which more processes do not shrink; `df` is then the
     estimate's own degrees of freedom (inf: a configured prior, taken as known). `trimmed`: the
-    pair part of the trimmed paired test, with `trimmed_df(n)` degrees of freedom of its own
-    at n pairs (`own_df`)."""
+    pair part of `paired_shift`'s test, trimmed from TRIM_FROM pairs on, whose own degrees of
+    freedom at n pairs are `trimmed_df(n)` (`own_df`), so that planning at another number of
+    pairs plans the test that would run there."""
     side: str
     variance: float
     df: float = 0.0
@@ -145,7 +146,7 @@ def paired_shift(base: Sequence[float], now: Sequence[float]) -> Shift | None:
         # plain test's, that planning divides by another number of pairs.
         variance = n * mean_and_squares(winsorized)[1] / (kept * (kept - 1))
     return with_parts(n, n, mean, math.sqrt(variance / 2),
-                      (Part("pair", variance, trimmed=g > 0),), paired=True, trimmed=g)
+                      (Part("pair", variance, trimmed=True),), paired=True, trimmed=g)
 
 
 TRIM_FROM = 8      # pairs: the trimmed test leaves out one pair at each end per 8
@@ -324,7 +325,7 @@ def processes_to_catch(s: Shift, effect: float, *, alpha: float, power: float, d
 
     def catches(n: int) -> bool:
         at_n = with_parts(n, n, s.log_ratio, s.spread, s.variance_parts, s.paired,
-                          trimmed_pairs(n) if s.trimmed else 0)
+                          trimmed_pairs(n) if s.paired else 0)
         return minimum_detectable_effect(at_n, alpha=alpha, power=power, delta=delta,
                                          tests=tests) <= effect
     return _first(_LADDER[:bisect.bisect_right(_LADDER, most)], catches, start=0)
