@@ -290,8 +290,9 @@ class RayBackend:
                 if first is not None:
                     return [{"status": Status.CRASHED, "error": f"lost twice on the cluster: "
                              f"{first}; then {reason}"} for _ in jobs]
-                first = reason
-                lost = (*lost, _lost_node(exc) or node)
+                gone = _lost_node(exc) or node     # Ray < 2.52 does not name the node
+                first = reason if gone in reason else f"{reason} (node {gone})"
+                lost = (*lost, gone)
                 continue
             except ray.exceptions.OutOfMemoryError as exc:   # Ray's memory monitor: its result
                 return [{"status": Status.OOM, "error": clip(_line(exc))} for _ in jobs]
