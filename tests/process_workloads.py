@@ -33,3 +33,11 @@ def notes_its_inductor_cache(*, device, dtype, compile, seed, path):
     Path(path).write_text(os.environ["TORCHINDUCTOR_CACHE_DIR"])
     x = torch.ones(4, device=device, dtype=dtype)
     return Workload(step=lambda: x * 2, items=1)
+
+
+def writes_affinity(*, device, dtype, compile, seed, path, tag):
+    """Writes the cores its process may run on (`tag: 0 1`), then runs as any workload."""
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(f"{tag}: {' '.join(map(str, sorted(os.sched_getaffinity(0))))}\n")
+    x = torch.ones(4, device=device, dtype=dtype)
+    return Workload(step=lambda: x * 2, items=1)

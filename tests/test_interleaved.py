@@ -1,6 +1,7 @@
 """Interleaved A/B: two worker processes take turns, sample by sample, through the launcher."""
 import dataclasses
 import itertools
+import os
 import time
 
 import pytest
@@ -8,7 +9,7 @@ import pytest
 from stages.core import config
 from stages.core.records.schema import Waiting
 from stages.launch.cells import job_for
-from stages.launch.local import run_interleaved
+from stages.launch.local import pair_cores, run_interleaved
 
 pytestmark = pytest.mark.slow     # pairs of real worker processes taking turns
 
@@ -62,3 +63,40 @@ def test_the_cpu_an_arm_uses_while_the_other_is_timed_is_measured(tmp_path):
     assert spinning.seconds > 0.15 and resting.seconds > 0.15
     assert spinning.cores > 0.3, spinning
     assert resting.cores < 0.1, resting
+
+
+AFFINITY = pytest.mark.skipif(
+    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs a system with affinity and two cores")
+
+
+@AFFINITY
+@pytest.mark.parametrize("pin", [True, False])
+def test_both_arms_of_a_pair_run_on_the_pairs_core(tmp_path, pin):
+    """At one thread both arms take the pair's first core (bench.pin_pairs); unpinned, each
+    arm may run anywhere."""
+    raw = {"device": {"cpu": {"type": "cpu", "threads": 1}},
+           "precision": {"fp32": {"dtype": "float32"}},
+           "workload": {"w": {"_target_": "tests.process_workloads.writes_affinity",
+                              "path": "x", "tag": "x"}},
+           "matrix": {"modes": ["eager"]},
+           "bench": {"samples": 1, "sample_target_s": 0.001, "warmup_s": 0.0,
+                     "min_warmup_calls": 1, "pin_pairs": pin}}
+    cfg = config.parse(raw)
+    record = tmp_path / "cores"
+    pairs = [(job_for(cfg, cfg.cells()[0], [dataclasses.replace(
+        cfg.workloads["w"], kwargs={"path": str(record), "tag": tag})], "bench"), None)
+        for tag in "AB"]
+    assert [r["status"] for r in run_interleaved(pairs, timeout_s=120)] == ["OK", "OK"]
+    a, b = (line.split(": ")[1] for line in record.read_text().splitlines())
+    everyone = " ".join(map(str, sorted(os.sched_getaffinity(0))))
+    assert a == b and (len(a.split()) == 1 if pin else a == everyone)
+
+
+@AFFINITY
+def test_each_pair_draws_its_cores_at_random():
+    """A random order of every core, per pair: over 40 pairs a core every core comes first."""
+    everyone = sorted(os.sched_getaffinity(0))
+    drawn = [pair_cores() for _ in range(40 * len(everyone))]
+    assert all(sorted(d) == everyone for d in drawn)
+    assert {d[0] for d in drawn} == set(everyone)

@@ -92,7 +92,8 @@ def job_for(cfg: Config, cell: Cell, workloads: list[WorkloadSpec], kind: str,
                       instruction_calls=b.instruction_calls,
                       instructions_compile=b.instructions_compile,
                       # a counts process imports what its unit's timed processes imported
-                      import_timeout_s=None if kind == "instructions" else b.import_timeout_s),
+                      import_timeout_s=None if kind == "instructions" else b.import_timeout_s,
+                      pin_pairs=b.pin_pairs),
                code=arm.code)
 
 

@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import random
 import select
 import signal
 import socket
@@ -178,6 +179,21 @@ def run_worker(job: Job, *, timeout_s: float, python: str | None = None,
         return worker.outcome(timeout_s, timed_out)
 
 
+def pair_cores() -> tuple[int, ...] | None:
+    """The cores this process may use, in a random order: a lock-step pair's, whose arms
+    both run on the first of them their threads need. A host core slowed for a while (another
+    tenant; no steal counter shows it) then slows both arms' turns: on a shared 2-core VM, with
+    each arm on a core of its own, a stretch of samples 25-40 % slow hit one arm in 62-84 %
+    of cases and moved that pair's ratio by as much. Random per pair: no core's state is
+    frozen into every pair (randomize across pairs, equalize within one). None where the
+    system has no affinity (macOS)."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    cores = sorted(os.sched_getaffinity(0))
+    random.SystemRandom().shuffle(cores)
+    return tuple(cores)
+
+
 def run_interleaved(jobs: list[tuple[Job, str | None]], *, timeout_s: float,
                     fresh_compile_cache: bool = True) -> list[dict]:
     """Run jobs (one per interpreter) in lock-step: one process at a time holds the turn and
@@ -188,10 +204,12 @@ def run_interleaved(jobs: list[tuple[Job, str | None]], *, timeout_s: float,
     do not overlap anything timed either. Each process's time limit counts only the time it
     held the turn; a process that fails or runs past it drops out and the others go on.
     """
+    cores = pair_cores() if jobs and jobs[0][0].timing.pin_pairs else None
     with contextlib.ExitStack() as stack:
         turns: list[_Turns] = []
         try:
             for job, python in jobs:
+                job = dataclasses.replace(job, cores=cores)
                 tmp = Path(stack.enter_context(
                     tempfile.TemporaryDirectory(dir=scratch.run_dir())))
                 turns.append(_Turns(job, tmp, python, fresh_compile_cache, timeout_s))

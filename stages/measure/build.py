@@ -5,6 +5,7 @@ and, for the other arm of a lock-step pair, its revision's workload code run wit
 harness (`use_code`)."""
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import re
@@ -99,7 +100,20 @@ def configure(job: Job) -> None:
         threads = auto_threads(torch.get_num_threads(), usable_cores(), cpu_quota())
     if threads:
         torch.set_num_threads(threads)
+    pin(job.cores, threads)
     torch.set_float32_matmul_precision(job.precision.matmul_precision)
+
+
+def pin(cores: tuple[int, ...] | None, threads: int | None) -> None:
+    """A lock-step arm onto its pair's first `threads` cores (launch.local.pair_cores), every
+    thread of this process and those it starts (inductor's compile workers too). Not at
+    threads 0 (torch's default: every core), nor where the system has no affinity."""
+    if not cores or not threads or not hasattr(os, "sched_setaffinity"):
+        return
+    chosen = set(cores[:threads])
+    for tid in os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else [0]:
+        with contextlib.suppress(OSError):     # a thread that ended meanwhile
+            os.sched_setaffinity(int(tid), chosen)
 
 
 def compiler(mode: str, dynamic: bool | None = None, backend: str | None = None):

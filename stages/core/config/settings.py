@@ -70,6 +70,10 @@ class BenchSettings:
     # A worker that has not imported its workload modules by then is stopped: a module that
     # waits at import (a lock, the network, input) says so in a minute or two, not at timeout_s.
     import_timeout_s: float = 120.0
+    # Both arms of a lock-step pair on the same cores (its threads' worth, chosen at random per
+    # pair): a core slowed for a while (another tenant of the host, no steal shown) then slows
+    # both arms' turns, where on cores of their own it slowed one (launch.local.pair_cores).
+    pin_pairs: bool = True
     rank_timeout_s: float = 60.0      # a distributed unit's rendezvous, and each of its steps
     seed: int = 0
     adaptive_budget_s: float = 60.0   # per cell: more processes for INCONCLUSIVE timings

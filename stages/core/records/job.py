@@ -24,6 +24,7 @@ class Timing:
     instruction_calls: int = BenchSettings.instruction_calls
     instructions_compile: bool = BenchSettings.instructions_compile
     import_timeout_s: float | None = None   # None: within the unit's time limit alone
+    pin_pairs: bool = BenchSettings.pin_pairs
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,9 @@ class Job:
     # bench, a shared one for numerics).
     compile_cache: str | None = None
     compile_cache_cold: bool = False
+    # A lock-step pair's cores, in the order its processes take them: each arm runs on the
+    # first `threads` of them (measure.build.pin), both on the same (launch.local.pair_cores).
+    cores: tuple[int, ...] | None = None
 
     @property
     def workload(self) -> WorkloadSpec:
