@@ -95,7 +95,7 @@ def test_both_arms_of_a_pair_run_on_the_pairs_core(tmp_path, pin):
 
 @AFFINITY
 def test_each_pair_draws_its_cores_at_random():
-    """A random order of every core, per pair: over 40 pairs a core every core comes first."""
+    """A random order of every core, per pair: over 40 draws a core, every core comes first."""
     everyone = sorted(os.sched_getaffinity(0))
     drawn = [pair_cores() for _ in range(40 * len(everyone))]
     assert all(sorted(d) == everyone for d in drawn)
