@@ -11,7 +11,8 @@ against a baseline measured in lock-step beside this run (see `stages/arms`). A 
 pooled samples takes the offsets between worker processes for a change of the code. From 8
 lock-step pairs on the paired test is trimmed (Yuen's, `stats.paired_shift`): the n // 8
 highest and lowest pair ratios are left out, since a process now and then runs 25-40 %
-slower for its whole life while its partner does not (about 3 pairs in 100 on a 2-core VM),
+slower for a stretch or its whole life while its partner does not (2-23 % of pairs on a
+2-core VM before pairs shared their core, 1 in 400 after),
 and one such pair of 8 hid a +10 % slowdown from the t-test in most runs.
 
 - REGRESSED / IMPROVED: the change is significant after Holm's step-down adjustment over

@@ -88,7 +88,7 @@ def adjust(shift: stats.Shift, slope: Slope, sentinel: stats.Shift) -> stats.Shi
              stats.Part("run", sentinel.log_ratio ** 2 * slope.variance, slope.df))
     return stats.with_parts(shift.n_base, shift.n_now,
                             shift.log_ratio - slope.beta * sentinel.log_ratio, shift.spread,
-                            (*shift.variance_parts, *extra), shift.paired, shift.trimmed)
+                            (*shift.variance_parts, *extra), shift.paired)
 
 
 # A unit compared with a recorded baseline whose slope could not be fitted: not adjusted.

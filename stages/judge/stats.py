@@ -11,9 +11,9 @@ effect δ.
 In interleaved A/B runs the two arms' processes run in lock-step pairs, taking turns sample
 by sample, so the machine's speed at the moment is common to both: there each pair gives one
 log ratio and the test is a paired t-test on them (`paired_shift`), trimmed from 8 pairs on:
-a process now and then lands in a state 25-40 % slower for its whole life (its memory
-layout, not the moment: its partner, sampled in turn with it, is not), and one such pair
-of 8 took a +10 % slowdown from REGRESSED to INCONCLUSIVE.
+a process now and then runs 25-40 % slower for a stretch of samples or its whole life
+while its partner, sampled in turn with it, does not, and one such pair of 8 took a +10 %
+slowdown from REGRESSED to INCONCLUSIVE.
 
 A test's variance is a sum of `Part`s: the sides' process variances (moderated across the
 run's units in judge.moderation) and, against a recorded baseline, the variance of a run's
@@ -146,7 +146,7 @@ def paired_shift(base: Sequence[float], now: Sequence[float]) -> Shift | None:
         # plain test's, that planning divides by another number of pairs.
         variance = n * mean_and_squares(winsorized)[1] / (kept * (kept - 1))
     return with_parts(n, n, mean, math.sqrt(variance / 2),
-                      (Part("pair", variance, trimmed=True),), paired=True, trimmed=g)
+                      (Part("pair", variance, trimmed=True),), paired=True)
 
 
 TRIM_FROM = 8      # pairs: the trimmed test leaves out one pair at each end per 8
@@ -167,9 +167,10 @@ def trimmed_df(n: int) -> float:
 
 
 def with_parts(n_base: int, n_now: int, log_ratio: float, spread: float,
-               parts: tuple[Part, ...], paired: bool = False, trimmed: int = 0) -> Shift:
+               parts: tuple[Part, ...], paired: bool = False) -> Shift:
     """The t-test of `log_ratio` whose variance is the sum of `parts`, with Satterthwaite's
     degrees of freedom (Welch's when the parts are the two sides' sample variances)."""
+    trimmed = trimmed_pairs(n_base) if any(p.trimmed for p in parts) else 0
     se2, df = _se2_and_df(_terms(parts, n_base, n_now))
     se = math.sqrt(se2)
     if se == 0:
@@ -324,8 +325,7 @@ def processes_to_catch(s: Shift, effect: float, *, alpha: float, power: float, d
         return None
 
     def catches(n: int) -> bool:
-        at_n = with_parts(n, n, s.log_ratio, s.spread, s.variance_parts, s.paired,
-                          trimmed_pairs(n) if s.paired else 0)
+        at_n = with_parts(n, n, s.log_ratio, s.spread, s.variance_parts, s.paired)
         return minimum_detectable_effect(at_n, alpha=alpha, power=power, delta=delta,
                                          tests=tests) <= effect
     return _first(_LADDER[:bisect.bisect_right(_LADDER, most)], catches, start=0)

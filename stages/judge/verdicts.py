@@ -184,5 +184,5 @@ def _moderate(tested: list[Draft]) -> tuple[dict[int, stats.Shift], dict[str, Pr
             if d.run is not None else []
         shifts[id(d)] = stats.with_parts(d.shift.n_base, d.shift.n_now, d.shift.log_ratio,
                                          d.shift.spread, tuple(parts[id(d)] + extra),
-                                         d.shift.paired, d.shift.trimmed)
+                                         d.shift.paired)
     return shifts, priors
