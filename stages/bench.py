@@ -18,6 +18,7 @@ from stages.core.errors import one_line_errors
 from stages.core.records import write_record, write_text
 from stages.core.records.inputs import with_record
 from stages.core.records.schema import BenchRecord
+from stages.core.vocabulary import short
 from stages.judge.adaptive import pending_units
 from stages.judge.environment import diff
 from stages.judge.run import compare_run
@@ -52,15 +53,18 @@ def baseline_of(cfg, cell, reports):
 
 def measure(cfg, cell, arms, where, inputs, progress: Progress | None = None):
     """One cell's record on `where` (a backend), adaptive rounds included: each interim look
-    judges the record so far against `inputs` (baseline_of)."""
+    judges the record so far against `inputs` (baseline_of), whose committed record lends
+    its counts to workloads counted with the same inputs."""
     def judged(record):
         return compare_run(cfg, with_record(inputs, "bench", cell.name, record))
+    committed = inputs.pairs.get(("bench", cell.name))
     return measure_bench(
         cfg, cell, log=lambda *line: print(bench_line(*line), flush=True),
         pending=lambda rec: pending_units(judged(rec), cfg.bench.max_processes),
         arms=arms.arms, note=arms.note, rebuilt=arms.rebuilt, unchanged=arms.unchanged,
         run=where.run, run_pair=where.run_pair, capture=where.capture_env, progress=progress,
-        say=say)
+        say=say, baseline=committed.base if committed is not None else None,
+        baseline_at=short(inputs.commit) if inputs.commit else None)
 
 
 def measured(cfg, cell, arms, inputs, reports):

@@ -131,6 +131,55 @@ def test_code_committed_before_its_run_is_measured_beside_the_code_the_reports_m
     assert "items=1" in (Path(base.code) / "stages" / "workloads" / "tagged.py").read_text()
 
 
+def main_moved_after_its_run(repo: Path) -> tuple[str, str]:
+    """Main commits a run (items=1, size 8), then changes its workload code and configuration
+    (items=2, size 16) without a run of its own: (the run's commit, the base's)."""
+    bench = repo / "reports" / "test-box" / "bench"
+    bench.mkdir()
+    (bench / "cpu-fp32.json").write_text("{}")
+    commit_all(repo, "a run")
+    ran = git("rev-parse", "HEAD", cwd=repo).stdout.strip()
+    (repo / "stages" / "workloads" / "tagged.py").write_text(WORKLOAD.format(items=2))
+    data = json.loads((repo / "params.yaml").read_text())
+    data["workload"]["t"]["size"] = 16
+    (repo / "params.yaml").write_text(json.dumps(data))
+    commit_all(repo, "main moves on, no run")
+    return ran, git("rev-parse", "HEAD", cwd=repo).stdout.strip()
+
+
+def test_a_merge_base_newer_than_its_reports_is_the_code_the_baseline_arm_runs(repo):
+    """The README's merge-base line on a main that moved since its last run: the baseline arm
+    runs the base's code and configuration, so nothing main changed is blamed on the branch."""
+    ran, base = main_moved_after_its_run(repo)
+    git("checkout", "-qb", "branch", cwd=repo)
+    (repo / "stages" / "workloads" / "tagged.py").write_text(WORKLOAD.format(items=3))
+    commit_all(repo, "the branch's change")
+    found = plan(cfg_of(repo, rev=base))
+    arm = found.arms[0]
+    assert found.rebuilt and arm.rev == base and f"the workloads at {base[:10]}" in found.note
+    assert "items=2" in (Path(arm.code) / "stages" / "workloads" / "tagged.py").read_text()
+    assert arm.workloads["t"].kwargs["size"] == 16
+    # The hosted check: its reports from the run's commit, its code the base's.
+    hosted = plan(cfg_of(repo, rev=ran, code=base, measure="rebuild"))
+    assert hosted.arms[0].rev == base and hosted.arms[0].workloads["t"].kwargs["size"] == 16
+    # The default (HEAD): a change committed before its run is the run's change.
+    assert plan(cfg_of(repo)).arms[0].rev == ran
+
+
+def test_a_branch_that_leaves_the_workloads_alone_is_an_a_a_of_the_bases_code(repo):
+    """A docs-only branch on a main that moved since its run: its recorded numbers measured
+    other code, so the base is measured again, with the branch's (= the base's) workloads."""
+    ran, base = main_moved_after_its_run(repo)
+    git("checkout", "-qb", "docs", cwd=repo)
+    (repo / "NOTES.md").write_text("docs only\n")
+    commit_all(repo, "docs")
+    found = plan(cfg_of(repo, rev=base))
+    arm = found.arms[0]
+    assert found.rebuilt and not found.unchanged and arm.code is None
+    assert f"its recorded numbers measured other code ({ran[:10]})" in found.note
+    assert plan(cfg_of(repo, rev=ran)).arms[0].rev == ran      # against the run: the change
+
+
 @pytest.mark.slow
 def test_the_other_arm_runs_its_revisions_workload_with_this_harness(repo):
     """The worker imports `stages` from this harness and the workload from the checkout."""

@@ -81,7 +81,7 @@ def test_every_matrix_composes_into_a_valid_config(tmp_path, overrides, cells):
     ("precision=fp8", "Could not find 'precision/fp8'. Valid options: amp_bf16, bf16, fp16, fp32, tf32."),
     ("device=tpu", "Valid options: cpu, cuda, mps, neuron, xpu."),
     ("workload=[nope]", "Could not load 'workload/nope'. Valid options: branchy, branchy_large, "),
-    ("matrix=huge", "Valid options: cpu, gpu, models, models_gpu, smoke."),
+    ("matrix=huge", "Valid options: cpu, gpu, models, models_gpu, pr, smoke."),
 ])
 def test_an_unknown_option_names_the_valid_ones_in_one_line(override, message):
     run = subprocess.run([sys.executable, "-m", "stages.compose", override], cwd=ROOT.parent,

@@ -125,8 +125,11 @@ def test_each_machine_measures_its_pull_requests_against_the_base_commit_on_its_
         assert uses(job, "actions/checkout")["with"]["fetch-depth"] == 0
         measure = step(job, "Measure both arms")
         assert measure["id"] == "measure"
+        # Reports from the newest baseline that measured an ancestor of the base; the code
+        # the base's, whatever the writer measured last (a lagging writer blames nothing).
         assert 'python -m stages.compose "matrix=$MATRIX" "baseline.rev=$BASELINE" ' \
-               "baseline.measure=rebuild" in " ".join(measure["run"].replace("\\\n", " ").split())
+               '"baseline.code=$BASE" baseline.measure=rebuild' in " ".join(
+                   measure["run"].replace("\\\n", " ").split())
         assert "dvc repro report history" in measure["run"]
         names = [s.get("name") for s in steps(job)]
         assert names.index("Gate") > names.index("Measure both arms")
@@ -136,6 +139,24 @@ def test_each_machine_measures_its_pull_requests_against_the_base_commit_on_its_
         assert body["run"] == "bash .github/torchgate.sh comment-body"
         assert re.search(r"\bmain\b", " ".join(runs(job))) is None, "no hard-coded branch"
     assert workflow("torchgate.yml")["on"]["pull_request"] is None
+
+
+def test_the_hosted_check_counts_and_compiles_in_a_matrix_of_its_own():
+    """The pull-request check decides by counts beside time, in both modes: its matrix
+    (`pr`, not the first look's `smoke`) counts where valgrind is installed, which both of the
+    runner's measuring jobs install first (the writer's counts are what a check carries)."""
+    import yaml
+    wf = workflow("torchgate.yml")
+    assert wf["env"]["MATRIX"] == "pr"
+    matrix = yaml.safe_load((ROOT / "conf" / "matrix" / "pr.yaml").read_text())
+    assert matrix["matrix"]["modes"] == ["eager", "compiled"]
+    assert matrix["bench"]["instructions"] != "never" and matrix["bench"]["unchanged_processes"]
+    for name, measuring in (("baseline", "Measure against this machine's previous point"),
+                            ("check", "Measure both arms")):
+        names = [s.get("name", "") for s in steps(wf["jobs"][name])]
+        found = [i for i, s in enumerate(steps(wf["jobs"][name]))
+                 if "apt-get install" in s.get("run", "") and "valgrind" in s["run"]]
+        assert found and found[0] < names.index(measuring), name
 
 
 def test_both_machines_install_from_their_lock_when_there_is_one():

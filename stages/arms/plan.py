@@ -131,23 +131,28 @@ def _rebuilt_baseline(cfg: Config, log, root: Path, build: bool = True) -> Plan:
     if not base_matter:
         raise UserError("the baseline's env.json does not list its installed packages (it was "
                         "recorded by an older torchgate)")
-    env = _environments(cfg, commit, base_env, base_matter, now_matter, root)
-    packages_differ = bool(env.changes)
-    # The code the baseline's reports measured: the commit that last wrote them, not `rev`,
-    # which may hold newer code committed before its run (a commit, then `dvc repro`).
+    # Two revisions can be meant by "the baseline": the code its recorded numbers measured
+    # (the commit that last wrote its reports: `rev` may hold newer code, committed before its
+    # run) and the code a rebuilt arm runs, measured now (`baseline_code`).
     measured = git.commits_touching(commit, (cfg.reports / "bench").as_posix(), 1, root)
-    code_at = measured[0] if measured else commit
-    base_workloads = _with_this_runs_limits(_workloads_at(code_at, cfg, root), cfg)
+    recorded_at = measured[0] if measured else commit
+    code_at = baseline_code(cfg, commit, recorded_at, root)
+    env = _environments(cfg, code_at, base_env, base_matter, now_matter, root)
+    packages_differ = bool(env.changes)
+    paths = workload_paths(cfg.workloads, root)
+    recorded_workloads = _with_this_runs_limits(_workloads_at(recorded_at, cfg, root), cfg)
     # The workloads both select: a selection that adds or drops one is no change of code (the
     # added one has no baseline, NEW; the dropped one is not run).
-    both = base_workloads.keys() & cfg.workloads.keys()
-    code_differs = (checkout.differs(code_at, workload_paths(cfg.workloads, root), root)
-                    or _specs(base_workloads, both) != _specs(cfg.workloads, both))
+    recorded_differs = _code_differs(recorded_at, recorded_workloads, cfg, paths, root)
+    base_workloads = (recorded_workloads if code_at == recorded_at else
+                      _with_this_runs_limits(_workloads_at(code_at, cfg, root), cfg))
+    code_differs = (recorded_differs if code_at == recorded_at else
+                    _code_differs(code_at, base_workloads, cfg, paths, root))
     moved = environment_moved(base_env.env, here.env)
-    unchanged = not (packages_differ or code_differs or moved)
-    if not (packages_differ or code_differs) and cfg.baseline.measure == "auto":
+    unchanged = not (packages_differ or recorded_differs or moved)
+    if not (packages_differ or recorded_differs) and cfg.baseline.measure == "auto":
         return Plan((NOW_ARM,), f"Timings compare with the baseline's recorded numbers: its "
-                            f"packages and workload code are this run's ({short(code_at)})"
+                            f"packages and workload code are this run's ({short(recorded_at)})"
                     + (f"; its environment is not: {_listed(moved)} changed, which can move "
                        "a timing." if moved else "."), unchanged=unchanged)
     if not build:
@@ -167,6 +172,8 @@ def _rebuilt_baseline(cfg: Config, log, root: Path, build: bool = True) -> Plan:
                if packages_differ and code_differs
                else f"its packages differ from this run's ({shown})" if packages_differ
                else "its workload code differs from this run's" if code_differs
+               else f"its workload code is this run's, its recorded numbers measured other "
+                    f"code ({short(recorded_at)})" if recorded_differs
                else "its packages and workload code are this run's (baseline.measure=rebuild)")
     torch = env.base.get("torch") or (base_env.env.get("torch") or {}).get("version")
     baseline = (Arm("baseline", python, code, code_at, base_workloads, spec) if code_differs
@@ -176,6 +183,27 @@ def _rebuilt_baseline(cfg: Config, log, root: Path, build: bool = True) -> Plan:
                 f"lock-step pairs: {changed}; the baseline arm runs "
                 f"torch {torch}" + (f" and the workloads at {short(code_at)}" if code_differs
                                     else "") + "." + env.note, rebuilt=True)
+
+
+def baseline_code(cfg: Config, commit: str, recorded_at: str, root: Path) -> str:
+    """The revision whose workload code and configuration a rebuilt baseline arm runs:
+    `baseline.code` where set (the hosted check: the pull request's base, while its reports
+    come from the newest baseline that measured an ancestor of it); else `baseline.rev`
+    itself (a merge base: its own code, whatever last wrote its reports), unless it is the
+    commit checked out (HEAD, the default): then a change committed before its run is this
+    run's change, and the baseline is the code its reports measured."""
+    if cfg.baseline.code:
+        return git.resolve_rev(cfg.baseline.code, root, "baseline.code")
+    return recorded_at if commit == git.resolve_rev("HEAD", root) else commit
+
+
+def _code_differs(commit: str, workloads: dict[str, WorkloadSpec], cfg: Config,
+                  paths: list[str], root: Path) -> bool:
+    """Whether the workloads at `commit` differ from this run's: their files, or the
+    configuration of a workload both select."""
+    both = workloads.keys() & cfg.workloads.keys()
+    return (checkout.differs(commit, paths, root)
+            or _specs(workloads, both) != _specs(cfg.workloads, both))
 
 
 @dataclass(frozen=True)

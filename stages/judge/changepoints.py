@@ -52,6 +52,7 @@ import numpy as np
 from scipy import stats
 
 from stages.judge.results import LastingShift
+from stages.judge.stats import exp as saturating_exp
 
 WINDOW = 50
 MAX_PVALUE = 0.001
@@ -140,7 +141,7 @@ def _shift(x: np.ndarray, points: list[int], i: int, rho: float) -> LastingShift
     # Bonferroni over the splits the point was chosen from: the best of many splits is
     # not one planned split.
     positions = len(left) + len(right) - 1
-    return LastingShift(points[i], math.exp(float(right.mean() - left.mean())),
+    return LastingShift(points[i], saturating_exp(float(right.mean() - left.mean())),
                  min(1.0, _ttest(left, right, rho) * positions))
 
 

@@ -163,6 +163,9 @@ class CellSummary:
     waiting: dict[str, Waiting] = field(default_factory=dict)
     threads: tuple[int, ...] = ()          # torch's threads this run's processes ran with
     threads_setting: Any = None            # the device's `threads`, as configured
+    # What this run did not measure in full, and why: (workload, arm, what, why), e.g. an
+    # unchanged workload's fewer rounds, counts carried from a committed record
+    carried: tuple[tuple[str, str, str, str], ...] = ()
 
     def unit(self, workload: str, mode: str, arm: str = NOW) -> UnitSummary | None:
         return self.units.get(UnitId(self.cell, workload, mode, arm))

@@ -18,6 +18,7 @@ from stages.judge.adaptive import cost_notes
 from stages.judge.environment import hardware_changes, python_change
 from stages.judge.numerics import numerics_rows
 from stages.judge.run_to_run import like_reference, prior, spreads_of_run
+from stages.judge.summary import carried
 from stages.judge.timings import (
     bench_rows,
     busy_shares,
@@ -113,6 +114,22 @@ def run_level_note(rows: list[Row], power: float) -> str | None:
             "baseline would need none.")
 
 
+def carried_notes(cell: str, record: BenchRecord) -> list[str]:
+    """What a record did not measure in full, said once per kind: workloads run as the A/A
+    control, and host instructions carried or shared, each with where from."""
+    found = carried(record) if record.status == Status.OK else ()
+    control = [name for name, _, what, _ in found if what == "timings"]
+    counts: dict[str, list[str]] = {}
+    for name, arm, what, why in found:
+        if what != "timings":
+            counts.setdefault(why.split(":")[0], []).append(f"{name} ({arm})")
+    return ([f"{cell}: the same inputs in both arms, so measured as the A/A control only "
+             f"(bench.unchanged_processes rounds, one cold compile, no adaptive rounds): "
+             f"{', '.join(control)}."] if control else []) + [
+        f"{cell}: host instructions {why}, not counted again: {', '.join(names)}."
+        for why, names in counts.items()]
+
+
 def compare_run(cfg: Config, inputs: RunInputs) -> CompareRecord:
     hardware = None if cfg.compare.allow_hardware_change else hardware_change(inputs)
     notes, drafts, looks, from_git, missing = list(inputs.notes), [], 1, 0, []
@@ -134,6 +151,7 @@ def compare_run(cfg: Config, inputs: RunInputs) -> CompareRecord:
         if stage == "bench":
             if now is not None and now.arms_note:
                 notes.insert(0, now.arms_note)
+                notes.extend(carried_notes(cell, now))
             looks = max(looks, now.looks_planned if now is not None else 1)
             for label, record in ((f"this run's {cell}", now), (f"the baseline's {cell}", base)):
                 notes.append(busy_note(label, record, cfg.compare.busy_share))

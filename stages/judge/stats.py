@@ -73,14 +73,22 @@ class Shift:
 
     @property
     def ratio(self) -> float:
-        return math.exp(self.log_ratio)
+        return exp(self.log_ratio)
+
+    def log_interval(self, alpha: float) -> tuple[float, float]:
+        """The (1 - alpha) confidence interval of log(now/base)."""
+        if self.se == 0:
+            return self.log_ratio, self.log_ratio
+        q = _t_quantile(self.df, 1 - alpha / 2)
+        if not math.isfinite(q):    # a level beyond the quantile's reach: nothing bounded
+            return -math.inf, math.inf
+        return self.log_ratio - q * self.se, self.log_ratio + q * self.se
 
     def interval(self, alpha: float) -> tuple[float, float]:
-        """The (1 - alpha) confidence interval of the ratio now/base."""
-        if self.se == 0:
-            return self.ratio, self.ratio
-        q = _t_quantile(self.df, 1 - alpha / 2)
-        return math.exp(self.log_ratio - q * self.se), math.exp(self.log_ratio + q * self.se)
+        """The (1 - alpha) confidence interval of the ratio now/base (0 and inf included:
+        two wild pairs at a Holm level of a long run bound nothing)."""
+        low, high = self.log_interval(alpha)
+        return exp(low), exp(high)
 
     @property
     def variance_parts(self) -> tuple[Part, ...]:
@@ -89,6 +97,16 @@ class Shift:
         if self.paired:
             return (Part("pair", 2 * self.spread ** 2),)
         return Part("base", self.spread ** 2), Part("now", self.spread ** 2)
+
+
+def exp(x: float) -> float:
+    """math.exp that saturates: inf beyond the largest float, never OverflowError."""
+    return math.inf if x >= 709.0 else math.exp(x)
+
+
+def expm1(x: float) -> float:
+    """math.expm1 that saturates as exp does; NaN stays NaN."""
+    return math.inf if x >= 709.0 else math.expm1(x)
 
 
 def shift(base: Sequence[float], now: Sequence[float]) -> Shift | None:
@@ -231,8 +249,8 @@ def verdict(s: Shift, p_adjusted: float, *, alpha: float, delta: float,
         return Verdict.REGRESSED
     if p_adjusted <= alpha and s.log_ratio < -limit:
         return Verdict.IMPROVED
-    low, high = s.interval(2 * (alpha if equivalence_alpha is None else equivalence_alpha))
-    if math.log(low) >= -limit and math.log(high) <= limit:
+    low, high = s.log_interval(2 * (alpha if equivalence_alpha is None else equivalence_alpha))
+    if low >= -limit and high <= limit:
         return Verdict.EQUIVALENT
     return Verdict.INCONCLUSIVE
 
@@ -265,7 +283,8 @@ def minimum_detectable_effect(s: Shift, *, alpha: float, power: float, delta: fl
     terms = _terms(_planned(s), s.n_base, s.n_now)
     se = math.sqrt(_se2_and_df(terms)[0])
     shift = _regression_shift(_law(terms), alpha / max(tests, 1), power, limit / se)
-    return math.expm1(shift * se)
+    mde = expm1(shift * se)
+    return mde if mde == mde else math.inf      # NaN: no test at this level detects any
 
 
 def processes_needed(s: Shift, *, alpha: float, power: float, delta: float,

@@ -94,7 +94,22 @@ def summarize(cell: str, record: BenchRecord, price_per_hour: float | None, busy
                       and p.host.hardware.torch_threads})
     return CellSummary(cell, record.status, record.reason, units, base is not None,
                        median(loops), record.looks, record.adaptive_processes, waiting,
-                       tuple(threads), (record.device or {}).get("threads"))
+                       tuple(threads), (record.device or {}).get("threads"), carried(record))
+
+
+def carried(record: BenchRecord) -> tuple[tuple[str, str, str, str], ...]:
+    """(workload, arm, what, why) for each workload an arm did not measure in full: fewer
+    rounds for inputs the same in both arms, counts carried or shared."""
+    arms = [(NOW, record.workloads)] + ([(BASELINE, record.ab.baseline.workloads)]
+                                        if record.ab is not None else [])
+    found = []
+    for arm, workloads in arms:
+        for name, run in sorted(workloads.items()):
+            if run.unchanged and arm == NOW:     # said once: both arms ran the same rounds
+                found.append((name, "both", "timings", run.unchanged))
+            if run.counts_from:
+                found.append((name, arm, "host instructions", run.counts_from))
+    return tuple(found)
 
 
 def waits_of(record: BenchRecord) -> Waiting | None:

@@ -10,6 +10,8 @@ process records here, once; Progress counts the units as they end.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import random
 import shutil
 import sys
@@ -22,7 +24,7 @@ from typing import Callable
 from stages.core import scratch
 from stages.core.config import Cell, Config
 from stages.core.config.settings import WorkloadSpec
-from stages.core.config.targets import module_paths
+from stages.core.config.targets import module_closure
 from stages.core.errors import UserError, clip
 from stages.core.machine import portable, usable_cores
 from stages.core.records.cost import process_seconds
@@ -140,6 +142,13 @@ class CellRun:
         self.failed: set[tuple[str, str]] = set()
         self.ran: set[tuple[str, str, str]] = set()     # (arm, workload, mode) that ran once
         self.counts: dict[str, dict[str, tuple]] = {arm.name: {} for arm in arms}
+        # Per arm and workload: the counts' key (counts_key) and, where the counts were not
+        # this arm's own process's, where they came from.
+        self.counts_keys: dict[str, dict[str, str | None]] = {arm.name: {} for arm in arms}
+        self.counts_from: dict[str, dict[str, str]] = {arm.name: {} for arm in arms}
+        # Workloads whose inputs are the same in both arms (could_have_changed), measured with
+        # bench.unchanged_processes rounds: the check's A/A control, not a unit to decide.
+        self.unchanged: set[str] = set()
         self.torch: dict[str, str | None] = {arm.name: None for arm in arms}
         self.fresh_host = None      # numerics: where the fresh-process check ran
         # Bench: per unit and arm, the inductor cache its processes share. The first
@@ -153,8 +162,9 @@ class CellRun:
         """The Job fields of a unit's inductor cache in this round."""
         if self.caches is None:
             return {}
+        cold = 1 if name in self.unchanged else self.cfg.bench.cold_compile_processes
         return {"compile_cache": f"{self.caches}/{arm.name}-{name}",
-                "compile_cache_cold": round_ < self.cfg.bench.cold_compile_processes}
+                "compile_cache_cold": round_ < cold}
 
     def close(self) -> None:
         if self.caches is not None:     # this machine's; a Ray node's go a day later
@@ -215,35 +225,73 @@ class CellRun:
             self.log(self.cell.name, name, "now" if len(self.arms) == 1 else arm.name,
                      round_, result, self.progress.tick())
 
+    def rounds_of(self, name: str, count: int, start: int = 0) -> int:
+        """How many of the rounds start..start+count run a workload: an unchanged one's
+        first bench.unchanged_processes only."""
+        most = self.cfg.bench.unchanged_processes
+        if name not in self.unchanged or most is None:
+            return count
+        return max(0, min(start + count, most) - start)
+
     def rounds(self, count: int, start: int = 0) -> None:
         rng = random.Random(self.cfg.bench.seed + start)
-        self.progress.plan(count * sum(map(self.arms_of, self.cfg.workloads)))
+        self.progress.plan(sum(self.arms_of(name) * self.rounds_of(name, count, start)
+                               for name in self.cfg.workloads))
         for round_ in range(start, start + count):
             order = list(self.cfg.workloads)
             rng.shuffle(order)
             for name in order:
+                if not self.rounds_of(name, 1, round_):
+                    continue
                 self.process(name, round_)
                 if self.skipped:
                     return
 
-    def count(self) -> None:
+    def count(self, recorded: dict[str, WorkloadRun] | None = None,
+              recorded_at: str | None = None) -> None:
         """One counts process per workload and arm (measure.callgrind), for the modes that
         ran: after every timing, whose machine they would load, as many at once as the
-        machine has cores (each runs one thread). They compile into the inductor cache that
-        numerics workers share (core.scratch.inductor_cache), which keeps what they compiled
-        under valgrind from run to run: the timed processes' caches hold native kernels that
+        machine has cores (each runs one thread). Counts are a function of their inputs
+        (counts_key): a workload whose key a committed record (`recorded`, by key; from the
+        reports at `recorded_at`) holds takes that record's counts, and one whose key another
+        arm has is counted once for both. They compile into the inductor cache that numerics
+        workers share (core.scratch.inductor_cache), which keeps what they compiled under
+        valgrind from run to run: the timed processes' caches hold native kernels that
         valgrind cannot run (measure.callgrind.PINNED)."""
-        jobs = []
+        recorded = recorded or {}
+        jobs, first, shares = [], {}, []
         for arm in self.arms:
             for name in self.cfg.workloads:
                 spec = spec_for(arm, self.cfg, name)
                 modes = [m for m in self.cfg.modes if (arm.name, name, m) in self.ran]
                 if spec is None or not modes or spec.ranks is not None:
                     continue
-                jobs.append((arm, name, job_for(self.cfg, self.cell, [spec], "instructions",
-                                                modes, arm)))
-        if not jobs:
-            return
+                key = self.counts_keys[arm.name][name] = counts_key(self, arm, name, modes)
+                if key in recorded:
+                    self.counts[arm.name][name] = recorded[key].counts
+                    self.counts_from[arm.name][name] = (
+                        f"carried from the reports at {recorded_at}: counted there with the "
+                        "same inputs (code, configuration, environment, counter)")
+                elif key is not None and key in first:
+                    shares.append((arm.name, name, first[key]))
+                    self.counts_from[arm.name][name] = (
+                        f"counted once for both arms, in the {first[key]} arm: the same "
+                        "inputs (code, configuration, environment, counter)")
+                else:
+                    if key is not None:
+                        first[key] = arm.name
+                    jobs.append((arm, name, job_for(self.cfg, self.cell, [spec],
+                                                    "instructions", modes, arm)))
+        carried = sum(map(len, self.counts_from.values()))
+        if carried:
+            self.say(f"{self.cell.name}: host instructions of {carried} workload-arm(s) carried "
+                     "or shared: their inputs were counted already")
+        if jobs:
+            self._count(jobs)
+        for arm, name, source in shares:
+            self.counts[arm][name] = self.counts[source].get(name, ())
+
+    def _count(self, jobs: list[tuple[Arm, str, Job]]) -> None:
         self.progress.plan(len(jobs))
         at_once = min(usable_cores() or 1, len(jobs))
         self.say(f"{self.cell.name}: counting host instructions under valgrind: {len(jobs)} "
@@ -276,18 +324,29 @@ def bench_record(run: CellRun, note: str | None = None, rebuilt: bool = False,
     ab = None
     if len(run.arms) > 1:
         first = run.arms[0]
-        ab = BenchAB(BenchArm(**vars(run.arm_id(first)),
-                              workloads={name: WorkloadRun(
-                                  tuple(procs), recorded(spec_for(first, cfg, name)),
-                                  run.counts[first.name].get(name, ()))
-                                  for name, procs in run.results[first.name].items()}),
+        ab = BenchAB(BenchArm(**vars(run.arm_id(first)), workloads=workload_runs(run, first)),
                      run.arm_id(run.arms[-1]), interleaved=run.run_pair is not None,
                      rebuilt=rebuilt)
-    return BenchRecord(
-        status=Status.OK, settings=to_data(cfg.bench), ab=ab, **base,
-        workloads={name: WorkloadRun(tuple(procs), recorded(spec_for(run.arms[-1], cfg, name)),
-                                     run.counts[run.now].get(name, ()))
-                   for name, procs in run.results[run.now].items()}, **extra)
+    return BenchRecord(status=Status.OK, settings=to_data(cfg.bench), ab=ab, **base,
+                       workloads=workload_runs(run, run.arms[-1]), **extra)
+
+
+def workload_runs(run: CellRun, arm: Arm) -> dict[str, WorkloadRun]:
+    """An arm's workloads as the record keeps them: processes, configuration, counts (with
+    their key and, where not counted by this arm's own process, where they came from), and
+    why an unchanged workload ran fewer rounds."""
+    return {name: WorkloadRun(tuple(procs), recorded(spec_for(arm, run.cfg, name)),
+                              run.counts[arm.name].get(name, ()),
+                              run.counts_keys[arm.name].get(name),
+                              run.counts_from[arm.name].get(name),
+                              UNCHANGED_NOTE.format(n=run.cfg.bench.unchanged_processes)
+                              if name in run.unchanged else None)
+            for name, procs in run.results[arm.name].items()}
+
+
+UNCHANGED_NOTE = ("the same inputs in both arms (configuration, module files, interpreter): "
+                  "the check's A/A control, {n} rounds, one cold compile, no adaptive rounds "
+                  "(bench.unchanged_processes)")
 
 
 def have_of(run: CellRun, name: str) -> int:
@@ -355,9 +414,9 @@ def wanted_more(have: int, needed: int | None, batch: int, most: int) -> int:
 
 def could_have_changed(run: CellRun) -> set[str] | None:
     """The workloads whose timings the arms' difference can have moved: those whose
-    configuration or module source differs between the arms' revisions; None (every one)
-    where the arms' interpreters differ (an upgrade) or one arm is measured. A helper module
-    that workloads share is not read: its change leaves them later in the queue, still in it."""
+    configuration or module files (the target's module and the project modules it imports,
+    core.config.targets.module_closure) differ between the arms' revisions; None (every one)
+    where the arms' interpreters differ (an upgrade) or one arm is measured."""
     if len(run.arms) < 2 or len({arm.python for arm in run.arms}) > 1:
         return None
     base, now = run.arms[0], run.arms[-1]
@@ -367,13 +426,61 @@ def could_have_changed(run: CellRun) -> set[str] | None:
             or to_data(a) != to_data(b) or _source(base, a) != _source(now, b)}
 
 
-def _source(arm: Arm, spec: WorkloadSpec) -> list[bytes]:
+def _source(arm: Arm, spec: WorkloadSpec) -> list[tuple[str, bytes]]:
     root = Path(arm.code) if arm.code else Path(".")
-    found = []
-    for path in module_paths(spec.target, root):
-        files = [root / path] if (root / path).is_file() else sorted((root / path).rglob("*.py"))
-        found += [f.read_bytes() for f in files]
-    return found
+    return [(path, (root / path).read_bytes()) for path in module_closure(spec.target, root)]
+
+
+# ---- what a count is a function of ----------------------------------------------------------
+# The harness a counts worker runs (both arms run this one's): its files are inputs of a count.
+HARNESS = ("stages/measure", "stages/core")
+
+
+def counts_key(run: CellRun, arm: Arm, name: str, modes: list[str]) -> str | None:
+    """Everything a counts process's result is a function of, hashed: the workload's
+    configuration and module files in the arm's tree, the harness that runs it, the
+    environment (this run's env.json, a rebuilt arm's venv), the cell's device and precision,
+    the modes, the counter's settings and valgrind's version. Counts of equal keys are equal
+    (to the instruction, measured), so they are counted once and carried, never across a
+    changed input. None: not knowable (another interpreter named by path, no env.json)."""
+    spec = spec_for(arm, run.cfg, name)
+    env = _read_bytes(run.cfg.reports / "env" / "env.json")
+    if spec is None or env is None or (arm.python is not None and arm.venv is None):
+        return None
+    b = run.cfg.bench
+    described = {"workload": to_data(dataclasses.replace(spec, timeout_s=None)),
+                 "device": to_data(run.cell.device), "precision": to_data(run.cell.precision),
+                 "modes": sorted(modes), "seed": b.seed, "calls": b.instruction_calls,
+                 "compile": b.instructions_compile, "valgrind": callgrind.version(),
+                 "venv": to_data(arm.venv) if arm.venv is not None else None}
+    digest = hashlib.sha256(json.dumps(described, sort_keys=True, default=str).encode())
+    digest.update(env)
+    for path, text in _source(arm, spec) + _harness():
+        digest.update(f"\0{path}\0{len(text)}\0".encode())
+        digest.update(text)
+    return digest.hexdigest()[:16]
+
+
+def _harness() -> list[tuple[str, bytes]]:
+    return [(p.as_posix(), p.read_bytes()) for folder in HARNESS
+            for p in sorted(Path(folder).rglob("*.py"))]
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def recorded_counts(record: BenchRecord | None) -> dict[str, WorkloadRun]:
+    """A committed record's counted workloads by their counts' key, in either arm."""
+    if record is None:
+        return {}
+    runs = [*record.workloads.values(), *(record.ab.baseline.workloads.values()
+                                          if record.ab is not None else ())]
+    return {run.counts_key: run for run in runs if run.counts_key and run.counts
+            and all(p.status == Status.OK for p in run.counts)}
 
 
 def fund(run: CellRun, wanted: list[Wanted], left_s: float
@@ -391,6 +498,10 @@ def fund(run: CellRun, wanted: list[Wanted], left_s: float
     asks, skipped = [], []
     for unit, needed in wanted:
         name = f"{unit.workload} {unit.mode} {unit.metric}"
+        if unit.workload in run.unchanged:
+            skipped.append((name, "the same inputs in both arms: the check's A/A control, "
+                                  "never funded (bench.unchanged_processes)"))
+            continue
         if unit.metric == "first_call_s" and any(
                 p.modes[unit.mode].compile_cache for p in run.results[run.now][unit.workload]
                 if unit.mode in p.modes):
@@ -440,23 +551,35 @@ def measure_bench(cfg: Config, cell: Cell, *, run=run_worker, log=lambda *line: 
                   note: str | None = None, rebuilt: bool = False,
                   unchanged: bool = False, progress: Progress | None = None,
                   capture: Callable[[str], dict] | None = None,
-                  say: Callable[[str], None] = lambda line: None) -> BenchRecord:
+                  say: Callable[[str], None] = lambda line: None,
+                  baseline: BenchRecord | None = None, baseline_at: str | None = None
+                  ) -> BenchRecord:
     """Every process of one bench cell; with `pending`, adaptive sampling. `capture`
-    describes the candidate's environment where its processes ran (default: here)."""
+    describes the candidate's environment where its processes ran (default: here).
+    `baseline`: the committed record (from the reports at `baseline_at`) whose counts a
+    workload with the same inputs takes instead of counting again."""
     started = time.perf_counter()
     cell_run = CellRun(cfg, cell, "bench", run, log, run_pair=run_pair, arms=arms,
                        progress=progress, say=say)
     try:
         return _measure_bench(cfg, cell_run, pending, arms, note, rebuilt, unchanged, started,
-                              capture or capture_env)
+                              capture or capture_env, baseline, baseline_at)
     finally:
         cell_run.close()
 
 
 def _measure_bench(cfg: Config, cell_run: CellRun, pending, arms: tuple[Arm, ...],
                    note: str | None, rebuilt: bool, unchanged: bool, started: float,
-                   capture: Callable[[str], dict]) -> BenchRecord:
+                   capture: Callable[[str], dict], baseline: BenchRecord | None = None,
+                   baseline_at: str | None = None) -> BenchRecord:
     why_not = not_counted(cfg, cell_run.cell)      # first: `always` fails before measuring
+    if cfg.bench.unchanged_processes is not None:
+        changed = could_have_changed(cell_run)
+        cell_run.unchanged = set() if changed is None else set(cfg.workloads) - changed
+        if cell_run.unchanged:
+            cell_run.say(f"{cell_run.cell.name}: the same inputs in both arms, measured as the "
+                         f"check's A/A control ({cfg.bench.unchanged_processes} rounds): "
+                         + ", ".join(sorted(cell_run.unchanged)))
     cell_run.rounds(cfg.bench.processes)
 
     def record(**extra) -> BenchRecord:
@@ -471,7 +594,7 @@ def _measure_bench(cfg: Config, cell_run: CellRun, pending, arms: tuple[Arm, ...
     if not cell_run.skipped:
         extra["instructions"] = why_not
         if why_not is None:
-            cell_run.count()
+            cell_run.count(recorded_counts(baseline), baseline_at)
     python = arms[-1].python if len(arms) > 1 else None
     if not rebuilt and python and not cell_run.skipped:
         extra["env_candidate"] = capture(python)

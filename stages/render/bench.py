@@ -285,6 +285,16 @@ def diff(rows: list[Row]) -> str:
                                  "change [CI]", "p (this test)", "n", "note"])
 
 
+def carried(summary: CellSummary) -> str:
+    """What this run did not measure in full, per workload and arm, and where it came from."""
+    if not summary.carried:
+        return ""
+    lines = ["## Not measured in full (results that are functions of unchanged inputs)", "",
+             "| workload | arm | what | why, and from where |", "|---|---|---|---|"]
+    lines += [f"| {name} | {arm} | {what} | {why} |" for name, arm, what, why in summary.carried]
+    return "\n".join(lines)
+
+
 def looks(summary: CellSummary) -> str:
     if not summary.looks:
         return ""
@@ -349,7 +359,7 @@ def page(summary: CellSummary, result: CompareRecord, ab_env: str = "") -> str:
               "change; the medians above take every kept process.", "", diff(result.rows), ""]
     for extra in (latency(summary), breakdown_section(summary), usage_section(summary),
                   shape_changes(summary), ranks_table(summary), unmeasured(summary),
-                  looks(summary), waiting(summary), ab_env):
+                  looks(summary), carried(summary), waiting(summary), ab_env):
         if extra:
             lines += [extra, ""]
     return "\n".join(lines)

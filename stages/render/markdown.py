@@ -71,12 +71,18 @@ def value(metric: str, v) -> str:
 
 
 def percent(x: float) -> str:
-    return f"{x * 100:+.1f} %"
+    """A relative change, "+3.1 %"; past 10x (and inf) "> +1000 %": more digits would say
+    only that nothing is bounded at this noise, and an unbounded one reads as a number."""
+    return "> +1000 %" if x > 10 else f"{x * 100:+.1f} %"
+
+
+def _bound(ratio: float) -> str:
+    return "> +1000" if ratio > 11 else f"{(ratio - 1) * 100:+.1f}"
 
 
 def ratio_change(ratio: float, low: float, high: float) -> str:
     """A ratio as a change with its confidence interval: "+3.1 % [-0.4, +6.7]"."""
-    return f"{percent(ratio - 1)} [{(low - 1) * 100:+.1f}, {(high - 1) * 100:+.1f}]"
+    return f"{percent(ratio - 1)} [{_bound(low)}, {_bound(high)}]"
 
 
 def pvalue(p: float | None) -> str:
@@ -87,6 +93,8 @@ def pvalue(p: float | None) -> str:
 
 def mde(value: float) -> str:
     # Past 10x the number says only "hopeless at this noise"; more digits would mislead.
+    if value != value:
+        return "none detectable at this spread"
     return "> 1000 %" if value > 10 else f"{value * 100:.1f} %"
 
 

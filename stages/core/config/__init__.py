@@ -274,6 +274,9 @@ def _check_bench(bench: BenchSettings) -> None:
                 "latency_s", "breakdown_s"):
         _at_least(getattr(bench, key), f"bench.{key}", inclusive=True)
     _choice(bench.instructions, INSTRUCTIONS, "bench.instructions")
+    if bench.unchanged_processes is not None and bench.unchanged_processes < 2:
+        raise UserError(f"bench.unchanged_processes must be >= 2 (a paired test needs two "
+                        f"pairs) or null, got {bench.unchanged_processes}")
     if bench.latency_calls < 100:
         raise UserError(f"bench.latency_calls must be >= 100 (a p99 of fewer calls is their "
                         f"maximum), got {bench.latency_calls}")

@@ -79,6 +79,10 @@ class BenchSettings:
     adaptive_budget_s: float = 60.0   # per cell: more processes for INCONCLUSIVE timings
     max_processes: int = 15           # per side, workload and mode, adaptive rounds included
     max_looks: int = 2                # looks per cell; every test then runs at alpha/max_looks
+    # In a lock-step run, a workload whose inputs are the same in both arms (configuration,
+    # module files, interpreter) runs this many rounds (one cold compile, no adaptive ones):
+    # the check's A/A control; None: as many as any other.
+    unchanged_processes: int | None = None
     # Host instructions per call (measure.callgrind): after the timings, one counts process
     # per workload and arm on CPU cells. auto: where valgrind is installed (else said once);
     # always: a missing valgrind is an error; never: not counted.
@@ -158,6 +162,9 @@ class Baseline:
     # auto: measure the baseline again beside this run, in lock-step, when its packages or
     # workload code differ from this run's and it can be rebuilt; else its recorded numbers.
     measure: str = "auto"
+    # The revision whose workload code a rebuilt baseline arm runs (arms.plan.baseline_code);
+    # None: rev's own, or, where rev is the commit checked out, the code its reports measured.
+    code: str | None = None
 
 
 @dataclass(frozen=True)

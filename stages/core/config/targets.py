@@ -242,6 +242,43 @@ def module_paths(target: str, root: Path = Path(".")) -> list[str]:
     return [c for c in (f"{base}.py", base) if base and (root / c).exists()]
 
 
+def module_closure(target: str, root: Path = Path(".")) -> list[str]:
+    """The project's files a `_target_`'s module runs when imported: its own file, the
+    packages' `__init__.py` above it, and the project modules it imports, transitively (read
+    from its import statements; a module imported by name at run time is not seen). Relative
+    to `root`, sorted; [] for a module outside the project."""
+    todo, found = [target.rpartition(".")[0]], set()
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if not name or name in seen:
+            continue
+        seen.add(name)
+        parts = name.split(".")
+        todo.extend(".".join(parts[:i]) for i in range(1, len(parts)))   # parent packages
+        found_at = _module_file(name, [str(root)])
+        if found_at is None:
+            continue
+        path = found_at.relative_to(root).as_posix()
+        found.add(path)
+        try:
+            tree = ast.parse((root / path).read_bytes())
+        except (OSError, SyntaxError, ValueError):
+            continue
+        package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                todo.extend(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[:len(package.split(".")) - node.level + 1]
+                    base = ".".join(filter(None, [*up, base]))
+                todo.append(base)      # and each name, where it is a submodule
+                todo.extend(f"{base}.{a.name}" for a in node.names if a.name != "*")
+    return sorted(found)
+
+
 def _covered(path: str, deps: list[str]) -> bool:
     return any(path == d or path.startswith(d + "/") for d in deps)
 

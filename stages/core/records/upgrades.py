@@ -148,6 +148,15 @@ def _bench_15(data: dict) -> dict:
     return {**data, "schema_version": 16}
 
 
+def _bench_16(data: dict) -> dict:
+    """Schema 17 records, per workload, what its counts are a function of (`counts_key`),
+    where counts not counted by the arm's own process came from (`counts_from`: carried from
+    a committed record with the same key, or counted once for both arms), and why a workload
+    the same in both arms ran fewer rounds (`unchanged`). A schema-16 workload has none: its
+    counts are its own, carried to no later run."""
+    return {**data, "schema_version": 17}
+
+
 def _migration_1(data: dict) -> dict:
     """Migration 2 records the counts of each side's work per mode (`work`); migration 1
     has none: not counted."""
@@ -250,7 +259,7 @@ UPGRADES = {("bench", 1): _bench_1, ("bench", 2): _bench_2, ("bench", 3): _bench
             ("bench", 7): _bench_7, ("bench", 8): _bench_8, ("bench", 9): _bench_9,
             ("bench", 10): _bench_10, ("bench", 11): _bench_11, ("bench", 12): _bench_12,
             ("bench", 13): _bench_13, ("bench", 14): _bench_14,
-            ("bench", 15): _bench_15,
+            ("bench", 15): _bench_15, ("bench", 16): _bench_16,
             ("numerics", 1): _numerics_1,
             ("numerics", 2): _numerics_2, ("numerics", 3): _numerics_3,
             ("compare", 1): _compare_1, ("compare", 2): _compare_2,

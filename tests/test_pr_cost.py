@@ -1,0 +1,153 @@
+"""A pull-request check's cost follows the change: a workload whose inputs are the same in both
+arms runs bench.unchanged_processes rounds (one cold compile, no adaptive rounds) as the check's
+A/A control, and host instructions, a function of their inputs, are counted once per set of
+inputs: shared between arms with the same inputs, carried from a committed record that
+counted them, never across a changed input."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from stages.core import config
+from stages.core.records.job import NOW_ARM, Arm
+from stages.core.records.schema import WorkloadRun
+from stages.judge.summary import summarize
+from stages.launch import cells
+from stages.launch.cells import could_have_changed, counts_key, measure_bench
+from stages.render import bench as page
+
+RAW = {"device": {"cpu": {"type": "cpu"}}, "precision": {"fp32": {"dtype": "float32"}},
+       "workload": {"a": {"_target_": "stages.workloads.matmul_relu", "size": 8},
+                    "b": {"_target_": "stages.workloads.elementwise", "size": 8}},
+       "matrix": {"modes": ["eager", "compiled"]},
+       "bench": {"processes": 4, "adaptive_budget_s": 0, "cold_compile_processes": 2,
+                 "instructions": "always", "unchanged_processes": 2}}
+
+
+@pytest.fixture
+def counting(monkeypatch):
+    """valgrind as if installed, and an environment record as if the env stage had run."""
+    monkeypatch.setattr(cells.callgrind, "missing", lambda: None)
+    monkeypatch.setattr(cells.callgrind, "version", lambda: "3.19.0")
+    monkeypatch.setattr(cells, "_read_bytes", lambda path: b'{"env": "this machine"}')
+
+
+class Worker:
+    """A stand-in worker: every job it ran, and results a record can hold."""
+
+    def __init__(self):
+        self.jobs = []
+
+    def __call__(self, job, timeout_s, python=None, fresh_compile_cache=True):
+        self.jobs.append(job)
+        if job.kind == "instructions":
+            return {"status": "OK", "counter": {"tool": "callgrind", "calls": 2},
+                    "modes": {m: {"status": "OK", "instructions": 1000} for m in job.modes}}
+        return {"status": "OK", "modes": {m: {"status": "OK", "steady_s": [1e-3],
+                                              "first_call_s": 1.0} for m in job.modes}}
+
+    def of(self, kind: str, workload: str) -> list:
+        return [j for j in self.jobs if j.kind == kind and j.workload.name == workload]
+
+
+def arms_where_a_changed(cfg) -> tuple[Arm, Arm]:
+    """The baseline arm runs `a` at another size (a changed input), `b` as this run does."""
+    base = {**cfg.workloads, "a": dataclasses.replace(cfg.workloads["a"],
+                                                      kwargs={"size": 4})}
+    return Arm("baseline", workloads=base), NOW_ARM
+
+
+def test_an_unchanged_workload_is_the_a_a_control_and_is_counted_once(counting):
+    cfg = config.parse(RAW)
+    worker = Worker()
+    arms = arms_where_a_changed(cfg)
+    record = measure_bench(cfg, cfg.cells()[0], run=worker, run_pair=None, arms=arms)
+    # a changed: every round in both arms; b did not: 2 rounds, the first alone cold.
+    assert len(worker.of("bench", "a")) == 8 and len(worker.of("bench", "b")) == 4
+    assert [j.compile_cache_cold for j in worker.of("bench", "b")] == [True, True, False, False]
+    assert [j.compile_cache_cold for j in worker.of("bench", "a")][:6] == [True] * 4 + [False] * 2
+    # a is counted in each arm; b once, for both (the same inputs: the same count).
+    assert len(worker.of("instructions", "a")) == 2 and len(worker.of("instructions", "b")) == 1
+    now, base = record.workloads, record.ab.baseline.workloads
+    assert now["b"].counts == base["b"].counts and now["b"].counts_key == base["b"].counts_key
+    assert "counted once for both arms" in (now["b"].counts_from or base["b"].counts_from)
+    assert now["a"].counts_key != base["a"].counts_key and not now["a"].counts_from
+    assert now["b"].unchanged and not now["a"].unchanged
+    shown = page.carried(summarize("cpu-fp32", record, None, 0.25))
+    assert "| b | both | timings | the same inputs in both arms" in shown
+    assert "| b |" in shown and "host instructions | counted once for both arms" in shown
+
+
+def test_counts_a_committed_record_took_with_the_same_inputs_are_carried(counting):
+    cfg = config.parse(RAW)
+    first = Worker()
+    committed = measure_bench(cfg, cfg.cells()[0], run=first, run_pair=None)   # main's run
+    assert committed.workloads["a"].counts_key and len(first.of("instructions", "a")) == 1
+    worker = Worker()
+    record = measure_bench(cfg, cfg.cells()[0], run=worker, run_pair=None,
+                           arms=arms_where_a_changed(cfg), baseline=committed,
+                           baseline_at="abc1234567")
+    # Now's a and both arms' b have main's inputs: carried; the baseline arm's a is counted.
+    counted = [(j.workload.name, j.workload.kwargs["size"]) for j in worker.jobs
+               if j.kind == "instructions"]
+    assert counted == [("a", 4)]
+    assert record.workloads["a"].counts == committed.workloads["a"].counts
+    assert record.workloads["a"].counts_from.startswith(
+        "carried from the reports at abc1234567: counted there with the same inputs")
+    assert record.ab.baseline.workloads["a"].counts_from is None
+
+
+def test_no_count_is_carried_across_a_changed_input(counting, monkeypatch):
+    """The key moves with the configuration, the counter's settings, the environment and the
+    harness's files; a foreign interpreter named by path has none (nothing is carried)."""
+    cfg = config.parse(RAW)
+    run = cells.CellRun(cfg, cfg.cells()[0], "bench")
+    key = counts_key(run, NOW_ARM, "a", ["eager"])
+    assert key == counts_key(run, NOW_ARM, "a", ["eager"])
+    assert key != counts_key(run, NOW_ARM, "a", ["eager", "compiled"])
+    assert key != counts_key(run, NOW_ARM, "b", ["eager"])
+    calls = config.parse({**RAW, "bench": {**RAW["bench"], "instruction_calls": 3}})
+    assert key != counts_key(cells.CellRun(calls, calls.cells()[0], "bench"), NOW_ARM, "a",
+                             ["eager"])
+    assert counts_key(run, Arm("candidate", python="/elsewhere/bin/python"), "a",
+                      ["eager"]) is None
+    monkeypatch.setattr(cells, "_read_bytes", lambda path: b'{"env": "another machine"}')
+    assert key != counts_key(run, NOW_ARM, "a", ["eager"])
+    monkeypatch.setattr(cells, "_harness", lambda: [("stages/measure/x.py", b"changed")])
+    assert key != counts_key(run, NOW_ARM, "a", ["eager"])
+
+
+def test_a_module_a_workload_does_not_import_leaves_it_unchanged(tmp_path, monkeypatch):
+    """What can have moved a workload is its own module closure: a module beside it that it
+    does not import (another workload's file) is no change of it."""
+    root = tmp_path / "tree"
+    (root / "stages" / "workloads").mkdir(parents=True)
+    (root / "stages" / "__init__.py").write_text("")
+    (root / "stages" / "workloads" / "__init__.py").write_text("from . import helper\n")
+    (root / "stages" / "workloads" / "helper.py").write_text("X = 1\n")
+    (root / "stages" / "workloads" / "mine.py").write_text("def mine(): pass\n")
+    other = tmp_path / "other"
+    import shutil
+    shutil.copytree(root, other)
+    (other / "stages" / "workloads" / "mine.py").write_text("def mine(): return 2\n")
+    raw = {**RAW, "workload": {"a": {"_target_": "stages.workloads.matmul_relu"},
+                               "m": {"_target_": "stages.workloads.mine.mine"}}}
+    cfg = config.parse(raw)
+    run = cells.CellRun(cfg, cfg.cells()[0], "bench",
+                        arms=(Arm("baseline", code=str(root)), Arm("now", code=str(other))))
+    assert could_have_changed(run) == {"m"}
+    (other / "stages" / "workloads" / "helper.py").write_text("X = 2\n")   # imported by both
+    assert could_have_changed(run) == {"a", "m"}
+
+
+def test_a_record_names_no_workload_unchanged_without_two_arms(counting):
+    cfg = config.parse(RAW)
+    record = measure_bench(cfg, cfg.cells()[0], run=Worker(), run_pair=None)
+    assert all(r.unchanged is None for r in record.workloads.values())
+    assert isinstance(record.workloads["a"], WorkloadRun) and record.workloads["a"].counts_key
+
+
+def test_unchanged_processes_below_two_is_one_line():
+    with pytest.raises(config.UserError, match="bench.unchanged_processes must be >= 2"):
+        config.parse({**RAW, "bench": {**RAW["bench"], "unchanged_processes": 1}})
