@@ -57,10 +57,20 @@ def measure(cfg, cell, arms, where, inputs, progress: Progress | None = None):
     its counts to workloads counted with the same inputs."""
     def judged(record):
         return compare_run(cfg, with_record(inputs, "bench", cell.name, record))
+
+    def pending(record):
+        """An interim look that fails says so and funds nothing: the measurements so far
+        are never lost to the arithmetic that judges them."""
+        try:
+            return pending_units(judged(record), cfg.bench.max_processes)
+        except (ArithmeticError, ValueError) as exc:
+            say(f"{cell.name}: the interim look failed ({type(exc).__name__}: {exc}): no "
+                "adaptive rounds; the record keeps every process")
+            return []
     committed = inputs.pairs.get(("bench", cell.name))
     return measure_bench(
         cfg, cell, log=lambda *line: print(bench_line(*line), flush=True),
-        pending=lambda rec: pending_units(judged(rec), cfg.bench.max_processes),
+        pending=pending,
         arms=arms.arms, note=arms.note, rebuilt=arms.rebuilt, unchanged=arms.unchanged,
         run=where.run, run_pair=where.run_pair, capture=where.capture_env, progress=progress,
         say=say, baseline=committed.base if committed is not None else None,

@@ -13,8 +13,9 @@ from stages.core import config
 from stages.core.records.job import NOW_ARM, Arm
 from stages.core.records.schema import WorkloadRun
 from stages.judge.summary import summarize
-from stages.launch import cells
-from stages.launch.cells import could_have_changed, counts_key, measure_bench
+from stages.launch import cells, reuse
+from stages.launch.cells import measure_bench
+from stages.launch.reuse import could_have_changed, counts_key
 from stages.render import bench as page
 
 RAW = {"device": {"cpu": {"type": "cpu"}}, "precision": {"fp32": {"dtype": "float32"}},
@@ -29,8 +30,8 @@ RAW = {"device": {"cpu": {"type": "cpu"}}, "precision": {"fp32": {"dtype": "floa
 def counting(monkeypatch):
     """valgrind as if installed, and an environment record as if the env stage had run."""
     monkeypatch.setattr(cells.callgrind, "missing", lambda: None)
-    monkeypatch.setattr(cells.callgrind, "version", lambda: "3.19.0")
-    monkeypatch.setattr(cells, "_read_bytes", lambda path: b'{"env": "this machine"}')
+    monkeypatch.setattr(reuse.callgrind, "version", lambda: "3.19.0")
+    monkeypatch.setattr(reuse, "_read_bytes", lambda path: b'{"env": "this machine"}')
 
 
 class Worker:
@@ -102,20 +103,20 @@ def test_no_count_is_carried_across_a_changed_input(counting, monkeypatch):
     """The key moves with the configuration, the counter's settings, the environment and the
     harness's files; a foreign interpreter named by path has none (nothing is carried)."""
     cfg = config.parse(RAW)
-    run = cells.CellRun(cfg, cfg.cells()[0], "bench")
-    key = counts_key(run, NOW_ARM, "a", ["eager"])
-    assert key == counts_key(run, NOW_ARM, "a", ["eager"])
-    assert key != counts_key(run, NOW_ARM, "a", ["eager", "compiled"])
-    assert key != counts_key(run, NOW_ARM, "b", ["eager"])
-    calls = config.parse({**RAW, "bench": {**RAW["bench"], "instruction_calls": 3}})
-    assert key != counts_key(cells.CellRun(calls, calls.cells()[0], "bench"), NOW_ARM, "a",
-                             ["eager"])
-    assert counts_key(run, Arm("candidate", python="/elsewhere/bin/python"), "a",
-                      ["eager"]) is None
-    monkeypatch.setattr(cells, "_read_bytes", lambda path: b'{"env": "another machine"}')
-    assert key != counts_key(run, NOW_ARM, "a", ["eager"])
-    monkeypatch.setattr(cells, "_harness", lambda: [("stages/measure/x.py", b"changed")])
-    assert key != counts_key(run, NOW_ARM, "a", ["eager"])
+    cell = cfg.cells()[0]
+
+    def key_of(arm=NOW_ARM, name="a", modes=("eager",), cfg=cfg):
+        return counts_key(cfg, cell, arm, name, list(modes))
+    key = key_of()
+    assert key == key_of() and key != key_of(modes=("eager", "compiled"))
+    assert key != key_of(name="b")
+    assert key != key_of(cfg=config.parse({**RAW, "bench": {**RAW["bench"],
+                                                             "instruction_calls": 3}}))
+    assert key_of(Arm("candidate", python="/elsewhere/bin/python")) is None
+    monkeypatch.setattr(reuse, "_read_bytes", lambda path: b'{"env": "another machine"}')
+    assert key != key_of()
+    monkeypatch.setattr(reuse, "_harness", lambda: [("stages/measure/x.py", b"changed")])
+    assert key != key_of()
 
 
 def test_a_module_a_workload_does_not_import_leaves_it_unchanged(tmp_path, monkeypatch):
@@ -134,11 +135,14 @@ def test_a_module_a_workload_does_not_import_leaves_it_unchanged(tmp_path, monke
     raw = {**RAW, "workload": {"a": {"_target_": "stages.workloads.matmul_relu"},
                                "m": {"_target_": "stages.workloads.mine.mine"}}}
     cfg = config.parse(raw)
-    run = cells.CellRun(cfg, cfg.cells()[0], "bench",
-                        arms=(Arm("baseline", code=str(root)), Arm("now", code=str(other))))
-    assert could_have_changed(run) == {"m"}
+    arms = (Arm("baseline", code=str(root)), Arm("now", code=str(other)))
+    assert could_have_changed(cfg, arms) == {"m"}
+    (root / "stages" / "workloads" / "mine.py").write_text(
+        "# a comment, and the layout of the code: not what runs\n\n\ndef mine():\n"
+        "    return 2   # the same code\n")
+    assert could_have_changed(cfg, arms) == set()
     (other / "stages" / "workloads" / "helper.py").write_text("X = 2\n")   # imported by both
-    assert could_have_changed(run) == {"a", "m"}
+    assert could_have_changed(cfg, arms) == {"a", "m"}
 
 
 def test_a_record_names_no_workload_unchanged_without_two_arms(counting):

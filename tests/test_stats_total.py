@@ -76,3 +76,46 @@ def test_a_history_whose_level_jumps_by_orders_of_magnitude_is_a_shift_not_an_er
             after * rng.uniform(0.99, 1.01) for _ in range(6)]
         for found in changepoints.change_points(series, min_points=3):
             assert found.ratio >= 0 and not math.isnan(found.pvalue)
+
+
+def test_the_bench_stage_keeps_every_process_of_two_wild_pairs_and_judges_them():
+    """The bench stage's own measuring path (stages.bench.measure: rounds, an interim look,
+    adaptive rounds) with a pair one 1e6x apart: the record keeps every process, and the unit
+    is INCONCLUSIVE with an MDE shown as unbounded, not a traceback."""
+    from types import SimpleNamespace
+
+    from stages import bench
+    from stages.arms.plan import Plan
+    from stages.core import config
+    from stages.core.records.inputs import RunInputs, with_record
+    from stages.core.records.job import NOW_ARM, Arm
+    from stages.judge.run import compare_run
+    from stages.render.verdicts import change, evidence
+
+    cfg = config.parse({
+        "device": {"cpu": {"type": "cpu"}}, "precision": {"fp32": {"dtype": "float32"}},
+        "workload": {"w": {"_target_": "stages.workloads.matmul_relu", "size": 8}},
+        "matrix": {"modes": ["eager"]},
+        "bench": {"processes": 2, "adaptive_budget_s": 30, "max_processes": 2,
+                  "cold_compile_processes": 1, "instructions": "never"}})
+    cell = cfg.cells()[0]
+    base = Arm("baseline", python="/base/python")
+    rounds = []
+
+    def run_pair(jobs, timeout_s, fresh_compile_cache=True):
+        wild = len(rounds) == 1         # the second pair: the baseline's process 1e6x faster
+        rounds.append(len(jobs))
+        return [{"status": "OK", "modes": {"eager": {
+            "status": "OK", "first_call_s": 1e-3,
+            "steady_s": [1e-9 if wild and python == base.python else 1e-3] * 3}}}
+            for _, python in jobs]
+    where = SimpleNamespace(run=None, run_pair=run_pair, capture_env=lambda python: {})
+    inputs = RunInputs("HEAD", None)
+    record = bench.measure(cfg, cell, Plan((base, NOW_ARM), "lock-step", rebuilt=True), where,
+                           inputs)
+    assert len(record.workloads["w"].processes) == 2 == len(record.ab.baseline.workloads["w"]
+                                                            .processes)
+    rows = compare_run(cfg, with_record(inputs, "bench", cell.name, record)).rows
+    steady = next(r for r in rows if r.metric == "steady_s")
+    assert steady.verdict == "INCONCLUSIVE" and steady.change.mde > 10
+    assert "> +1000" in change(steady) and "MDE > 1000 %" in evidence(steady)

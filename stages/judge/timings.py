@@ -200,8 +200,14 @@ def bench_rows(cell: str, now: BenchRecord | None, base: BenchRecord | None, del
     for workload, mode in sorted(units(now) | (units(usable) if usable else set())):
         hardware = environment.unit_reason(now, usable, workload, env_reason=not_comparable,
                                          allow_change=allow_hardware_change, same_run=same_run)
-        rows.extend(_unit_rows(cell, workload, mode, now, usable, delta, hardware, sentinel,
-                               busy_share, paired))
+        try:
+            rows.extend(_unit_rows(cell, workload, mode, now, usable, delta, hardware,
+                                   sentinel, busy_share, paired))
+        except (ArithmeticError, ValueError) as exc:   # never the stage's death, nor a pass
+            rows.append(draft("bench", cell, workload, mode, "status", Verdict.FAILED,
+                              note=f"the judge could not compare this unit "
+                                   f"({type(exc).__name__}: {exc}); its processes are kept "
+                                   "in the record"))
     return rows
 
 

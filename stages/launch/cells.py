@@ -10,21 +10,17 @@ process records here, once; Progress counts the units as they end.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import random
 import shutil
 import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Callable
 
 from stages.core import scratch
 from stages.core.config import Cell, Config
 from stages.core.config.settings import WorkloadSpec
-from stages.core.config.targets import module_closure
 from stages.core.errors import UserError, clip
 from stages.core.machine import portable, usable_cores
 from stages.core.records.cost import process_seconds
@@ -47,6 +43,7 @@ from stages.core.typed import from_data, to_data
 from stages.core.vocabulary import FRESH, Status, Tick
 from stages.launch.backends import capture_env
 from stages.launch.local import run_interleaved, run_worker
+from stages.launch.reuse import could_have_changed, counts_key, recorded_counts, spec_for
 from stages.measure import callgrind
 
 # ---- progress ------------------------------------------------------------
@@ -97,11 +94,6 @@ def job_for(cfg: Config, cell: Cell, workloads: list[WorkloadSpec], kind: str,
                       import_timeout_s=None if kind == "instructions" else b.import_timeout_s,
                       pin_pairs=b.pin_pairs),
                code=arm.code)
-
-
-def spec_for(arm: Arm, cfg: Config, name: str) -> WorkloadSpec | None:
-    """The workload as the arm runs it: its revision's config; None when it has none."""
-    return cfg.workloads[name] if arm.workloads is None else arm.workloads.get(name)
 
 
 def recorded(spec: WorkloadSpec | None) -> RecordedWorkload | None:
@@ -266,7 +258,8 @@ class CellRun:
                 modes = [m for m in self.cfg.modes if (arm.name, name, m) in self.ran]
                 if spec is None or not modes or spec.ranks is not None:
                     continue
-                key = self.counts_keys[arm.name][name] = counts_key(self, arm, name, modes)
+                key = counts_key(self.cfg, self.cell, arm, name, modes)
+                self.counts_keys[arm.name][name] = key
                 if key in recorded:
                     self.counts[arm.name][name] = recorded[key].counts
                     self.counts_from[arm.name][name] = (
@@ -370,7 +363,8 @@ def extend(run: CellRun, pending: Callable[[BenchRecord], list[Wanted]],
         wanted = pending(record(looks_planned=bench.max_looks))
         if not wanted:
             break
-        have = min(len(arm[u.workload]) for arm in run.results.values() for u, _ in wanted)
+        have = min((len(arm[u.workload]) for arm in run.results.values() for u, _ in wanted
+                    if u.workload not in run.unchanged), default=bench.processes)
         plan, skipped = fund(run, wanted, deadline - time.perf_counter())
         if plan:
             run.progress.plan(sum(run.arms_of(name) * n for name, (n, _) in plan.items()))
@@ -412,77 +406,6 @@ def wanted_more(have: int, needed: int | None, batch: int, most: int) -> int:
     return max(0, min(target, most) - have)
 
 
-def could_have_changed(run: CellRun) -> set[str] | None:
-    """The workloads whose timings the arms' difference can have moved: those whose
-    configuration or module files (the target's module and the project modules it imports,
-    core.config.targets.module_closure) differ between the arms' revisions; None (every one)
-    where the arms' interpreters differ (an upgrade) or one arm is measured."""
-    if len(run.arms) < 2 or len({arm.python for arm in run.arms}) > 1:
-        return None
-    base, now = run.arms[0], run.arms[-1]
-    return {name for name in run.cfg.workloads
-            if (a := spec_for(base, run.cfg, name)) is None
-            or (b := spec_for(now, run.cfg, name)) is None
-            or to_data(a) != to_data(b) or _source(base, a) != _source(now, b)}
-
-
-def _source(arm: Arm, spec: WorkloadSpec) -> list[tuple[str, bytes]]:
-    root = Path(arm.code) if arm.code else Path(".")
-    return [(path, (root / path).read_bytes()) for path in module_closure(spec.target, root)]
-
-
-# ---- what a count is a function of ----------------------------------------------------------
-# The harness a counts worker runs (both arms run this one's): its files are inputs of a count.
-HARNESS = ("stages/measure", "stages/core")
-
-
-def counts_key(run: CellRun, arm: Arm, name: str, modes: list[str]) -> str | None:
-    """Everything a counts process's result is a function of, hashed: the workload's
-    configuration and module files in the arm's tree, the harness that runs it, the
-    environment (this run's env.json, a rebuilt arm's venv), the cell's device and precision,
-    the modes, the counter's settings and valgrind's version. Counts of equal keys are equal
-    (to the instruction, measured), so they are counted once and carried, never across a
-    changed input. None: not knowable (another interpreter named by path, no env.json)."""
-    spec = spec_for(arm, run.cfg, name)
-    env = _read_bytes(run.cfg.reports / "env" / "env.json")
-    if spec is None or env is None or (arm.python is not None and arm.venv is None):
-        return None
-    b = run.cfg.bench
-    described = {"workload": to_data(dataclasses.replace(spec, timeout_s=None)),
-                 "device": to_data(run.cell.device), "precision": to_data(run.cell.precision),
-                 "modes": sorted(modes), "seed": b.seed, "calls": b.instruction_calls,
-                 "compile": b.instructions_compile, "valgrind": callgrind.version(),
-                 "venv": to_data(arm.venv) if arm.venv is not None else None}
-    digest = hashlib.sha256(json.dumps(described, sort_keys=True, default=str).encode())
-    digest.update(env)
-    for path, text in _source(arm, spec) + _harness():
-        digest.update(f"\0{path}\0{len(text)}\0".encode())
-        digest.update(text)
-    return digest.hexdigest()[:16]
-
-
-def _harness() -> list[tuple[str, bytes]]:
-    return [(p.as_posix(), p.read_bytes()) for folder in HARNESS
-            for p in sorted(Path(folder).rglob("*.py"))]
-
-
-def _read_bytes(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except OSError:
-        return None
-
-
-def recorded_counts(record: BenchRecord | None) -> dict[str, WorkloadRun]:
-    """A committed record's counted workloads by their counts' key, in either arm."""
-    if record is None:
-        return {}
-    runs = [*record.workloads.values(), *(record.ab.baseline.workloads.values()
-                                          if record.ab is not None else ())]
-    return {run.counts_key: run for run in runs if run.counts_key and run.counts
-            and all(p.status == Status.OK for p in run.counts)}
-
-
 def fund(run: CellRun, wanted: list[Wanted], left_s: float
          ) -> tuple[dict[str, tuple[int, set]], list[tuple[str, str]]]:
     """(workload -> (rounds to add, the modes they run), within `left_s` of wall time; each
@@ -494,7 +417,7 @@ def fund(run: CellRun, wanted: list[Wanted], left_s: float
     budget left affords). So the budget goes first where a change can be and more processes
     can decide, and the judge says what deciding the rest would cost (judge.adaptive)."""
     bench = run.cfg.bench
-    changed = could_have_changed(run)
+    changed = could_have_changed(run.cfg, run.arms)
     asks, skipped = [], []
     for unit, needed in wanted:
         name = f"{unit.workload} {unit.mode} {unit.metric}"
@@ -574,7 +497,7 @@ def _measure_bench(cfg: Config, cell_run: CellRun, pending, arms: tuple[Arm, ...
                    baseline_at: str | None = None) -> BenchRecord:
     why_not = not_counted(cfg, cell_run.cell)      # first: `always` fails before measuring
     if cfg.bench.unchanged_processes is not None:
-        changed = could_have_changed(cell_run)
+        changed = could_have_changed(cfg, cell_run.arms)
         cell_run.unchanged = set() if changed is None else set(cfg.workloads) - changed
         if cell_run.unchanged:
             cell_run.say(f"{cell_run.cell.name}: the same inputs in both arms, measured as the "

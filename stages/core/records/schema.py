@@ -396,7 +396,7 @@ class WorkloadRun:
     spec: RecordedWorkload | None = None
     # After the timed processes: one counts process (host instructions per call) per arm.
     counts: tuple[BenchProcess, ...] = ()
-    counts_key: str | None = None      # a hash of every input of the counts (launch.cells)
+    counts_key: str | None = None      # a hash of every input of the counts (launch.reuse)
     counts_from: str | None = None     # where counts not this arm's own process's came from
     unchanged: str | None = None       # why this workload ran fewer rounds: its inputs are
     #                                    the same in both arms of a lock-step run

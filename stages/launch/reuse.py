@@ -1,0 +1,105 @@
+"""What a unit's results are a function of, so that a run measures only what its change can
+move. A pull request's check compares two arms; a workload whose configuration and module
+files (the target's module and the project modules it imports, read as syntax trees: comments
+and layout are no change) are the same in both, in one interpreter, cannot have been moved by
+the change (`could_have_changed`), and host instructions, exact to the instruction for the same
+inputs, are keyed by every input (`counts_key`): counted once, carried from a committed record
+that counted them (`recorded_counts`), never across a changed input."""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+
+from stages.core.config import Cell, Config
+from stages.core.config.settings import WorkloadSpec
+from stages.core.config.targets import module_closure
+from stages.core.records.job import Arm
+from stages.core.records.schema import BenchRecord, WorkloadRun
+from stages.core.typed import to_data
+from stages.core.vocabulary import Status
+from stages.measure import callgrind
+
+# The harness a counts worker runs (both arms run this one's): its files are inputs of a count.
+HARNESS = ("stages/measure", "stages/core")
+
+
+def spec_for(arm: Arm, cfg: Config, name: str) -> WorkloadSpec | None:
+    """The workload as the arm runs it: its revision's config; None when it has none."""
+    return cfg.workloads[name] if arm.workloads is None else arm.workloads.get(name)
+
+
+def could_have_changed(cfg: Config, arms: tuple[Arm, ...]) -> set[str] | None:
+    """The workloads whose timings the arms' difference can have moved: those whose
+    configuration or module files differ between the arms' revisions; None (every one) where
+    the arms' interpreters differ (an upgrade) or one arm is measured."""
+    if len(arms) < 2 or len({arm.python for arm in arms}) > 1:
+        return None
+    base, now = arms[0], arms[-1]
+    return {name for name in cfg.workloads
+            if (a := spec_for(base, cfg, name)) is None or (b := spec_for(now, cfg, name)) is None
+            or to_data(a) != to_data(b) or _source(base, a) != _source(now, b)}
+
+
+def counts_key(cfg: Config, cell: Cell, arm: Arm, name: str, modes: list[str]) -> str | None:
+    """Everything a counts process's result is a function of, hashed: the workload's
+    configuration and module files in the arm's tree, the harness that runs it, the
+    environment (this run's env.json, a rebuilt arm's venv), the cell's device and precision,
+    the modes, the counter's settings and valgrind's version. Counts of equal keys are equal
+    (to the instruction, measured), so they are counted once and carried, never across a
+    changed input. None: not knowable (another interpreter named by path, no env.json)."""
+    spec = spec_for(arm, cfg, name)
+    env = _read_bytes(cfg.reports / "env" / "env.json")
+    if spec is None or env is None or (arm.python is not None and arm.venv is None):
+        return None
+    b = cfg.bench
+    described = {"workload": to_data(dataclasses.replace(spec, timeout_s=None)),
+                 "device": to_data(cell.device), "precision": to_data(cell.precision),
+                 "modes": sorted(modes), "seed": b.seed, "calls": b.instruction_calls,
+                 "compile": b.instructions_compile, "valgrind": callgrind.version(),
+                 "venv": to_data(arm.venv) if arm.venv is not None else None}
+    digest = hashlib.sha256(json.dumps(described, sort_keys=True, default=str).encode())
+    digest.update(env)
+    for path, text in _source(arm, spec) + _harness():
+        digest.update(f"\0{path}\0{len(text)}\0".encode())
+        digest.update(text)
+    return digest.hexdigest()[:16]
+
+
+def recorded_counts(record: BenchRecord | None) -> dict[str, WorkloadRun]:
+    """A committed record's counted workloads by their counts' key, in either arm."""
+    if record is None:
+        return {}
+    runs = [*record.workloads.values(), *(record.ab.baseline.workloads.values()
+                                          if record.ab is not None else ())]
+    return {run.counts_key: run for run in runs if run.counts_key and run.counts
+            and all(p.status == Status.OK for p in run.counts)}
+
+
+def _source(arm: Arm, spec: WorkloadSpec) -> list[tuple[str, bytes]]:
+    """A workload's module files as the interpreter runs them: their syntax trees, so that a
+    change of comments or layout alone is no change of the workload."""
+    root = Path(arm.code) if arm.code else Path(".")
+    return [(path, _as_run((root / path).read_bytes()))
+            for path in module_closure(spec.target, root)]
+
+
+def _as_run(text: bytes) -> bytes:
+    try:
+        return ast.dump(ast.parse(text)).encode()
+    except (SyntaxError, ValueError):
+        return text
+
+
+def _harness() -> list[tuple[str, bytes]]:
+    return [(p.as_posix(), p.read_bytes()) for folder in HARNESS
+            for p in sorted(Path(folder).rglob("*.py"))]
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
