@@ -155,3 +155,30 @@ def test_a_record_names_no_workload_unchanged_without_two_arms(counting):
 def test_unchanged_processes_below_two_is_one_line():
     with pytest.raises(config.UserError, match="bench.unchanged_processes must be >= 2"):
         config.parse({**RAW, "bench": {**RAW["bench"], "unchanged_processes": 1}})
+
+
+def test_beyond_the_controls_an_unchanged_workload_is_not_measured_and_says_so(counting):
+    """Three workloads, one changed: the cheapest unchanged one is the A/A control, the other
+    is not measured in either arm; compare says EQUIVALENT with why, and every page renders."""
+    from stages.core.records.inputs import RunInputs, with_record
+    from stages.judge.run import compare_run
+    from stages.render import summary as summary_page
+    raw = {**RAW, "workload": {**RAW["workload"],
+                               "c": {"_target_": "stages.workloads.elementwise", "size": 16}},
+           "bench": {**RAW["bench"], "unchanged_controls": 1}}
+    cfg = config.parse(raw)
+    worker = Worker()
+    record = measure_bench(cfg, cfg.cells()[0], run=worker, run_pair=None,
+                           arms=arms_where_a_changed(cfg))
+    assert len(worker.of("bench", "b")) == 4 and worker.of("bench", "c") == []
+    assert worker.of("instructions", "c") == []         # nothing counted to carry
+    assert record.workloads["c"].processes == () and "not measured, the check's A/A " \
+        "control is b" in record.workloads["c"].unchanged
+    inputs = RunInputs("HEAD", None)
+    result = compare_run(cfg, with_record(inputs, "bench", "cpu-fp32", record))
+    rows = [r for r in result.rows if r.workload == "c"]
+    assert [(r.metric, r.verdict) for r in rows] == [(m, "EQUIVALENT") for m in ["status"] * 2]
+    assert any("not measured (bench.unchanged_controls): c." in n for n in result.notes)
+    summary = summarize("cpu-fp32", record, 0.1, 0.25)
+    assert "| c | both | not measured |" in page.carried(summary)
+    assert summary_page is not None and page.page(summary, result)

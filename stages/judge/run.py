@@ -119,13 +119,16 @@ def carried_notes(cell: str, record: BenchRecord) -> list[str]:
     control, and host instructions carried or shared, each with where from."""
     found = carried(record) if record.status == Status.OK else ()
     control = [name for name, _, what, _ in found if what == "timings"]
+    untouched = [name for name, _, what, _ in found if what == "not measured"]
     counts: dict[str, list[str]] = {}
     for name, arm, what, why in found:
-        if what != "timings":
+        if what == "host instructions":
             counts.setdefault(why.split(":")[0], []).append(f"{name} ({arm})")
     return ([f"{cell}: the same inputs in both arms, so measured as the A/A control only "
              f"(bench.unchanged_processes rounds, one cold compile, no adaptive rounds): "
-             f"{', '.join(control)}."] if control else []) + [
+             f"{', '.join(control)}."] if control else []) + (
+        [f"{cell}: the same inputs in both arms, not measured (bench.unchanged_controls): "
+         f"{', '.join(untouched)}."] if untouched else []) + [
         f"{cell}: host instructions {why}, not counted again: {', '.join(names)}."
         for why, names in counts.items()]
 
@@ -151,6 +154,7 @@ def compare_run(cfg: Config, inputs: RunInputs) -> CompareRecord:
         if stage == "bench":
             if now is not None and now.arms_note:
                 notes.insert(0, now.arms_note)
+            if now is not None:
                 notes.extend(carried_notes(cell, now))
             looks = max(looks, now.looks_planned if now is not None else 1)
             for label, record in ((f"this run's {cell}", now), (f"the baseline's {cell}", base)):

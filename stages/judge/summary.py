@@ -106,7 +106,8 @@ def carried(record: BenchRecord) -> tuple[tuple[str, str, str, str], ...]:
     for arm, workloads in arms:
         for name, run in sorted(workloads.items()):
             if run.unchanged and arm == NOW:     # said once: both arms ran the same rounds
-                found.append((name, "both", "timings", run.unchanged))
+                found.append((name, "both", "timings" if run.processes else "not measured",
+                              run.unchanged))
             if run.counts_from:
                 found.append((name, arm, "host instructions", run.counts_from))
     return tuple(found)

@@ -219,6 +219,11 @@ def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None,
     if not in_now:
         return [draft(**key, metric="status", verdict=Verdict.MISSING,
                       note="in the baseline, not selected in this run")]
+    run = now.workloads.get(workload)
+    if run is not None and run.unchanged and not run.processes:
+        # Not measured: the change cannot have moved it (launch.reuse), said, never a pass
+        # of a unit that ran: the same inputs in both arms are the same unit.
+        return [draft(**key, metric="status", verdict=Verdict.EQUIVALENT, note=run.unchanged)]
     failed_now = failures(now, workload, mode)
     failed_base = failures(base, workload, mode) if in_base else []
     why = skipped(now, workload, mode)

@@ -43,7 +43,14 @@ from stages.core.typed import from_data, to_data
 from stages.core.vocabulary import FRESH, Status, Tick
 from stages.launch.backends import capture_env
 from stages.launch.local import run_interleaved, run_worker
-from stages.launch.reuse import could_have_changed, counts_key, recorded_counts, spec_for
+from stages.launch.reuse import (
+    controls_of,
+    could_have_changed,
+    counts_key,
+    recorded_counts,
+    spec_for,
+    unchanged_note,
+)
 from stages.measure import callgrind
 
 # ---- progress ------------------------------------------------------------
@@ -139,8 +146,10 @@ class CellRun:
         self.counts_keys: dict[str, dict[str, str | None]] = {arm.name: {} for arm in arms}
         self.counts_from: dict[str, dict[str, str]] = {arm.name: {} for arm in arms}
         # Workloads whose inputs are the same in both arms (could_have_changed), measured with
-        # bench.unchanged_processes rounds: the check's A/A control, not a unit to decide.
+        # bench.unchanged_processes rounds: the check's A/A control, not a unit to decide;
+        # beyond bench.unchanged_controls of them, not measured at all (`carried`).
         self.unchanged: set[str] = set()
+        self.carried: set[str] = set()
         self.torch: dict[str, str | None] = {arm.name: None for arm in arms}
         self.fresh_host = None      # numerics: where the fresh-process check ran
         # Bench: per unit and arm, the inductor cache its processes share. The first
@@ -220,7 +229,7 @@ class CellRun:
     def rounds_of(self, name: str, count: int, start: int = 0) -> int:
         """How many of the rounds start..start+count run a workload: an unchanged one's
         first bench.unchanged_processes only."""
-        most = self.cfg.bench.unchanged_processes
+        most = 0 if name in self.carried else self.cfg.bench.unchanged_processes
         if name not in self.unchanged or most is None:
             return count
         return max(0, min(start + count, most) - start)
@@ -255,11 +264,14 @@ class CellRun:
         for arm in self.arms:
             for name in self.cfg.workloads:
                 spec = spec_for(arm, self.cfg, name)
-                modes = [m for m in self.cfg.modes if (arm.name, name, m) in self.ran]
+                modes = list(self.cfg.modes) if name in self.carried else [
+                    m for m in self.cfg.modes if (arm.name, name, m) in self.ran]
                 if spec is None or not modes or spec.ranks is not None:
                     continue
                 key = counts_key(self.cfg, self.cell, arm, name, modes)
                 self.counts_keys[arm.name][name] = key
+                if name in self.carried and key not in recorded:
+                    continue        # not measured, and nothing counted to carry
                 if key in recorded:
                     self.counts[arm.name][name] = recorded[key].counts
                     self.counts_from[arm.name][name] = (
@@ -332,14 +344,9 @@ def workload_runs(run: CellRun, arm: Arm) -> dict[str, WorkloadRun]:
                               run.counts[arm.name].get(name, ()),
                               run.counts_keys[arm.name].get(name),
                               run.counts_from[arm.name].get(name),
-                              UNCHANGED_NOTE.format(n=run.cfg.bench.unchanged_processes)
-                              if name in run.unchanged else None)
+                              unchanged_note(name, run.unchanged, run.carried,
+                                             run.cfg.bench.unchanged_processes))
             for name, procs in run.results[arm.name].items()}
-
-
-UNCHANGED_NOTE = ("the same inputs in both arms (configuration, module files, interpreter): "
-                  "the check's A/A control, {n} rounds, one cold compile, no adaptive rounds "
-                  "(bench.unchanged_processes)")
 
 
 def have_of(run: CellRun, name: str) -> int:
@@ -499,10 +506,15 @@ def _measure_bench(cfg: Config, cell_run: CellRun, pending, arms: tuple[Arm, ...
     if cfg.bench.unchanged_processes is not None:
         changed = could_have_changed(cfg, cell_run.arms)
         cell_run.unchanged = set() if changed is None else set(cfg.workloads) - changed
-        if cell_run.unchanged:
+        controls = controls_of(cell_run.unchanged, baseline, cfg.bench.unchanged_controls)
+        cell_run.carried = cell_run.unchanged - controls
+        if controls:
             cell_run.say(f"{cell_run.cell.name}: the same inputs in both arms, measured as the "
                          f"check's A/A control ({cfg.bench.unchanged_processes} rounds): "
-                         + ", ".join(sorted(cell_run.unchanged)))
+                         + ", ".join(sorted(controls)))
+        if cell_run.carried:
+            cell_run.say(f"{cell_run.cell.name}: the same inputs in both arms, not measured: "
+                         + ", ".join(sorted(cell_run.carried)))
     cell_run.rounds(cfg.bench.processes)
 
     def record(**extra) -> BenchRecord:

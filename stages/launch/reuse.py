@@ -16,6 +16,7 @@ from pathlib import Path
 from stages.core.config import Cell, Config
 from stages.core.config.settings import WorkloadSpec
 from stages.core.config.targets import module_closure
+from stages.core.records.cost import process_seconds
 from stages.core.records.job import Arm
 from stages.core.records.schema import BenchRecord, WorkloadRun
 from stages.core.typed import to_data
@@ -76,6 +77,33 @@ def recorded_counts(record: BenchRecord | None) -> dict[str, WorkloadRun]:
                                           if record.ab is not None else ())]
     return {run.counts_key: run for run in runs if run.counts_key and run.counts
             and all(p.status == Status.OK for p in run.counts)}
+
+
+def controls_of(unchanged: set[str], baseline: BenchRecord | None,
+                most: int | None) -> set[str]:
+    """The unchanged workloads measured as the check's A/A control: all (most None), else the
+    `most` cheapest by the committed record's processes (by name where it has none)."""
+    if most is None:
+        return set(unchanged)
+
+    def cost(name: str) -> tuple[float, str]:
+        run = baseline.workloads.get(name) if baseline is not None else None
+        return (process_seconds(run.processes, baseline.modes) or 0.0) if run else 0.0, name
+    return set(sorted(unchanged, key=cost)[:most])
+
+
+def unchanged_note(name: str, unchanged: set[str], carried: set[str],
+                   rounds: int | None) -> str | None:
+    """Why a workload was measured less than the others: its inputs are the same in both arms
+    (configuration, module files, interpreter), so the change cannot have moved it."""
+    if name not in unchanged:
+        return None
+    same = "the same inputs in both arms (configuration, module files, interpreter)"
+    if name in carried:
+        return (f"{same}: not measured, the check's A/A control is "
+                f"{', '.join(sorted(unchanged - carried))} (bench.unchanged_controls)")
+    return (f"{same}: the check's A/A control, {rounds} rounds, one "
+            "cold compile, no adaptive rounds (bench.unchanged_processes)")
 
 
 def _source(arm: Arm, spec: WorkloadSpec) -> list[tuple[str, bytes]]:

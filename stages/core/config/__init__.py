@@ -277,6 +277,9 @@ def _check_bench(bench: BenchSettings) -> None:
     if bench.unchanged_processes is not None and bench.unchanged_processes < 2:
         raise UserError(f"bench.unchanged_processes must be >= 2 (a paired test needs two "
                         f"pairs) or null, got {bench.unchanged_processes}")
+    if bench.unchanged_controls is not None and bench.unchanged_controls < 0:
+        raise UserError(f"bench.unchanged_controls must be >= 0 or null, got "
+                        f"{bench.unchanged_controls}")
     if bench.latency_calls < 100:
         raise UserError(f"bench.latency_calls must be >= 100 (a p99 of fewer calls is their "
                         f"maximum), got {bench.latency_calls}")

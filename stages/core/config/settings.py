@@ -83,6 +83,9 @@ class BenchSettings:
     # module files, interpreter) runs this many rounds (one cold compile, no adaptive ones):
     # the check's A/A control; None: as many as any other.
     unchanged_processes: int | None = None
+    # ... and only this many such workloads (the cheapest) are measured so; the others are not
+    # measured at all, said on the page; None: every one.
+    unchanged_controls: int | None = None
     # Host instructions per call (measure.callgrind): after the timings, one counts process
     # per workload and arm on CPU cells. auto: where valgrind is installed (else said once);
     # always: a missing valgrind is an error; never: not counted.
