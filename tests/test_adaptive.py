@@ -270,3 +270,34 @@ def test_a_cheap_mode_joins_its_workloads_rounds_at_one_round_fewer():
     both, rather than eager left at the look's 3 pairs."""
     plan, skipped = _two_modes_funded(9.0, 3, {"compiled": 10, "eager": 40}, 57.0)
     assert plan == {"m": (6, {"eager", "compiled"})} and skipped == []
+
+
+def test_a_steady_state_its_host_instructions_decided_gets_no_rounds_and_says_why():
+    """+5 % host instructions per call beside a time that leans the same way but cannot tell:
+    the counts decide it, so no rounds are spent on it; a time leaning against its counts,
+    or a first call (which they do not count), is still funded."""
+    from stages.core.records.rows import Change, CompareRecord, Row
+    from stages.judge.adaptive import cost_note
+
+    def timing(workload, metric, ratio):
+        return Row("bench", "cpu-fp32", workload, "eager", metric, Verdict.INCONCLUSIVE.value,
+                   change=Change(ratio, ratio * 0.97, ratio * 1.03, 0.95, 0.2, 4, 4, 0.02,
+                                 "paired t", needed=9))
+
+    def counted(workload, now):
+        return Row("bench", "cpu-fp32", workload, "eager", "instructions",
+                   Verdict.REGRESSED.value, base=100.0, now=now, delta=0.01)
+    rows = (timing("more", "steady_s", 1.04), counted("more", 105.0),
+            timing("more", "first_call_s", 1.04),
+            timing("against", "steady_s", 0.97), counted("against", 105.0),
+            timing("plain", "steady_s", 1.04))
+    wanted = pending_units(CompareRecord("HEAD", True, 0.05, len(rows), rows=rows), 12)
+    assert {(p.workload, p.metric) for p, _ in wanted} == {
+        ("more", "first_call_s"), ("against", "steady_s"), ("plain", "steady_s")}
+    cfg = config.parse(RAW)
+    record = measure_bench(cfg, cfg.cells()[0], run=fake_worker(
+        {"quiet": 0.01, "noisy": 0.01}, random.Random(0), wall_s=1.0))
+    renamed = [dataclasses.replace(r, workload="quiet") for r in rows[:2]]
+    note = cost_note(renamed[0], record, cfg.bench, renamed[1])
+    assert "its host instructions moved +5.0 % and decide it" in note, note
+    assert "its host instructions" not in cost_note(renamed[0], record, cfg.bench, None)

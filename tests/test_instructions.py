@@ -1,6 +1,6 @@
 """Host instructions per call (measure.callgrind): counted under valgrind in a counts process
-per workload and arm after the timings, the same in two processes of the same code to ~0.01 %,
-judged within a band (stats.delta.instructions, 1 %): beyond it REGRESSED or IMPROVED, counts
+per workload and arm after the first timings, the same in two processes of the same code to
+~0.01 %, judged within a band (stats.delta.instructions, 1 %): beyond it REGRESSED or IMPROVED, counts
 taken another way NOT COMPARABLE, a count the baseline had and this run lost never green."""
 from __future__ import annotations
 
@@ -168,6 +168,46 @@ def test_one_counts_process_per_workload_after_every_timing_in_the_shared_cache(
     assert counts["b"][0] == ("eager",)
     assert record.instructions is None
     assert record.workloads["a"].counts[0].modes["compiled"].instructions == 1000
+
+
+def test_counts_come_before_the_adaptive_rounds_which_they_spare_where_they_decide(
+        monkeypatch):
+    """A unit 4 % slower in time, too noisy to tell in 3 processes: with its host
+    instructions +5 % (beyond the 1 % band) its counts decide it and no round is added; with
+    the same instructions, the rounds go to its time."""
+    from stages.core.records.inputs import RecordPair, RunInputs
+    from stages.judge.adaptive import pending_units
+    from stages.judge.run import compare_run
+    monkeypatch.setattr(cells.callgrind, "missing", lambda: None)
+    cfg = config.parse({**RAW, "workload": {"a": {"_target_": "x.a"}},
+                        "matrix": {"modes": ["eager"]}, "stats": {"run_spread": 0.0},
+                        "bench": {**RAW["bench"], "adaptive_budget_s": 600, "max_looks": 2,
+                                  "max_processes": 12}})
+    cell = cfg.cells()[0]
+
+    def worker(slower, instructions, seen):
+        rng = random.Random(1)
+
+        def run(job, timeout_s, python=None, fresh_compile_cache=True):
+            seen.append(job.kind)
+            if job.kind == "instructions":
+                return {"status": "OK", "counter": dataclasses.asdict(COUNTER), "modes": {
+                    m: {"status": "OK", "instructions": instructions} for m in job.modes}}
+            level = slower * rng.lognormvariate(0, 0.05) * 1e-3
+            return {"status": "OK", "sentinel": {"python_loop_s": 0.02}, "modes": {
+                m: {"status": "OK", "steady_s": [level] * 3, "first_call_s": 0.1}
+                for m in job.modes}}
+        return run
+    base = measure_bench(cfg, cell, run=worker(1.0, 1000, []))
+
+    def pending(record):
+        return pending_units(compare_run(cfg, RunInputs("HEAD", "0" * 40, {
+            ("bench", cell.name): RecordPair(record, base)})), cfg.bench.max_processes)
+    for instructions, rounds in ((1050, 0), (1000, True)):
+        seen = []
+        now = measure_bench(cfg, cell, run=worker(1.04, instructions, seen), pending=pending)
+        assert seen[:4] == ["bench"] * 3 + ["instructions"], seen
+        assert bool(now.adaptive_processes) == bool(rounds), (instructions, seen)
 
 
 def test_without_valgrind_auto_says_why_in_one_line_and_always_stops_before_measuring(

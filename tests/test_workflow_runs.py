@@ -79,6 +79,10 @@ echo "pip $*" >> "$FAKE_CALLS"
 UV = """#!/usr/bin/env bash
 echo "uv $*" >> "$FAKE_CALLS"
 """
+# A hosted runner's sudo: what it would install is logged, not installed.
+SUDO = """#!/usr/bin/env bash
+echo "sudo $*" >> "$FAKE_CALLS"
+"""
 # The GPU box's python3: `-m venv` makes an empty venv (so that pip stays the stand-in).
 PYTHON3 = """#!/bin/sh
 if [ "$1 $2" = "-m venv" ]; then mkdir -p "$3/bin" && : > "$3/bin/activate" && exit 0; fi
@@ -111,7 +115,7 @@ def site(tmp_path, github):
     tools.mkdir()
     python = '#!/bin/sh\nexec "{python}" "$@"\n'
     for name, script in (("dvc", DVC), ("pip", PIP), ("uv", UV), ("python", python),
-                         ("python3", PYTHON3), ("gh", GH)):
+                         ("python3", PYTHON3), ("gh", GH), ("sudo", SUDO)):
         (tools / name).write_text(script.replace("{python}", sys.executable))
         (tools / name).chmod(0o755)
     (tmp_path / "home").mkdir()
@@ -187,12 +191,13 @@ def test_a_pull_request_from_this_repository_gets_one_comment_edited_by_later_ru
     assert "[Every tested change (picture)](https://github.com/owner/name/actions/runs/" in \
         checked.summary
     # The committed parameter the pull request changes, and not the check's own composition
-    # (matrix=smoke, baseline.rev=<base>) that the work tree holds.
+    # (matrix=pr, baseline.rev=<base>, baseline.code=<base>) that the work tree holds.
     body = comment["body"]
     params = body[body.index("## Parameters this pull request changes"):]
-    assert "bench.seed" in params and "baseline.rev" not in params and "smoke" not in params
+    assert "bench.seed" in params and "baseline." not in params and "matrix" not in params
     composed = yaml.safe_load((checked.workspace / "params.yaml").read_text())
-    assert composed["baseline"] == {"rev": base, "measure": "rebuild"}
+    # The rebuilt baseline runs the base's code, whichever commit main's writer measured.
+    assert composed["baseline"] == {"rev": base, "code": base, "measure": "rebuild"}
     assert composed["machine"]["name"] == "ci-cpu"          # TORCHGATE_MACHINE
     assert "**Passed:** 2 OK" in checked.summary            # the run's page
     run, checked, _ = check(runner, base, head, summary="**Passed:** 3 OK")
@@ -383,7 +388,7 @@ def test_the_writer_commits_its_reports_to_its_own_branch_and_main_stays_protect
     job = writer(runner, race=str(other))
     composed = yaml.safe_load((job.workspace / "params.yaml").read_text())
     assert composed["baseline"]["rev"] == base, "a first run: its own commit, no reports"
-    assert composed["matrix"]["name"] == "smoke"
+    assert composed["matrix"]["name"] == "pr", "the baseline the checks compare against"
     assert git("rev-parse", "main", cwd=origin).stdout.strip() == base, "main is untouched"
     top = git("rev-parse", "torchgate/ci-cpu", cwd=origin).stdout.strip()
     assert parents(origin, top) == [base, raced], "committed again on the tip that moved"
@@ -425,7 +430,7 @@ def test_the_writer_commits_its_reports_to_its_own_branch_and_main_stays_protect
     _, checked, _ = check(runner, base, head)
     assert checked.result == "success", [(s.name, s.output[-2000:]) for s in checked.steps]
     composed = yaml.safe_load((checked.workspace / "params.yaml").read_text())
-    assert composed["baseline"] == {"rev": top, "measure": "rebuild"}
+    assert composed["baseline"] == {"rev": top, "code": base, "measure": "rebuild"}
     assert f"(its baseline: {top[:10]} on torchgate/ci-cpu)" in mine(github)[0]["body"]
     assert ("Main's newest pages on this machine, with their pictures: [torchgate-pages/ci-cpu]"
             f"(https://github.com/{REPO}/blob/torchgate-pages/ci-cpu/reports/ci-cpu/summary.md)"

@@ -6,6 +6,12 @@ whole run, in compare (`judge.run`). Every look is tested at alpha / max_looks, 
 early on a lucky look cannot inflate the false-alarm rate. The launcher (launch.cells.fund)
 gives an undecided timing the processes its look says would decide it (at least a batch, at
 most bench.max_processes), the units those can decide first, within the budget.
+
+A steady state whose host instructions per call moved beyond their band, the way its time
+leans, is decided by its counts (a count of work repeats where a shared machine's time does
+not): more time would not change what the run says of it, so the rounds go to units the
+counts cannot tell (a time that moved while the work did not, or against it). Counts are
+therefore taken before the adaptive rounds (launch.cells).
 """
 from __future__ import annotations
 
@@ -24,9 +30,11 @@ def pending_units(result: CompareRecord, max_processes: int) -> list[tuple[Pendi
     (lock-step pairs) that would decide it, and REGRESSED ones (None), to be confirmed with a
     fresh batch (a noisy, bimodal cell whose few processes happened to split between its
     modes does not survive one). How many the launcher adds is its `fund`'s choice."""
-    found = []
+    found, counted = [], decided_by_counts(result.rows)
     for row in result.rows:
         if row.stage != "bench" or row.metric not in TIMINGS or row.change is None:
+            continue
+        if _agrees(counted.get((row.cell, row.workload, row.mode)), row):
             continue
         undecided = row.verdict == Verdict.INCONCLUSIVE and row.change.needed is not None
         if (undecided or row.verdict == Verdict.REGRESSED) and row.change.n_now < max_processes:
@@ -36,10 +44,28 @@ def pending_units(result: CompareRecord, max_processes: int) -> list[tuple[Pendi
     return found
 
 
-def cost_note(row: Row, record: BenchRecord | None, bench: BenchSettings) -> str | None:
+def decided_by_counts(rows) -> dict[tuple[str, str, str], Row]:
+    """(cell, workload, mode) -> its host instructions row, where they moved beyond their
+    band (REGRESSED or IMPROVED)."""
+    return {(r.cell, r.workload, r.mode): r for r in rows
+            if r.stage == "bench" and r.metric == "instructions"
+            and r.verdict in (Verdict.REGRESSED, Verdict.IMPROVED)}
+
+
+def _agrees(counted: Row | None, timing: Row) -> bool:
+    """Whether a steady state leans the way its unit's decisive counts of a call moved (a
+    first call's compile and the warm-up are not what they count)."""
+    if counted is None or timing.change is None or timing.metric != "steady_s":
+        return False
+    return (timing.change.ratio > 1) == (counted.verdict == Verdict.REGRESSED)
+
+
+def cost_note(row: Row, record: BenchRecord | None, bench: BenchSettings,
+              counted: Row | None = None) -> str | None:
     """For a timing left INCONCLUSIVE whose test says how many processes would decide it:
     how many more, what they would take in wall time (from this run's processes), and which
-    of adaptive sampling's limits kept them out; None for any other row."""
+    of adaptive sampling's limits kept them out (`counted`: its unit's decisive host
+    instructions row, if any); None for any other row."""
     c = row.change
     if (row.stage != "bench" or row.metric not in TIMINGS or row.verdict != Verdict.INCONCLUSIVE
             or c is None or c.needed is None or record is None
@@ -60,6 +86,9 @@ def cost_note(row: Row, record: BenchRecord | None, bench: BenchSettings) -> str
         2 if ab is not None and not ab.interleaved else 1)
     total = more * one
     limits = []
+    if _agrees(counted, row):
+        limits.append(f"its host instructions moved {_percent(counted)} and decide it: "
+                      "adaptive rounds go to units the counts cannot tell")
     if c.needed > bench.max_processes:
         limits.append(f"bench.max_processes is {bench.max_processes}")
     if bench.adaptive_budget_s <= 0:
@@ -74,9 +103,16 @@ def cost_notes(rows: tuple[Row, ...], records: dict[str, BenchRecord],
                bench: BenchSettings) -> tuple[Row, ...]:
     """The rows with `cost_note` added where it applies; `records`: cell -> this run's bench
     record."""
+    counted = decided_by_counts(rows)
     return tuple(dataclasses.replace(row, note="; ".join(filter(None, [row.note, note])))
-                 if (note := cost_note(row, records.get(row.cell), bench)) else row
-                 for row in rows)
+                 if (note := cost_note(row, records.get(row.cell), bench,
+                                       counted.get((row.cell, row.workload, row.mode))))
+                 else row for row in rows)
+
+
+def _percent(row: Row) -> str:
+    return (f"{(row.now / row.base - 1) * 100:+.1f} %" if row.base and row.now is not None
+            else row.verdict)
 
 
 def _duration(seconds: float) -> str:

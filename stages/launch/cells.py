@@ -251,8 +251,9 @@ class CellRun:
     def count(self, recorded: dict[str, WorkloadRun] | None = None,
               recorded_at: str | None = None) -> None:
         """One counts process per workload and arm (measure.callgrind), for the modes that
-        ran: after every timing, whose machine they would load, as many at once as the
-        machine has cores (each runs one thread). Counts are a function of their inputs
+        ran: after the first rounds and before any adaptive one, never beside a timed process
+        (whose machine they would load), as many at once as the machine has cores (each runs
+        one thread). Counts are a function of their inputs
         (counts_key): a workload whose key a committed record (`recorded`, by key; from the
         reports at `recorded_at`) holds takes that record's counts, and one whose key another
         arm has is counted once for both. They compile into the inductor cache that numerics
@@ -520,16 +521,18 @@ def _measure_bench(cfg: Config, cell_run: CellRun, pending, arms: tuple[Arm, ...
     def record(**extra) -> BenchRecord:
         return bench_record(cell_run, note, rebuilt, unchanged=unchanged, **extra)
     extra: dict = {}
+    # Counted before the adaptive rounds, whose looks leave to the counts the units they
+    # decide (judge.adaptive); a counts process never runs beside a timed one.
+    if not cell_run.skipped:
+        extra["instructions"] = why_not
+        if why_not is None:
+            cell_run.count(recorded_counts(baseline), baseline_at)
     if not cell_run.skipped and pending is not None and cfg.bench.adaptive_budget_s > 0:
         extra["looks_planned"] = cfg.bench.max_looks
         before = sum(map(len, cell_run.results[cell_run.now].values()))
         extra["looks"] = tuple(extend(cell_run, pending, record))
         extra["adaptive_processes"] = sum(map(len, cell_run.results[cell_run.now].values())
                                           ) - before
-    if not cell_run.skipped:
-        extra["instructions"] = why_not
-        if why_not is None:
-            cell_run.count(recorded_counts(baseline), baseline_at)
     python = arms[-1].python if len(arms) > 1 else None
     if not rebuilt and python and not cell_run.skipped:
         extra["env_candidate"] = capture(python)
