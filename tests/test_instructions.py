@@ -103,6 +103,51 @@ def test_counts_taken_another_way_are_not_comparable_and_say_what_differs():
                           "DEFAULT (counts compare only with counts taken the same way)")
 
 
+def test_a_compiled_count_taken_in_another_cache_state_is_not_comparable_and_eager_is():
+    """Counts record the compile cache state each compiled mode was counted in; a side
+    counted in another state is NOT COMPARABLE, saying so, and the eager count beside it is
+    judged as usual."""
+    def taken(state, instructions):
+        counter = dataclasses.replace(COUNTER, settings=(
+            *COUNTER.settings, f"compiled compile: {state}"))
+        process = counted({"eager": 1000, "compiled": instructions}, counter)
+        return with_counts(process, modes=("eager", "compiled"))
+    base = taken("loaded from the compile cache", 1000)
+    now = taken("compiled in this process", 1015)      # the cache, not the code
+
+    def rows(now, base):
+        return {r.mode: r for r in bench_rows("c", now, base, DELTA, busy_share=BUSY)
+                if r.metric == "instructions"}
+    found = rows(now, base)
+    assert found["compiled"].verdict == Verdict.NOT_COMPARABLE
+    assert found["compiled"].note == (
+        "counted another way: settings compiled compile: compiled in this process, compiled "
+        "compile: loaded from the compile cache (counts compare only with counts taken the "
+        "same way)")
+    assert found["eager"].verdict == Verdict.EQUIVALENT
+    assert rows(taken("loaded from the compile cache", 1015), base)[
+        "compiled"].verdict == Verdict.REGRESSED
+
+
+def test_a_counts_process_starts_its_stack_at_one_place_whatever_its_paths():
+    """Arguments and environment padded to one size: a pid one digit wider, another arm's
+    worktree or venv, one variable more, leave where the stack starts where it was."""
+    base = {"PATH": "/usr/bin", "TMPDIR": "/tmp/runs/999-abc"}
+    sizes = set()
+    for python, job, extra in (("/usr/bin/python3", "/tmp/runs/999-abc/job.json", {}),
+                               ("/a/longer/venv/bin/python", "/tmp/runs/31337-abc/job.json",
+                                {"ONE_MORE": "1"})):
+        argv = [python, "-m", "stages.measure.worker", job]
+        env = callgrind.fixed_layout(argv, {**base, **extra})
+        strings, _ = callgrind._strings_and_pointers(argv, env)
+        assert strings % 8 == 0                         # no rounding left to move it
+        sizes.add(callgrind.stack_bytes(argv, env))
+        assert callgrind.fixed_layout(argv, env) == env     # padding again changes nothing
+    assert sizes == {callgrind.LAYOUT_BYTES}
+    huge = {"BIG": "x" * callgrind.LAYOUT_BYTES}
+    assert callgrind.fixed_layout(["p"], huge) == huge
+
+
 def test_a_count_lost_is_never_green():
     """A baseline that counted a unit: this run's counts process failing is FAILED (the gate
     fails), not counting here at all is NOT COMPARABLE with the record's reason; a first
@@ -263,6 +308,26 @@ def _job(layers: int, modes=("eager",)) -> Job:
     spec = WorkloadSpec("chain", "tests.count_workloads.chain", {"layers": layers})
     return Job("instructions", 0, DeviceSpec("cpu", "cpu"), PrecisionSpec("fp32", "float32"),
                (spec,), tuple(modes), Timing(3, 0.005, 0.02, 2, 1.0))
+
+
+@pytest.mark.slow       # a compile, cold, and its load from the cache
+def test_a_compiled_mode_is_counted_loaded_from_the_cache_whatever_the_cache_held(
+        tmp_path, monkeypatch):
+    """An empty compile cache: the counts process compiles, resets and counts the graph it
+    loads from the cache, the state a process that found the cache full counts in."""
+    import torch
+
+    from stages.measure import worker
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "empty"))
+    monkeypatch.setattr(worker, "_counted", lambda step, calls, client, dumps: (
+        [step() for _ in range(calls)], 1000 * calls)[1])
+    job = _job(3, modes=("compiled",))
+    found = worker.count_instructions(job, worker.workload_factory(job.workload.target),
+                                      torch.device("cpu"), "compiled", None, None)
+    assert found == (2000, None, "loaded from the compile cache")
+    eager = worker.count_instructions(job, worker.workload_factory(job.workload.target),
+                                      torch.device("cpu"), "eager", None, None)
+    assert eager == (2000, None, None)
 
 
 @pytest.mark.slow       # two processes under valgrind, ~20 s each

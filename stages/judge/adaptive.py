@@ -7,10 +7,10 @@ early on a lucky look cannot inflate the false-alarm rate. The launcher (launch.
 gives an undecided timing the processes its look says would decide it (at least a batch, at
 most bench.max_processes), the units those can decide first, within the budget.
 
-A steady state whose host instructions per call moved beyond their band, the way its time
-leans, is decided by its counts (a count of work repeats where a shared machine's time does
-not): more time would not change what the run says of it, so the rounds go to units the
-counts cannot tell (a time that moved while the work did not, or against it). Counts are
+A steady state or warm-up whose host instructions per call moved beyond their band, the way
+its time leans, is decided by its counts (a count of work repeats where a shared machine's
+time does not): more time would not change what the run says of it, so the rounds go to units
+the counts cannot tell (a time that moved while the work did not, or against it). Counts are
 therefore taken before the adaptive rounds (launch.cells).
 """
 from __future__ import annotations
@@ -23,6 +23,8 @@ from stages.core.records.cost import process_seconds
 from stages.core.records.rows import CompareRecord, Row
 from stages.core.records.schema import BenchRecord, Pending
 from stages.core.vocabulary import Verdict
+
+CALLS = ("steady_s", "warmup_s")     # the timings made of calls whose work a count counts
 
 
 def pending_units(result: CompareRecord, max_processes: int) -> list[tuple[Pending, int | None]]:
@@ -53,9 +55,9 @@ def decided_by_counts(rows) -> dict[tuple[str, str, str], Row]:
 
 
 def _agrees(counted: Row | None, timing: Row) -> bool:
-    """Whether a steady state leans the way its unit's decisive counts of a call moved (a
-    first call's compile and the warm-up are not what they count)."""
-    if counted is None or timing.change is None or timing.metric != "steady_s":
+    """Whether a steady state or warm-up, timings of calls, leans the way its unit's decisive
+    counts of a call moved (a first call's compile is not what they count)."""
+    if counted is None or timing.change is None or timing.metric not in CALLS:
         return False
     return (timing.change.ratio > 1) == (counted.verdict == Verdict.REGRESSED)
 

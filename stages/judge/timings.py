@@ -319,8 +319,8 @@ def _banded_row(key: dict, found: Metric, base: BenchRecord, now: BenchRecord,
         return draft(**key, metric=found.name, verdict=Verdict.NOT_COMPARABLE, base=max(b),
                      note=f"counted in the baseline, not in this run: "
                           f"{now.instructions or 'no counts process ran for it'}")
-    ways = [next((p.counter for p in _counts(r, workload) if p.counter is not None), None)
-            for r in (base, now)]
+    ways = [next((p.counter.of_mode(mode) for p in _counts(r, workload)
+                  if p.counter is not None), None) for r in (base, now)]
     if ways[0] is not None and ways[1] is not None and ways[0].key != ways[1].key:
         return draft(**key, metric=found.name, verdict=Verdict.NOT_COMPARABLE, base=max(b),
                      now=max(n), note="counted another way: " + counter_change(*ways))

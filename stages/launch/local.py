@@ -71,8 +71,9 @@ class _Worker:
         argv = [python or sys.executable, "-m", "stages.measure.worker", str(job_path),
                 str(self.result_path)]
         if job.kind == "instructions":          # a counts process (measure.callgrind)
+            client = argv
             argv, pins = callgrind.command(argv, tmp / "callgrind")
-            env.update(pins)
+            env = callgrind.fixed_layout(client, {**env, **pins})
         self.started = time.perf_counter()
         self.ended = False
         with open(self.stderr_path, "wb") as err, open(os.devnull, "wb") as out:

@@ -5,9 +5,11 @@ differ by 5-20 % on a shared machine.
 The launcher starts a counts worker under `command()`: cache simulation off (instruction
 counts only), instrumentation and collection off from the start (importing torch under full
 instrumentation takes four times as long), address-space randomization off, one thread, a
-fixed hash seed. The worker builds and warms each mode up at valgrind's uninstrumented speed,
-then switches instrumentation on (a client request, `Client`), collects exactly the counted
-calls with the garbage collector off, and dumps them; `totals` reads a dump.
+fixed hash seed, its arguments and environment padded to one size (`fixed_layout`). The
+worker builds and warms each mode up at valgrind's uninstrumented speed, then switches
+instrumentation on (a client request, `Client`), collects exactly the counted calls with the
+garbage collector off, and dumps them; `totals` reads a dump. A compiled mode is counted with
+its graphs loaded from the compile cache (measure.worker.count_instructions).
 
 Valgrind's emulated CPU offers torch fewer vector extensions than the host (no AVX-512), so
 the counted code path is not the native one: counts compare with counts taken the same way
@@ -59,6 +61,39 @@ def version() -> str | None:
     return out.removeprefix("valgrind-") or None
 
 
+# The client's stack starts below its argument and environment strings and the pointers to
+# them: a process whose paths are 2 bytes longer (another pid's width, another arm's worktree
+# or venv) counts ~140 more instructions a call, an alignment effect. The counts process gets
+# a variable that pads them to one size, so its stack starts at the same address in every run
+# and arm: a constant, not a value chosen by where the run happened to live.
+LAYOUT_PAD = "TORCHGATE_LAYOUT_PAD"
+LAYOUT_BYTES = 1 << 16     # a string may be 128 KiB (MAX_ARG_STRLEN)
+
+
+def stack_bytes(argv: list[str], env: dict[str, str]) -> int:
+    """The bytes argv and env take at the top of a new process's stack: their strings (each
+    with its NUL; the program's path twice, as argv[0] and AT_EXECFN) rounded to a word, and a
+    pointer each with the two NULL ones (valgrind's client stack, coregrind m_initimg)."""
+    strings, pointers = _strings_and_pointers(argv, env)
+    return -(-strings // 8) * 8 + pointers
+
+
+def _strings_and_pointers(argv: list[str], env: dict[str, str]) -> tuple[int, int]:
+    strings = sum(len(a.encode()) + 1 for a in argv) + len(argv[0].encode()) + 1 + sum(
+        len(k.encode()) + len(v.encode()) + 2 for k, v in env.items())
+    return strings, 8 * (len(argv) + len(env) + 2)
+
+
+def fixed_layout(argv: list[str], env: dict[str, str]) -> dict[str, str]:
+    """`env` with LAYOUT_PAD sized so that `stack_bytes` is LAYOUT_BYTES, its strings filling
+    their words exactly (argv: the client's command, as the counted program receives it). An
+    environment already larger is left as it is: its count then moves with its size."""
+    env = {k: v for k, v in env.items() if k != LAYOUT_PAD}
+    strings, pointers = _strings_and_pointers(argv, {**env, LAYOUT_PAD: ""})
+    short = LAYOUT_BYTES - pointers - strings
+    return {**env, LAYOUT_PAD: "x" * short} if short >= 0 else env
+
+
 def pinned() -> dict[str, str]:
     return {**PINNED, **(X86_CAPABILITY if client_requests_supported() else {})}
 
@@ -77,7 +112,9 @@ def command(argv: list[str], dumps: Path) -> tuple[list[str], dict[str, str]]:
 def settings() -> tuple[str, ...]:
     """What a count's record says about how it was taken (read in the counts process)."""
     return (*options_for_machine(), *(f"{k}={os.environ.get(k)}" for k in sorted(pinned())),
-            "ASLR off" if _aslr_off() else "ASLR on")
+            "ASLR off" if _aslr_off() else "ASLR on",
+            f"stack strings padded to {LAYOUT_BYTES} bytes" if LAYOUT_PAD in os.environ
+            else "stack strings unpadded")
 
 
 def _aslr_off() -> bool:

@@ -34,6 +34,21 @@ def reset_dynamo() -> None:
     metrics.reset()
 
 
+def compile_source() -> str:
+    """How the graphs compiled since `reset_dynamo` came to be, by the compile caches'
+    counters: "loaded from the compile cache" (hits only), "compiled in this process"
+    (misses only), "partly loaded" (both), "not cached" (the caches bypassed or off)."""
+    from torch._dynamo.utils import counters
+    hits = counters["inductor"]["fxgraph_cache_hit"] + counters["aot_autograd"][
+        "autograd_cache_hit"]
+    misses = counters["inductor"]["fxgraph_cache_miss"] + counters["aot_autograd"][
+        "autograd_cache_miss"]
+    if hits and misses:
+        return "partly loaded"
+    return ("loaded from the compile cache" if hits else
+            "compiled in this process" if misses else "not cached")
+
+
 def inductor_counts() -> dict:
     """The kernels inductor generated since `reset_dynamo`, and the bytes they access by its
     own count, as ModeTiming fields. Exact and the same in every process: a compile cache's

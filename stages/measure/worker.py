@@ -27,7 +27,13 @@ from stages.core.config.targets import load_target
 from stages.core.records import dumps, write_text
 from stages.core.records.job import IMPORTED, Job
 from stages.core.records.outputs import Coverage, FreshOutputs, ModeOutputs, VersusEager
-from stages.core.records.schema import BenchProcess, Counter, ModeTiming, NumericsProcess
+from stages.core.records.schema import (
+    COMPILE_STATE,
+    BenchProcess,
+    Counter,
+    ModeTiming,
+    NumericsProcess,
+)
 from stages.core.typed import from_data, to_data
 from stages.core.vocabulary import Status
 from stages.measure import callgrind
@@ -50,7 +56,7 @@ from stages.measure.device import (
     resolve_device,
     sync_for,
 )
-from stages.measure.dynamo import DynamoLog, inductor_counts, reset_dynamo
+from stages.measure.dynamo import DynamoLog, compile_source, inductor_counts, reset_dynamo
 from stages.measure.energy import SHORT_FOR_TICKS, busy_share, open_meter
 from stages.measure.gpu_timing import GpuProcess
 from stages.measure.ops import count_work, kernel_launches, op_coverage
@@ -260,39 +266,57 @@ def run_instructions(job: Job) -> BenchProcess:
     factory = workload_factory(job.workload.target)
     dumps = callgrind.Dumps()
     calls = job.timing.instruction_calls
-    modes = {}
+    modes, states = {}, []
     for mode in job.modes:
         try:
-            calls_total, compile_total = count_instructions(job, factory, device, mode, client,
-                                                            dumps)
+            calls_total, compile_total, state = count_instructions(job, factory, device, mode,
+                                                                   client, dumps)
             modes[mode] = ModeTiming(Status.OK, instructions=round(calls_total / calls),
                                      compile_instructions=compile_total)
+            states += [f"{mode}{COMPILE_STATE}{state}"] if state else []
         except Exception as exc:    # one mode failing must not hide the others
             modes[mode] = ModeTiming(*failure(exc))
     counter = Counter("callgrind", os.environ.get(callgrind.VERSION),
-                      torch.backends.cpu.get_cpu_capability(), callgrind.settings(), calls,
-                      torch.get_num_threads())
+                      torch.backends.cpu.get_cpu_capability(),
+                      (*callgrind.settings(), *states), calls, torch.get_num_threads())
     return BenchProcess(Status.OK, modes=modes, counter=counter)
 
 
 def count_instructions(job: Job, factory, device, mode: str, client: callgrind.Client,
-                       dumps: callgrind.Dumps) -> tuple[int, int | None]:
-    """(the instructions of the counted calls, of the compile where it is counted)."""
+                       dumps: callgrind.Dumps) -> tuple[int, int | None, str | None]:
+    """(the instructions of the counted calls, of the compile where it is counted, the
+    compile cache state they were counted in: None for eager).
+
+    A compiled mode is counted in one state whatever the cache held: compiled (or loaded)
+    once, dynamo reset, built again and loaded from the cache. A graph compiled in the
+    process counts 0.9-1.6 % more a call than one loaded, so counts taken before and after a
+    cache was filled, cleared or keyed anew would differ by the cache, not the code."""
     dtype = getattr(torch, job.precision.dtype)
     compiled = mode != "eager"
+
+    def built():
+        if compiled:
+            reset_dynamo()
+        random.seed(job.seed)
+        torch.manual_seed(job.seed)
+        return build(job, factory, device, dtype, mode)
+    workload = built()
+    compile_count, state = None, None
     if compiled:
-        reset_dynamo()
-    random.seed(job.seed)
-    torch.manual_seed(job.seed)
-    workload = build(job, factory, device, dtype, mode)
-    compile_count = None
-    if compiled and job.timing.instructions_compile:
-        compile_count = _counted(workload.step, 1, client, dumps)
+        workload.step()                      # compiles, or loads what the cache holds
+        del workload
+        workload = built()
+        if job.timing.instructions_compile:
+            compile_count = _counted(workload.step, 1, client, dumps)
+        else:
+            workload.step()
+        state = compile_source()
     else:
-        workload.step()                      # the first call compiles
+        workload.step()
     for _ in range(job.timing.min_warmup_calls):
         workload.step()
-    return _counted(workload.step, job.timing.instruction_calls, client, dumps), compile_count
+    return (_counted(workload.step, job.timing.instruction_calls, client, dumps),
+            compile_count, state)
 
 
 def _counted(step, calls: int, client: callgrind.Client, dumps: callgrind.Dumps) -> int:

@@ -11,6 +11,7 @@ differently. Imports the standard library only (the worker runs with torch alone
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -315,6 +316,10 @@ class Waiting:
         return self.cpu_s / self.seconds if self.seconds > 0 else 0.0
 
 
+# A counts process's setting that says which compile cache state a mode was counted in.
+COMPILE_STATE = " compile: "
+
+
 @dataclass(frozen=True)
 class Counter:
     """How a counts process counted host instructions: counts compare only with counts taken
@@ -330,6 +335,12 @@ class Counter:
     def key(self) -> tuple:
         return (self.tool, self.version, self.capability, self.settings, self.calls,
                 self.threads)
+
+    def of_mode(self, mode: str) -> "Counter":
+        """This counter as one mode's count was taken: less the other modes' compile cache
+        states (a `<mode> compile: …` setting, measure.worker.count_instructions)."""
+        return dataclasses.replace(self, settings=tuple(
+            s for s in self.settings if COMPILE_STATE not in s or s.startswith(f"{mode} ")))
 
 
 @dataclass(frozen=True)
