@@ -25,7 +25,7 @@ def test_one_graph_break_seen_by_three_stages_is_one_regression():
     assert breaks.stage == "bench + numerics + numerics vs rebuilt"
     assert tally(r.verdict for r in found) == "1 REGRESSED, 1 EQUIVALENT"
     record = CompareRecord("HEAD", True, 0.05, 1, rows=tuple(rows))
-    assert gate_failures(record, (Verdict.REGRESSED,)) == ["1 REGRESSED"]
+    assert gate_failures(record, (Verdict.REGRESSED,)) == ["1 REGRESSED (compiles more: 1)"]
 
 
 def test_the_most_serious_source_stands_for_the_finding_and_the_others_are_named():

@@ -44,8 +44,14 @@ def test_the_default_fails_on_regressed_and_failed_and_counts_them_in_one_line()
     slower = compared((record(seed=1, steady=1.2e-3), record(seed=2), None),
                       (record(status="CRASHED", error="worker killed by signal SIGSEGV: x"),
                        record(), None))
-    assert gate_failures(slower, DEFAULT) == ["1 REGRESSED, 1 FAILED"]
+    assert gate_failures(slower, DEFAULT) == ["1 REGRESSED (slower: 1), 1 FAILED"]
     assert gate_failures(slower, ("FAILED",)) == ["1 FAILED"]
+    # Which budget each regression spends: the code's work, the machine's time, memory.
+    rows = tuple(Row("bench", "cpu-fp32", "w", mode, metric, "REGRESSED") for mode, metric in (
+        ("eager", "instructions"), ("compiled", "instructions"), ("eager", "steady_s"),
+        ("eager", "peak_bytes")))
+    assert gate_failures(CompareRecord("HEAD", True, 0.05, 1, rows=rows), ("REGRESSED",)) == [
+        "4 REGRESSED (more memory: 1, more work: 2, slower: 1)"]
     assert gate_failures(slower, ()) == []
 
 
@@ -174,7 +180,7 @@ def test_the_gate_stage_exits_1_with_one_line_per_reason_and_0_when_off(tmp_path
     red = gate_stage(tmp_path, list(DEFAULT), rows)
     assert red.returncode == 1, red.stderr
     assert red.stderr.strip().splitlines() == [
-        f"torchgate gate: failed: 2 REGRESSED (see {tmp_path}/reports/test-box/summary.md)"]
+        f"torchgate gate: failed: 2 REGRESSED (slower: 2) (see {tmp_path}/reports/test-box/summary.md)"]
     off = gate_stage(tmp_path, [], rows)
     assert off.returncode == 0 and "torchgate gate: passed: gate.fail_on is empty" in off.stdout
     green = gate_stage(tmp_path, ["FAILED", NOTHING_COMPARABLE], rows)

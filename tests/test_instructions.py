@@ -1,6 +1,7 @@
 """Host instructions per call (measure.callgrind): counted under valgrind in a counts process
 per workload and arm after the first timings, the same in two processes of the same code to
-~0.01 %, judged within a band (stats.delta.instructions, 1 %): beyond it REGRESSED or IMPROVED, counts
+~1 %, judged against a margin (stats.delta.instructions, 2 %, at least 2,000 instructions):
+beyond it REGRESSED or IMPROVED, within half of it EQUIVALENT, between INCONCLUSIVE, counts
 taken another way NOT COMPARABLE, a count the baseline had and this run lost never green."""
 from __future__ import annotations
 
@@ -53,33 +54,55 @@ def row(now, base):
     return found[0] if found else None
 
 
-# ---- the band, with simulated counts whose truth is known ----------------------------------
+# ---- the margin, with simulated counts whose truth is known --------------------------------
+# The noise of a count, as measured: the same code counted in processes whose paths and
+# environment differ moved with an SD of 0.27 % at 640 k a call and 0.40 % at 66 k (8-11
+# processes; ranges 0.71 % and 1.16 %): drawn here as a relative SD of 0.3 % and 150
+# instructions, a little wider than seen at both sizes.
 
-def test_the_band_keeps_a_a_counts_equal_and_decides_five_percent_more_work():
-    """Counts of one workload in two processes differ by ~0.01 % (0.002-0.03 % measured);
-    simulated at five times that spread (0.05 %), 2000 A/A pairs are all EQUIVALENT, and a
-    change of ±5 % or more is REGRESSED or IMPROVED in every pair; within the band, 0.5 %
-    stays EQUIVALENT (a band, not a test: the verdict is the count's)."""
-    rng = random.Random(0)
-    n0 = 25_000_000
+def _noisy(rng: random.Random, n: float) -> int:
+    return round(n * rng.gauss(1, 3e-3) + rng.gauss(0, 150))
 
-    def pair(truth: float):
-        def draw(scale):
-            return with_counts(counted({"eager": round(n0 * scale * rng.gauss(1, 5e-4))}))
-        return row(draw(truth), draw(1.0))
 
-    verdicts = {truth: [pair(truth).verdict for _ in range(2000)]
-                for truth in (1.0, 1.005, 1.05, 0.95)}
-    assert set(verdicts[1.0]) == {Verdict.EQUIVALENT}
-    assert set(verdicts[1.005]) == {Verdict.EQUIVALENT}
-    assert set(verdicts[1.05]) == {Verdict.REGRESSED}
-    assert set(verdicts[0.95]) == {Verdict.IMPROVED}
-    decided = pair(1.05)
-    assert decided.delta == 0.01 and 1.04 < decided.now / decided.base < 1.06
+def _verdicts(rng: random.Random, n0: int, truth: float, pairs: int) -> dict[str, float]:
+    found = [row(with_counts(counted({"eager": _noisy(rng, n0 * truth)})),
+                 with_counts(counted({"eager": _noisy(rng, n0)}))).verdict
+             for _ in range(pairs)]
+    return {v: found.count(v) / pairs for v in set(found)}
+
+
+@pytest.mark.parametrize("n0", [93_000, 1_000_000, 100_000_000])
+def test_the_margin_keeps_a_a_counts_and_decides_five_percent_more_work(n0):
+    """Per unit a margin max(2 %, 2,000 instructions): at 93 k, 1 M and 100 M a call, 4,000
+    simulated A/A pairs are never REGRESSED or IMPROVED and EQUIVALENT in at least 97 % (the
+    rest INCONCLUSIVE: a layout's wobble, said as such); ±5 % work is REGRESSED or IMPROVED
+    in every pair, and +1 % never REGRESSED where it cannot be told from the wobble."""
+    rng = random.Random(n0)
+    same = _verdicts(rng, n0, 1.0, 4000)
+    assert Verdict.REGRESSED not in same and Verdict.IMPROVED not in same
+    assert same[Verdict.EQUIVALENT] >= 0.97, same
+    assert _verdicts(rng, n0, 1.05, 1000) == {Verdict.REGRESSED: 1.0}
+    assert _verdicts(rng, n0, 0.95, 1000) == {Verdict.IMPROVED: 1.0}
+    small = _verdicts(rng, n0, 1.01, 2000)
+    assert small.get(Verdict.REGRESSED, 0) <= 0.05, small      # a margin, not a test
+    decided = row(with_counts(counted({"eager": round(n0 * 1.05)})),
+                  with_counts(counted({"eager": n0})))
+    assert decided.delta == max(0.02, 2000 / n0)
+
+
+def test_a_count_between_half_its_margin_and_the_margin_is_inconclusive_and_says_why():
+    base = with_counts(counted({"eager": 1_000_000}))
+    found = row(with_counts(counted({"eager": 1_015_000})), base)
+    assert found.verdict == Verdict.INCONCLUSIVE
+    assert "moved +1.50 %, inside its margin of ±2.00 %" in found.note
+    assert row(with_counts(counted({"eager": 1_009_000})), base).verdict == Verdict.EQUIVALENT
+    assert row(with_counts(counted({"eager": 1_021_000})), base).verdict == Verdict.REGRESSED
+    tiny = with_counts(counted({"eager": 40_000}))       # 2,000 instructions: a 5 % margin
+    assert row(with_counts(counted({"eager": 41_600})), tiny).verdict == Verdict.INCONCLUSIVE
 
 
 def test_a_compile_that_does_more_work_is_regressed_beyond_its_own_band():
-    """bench.instructions_compile: a compiled mode's first call (warm caches), band 2 %."""
+    """bench.instructions_compile: a compiled mode's first call (warm caches), margin 2 %."""
     def side(n):
         return with_counts(BenchProcess("OK", counter=COUNTER, modes={"compiled": ModeTiming(
             "OK", instructions=1000, compile_instructions=n)}), modes=("compiled",))
@@ -90,7 +113,10 @@ def test_a_compile_that_does_more_work_is_regressed_beyond_its_own_band():
     assert rows["instructions"].verdict == Verdict.EQUIVALENT
     rows = {r.metric: r for r in bench_rows("c", side(5_050_000_000), side(5_000_000_000),
                                             DELTA, busy_share=BUSY)}
-    assert rows["compile_instructions"].verdict == Verdict.EQUIVALENT     # +1 %: in the band
+    assert rows["compile_instructions"].verdict == Verdict.INCONCLUSIVE   # +1 %: in the margin
+    rows = {r.metric: r for r in bench_rows("c", side(5_040_000_000), side(5_000_000_000),
+                                            DELTA, busy_share=BUSY)}
+    assert rows["compile_instructions"].verdict == Verdict.EQUIVALENT     # +0.8 %: well in
 
 
 def test_counts_taken_another_way_are_not_comparable_and_say_what_differs():
@@ -110,10 +136,10 @@ def test_a_compiled_count_taken_in_another_cache_state_is_not_comparable_and_eag
     def taken(state, instructions):
         counter = dataclasses.replace(COUNTER, settings=(
             *COUNTER.settings, f"compiled compile: {state}"))
-        process = counted({"eager": 1000, "compiled": instructions}, counter)
+        process = counted({"eager": 10**6, "compiled": instructions}, counter)
         return with_counts(process, modes=("eager", "compiled"))
-    base = taken("loaded from the compile cache", 1000)
-    now = taken("compiled in this process", 1015)      # the cache, not the code
+    base = taken("loaded from the compile cache", 10**6)
+    now = taken("compiled in this process", 1_015_000)      # the cache, not the code
 
     def rows(now, base):
         return {r.mode: r for r in bench_rows("c", now, base, DELTA, busy_share=BUSY)
@@ -125,7 +151,7 @@ def test_a_compiled_count_taken_in_another_cache_state_is_not_comparable_and_eag
         "compile: loaded from the compile cache (counts compare only with counts taken the "
         "same way)")
     assert found["eager"].verdict == Verdict.EQUIVALENT
-    assert rows(taken("loaded from the compile cache", 1015), base)[
+    assert rows(taken("loaded from the compile cache", 1_100_000), base)[
         "compiled"].verdict == Verdict.REGRESSED
 
 
@@ -187,7 +213,7 @@ RAW = {"device": {"cpu": {"type": "cpu"}}, "precision": {"fp32": {"dtype": "floa
                  "instructions": "always"}}
 
 
-def test_one_counts_process_per_workload_after_every_timing_in_the_shared_cache(monkeypatch):
+def test_one_counts_process_per_workload_after_every_timing_in_a_cache_of_its_own(monkeypatch):
     monkeypatch.setattr(cells.callgrind, "missing", lambda: None)
     cfg = config.parse(RAW)
     seen = []
@@ -208,8 +234,9 @@ def test_one_counts_process_per_workload_after_every_timing_in_the_shared_cache(
     assert kinds == ["bench"] * 6 + ["instructions"] * 2      # after every timed process
     counts = {name: (modes, fresh, cache, limit)
               for kind, name, modes, fresh, cache, limit in seen if kind == "instructions"}
-    # Not the timed processes' caches (native kernels): the shared one, kept across runs.
-    assert counts["a"] == (("eager", "compiled"), False, None, 900.0)
+    # Not the timed processes' caches (native kernels), nor one kept across runs: an empty
+    # one of its own, the one state a compiled mode is counted in.
+    assert counts["a"] == (("eager", "compiled"), True, None, 900.0)
     assert counts["b"][0] == ("eager",)
     assert record.instructions is None
     assert record.workloads["a"].counts[0].modes["compiled"].instructions == 1000
@@ -243,12 +270,12 @@ def test_counts_come_before_the_adaptive_rounds_which_they_spare_where_they_deci
                 m: {"status": "OK", "steady_s": [level] * 3, "first_call_s": 0.1}
                 for m in job.modes}}
         return run
-    base = measure_bench(cfg, cell, run=worker(1.0, 1000, []))
+    base = measure_bench(cfg, cell, run=worker(1.0, 10**6, []))
 
     def pending(record):
         return pending_units(compare_run(cfg, RunInputs("HEAD", "0" * 40, {
             ("bench", cell.name): RecordPair(record, base)})), cfg.bench.max_processes)
-    for instructions, rounds in ((1050, 0), (1000, True)):
+    for instructions, rounds in ((1_050_000, 0), (10**6, True)):
         seen = []
         now = measure_bench(cfg, cell, run=worker(1.04, instructions, seen), pending=pending)
         assert seen[:4] == ["bench"] * 3 + ["instructions"], seen
@@ -324,7 +351,7 @@ def test_a_compiled_mode_is_counted_loaded_from_the_cache_whatever_the_cache_hel
     job = _job(3, modes=("compiled",))
     found = worker.count_instructions(job, worker.workload_factory(job.workload.target),
                                       torch.device("cpu"), "compiled", None, None)
-    assert found == (2000, None, "loaded from the compile cache")
+    assert found == (2000, None, "compiled in this process, then loaded from the compile cache")
     eager = worker.count_instructions(job, worker.workload_factory(job.workload.target),
                                       torch.device("cpu"), "eager", None, None)
     assert eager == (2000, None, None)

@@ -6,7 +6,7 @@ the report can show the gate's result without depending on the gate stage. Pure.
 from __future__ import annotations
 
 from stages.core.config.settings import NOTHING_COMPARABLE
-from stages.core.metrics import TIMINGS
+from stages.core.metrics import BY_NAME, TIMINGS, Family
 from stages.core.records.rows import CompareRecord, Row
 from stages.core.vocabulary import VERDICTS, Verdict
 from stages.judge.verdicts import UNUSABLE
@@ -82,12 +82,33 @@ def untested(record: CompareRecord) -> str | None:
     return "; ".join(notes[:2]) + more
 
 
+# Which budget a REGRESSED row spends: more work is the code's (counted, decided exactly or
+# within a margin), slower the machine's time under it (tested); each is its own fix.
+BUDGETS = {Family.WORK: "more work", Family.TIME: "slower", Family.LATENCY: "slower",
+           Family.GPU: "slower", Family.RANKS: "slower", Family.BREAKDOWN: "slower",
+           Family.ENERGY: "more energy", Family.MEMORY: "more memory",
+           Family.COMPILER: "compiles more"}
+
+
+def budget(row: Row) -> str:
+    """What a REGRESSED row says grew: more work, slower, more memory, compiles more; a
+    numerics row's is its numerics."""
+    found = BY_NAME.get(row.metric)     # a finding's stages: "bench + numerics"
+    return BUDGETS[found.family] if found is not None else row.stage.split(" ")[0]
+
+
 def gate_failures(record: CompareRecord, fail_on: tuple[str, ...]) -> list[str]:
-    """Why the run fails, one reason a line (the verdicts counted together); [] passes."""
+    """Why the run fails, one reason a line (the verdicts counted together, REGRESSED by the
+    budget it spends: "3 REGRESSED (more work: 2, slower: 1)"); [] passes."""
     failures = []
-    counted = _tally([r for r in record.findings() if r.verdict in fail_on])
+    failing = [r for r in record.findings() if r.verdict in fail_on]
+    counted = _tally(failing)
     if counted:
-        failures.append(counted)
+        spent = [budget(r) for r in failing if r.verdict == Verdict.REGRESSED]
+        split = ", ".join(f"{b}: {spent.count(b)}" for b in dict.fromkeys(sorted(spent)))
+        failures.append(counted.replace(f"{len(spent)} {Verdict.REGRESSED}",
+                                        f"{len(spent)} {Verdict.REGRESSED} ({split})", 1)
+                        if spent else counted)
     broken = unusable(record) if NOTHING_COMPARABLE in fail_on else None
     if broken:
         failures.append(broken)

@@ -324,7 +324,33 @@ def _banded_row(key: dict, found: Metric, base: BenchRecord, now: BenchRecord,
     if ways[0] is not None and ways[1] is not None and ways[0].key != ways[1].key:
         return draft(**key, metric=found.name, verdict=Verdict.NOT_COMPARABLE, base=max(b),
                      now=max(n), note="counted another way: " + counter_change(*ways))
-    return _ratio_rule(key, found.name, max(b), max(n), band)
+    return _margin_rule(key, found, max(b), max(n), band)
+
+
+def count_margin(found: Metric, count: float, relative: float) -> float:
+    """A count's margin, relative: counting the same code again (another process, arm, path
+    length or compile cache state) moves it by up to `found.floor` a call, a large share of a
+    small count and nothing of a large one; `relative` (its δ) bounds it below."""
+    return max(relative, found.floor / count) if count > 0 else math.inf
+
+
+def _margin_rule(key: dict, found: Metric, base: float, now: float, relative: float) -> Draft:
+    """A count against its margin m (count_margin, of the smaller side): beyond ±m
+    REGRESSED or IMPROVED, within ±m/2 EQUIVALENT, between INCONCLUSIVE: a change the size
+    of what counting the same code again can move, which the count cannot tell from it."""
+    margin = count_margin(found, min(base, now), relative)
+    moved = math.log(now / base) if base > 0 and now > 0 else math.inf
+    edge = math.log1p(margin)
+    verdict, note = (Verdict.REGRESSED if moved > 0 else Verdict.IMPROVED), ""
+    if abs(moved) <= edge / 2:
+        verdict = Verdict.EQUIVALENT
+    elif abs(moved) <= edge:
+        verdict = Verdict.INCONCLUSIVE
+        note = (f"moved {math.expm1(moved) * 100:+.2f} %, inside its margin of ±"
+                f"{margin * 100:.2f} %: counting the same code again can move a count of this "
+                "size so far, so the count cannot tell so small a change of the code")
+    return draft(**key, metric=found.name, verdict=verdict, base=base, now=now, delta=margin,
+                 note=note)
 
 
 def counter_change(base, now) -> str:
@@ -481,7 +507,12 @@ COMPARED = (Verdict.EQUIVALENT, Verdict.REGRESSED, Verdict.IMPROVED)
 _TIME_SAYS = {Verdict.EQUIVALENT: "moved by less than δ",
               Verdict.INCONCLUSIVE: "is INCONCLUSIVE: at this machine's noise the time cannot "
                                     "tell",
-              Verdict.NOT_COMPARABLE: "could not be compared (its row says why)"}
+              Verdict.NOT_COMPARABLE: "could not be compared (its row says why)",
+              # Counts run valgrind's AVX2 path (measure.callgrind), the time the host's own:
+              # more counted work can be a native kernel that runs faster here.
+              Verdict.IMPROVED: "is IMPROVED: faster on this machine for more work counted "
+                                "under valgrind, whose CPU (AVX2) takes other kernels than "
+                                "this host's; read both before accepting either"}
 
 
 def read_time_by_work(rows: tuple[Row, ...]) -> tuple[Row, ...]:

@@ -305,10 +305,10 @@ class CellRun:
                  "minutes each (valgrind runs a call many times slower; "
                  "bench.instructions=never skips the counts)")
 
-        def counted(item):
+        def counted(item):      # an empty compile cache: one state (count_instructions)
             arm, name, job = item
             return self.run(job, timeout_s=self.cfg.bench.instructions_timeout_s,
-                            python=arm.python, fresh_compile_cache=False)
+                            python=arm.python, fresh_compile_cache=True)
         with ThreadPoolExecutor(max_workers=at_once) as pool:
             for (arm, name, _), raw in zip(jobs, pool.map(counted, jobs)):
                 result = parsed("instructions", raw, f"{self.cell.name} {name} counts process")

@@ -287,10 +287,12 @@ def count_instructions(job: Job, factory, device, mode: str, client: callgrind.C
     """(the instructions of the counted calls, of the compile where it is counted, the
     compile cache state they were counted in: None for eager).
 
-    A compiled mode is counted in one state whatever the cache held: compiled (or loaded)
-    once, dynamo reset, built again and loaded from the cache. A graph compiled in the
-    process counts 0.9-1.6 % more a call than one loaded, so counts taken before and after a
-    cache was filled, cleared or keyed anew would differ by the cache, not the code."""
+    A compiled mode is counted in one state: compiled in the process (the launcher gives a
+    counts process an empty compile cache), dynamo reset, built again and loaded from the
+    cache it just wrote. A graph compiled in the process counts 0.9-1.6 % more a call than one
+    loaded, and one loaded where the process compiled nothing before 0.9-1.3 % less than one
+    loaded after its compile: counts taken before and after a cache was filled, cleared or
+    keyed anew would differ by the cache, not the code. The state says both builds'."""
     dtype = getattr(torch, job.precision.dtype)
     compiled = mode != "eager"
 
@@ -304,13 +306,14 @@ def count_instructions(job: Job, factory, device, mode: str, client: callgrind.C
     compile_count, state = None, None
     if compiled:
         workload.step()                      # compiles, or loads what the cache holds
+        first = compile_source()
         del workload
         workload = built()
         if job.timing.instructions_compile:
             compile_count = _counted(workload.step, 1, client, dumps)
         else:
             workload.step()
-        state = compile_source()
+        state = f"{first}, then {compile_source()}"
     else:
         workload.step()
     for _ in range(job.timing.min_warmup_calls):
