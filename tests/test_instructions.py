@@ -1,6 +1,6 @@
 """Host instructions per call (measure.callgrind): counted under valgrind in a counts process
 per workload and arm after the first timings, the same in two processes of the same code to
-~1 %, judged against a margin (stats.delta.instructions, 2 %, at least 2,000 instructions):
+~1 %, judged against a margin (stats.delta.instructions, 2 %, at least 3,000 instructions):
 beyond it REGRESSED or IMPROVED, within half of it EQUIVALENT, between INCONCLUSIVE, counts
 taken another way NOT COMPARABLE, a count the baseline had and this run lost never green."""
 from __future__ import annotations
@@ -56,12 +56,12 @@ def row(now, base):
 
 # ---- the margin, with simulated counts whose truth is known --------------------------------
 # The noise of a count, as measured: the same code counted in processes whose paths and
-# environment differ moved with an SD of 0.27 % at 640 k a call and 0.40 % at 66 k (8-11
-# processes; ranges 0.71 % and 1.16 %): drawn here as a relative SD of 0.3 % and 150
-# instructions, a little wider than seen at both sizes.
+# environment differ moved with an SD of 0.23 % at 640 k a call and 0.52 % at 66 k (8
+# processes; ranges 0.71 % and 1.31 %): drawn here as a relative SD of 0.3 % and 300
+# instructions, as wide as seen at both sizes or wider.
 
 def _noisy(rng: random.Random, n: float) -> int:
-    return round(n * rng.gauss(1, 3e-3) + rng.gauss(0, 150))
+    return round(n * rng.gauss(1, 3e-3) + rng.gauss(0, 300))
 
 
 def _verdicts(rng: random.Random, n0: int, truth: float, pairs: int) -> dict[str, float]:
@@ -73,21 +73,24 @@ def _verdicts(rng: random.Random, n0: int, truth: float, pairs: int) -> dict[str
 
 @pytest.mark.parametrize("n0", [93_000, 1_000_000, 100_000_000])
 def test_the_margin_keeps_a_a_counts_and_decides_five_percent_more_work(n0):
-    """Per unit a margin max(2 %, 2,000 instructions): at 93 k, 1 M and 100 M a call, 4,000
+    """Per unit a margin max(2 %, 3,000 instructions): at 93 k, 1 M and 100 M a call, 4,000
     simulated A/A pairs are never REGRESSED or IMPROVED and EQUIVALENT in at least 97 % (the
     rest INCONCLUSIVE: a layout's wobble, said as such); ±5 % work is REGRESSED or IMPROVED
-    in every pair, and +1 % never REGRESSED where it cannot be told from the wobble."""
+    in every pair from 1 M a call (99.8 % at 93 k, whose margin is 3.2 %), and +1 %, which
+    the wobble hides, REGRESSED in at most 5 % (1 % at 1 M)."""
     rng = random.Random(n0)
     same = _verdicts(rng, n0, 1.0, 4000)
     assert Verdict.REGRESSED not in same and Verdict.IMPROVED not in same
     assert same[Verdict.EQUIVALENT] >= 0.97, same
-    assert _verdicts(rng, n0, 1.05, 1000) == {Verdict.REGRESSED: 1.0}
-    assert _verdicts(rng, n0, 0.95, 1000) == {Verdict.IMPROVED: 1.0}
+    more, less = _verdicts(rng, n0, 1.05, 2000), _verdicts(rng, n0, 0.95, 2000)
+    assert more.get(Verdict.REGRESSED) >= (0.99 if n0 < 10**6 else 1), more
+    assert less.get(Verdict.IMPROVED) >= (0.99 if n0 < 10**6 else 1), less
+    assert Verdict.IMPROVED not in more and Verdict.REGRESSED not in less
     small = _verdicts(rng, n0, 1.01, 2000)
     assert small.get(Verdict.REGRESSED, 0) <= 0.05, small      # a margin, not a test
     decided = row(with_counts(counted({"eager": round(n0 * 1.05)})),
                   with_counts(counted({"eager": n0})))
-    assert decided.delta == max(0.02, 2000 / n0)
+    assert decided.delta == max(0.02, 3000 / n0)
 
 
 def test_a_count_between_half_its_margin_and_the_margin_is_inconclusive_and_says_why():
@@ -97,8 +100,8 @@ def test_a_count_between_half_its_margin_and_the_margin_is_inconclusive_and_says
     assert "moved +1.50 %, inside its margin of ±2.00 %" in found.note
     assert row(with_counts(counted({"eager": 1_009_000})), base).verdict == Verdict.EQUIVALENT
     assert row(with_counts(counted({"eager": 1_021_000})), base).verdict == Verdict.REGRESSED
-    tiny = with_counts(counted({"eager": 40_000}))       # 2,000 instructions: a 5 % margin
-    assert row(with_counts(counted({"eager": 41_600})), tiny).verdict == Verdict.INCONCLUSIVE
+    tiny = with_counts(counted({"eager": 60_000}))       # 3,000 instructions: a 5 % margin
+    assert row(with_counts(counted({"eager": 62_400})), tiny).verdict == Verdict.INCONCLUSIVE
 
 
 def test_a_compile_that_does_more_work_is_regressed_beyond_its_own_band():

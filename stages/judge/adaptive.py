@@ -7,7 +7,7 @@ early on a lucky look cannot inflate the false-alarm rate. The launcher (launch.
 gives an undecided timing the processes its look says would decide it (at least a batch, at
 most bench.max_processes), the units those can decide first, within the budget.
 
-A steady state or warm-up whose host instructions per call moved beyond their band, the way
+A steady state or warm-up whose host instructions per call moved beyond their margin, the way
 its time leans, is decided by its counts (a count of work repeats where a shared machine's
 time does not): more time would not change what the run says of it, so the rounds go to units
 the counts cannot tell (a time that moved while the work did not, or against it). Counts are
@@ -48,7 +48,7 @@ def pending_units(result: CompareRecord, max_processes: int) -> list[tuple[Pendi
 
 def decided_by_counts(rows) -> dict[tuple[str, str, str], Row]:
     """(cell, workload, mode) -> its host instructions row, where they moved beyond their
-    band (REGRESSED or IMPROVED)."""
+    margin (REGRESSED or IMPROVED)."""
     return {(r.cell, r.workload, r.mode): r for r in rows
             if r.stage == "bench" and r.metric == "instructions"
             and r.verdict in (Verdict.REGRESSED, Verdict.IMPROVED)}

@@ -1,6 +1,6 @@
 """Host instructions per call, counted under valgrind's callgrind: a count of the work the host
-does that two processes of the same code agree on to about 0.01 %, where their wall times
-differ by 5-20 % on a shared machine.
+does that two processes of the same code agree on to about 1 % (the heap's layout moves it;
+judge.timings gives it a margin), where their wall times differ by 5-20 % on a shared machine.
 
 The launcher starts a counts worker under `command()`: cache simulation off (instruction
 counts only), instrumentation and collection off from the start (importing torch under full
@@ -9,7 +9,7 @@ fixed hash seed, its arguments and environment padded to one size (`fixed_layout
 worker builds and warms each mode up at valgrind's uninstrumented speed, then switches
 instrumentation on (a client request, `Client`), collects exactly the counted calls with the
 garbage collector off, and dumps them; `totals` reads a dump. A compiled mode is counted with
-its graphs loaded from the compile cache (measure.worker.count_instructions).
+its graphs compiled in an empty cache and loaded back (measure.worker.count_instructions).
 
 Valgrind's emulated CPU offers torch fewer vector extensions than the host (no AVX-512), so
 the counted code path is not the native one: counts compare with counts taken the same way
