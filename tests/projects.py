@@ -1,13 +1,32 @@
 """What the tests share: the repository's root, the test machine's name, and a user's project
 made, entered and run as the user would (git, `dvc`, a stage's module)."""
+import functools
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@functools.cache
+def default_params() -> str:
+    """params.yaml as conf/ composes it with no overrides: the README's own `torchgate compose
+    matrix=smoke` rewrites the working copy, which the tests must not take for the defaults."""
+    from stages.compose import compose
+    with tempfile.TemporaryDirectory() as tmp:
+        compose(Path(tmp) / "params.yaml", [])
+        return (Path(tmp) / "params.yaml").read_text()
+
+
+def committed_params() -> str:
+    """params.yaml as this checkout's HEAD holds it (the working copy outside git)."""
+    found = subprocess.run(["git", "show", "HEAD:params.yaml"], cwd=ROOT, capture_output=True,
+                           text=True)
+    return found.stdout if found.returncode == 0 else (ROOT / "params.yaml").read_text()
 ENV_DVC_YAML = "reports/env/dvc.yaml"     # the env stage, with a lock file of its own
 MACHINE = "test-box"                      # every test's machine (TORCHGATE_MACHINE)
 REPORTS = Path("reports") / MACHINE       # its reports, relative to a project

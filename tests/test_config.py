@@ -12,16 +12,14 @@ from stages.core import config, machine
 from stages.core.config.settings import MachineSettings
 from stages.core.errors import UserError
 
-from .projects import ROOT
+from .projects import ROOT, committed_params, default_params
 
 
-def test_committed_params_equal_the_composition_of_conf(tmp_path):
+def test_committed_params_equal_the_composition_of_conf():
     """Equal but for the machine: the committed one names whichever machine composed it."""
     def unnamed(text):
         return re.sub(r"\nmachine:\n(  .*\n)+", "\n", text)
-    out = tmp_path / "params.yaml"
-    compose(out, [])
-    assert unnamed(out.read_text()) == unnamed((ROOT / "params.yaml").read_text()), (
+    assert unnamed(default_params()) == unnamed(committed_params()), (
         "params.yaml is stale: run `python -m stages.compose` and commit it")
 
 
@@ -93,7 +91,7 @@ def test_an_unknown_option_names_the_valid_ones_in_one_line(override, message):
 
 
 def _raw():
-    return yaml.safe_load((ROOT / "params.yaml").read_text())
+    return yaml.safe_load(default_params())
 
 
 @pytest.mark.parametrize("edit, message", [

@@ -14,11 +14,11 @@ from stages.core.records.schema import BenchRecord
 from stages.core.typed import from_data
 from tests.records import record
 
-from .projects import ROOT
+from .projects import default_params
 
 
 def _raw():
-    return yaml.safe_load((ROOT / "params.yaml").read_text())
+    return yaml.safe_load(default_params())
 
 
 def _rejected(edit) -> str:

@@ -21,7 +21,7 @@ from stages.core.records.schema import EnvRecord
 from stages.judge import environment
 from stages.measure import distributions, probe
 
-from .projects import MACHINE, ROOT, git, make_project
+from .projects import MACHINE, default_params, git, make_project
 
 FIXTURES = Path(__file__).parent / "fixtures" / "schema"
 OUT = Path("reports") / MACHINE / "env"
@@ -155,7 +155,7 @@ def test_the_workloads_imports_are_read_in_a_child_and_a_broken_one_is_passed_ov
     (repo / "a_good.py").write_text(GOOD)
     (repo / "b_raises.py").write_text("raise RuntimeError('broken on purpose')\n")
     (repo / "c_exits.py").write_text("import os\nos._exit(3)\n")
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params = yaml.safe_load(default_params())
     params["workload"] = {name: {"_target_": f"{name}.build"}
                           for name in ("a_good", "b_raises", "c_exits")}
     Path("params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))

@@ -308,6 +308,7 @@ def _listening(pids: list[int]) -> list[str]:
     return found
 
 
+@pytest.mark.slow       # two ranks meet (up to bench.rank_timeout_s, 60 s, under load)
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads Linux's /proc")
 def test_the_ranks_listen_on_loopback_only():
     """The rendezvous is a private file (no store on a port anyone can reach) and the ranks'
