@@ -108,7 +108,8 @@ def _raw():
      "gate.fail_on must be a list of strings, got 'REGRESSED'"),
     (lambda r: r["gate"].update(fail_on_regression=False),
      "gate.fail_on_regression was replaced by gate.fail_on, the list of verdicts that fail the "
-     "run, e.g. gate.fail_on=[REGRESSED,FAILED,FLAKY,NOTHING_COMPARABLE] ([] turns the gate off)"),
+     "run, e.g. gate.fail_on=[REGRESSED,FAILED,FLAKY,MISSING,NOTHING_COMPARABLE] ([] turns "
+     "the gate off)"),
     (lambda r: r["compare"].update(allow_hardware_change="false"),
      "compare.allow_hardware_change must be true or false, got 'false'"),
     (lambda r: r["matrix"].update(modes="eager"),
@@ -173,7 +174,8 @@ def test_bad_values_are_rejected_with_the_key_and_the_fix(edit, message):
 def test_every_section_is_typed():
     """Each top-level section of params.yaml is a dataclass: no key is read unchecked."""
     cfg = config.parse(_raw())
-    assert cfg.gate.fail_on == ("REGRESSED", "FAILED", "FLAKY", "NOTHING_COMPARABLE")
+    assert cfg.gate.fail_on == ("REGRESSED", "FAILED", "FLAKY", "MISSING",
+                                 "NOTHING_COMPARABLE")
     assert cfg.compare.busy_share == 0.25
     assert cfg.stats.delta.first_call_s == 0.2 and cfg.matrix.modes == ("eager", "compiled")
     assert set(config.TOP_LEVEL) == set(_raw())

@@ -18,7 +18,7 @@ from stages.core.records.rows import Change, CompareRecord, Row
 from stages.core.records.schema import BenchRecord
 from stages.judge.gate import gate_failures, nothing_comparable
 from stages.judge.timings import bench_rows
-from stages.judge.verdicts import finish, possible_slowdown
+from stages.judge.verdicts import MISSING_CELL, finish, possible_slowdown
 from stages.render.summary import summary
 
 from .projects import ROOT, commit_baseline_from_another_cpu, dvc, git, run_module
@@ -94,8 +94,10 @@ def test_a_first_run_passes_and_a_wholly_skipped_matrix_with_a_baseline_does_not
     assert [r.verdict for r in compared((skipped(), skipped(), None)).rows] == ["SKIPPED"]
     gone = compared((None, record(seed=2), None))
     assert gate_failures(gone, DEFAULT) == [
-        "Nothing could be compared: measured in the baseline, not in this run; no timing was "
-        "tested against the baseline"]
+        "1 MISSING", f"Nothing could be compared: {MISSING_CELL}; no timing was tested against "
+        "the baseline"]
+    assert gate_failures(gone, tuple(v for v in DEFAULT if v != "MISSING"))[0].startswith(
+        "Nothing could be compared")
 
 
 def test_a_timing_tested_is_compared_whatever_its_verdict():
@@ -126,7 +128,8 @@ def test_the_summary_lists_possible_slowdowns_largest_estimate_first():
     assert "within" not in section and "same" not in section and "reaches" not in section
     assert "noisy" not in section and "leaning" not in section
     assert "**No regressions.**" in page
-    assert "Gate (fails on `REGRESSED`, `FAILED`, `FLAKY`, `NOTHING_COMPARABLE`): passed" in page
+    assert ("Gate (fails on `REGRESSED`, `FAILED`, `FLAKY`, `MISSING`, `NOTHING_COMPARABLE`): "
+            "passed") in page
 
 
 @pytest.mark.parametrize("spread", [0.025, 0.05, 0.15, 0.5])

@@ -6,7 +6,14 @@ from stages.core.records.outputs import Coverage, Dynamo, extensions, fallback_o
 from stages.core.records.schema import CompiledCheck, ModeNumerics, NumericsRecord
 from stages.core.vocabulary import Check, Status, Verdict
 from stages.judge import portability
-from stages.judge.verdicts import Draft, draft, lost_or_skipped, skipped_baseline, unusable_row
+from stages.judge.verdicts import (
+    MISSING_CELL,
+    Draft,
+    draft,
+    lost_or_skipped,
+    skipped_baseline,
+    unusable_row,
+)
 
 # ---- a cell against the baseline ------------------------------------------------------------
 
@@ -18,7 +25,8 @@ def numerics_rows(cell: str, now: NumericsRecord | None, base: NumericsRecord | 
     recompiles; per workload: its operator set and the ops that ran off the device. `own`:
     the tolerance of each workload that has its own (judge.tolerance.own_tolerances)."""
     if now is None:
-        return [draft("numerics", cell, "*", "*", "cell", Verdict.MISSING)] if base else []
+        return [draft("numerics", cell, "*", "*", "cell", Verdict.MISSING,
+                      note=MISSING_CELL)] if base else []
     if now.status == Verdict.SKIPPED:
         return [lost_or_skipped("numerics", cell, "*", "*", now.reason,
                                 base is not None and base.status == Status.OK)]

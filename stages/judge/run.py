@@ -10,10 +10,11 @@ import dataclasses
 
 from stages.core.config import Config
 from stages.core.metrics import BY_NAME
+from stages.core.records.dotted import changed
 from stages.core.records.inputs import RunInputs
 from stages.core.records.rows import CompareRecord, Row
 from stages.core.records.schema import BenchRecord
-from stages.core.vocabulary import Status
+from stages.core.vocabulary import Status, Verdict
 from stages.judge.adaptive import cost_notes
 from stages.judge.environment import hardware_changes, python_change
 from stages.judge.numerics import numerics_rows
@@ -26,7 +27,7 @@ from stages.judge.timings import (
     read_time_by_work,
 )
 from stages.judge.tolerance import own_tolerances
-from stages.judge.verdicts import Draft, finish, unusable_row
+from stages.judge.verdicts import MISSING_CELL, Draft, draft, finish, unusable_row
 
 
 def hardware_change(inputs: RunInputs) -> str | None:
@@ -133,9 +134,31 @@ def carried_notes(cell: str, record: BenchRecord) -> list[str]:
         for why, names in counts.items()]
 
 
+# Bench settings that change what a process measures; the others say how many processes, how
+# long to wait or what to fund, and leave each measurement as it was.
+MEASURED_SETTINGS = ("samples", "sample_target_s", "warmup_s", "min_warmup_calls",
+                     "warmup_max_s", "latency_calls", "latency_s", "breakdown_calls",
+                     "breakdown_s", "pin_pairs", "seed", "instruction_calls",
+                     "instructions_compile")
+
+
+def configuration_moved(base: BenchRecord, now: BenchRecord) -> list[str]:
+    """What this cell was measured with that the baseline's was not: its device and precision
+    settings (threads, dtype), its modes and the bench settings that change a measurement, as
+    "device.threads 1 → 2"."""
+    def measured(record: BenchRecord) -> dict:
+        settings = record.settings or {}
+        return {"device": record.device or {}, "precision": record.precision or {},
+                "modes": list(record.modes), "bench": {k: settings.get(k)
+                                                       for k in MEASURED_SETTINGS}}
+    return [f"{field} {old!r} → {new!r}".replace("'", "")
+            for field, old, new in changed(measured(base), measured(now))]
+
+
 def compare_run(cfg: Config, inputs: RunInputs) -> CompareRecord:
     hardware = None if cfg.compare.allow_hardware_change else hardware_change(inputs)
     notes, drafts, looks, from_git, missing = list(inputs.notes), [], 1, 0, []
+    moved: list[str] = []
     spreads, slopes = spreads_of_run({cell: (inputs.history.get(cell, []), pair.base)
                               for (stage, cell), pair in inputs.pairs.items()
                               if stage == "bench" and not pair.ab and pair.base is not None},
@@ -156,6 +179,9 @@ def compare_run(cfg: Config, inputs: RunInputs) -> CompareRecord:
                 notes.insert(0, now.arms_note)
             if now is not None:
                 notes.extend(carried_notes(cell, now))
+            if not pair.ab and now is not None and base is not None \
+                    and now.status == base.status == Status.OK:
+                moved += [f"{cell} {c}" for c in configuration_moved(base, now)]
             looks = max(looks, now.looks_planned if now is not None else 1)
             for label, record in ((f"this run's {cell}", now), (f"the baseline's {cell}", base)):
                 notes.append(busy_note(label, record, cfg.compare.busy_share))
@@ -189,6 +215,13 @@ def compare_run(cfg: Config, inputs: RunInputs) -> CompareRecord:
                      "Commit `reports/` to make this run the baseline.")
     measured = {cell for (stage, cell), p in inputs.pairs.items()
                 if stage == "bench" and p.now is not None and not p.ab}
+    compared = {cell for stage, cell in inputs.pairs if stage == "bench"}
+    if compared & set(inputs.base_cells):    # a cell the baseline has and this run does not
+        drafts += [draft("bench", cell, "*", "*", "cell", Verdict.MISSING, note=MISSING_CELL)
+                   for cell in sorted(set(inputs.base_cells) - compared)]
+    if moved:
+        notes.append("Measured otherwise than the baseline: " + "; ".join(moved[:4]) + (
+            f" and {len(moved) - 4} more" if len(moved) > 4 else "") + ".")
     if measured and inputs.base_cells and not measured & set(inputs.base_cells):
         drafts.append(unusable_row("bench", "*", (
             f"it holds bench cells {', '.join(inputs.base_cells)} of this machine and none of "
@@ -204,5 +237,5 @@ def compare_run(cfg: Config, inputs: RunInputs) -> CompareRecord:
     return dataclasses.replace(
         result, notes=result.notes + tuple(filter(None, [run_level_note(result.rows,
                                                                          result.power)])),
-        unchanged=bool(benches) and all(b.unchanged for b in benches),
+        unchanged=bool(benches) and all(b.unchanged for b in benches) and not moved,
         rows=read_time_by_work(cost_notes(result.rows, benched, cfg.bench)))

@@ -18,7 +18,15 @@ from stages.core.records.schema import BenchProcess, BenchRecord, Busy, ModeTimi
 from stages.core.vocabulary import Failure, Status, Verdict
 from stages.judge import environment, portability, stats, steps
 from stages.judge.sentinel import UNFITTED, Slope, adjusted, machine_moved, machine_unchanged
-from stages.judge.verdicts import Draft, draft, lost_or_skipped, skipped_baseline, unusable_row
+from stages.judge.verdicts import (
+    MISSING_CELL,
+    Draft,
+    draft,
+    lost_or_skipped,
+    missing_unit,
+    skipped_baseline,
+    unusable_row,
+)
 
 # Tested as timings are (memory is tested on its own increment), and counted exactly.
 TESTED = tuple(m for m in METRICS if m.rule == Rule.TESTED and m.family != Family.MEMORY)
@@ -177,7 +185,7 @@ def bench_rows(cell: str, now: BenchRecord | None, base: BenchRecord | None, del
     none."""
     if now is None:
         return [draft("bench", cell, "*", "*", "cell", Verdict.MISSING,
-                      note="measured in the baseline, not in this run")] if base else []
+                      note=MISSING_CELL)] if base else []
     if now.status == Verdict.SKIPPED:
         return [lost_or_skipped("bench", cell, "*", "*", now.reason,
                                 base is not None and base.status == Status.OK)]
@@ -217,8 +225,8 @@ def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None,
     in_now = (workload, mode) in units(now)
     in_base = base is not None and (workload, mode) in units(base)
     if not in_now:
-        return [draft(**key, metric="status", verdict=Verdict.MISSING,
-                      note="in the baseline, not selected in this run")]
+        return [draft(**key, metric="status", verdict=Verdict.MISSING, note=missing_unit(
+            workload in now.workloads))]
     run = now.workloads.get(workload)
     if run is not None and run.unchanged and not run.processes:
         # Not measured: the change cannot have moved it (launch.reuse), said, never a pass

@@ -46,6 +46,20 @@ def draft(stage: str, cell: str, workload: str, mode: str, metric: str, verdict:
 UNUSABLE = "baseline present but unusable"
 
 
+MISSING_WHY = "what the baseline measured and this run did not compare"
+MISSING_CELL = ("measured in the baseline, not in this run: the device or precision dropped "
+                f"from the matrix, or renamed? ({MISSING_WHY} fails the gate unless "
+                "gate.fail_on leaves MISSING out)")
+
+
+def missing_unit(workload_ran: bool) -> str:
+    """Why a unit of the baseline has no counterpart now, as a MISSING row's note."""
+    return ("in the baseline, not selected in this run: " + (
+        "its mode dropped from matrix.modes?" if workload_ran else
+        "the workload renamed, or dropped from the matrix?") + f" ({MISSING_WHY} fails the "
+        "gate unless gate.fail_on leaves MISSING out)")
+
+
 def unusable_row(stage: str, cell: str, why: str) -> Draft:
     return draft(stage, cell, "*", "*", "cell", Verdict.NOT_COMPARABLE,
                  note=f"{UNUSABLE}: {why}")

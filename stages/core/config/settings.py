@@ -208,4 +208,5 @@ GATE_CHOICES = (*(v.value for v in VERDICTS), NOTHING_COMPARABLE)
 class Gate:
     """What fails the run (the `gate` stage, after the reports are written); [] turns it off."""
     fail_on: tuple[str, ...] = (Verdict.REGRESSED.value, Verdict.FAILED.value,
-                                Verdict.FLAKY.value, NOTHING_COMPARABLE)
+                                Verdict.FLAKY.value, Verdict.MISSING.value,
+                                NOTHING_COMPARABLE)
