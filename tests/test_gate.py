@@ -22,7 +22,7 @@ from stages.judge.verdicts import MISSING_CELL, finish, possible_slowdown
 from stages.render.summary import summary
 
 from .projects import ROOT, commit_baseline_from_another_cpu, dvc, git, run_module
-from .records import DELTA, record
+from .records import DELTA, bench, process, record
 
 DEFAULT = Gate().fail_on
 HARDWARE = "hardware changed (cpu_model: Old CPU -> New CPU)"
@@ -273,3 +273,39 @@ def test_a_red_gate_leaves_this_runs_summary_and_nothing_comparable_fails(projec
     headline = next(line for line in (project / "reports/test-box/summary.md").read_text().splitlines()
                     if line.startswith("**"))
     assert headline.startswith("**Nothing could be compared:** hardware changed"), headline
+
+
+def test_what_the_baseline_had_and_this_run_lacks_fails_the_gate_and_says_why():
+    """A workload renamed, a mode or a cell dropped: MISSING rows, which fail the gate with
+    the likely cause; a cell measured with other settings (threads 1 → 2) is no unchanged run,
+    so not one timing tested is a failure, not a pass."""
+    from stages.core import config
+    from stages.core.records.inputs import RecordPair, RunInputs
+    from stages.judge.run import compare_run
+    cfg = config.parse({"device": {"cpu": {"type": "cpu"}}, "precision": {
+        "fp32": {"dtype": "float32"}}, "workload": {"w": {"_target_": "x.w"}},
+        "matrix": {"modes": ["eager"]}})
+    cell = cfg.cells()[0].name
+
+    def run(now, base, base_cells=(cell,)):
+        now, base = (dataclasses.replace(r, cell=cell) for r in (now, base))
+        return compare_run(cfg, RunInputs("HEAD", "0" * 40, {("bench", cell): RecordPair(
+            now, base)}, base_cells=base_cells))
+    renamed = run(bench({"v": [process()] * 4}), bench({"w": [process()] * 4}))
+    [gone] = [r for r in renamed.rows if r.verdict == "MISSING"]
+    assert gone.workload == "w" and "the workload renamed, or dropped from the matrix?" in gone.note
+    assert gate_failures(renamed, DEFAULT)[0] == "1 MISSING"
+    dropped = run(record(seed=1), record(seed=2), base_cells=(cell, "cpu-bf16"))
+    [lost] = [r for r in dropped.rows if r.verdict == "MISSING"]
+    assert (lost.cell, lost.note) == ("cpu-bf16", MISSING_CELL)
+    assert gate_failures(dropped, ("REGRESSED",)) == []     # MISSING left out: accepted
+    # Threads 1 → 2: every timing NOT COMPARABLE, and the run is not called unchanged.
+    one, two = ({"name": "cpu", "type": "cpu", "threads": n} for n in (1, 2))
+    base = dataclasses.replace(record(seed=2), device=one, unchanged=True)
+    now = dataclasses.replace(record(seed=1), device=two, unchanged=True)
+    same = run(dataclasses.replace(now, device=one), base)
+    assert same.unchanged
+    moved = run(now, base)
+    assert not moved.unchanged
+    assert any("Measured otherwise than the baseline: cpu-fp32 device.threads 1 → 2" in n
+               for n in moved.notes), moved.notes
