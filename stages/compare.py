@@ -16,7 +16,7 @@ from stages.core import cli
 from stages.core.baseline import KINDS, git, load_current, load_env_pair, load_run
 from stages.core.errors import UserError, one_line_errors
 from stages.core.records import load_record, write_record, write_text
-from stages.core.records.inputs import RunInputs, pair
+from stages.core.records.inputs import RunInputs, own_arm, pair
 from stages.core.records.rows import CompareRecord
 from stages.core.records.schema import EnvRecord
 from stages.judge.environment import diff, hardware_changes, hardware_first
@@ -79,7 +79,7 @@ def compare_two(cfg, base: str, now: str, reports: Path) -> CompareRecord:
         if (stage, b.cell) != (stage_n, n.cell):
             raise UserError(f"{base} is {stage} {b.cell}, {now} is {stage_n} {n.cell}: compare "
                             "one stage's record of one cell")
-        inputs = RunInputs(base, base, {(stage, n.cell): pair(n, b)}, env_n, env_b)
+        inputs = RunInputs(base, base, {(stage, n.cell): pair(own_arm(n), b)}, env_n, env_b)
         return compare_run(cfg, inputs)
     commits = [git.resolve_rev(rev, setting=name) for rev, name in ((base, "BASE"),
                                                                      (now, "NOW"))]

@@ -29,6 +29,12 @@ def written(folder: Path, steady: float, seed: int, cell: str = "c") -> Path:
     return path
 
 
+def read_back(path: Path):
+    from stages.core.records import load_record
+    from stages.core.records.schema import BenchRecord
+    return load_record(path, BenchRecord)
+
+
 def test_compare_two_record_files_prints_the_verdict_table(tmp_path, capsys):
     base, now = written(tmp_path / "a", 1e-3, 0), written(tmp_path / "b", 1.3e-3, 1)
     torchgate.main(["compare", str(base), str(now), "--params", PARAMS])
@@ -47,6 +53,19 @@ def test_compare_with_gate_exits_1_on_what_gate_fail_on_lists(tmp_path, capsys):
     assert "torchgate compare: failed: 1 REGRESSED" in capsys.readouterr().err
     same = written(tmp_path / "c", 1e-3, 2)
     torchgate.main(["compare", str(base), str(same), "--params", PARAMS, "--gate"])
+
+
+def test_a_lock_step_record_compared_with_itself_reads_no_change(tmp_path, capsys):
+    """A record that carries its baseline arm (a PR check's, 30 % slower than that arm):
+    `torchgate compare X X` compares X with X, never X with the arm it carries."""
+    from .records import with_ab
+    slow, fast = (read_back(written(tmp_path / name, s, 1)) for name, s in (
+        ("a", 1.3e-3), ("b", 1e-3)))
+    path = tmp_path / "pr/reports/m/bench/c.json"
+    write_record(path, with_ab(slow, fast, interleaved=True))
+    torchgate.main(["compare", str(path), str(path), "--params", PARAMS, "--gate"])
+    out = capsys.readouterr().out       # --gate passed: no SystemExit
+    assert "| REGRESSED |" not in out and "| EQUIVALENT |" in out, out
 
 
 @pytest.mark.parametrize("make, message", [

@@ -16,7 +16,7 @@ from stages.core import machine
 from stages.core.baseline import git
 from stages.core.errors import UserError
 from stages.core.records import load_record, parse_record
-from stages.core.records.inputs import RunInputs, needs_recorded, pair
+from stages.core.records.inputs import RunInputs, needs_recorded, own_arm, pair
 from stages.core.records.schema import BenchRecord, EnvRecord, NumericsRecord
 from stages.core.vocabulary import short
 
@@ -63,8 +63,8 @@ def load_run(rev: str | None, cells: list[str], stages: tuple[str, ...] = ("benc
     now_commit = git.resolve_rev(now_rev, root, "the run to compare") if now_rev else None
 
     def now_record(path: Path, cls: type) -> Any:
-        return load_baseline(now_commit, path, cls, root) if now_rev else load_current(path,
-                                                                                        cls)
+        return (own_arm(load_baseline(now_commit, path, cls, root)) if now_rev else
+                load_current(path, cls))
     found = RunInputs(rev, commit)
     env_path = reports / "env" / "env.json"
     found.env_now = now_record(env_path, EnvRecord)

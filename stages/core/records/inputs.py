@@ -59,6 +59,12 @@ def pair(now: Any, base: Any) -> RecordPair:
     return RecordPair(now, base)
 
 
+def own_arm(record: Any) -> Any:
+    """A record's own arm alone, without the baseline arm it carries: two runs named by the
+    user (`torchgate compare BASE NOW`) compare with each other, not each with its arm."""
+    return dataclasses.replace(record, ab=None) if getattr(record, "ab", None) else record
+
+
 def needs_recorded(now: Any) -> bool:
     """Whether a record is compared with the committed baseline (else only with its arm)."""
     return now is None or now.ab is None or (now.ab.rebuilt and isinstance(now, NumericsRecord))
