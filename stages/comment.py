@@ -25,6 +25,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from stages.core import cli
 from stages.core.errors import UserError, one_line_errors
 
 MARKER = "<!-- torchgate -->"
@@ -211,7 +212,7 @@ def _html_url(done: object) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m stages.comment", description=__doc__,
+    parser = argparse.ArgumentParser(prog=cli.prog("comment"), description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repo", required=True, help="owner/name")
     parser.add_argument("--pr", required=True, type=int, help="the pull request's number")

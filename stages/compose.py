@@ -1,7 +1,8 @@
 """Compose conf/ into params.yaml, as `dvc exp run` does, for a plain `dvc repro`.
 
-    python -m stages.compose                 # the defaults (matrix=cpu)
-    python -m stages.compose matrix=smoke    # any Hydra override
+    torchgate compose                        # the defaults (matrix=cpu)
+    torchgate compose matrix=smoke           # any Hydra override: matrix=pr, 'device=[cpu,cuda]',
+                                             # bench.processes=6; the groups and keys: conf/
 
 Uses DVC's own composition, so the result equals what `dvc exp run -S ...` writes.
 """
@@ -76,6 +77,9 @@ def name_machine(path: Path) -> str:
 def main(argv: list[str] | None = None) -> None:
     with one_line_errors("compose"):
         overrides = sys.argv[1:] if argv is None else argv
+        if any(o in ("-h", "--help") for o in overrides):
+            print(__doc__.strip())
+            return
         name = compose(Path("params.yaml"), overrides, project_conf())
         print("torchgate compose: wrote params.yaml" + (f" ({' '.join(overrides)})"
                                                         if overrides else "")

@@ -10,7 +10,7 @@
                                           reports, or two record files
 
 `dvc repro` runs the stages themselves; each tool here is also `python -m stages.<name>`, and
-`torchgate <tool> --help` says its options.
+`torchgate <tool> --help` says its options; `torchgate --version` the installed version.
 """
 from __future__ import annotations
 
@@ -19,8 +19,11 @@ import importlib
 import sys
 from pathlib import Path
 
+from stages.core import cli
+
 TOOLS = {"compose": "stages.compose", "lock": "stages.lock", "selfcheck": "stages.selfcheck",
          "comment": "stages.comment", "cache": "stages.arms.cache", "gate": "stages.gate"}
+assert tuple(TOOLS) == cli.TOOLS, "a tool's usage line names it (core.cli.TOOLS)"
 
 
 def compare(argv: list[str]) -> None:
@@ -64,6 +67,13 @@ def main(argv: list[str] | None = None) -> None:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__.strip())
         raise SystemExit(0 if argv else 2)
+    if argv[0] == "--version":
+        from importlib.metadata import PackageNotFoundError, version
+        try:
+            print(f"torchgate {version('torchgate')}")
+        except PackageNotFoundError:     # run from a checkout that was never installed
+            print("torchgate (not installed: pip install -e .)")
+        return None
     tool, rest = argv[0], argv[1:]
     if tool == "compare":
         return compare(rest)

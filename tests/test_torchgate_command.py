@@ -96,3 +96,10 @@ def test_the_console_script_names_its_tools_and_refuses_an_unknown_one():
     helped = subprocess.run([str(script), "gate", "--help"], capture_output=True, text=True,
                             cwd=ROOT)
     assert helped.returncode == 0 and "gate.fail_on" in helped.stdout
+    # Every tool answers --help with its usage, and the command its version.
+    for tool in torchgate.TOOLS:
+        helped = subprocess.run([str(script), tool, "--help"], capture_output=True, text=True,
+                                cwd=ROOT)
+        assert helped.returncode == 0 and "torchgate" in helped.stdout, (tool, helped.stderr)
+    version = subprocess.run([str(script), "--version"], capture_output=True, text=True)
+    assert re.fullmatch(r"torchgate \d+\.\d+\.\d+\n", version.stdout), version.stdout

@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
+from stages.core import cli
 from stages.core.config import Config
 from stages.core.errors import UserError, one_line_errors
 
@@ -261,7 +262,7 @@ def evict(root: Path, keep_gb: float, log: Log = lambda line: None) -> list[Path
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m stages.arms.cache",
+        prog=cli.prog("cache"),
         description="The cache of rebuilt arms (venvs, checkouts): list it, or evict the "
                     "least recently used entries that no run is using.")
     parser.add_argument("--cache-dir", help="default: $TORCHGATE_CACHE, else "

@@ -11,6 +11,14 @@ from pathlib import Path
 from typing import Any
 
 Option = tuple[str, dict[str, Any]]        # a flag and argparse's keywords for it
+# The tools under the `torchgate` command (stages/torchgate.py): their usage says `torchgate
+# <tool>`; the pipeline's stages keep `python -m stages.<name>` (dvc.yaml's).
+TOOLS = ("compose", "lock", "selfcheck", "comment", "cache", "gate")
+
+
+def prog(name: str) -> str:
+    """How a user runs the tool or stage `name`."""
+    return f"torchgate {name}" if name in TOOLS else f"python -m stages.{name}"
 
 
 def parse(kind: str, doc: str, argv: list[str] | None, *options: Option,
@@ -18,7 +26,7 @@ def parse(kind: str, doc: str, argv: list[str] | None, *options: Option,
     """The stage's arguments: `--params` and `--reports` (unless told not), `--device` and
     `--precision` for a cell stage, then its own `options`."""
     parser = argparse.ArgumentParser(
-        prog=f"python -m stages.{kind}", description=doc,
+        prog=prog(kind), description=doc,
         epilog="<reports>: --reports, by default reports/<machine>/ (machine.name in "
                "params.yaml)" if reports else None,
         formatter_class=argparse.RawDescriptionHelpFormatter)
