@@ -88,6 +88,15 @@ def test_a_failed_write_keeps_the_previous_file(tmp_path, monkeypatch):
     ('{"schema_version": 12, "kind": "bench", "cell": "c", "status": "OK", "device": '
      '{"price_per_hour": -5}}', "cpu-fp32.json: device price_per_hour -5"),
     (b'{"schema_version": 12, "kind": "bench", "cell": "c\xff"}', "is not UTF-8 text"),
+    # A timing no clock gives: under a nanosecond, over a day, or zero; a unit with no process.
+    *[('{"schema_version": 12, "kind": "bench", "cell": "c", "status": "OK", "workloads": {"w": '
+       '{"processes": [{"status": "OK", "modes": {"eager": {"status": "OK", "steady_s": '
+       f'[{v}]}}}}}}]}}}}}}', f"w eager, process 1: steady_s {v}: a measured value is a finite "
+       "number, not negative, and a timing one a clock can give (1 ns to a day)")
+      for v in ("1e-30", "1e+300", "0.0", "86401.0")],
+    ('{"schema_version": 12, "kind": "bench", "cell": "c", "status": "OK", "workloads": {"w": '
+     '{"processes": []}}}', "cpu-fp32.json: w: no process, and no reason it was not measured"),
+    ("[" * 100_000, "is nested deeper than any torchgate record"),
 ])
 def test_a_bad_record_is_one_line_that_names_the_file_and_field(tmp_path, text, message):
     path = tmp_path / "cpu-fp32.json"

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.core.errors import UserError
-from stages.core.metrics import METRICS
+from stages.core.metrics import METRICS, Unit
 from stages.core.records import schema, upgrades
 from stages.core.typed import from_data, to_data
 
@@ -149,6 +149,9 @@ def parse_record(text: str, cls: type, source: str) -> Any:
     except json.JSONDecodeError as exc:
         raise UserError(f"{source} is not valid JSON ({exc.msg} at line {exc.lineno}); "
                         f"restore it from git or delete it and rerun") from None
+    except RecursionError:      # e.g. "[" 100,000 times: nested past any record's depth
+        raise UserError(f"{source} is nested deeper than any torchgate record; restore it "
+                        "from git or delete it and rerun") from None
     if not isinstance(data, dict) or data.get("kind") != kind:
         raise UserError(f"{source} is not a torchgate {kind} record")
     version = data.get("schema_version")
@@ -179,27 +182,39 @@ def parse_record(text: str, cls: type, source: str) -> Any:
         why = unmeasurable(record)
         if why:
             raise UserError(f"{source}: {why}: a measured value is a finite number, not "
-                            "negative; restore it from git or rerun the stage")
+                            "negative, and a timing one a clock can give (1 ns to a day); "
+                            "restore it from git or rerun the stage")
     return record
 
 
+# What a clock can give for one timed thing: no call takes under a nanosecond, none that a
+# run waits for takes a day. Outside them a timing is an edit or a corruption, and would
+# overflow the judge's arithmetic (1e-30 s and 1e300 s did) or drop the process unseen (0).
+SECONDS = (1e-9, 86_400.0)
+
+
 def unmeasurable(record: schema.BenchRecord) -> str | None:
-    """Where a bench record holds a value no measurement gives (NaN, inf, negative) in a
-    timing, size or count of core.metrics, or in its device's price: an edited or corrupted
+    """Where a bench record holds a value no measurement gives (NaN, inf, negative; a timing
+    of zero or outside SECONDS) in a timing, size or count of core.metrics, or in its
+    device's price, or a workload with no process that says why: an edited or corrupted
     record, which must not be compared as if measured. None: every value can be."""
-    def bad(value) -> bool:
-        return isinstance(value, (int, float)) and not isinstance(value, bool) and not (
-            math.isfinite(value) and value >= 0)
+    def bad(value, timed: bool = False) -> bool:
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return False
+        return not (math.isfinite(value) and value >= 0) or timed and not (
+            SECONDS[0] <= value <= SECONDS[1])
     price = (record.device or {}).get("price_per_hour")
     if bad(price):
         return f"device price_per_hour {price!r}"
     for workload, run in record.workloads.items():
+        if not run.processes and not run.unchanged and record.status == "OK":
+            return f"{workload}: no process, and no reason it was not measured"
         for i, proc in enumerate(run.processes):
             for mode, timing in proc.modes.items():
                 for metric in METRICS:
                     value = metric.read(timing)
                     for v in value if isinstance(value, tuple) else (value,):
-                        if bad(v):
+                        if bad(v, metric.unit == Unit.SECONDS):
                             return f"{workload} {mode}, process {i + 1}: {metric.name} {v!r}"
     return None
 
