@@ -19,7 +19,7 @@ from stages.judge.gate import gate_failures
 from stages.judge.summary import summarize
 from stages.judge.timings import bench_rows
 from stages.judge.verdicts import finish
-from stages.render.metrics import decisions, numbers
+from stages.render.metrics import change_key, decisions, numbers
 from stages.render.numbers import environment_change
 from stages.render.plots import forest, medians, nice_ticks, pictures, plot_data, speedup
 from stages.render.summary import summary
@@ -170,9 +170,13 @@ def test_metrics_json_is_small_and_says_what_the_run_decided():
     slower = found["changes"]["cpu-fp32"]["slower"]["eager"]
     assert slower["steady_low_pct"] < slower["steady_change_pct"] < slower["steady_high_pct"]
     assert 25 < slower["steady_change_pct"] < 35, slower
-    leaves = [v for cell in found["changes"].values() for w in cell.values()
-              for m in w.values() for v in m.values()]
-    assert len(leaves) == 3 * 6          # 3 workloads x 2 modes x (change, low, high)
+    units = [m for cell in found["changes"].values() for w in cell.values() for m in w.values()]
+    assert len(units) == 3 * 2 and all(len(m) <= 8 for m in units)   # a few keys a unit
+    assert found["verdicts"]["failed"] == 0 and "missing" in found["verdicts"]   # zeros too
+    for r in compare.rows:      # an estimate no verdict decided has no key
+        if r.stage == "bench" and r.verdict in ("INCONCLUSIVE", "NOT COMPARABLE"):
+            assert change_key(r.metric) not in found["changes"].get(r.cell, {}).get(
+                r.workload, {}).get(r.mode, {})
     flat = numbers(summaries(now), {}, compare, hardware_key(
         {"hardware": {"cpu_model": "AMD EPYC", "gpu_names": []}, "torch": {"num_threads": 2}}))
     assert flat["hardware"] == {"cpu_model": "AMD EPYC", "gpu_names": "", "torch_threads": 2}

@@ -6,9 +6,10 @@
 - numbers.json: the medians per unit that every page shows, for scripts and `git diff`."""
 from __future__ import annotations
 
-from stages.core.metrics import METRICS
+from stages.core.metrics import BY_NAME, METRICS
 from stages.core.records.rows import CompareRecord
 from stages.core.records.schema import NumericsRecord
+from stages.core.vocabulary import VERDICTS, Verdict
 from stages.judge.results import CellSummary
 from stages.render.markdown import counts, short_number
 
@@ -56,8 +57,9 @@ def numerics_metrics(record: NumericsRecord) -> dict:
 
 
 def verdict_counts(compare: CompareRecord) -> dict[str, int]:
-    return {v.lower().replace(" ", "_"): n
-            for v, n in counts(r.verdict for r in compare.findings()).items()}
+    """Every verdict's count, zeros too: `dvc metrics diff` then shows `regressed 0 → 6`."""
+    found = counts(r.verdict for r in compare.findings())
+    return {v.lower().replace(" ", "_"): found.get(v, 0) for v in VERDICTS}
 
 
 def numbers(bench: dict[str, CellSummary], numerics: dict[str, NumericsRecord],
@@ -78,21 +80,35 @@ def numbers(bench: dict[str, CellSummary], numerics: dict[str, NumericsRecord],
     return out
 
 
+# The verdicts that decide a change: an INCONCLUSIVE or NOT COMPARABLE row's estimate is no
+# decision (against another baseline, or within the noise), and is left out.
+DECIDED = (Verdict.REGRESSED, Verdict.IMPROVED, Verdict.EQUIVALENT)
+
+
+def change_key(metric: str) -> str:
+    """steady_s -> steady_change_pct; peak_bytes -> peak_bytes_change_pct."""
+    return f"{metric.removesuffix('_s')}_change_pct"
+
+
 def decisions(compare: CompareRecord, gate_failures: list[str]) -> dict:
-    """metrics.json: whether the gate fails, the verdict counts, and per cell, workload and
-    mode the steady state's tested change in percent with its interval (`steady_low_pct`,
-    `steady_high_pct`) and the change of its host instructions; a unit without a tested
-    change has none of these keys."""
+    """metrics.json: whether the gate fails, every verdict's count, and per cell, workload and
+    mode each decided change in percent (REGRESSED, IMPROVED or EQUIVALENT), the unit's own
+    against its baseline: a tested metric's estimate (`<metric>_change_pct`; the steady
+    state's with its interval, `steady_low_pct`, `steady_high_pct`), a count's ratio (host
+    instructions, aten ops, FLOPs, kernels). An undecided change has no key: two revisions'
+    files then never diff an estimate the run did not decide."""
     changes: dict = {}
     for r in compare.rows:
-        if r.stage != "bench" or r.mode is None:
+        if r.stage != "bench" or r.mode is None or r.verdict not in DECIDED \
+                or r.metric not in BY_NAME:
             continue
         unit = {}
-        if r.metric == "steady_s" and r.change is not None:
-            unit = {"steady_change_pct": r.change.ratio, "steady_low_pct": r.change.ci_low,
-                    "steady_high_pct": r.change.ci_high}
-        elif r.metric == "instructions" and r.base and r.now is not None:
-            unit = {"instructions_change_pct": r.now / r.base}
+        if r.change is not None:
+            unit = {change_key(r.metric): r.change.ratio}
+            if r.metric == "steady_s":
+                unit.update(steady_low_pct=r.change.ci_low, steady_high_pct=r.change.ci_high)
+        elif isinstance(r.base, (int, float)) and r.base > 0 and isinstance(r.now, (int, float)):
+            unit = {change_key(r.metric): r.now / r.base}
         if unit:
             changes.setdefault(r.cell, {}).setdefault(r.workload, {}).setdefault(
                 r.mode, {}).update({k: short_number((v - 1) * 100) for k, v in unit.items()})
