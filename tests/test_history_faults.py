@@ -92,3 +92,24 @@ def test_compare_and_history_stages_run_past_it(history, capsys):
     out = capsys.readouterr().out
     assert f"torchgate history: the run committed at {malformed[:10]} is skipped" in out
     assert (root / "reports" / "test-box" / "history.md").exists()
+
+
+def test_bytes_that_are_not_utf8_are_one_line_in_git_and_a_skipped_run_in_history(history,
+                                                                                   capsys):
+    """The committed reader refuses what the workspace reader refuses (no replacement
+    characters), and history runs past such a run, and past such a workspace record."""
+    root, _ = history
+    path = root / "reports" / "test-box" / "bench" / f"{CELL}.json"
+    path.write_bytes(b'{"schema_version": 12, "kind": "bench", "cell": "c\xff"}')
+    git("add", "-A", cwd=root)
+    git("commit", "-qm", "not utf-8", cwd=root)
+    bad = git("rev-parse", "HEAD", cwd=root).stdout.strip()
+    from stages.core.baseline import load_baseline
+    with pytest.raises(UserError, match=f"at {bad[:10]} is not UTF-8 text"):
+        load_baseline(bad, REPORTS / "bench" / f"{CELL}.json", BenchRecord)
+    notes = []
+    assert len(load_history(bad, [CELL], 20, reports=REPORTS, notes=notes)[CELL]) == 2
+    assert any(f"the run committed at {bad[:10]} is skipped" in n for n in notes)
+    from stages.history import main
+    main([])            # the workspace record is the same bytes: evidence, skipped
+    assert (root / "reports" / "test-box" / "history.md").exists()

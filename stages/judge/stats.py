@@ -510,5 +510,5 @@ def bh_adjust(pvalues: Sequence[float]) -> list[float]:
     for rank in range(m, 0, -1):
         i = order[rank - 1]
         running = min(running, pvalues[i] * m / rank)
-        adjusted[i] = min(1.0, running)
+        adjusted[i] = min(1.0, max(0.0, running))      # a p below 0 (rounding) is 0
     return adjusted

@@ -4,7 +4,7 @@ worker's process group, ending with it.
 Run as `python -m stages.measure.rank COMMANDS_FD ANSWERS_FD`; it reads JSON lines from the
 first pipe and answers each on the second. The first line is its order (the job, the mode, its
 rank, the world size, the worker's rendezvous port, its threads); the rank then joins the
-process group (gloo on the CPU, nccl on CUDA) through the worker's TCPStore on the loopback,
+process group (gloo on the CPU, nccl on CUDA) through the worker's FileStore, a private file,
 within `bench.rank_timeout_s`, builds the workload with `rank`, `world_size` and `ddp`
 (DistributedDataParallel with the timed all-reduce hook, measure.comm), and answers "ready".
 Then each "step" runs one step and answers once the device finished it; "report K" answers its

@@ -110,6 +110,14 @@ def skipped_run(notes: list[str] | None, past: str, path: Path, exc: Exception) 
                      f"{Path(path).as_posix()} is unreadable there ({first})")
 
 
+def _committed_text(commit: str | None, path: Path, root: Path) -> str | None:
+    """The file as committed, None where it is absent or not UTF-8 (history is evidence)."""
+    try:
+        return git.read_file(commit, path.as_posix(), root)
+    except UserError:
+        return None
+
+
 def load_history(commit: str | None, cells: list[str], runs: int, root: Path = Path("."), *,
                  reports: Path, notes: list[str] | None = None
                  ) -> dict[str, list[tuple[BenchRecord, EnvRecord]]]:
@@ -166,8 +174,8 @@ def load_timeline(commit: str | None, cells: list[str], runs: int, root: Path = 
                         load_current(env_path, EnvRecord))
             except UserError:
                 this = None     # history is evidence, not input
-            if committed and path.read_text(encoding="utf-8") == git.read_file(
-                    commit, path.as_posix(), root):
+            if this is not None and committed and path.read_text(encoding="utf-8") == \
+                    _committed_text(commit, path, root):
                 committed = committed[1:]       # this run, committed already
             committed = committed[:max(runs - 1, 0)]
         for past, date in reversed(committed):

@@ -111,8 +111,20 @@ def read_file(commit: str | None, path: str, root: Path = Path(".")) -> str | No
     if commit is None:
         return None
     # `cat-file blob` rather than `show`: no textconv, and a directory is an error, not a listing.
-    shown = _git("cat-file", "blob", f"{commit}:./{Path(path).as_posix()}", root=root)
-    return shown.stdout if shown.returncode == 0 else None
+    # Bytes, decoded strictly: a committed record is read as the workspace's reader reads it.
+    try:
+        shown = subprocess.run(["git", "-C", str(root), "cat-file", "blob",
+                                f"{commit}:./{Path(path).as_posix()}"], capture_output=True)
+    except FileNotFoundError:
+        raise UserError("git is not installed; torchgate keeps its baseline history in "
+                        "git") from None
+    if shown.returncode != 0:
+        return None
+    try:
+        return shown.stdout.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path} at {commit[:10]} is not UTF-8 text (byte {exc.start}); "
+                        "restore it from an earlier commit") from None
 
 
 def _paths(path: str | Path | list) -> list[str]:
