@@ -118,6 +118,8 @@ def _raw():
     (lambda r: r["gate"].update(fail_onn=[]), "unknown key gate.fail_onn; valid keys: fail_on"),
     (lambda r: r["stats"]["delta"].update(steady=0.1),
      "unknown key stats.delta.steady; valid keys: comm_s, compile_instructions, first_call_s, first_call_warm_s, instructions, latency_p50_s, latency_p90_s, latency_p99_s, peak_bytes, steady_s, straggler, warmup_s"),
+    (lambda r: r["stats"]["delta"].update(steady_s=1e300),
+     "stats.delta.steady_s must be at most 10 (a relative change: 0.05 is 5 %), got 1e+300"),
     (lambda r: r["stats"]["delta"].update(steady_s="5%"),
      "stats.delta.steady_s must be a number, got '5%'"),
     (lambda r: r["baseline"].update(rev=3), "baseline.rev must be a string, got 3"),

@@ -297,6 +297,9 @@ def _check_bench(bench: BenchSettings) -> None:
                         "first_call_warm_s; lower it to at most bench.processes")
 
 
+MAX_DELTA = 10.0
+
+
 def _check_stats(stats: StatsSettings) -> None:
     if not 0 < stats.alpha < 0.5:
         raise UserError(f"stats.alpha must be in (0, 0.5), got {stats.alpha}")
@@ -304,6 +307,9 @@ def _check_stats(stats: StatsSettings) -> None:
         raise UserError(f"stats.power must be in [0.5, 1), got {stats.power}")
     for key, value in vars(stats.delta).items():
         _at_least(value, f"stats.delta.{key}", inclusive=True)
+        if value > MAX_DELTA:       # relative: beyond 10x, no change could ever be REGRESSED
+            raise UserError(f"stats.delta.{key} must be at most {MAX_DELTA:g} (a relative "
+                            f"change: 0.05 is 5 %), got {value}")
     _at_least(stats.error_growth, "stats.error_growth", 1, inclusive=True)
     _at_least(stats.run_spread, "stats.run_spread", inclusive=True)
     _at_least(stats.history_runs, "stats.history_runs", inclusive=True)
