@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import shutil
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -19,11 +17,10 @@ from stages.core.config.settings import WorkloadSpec
 from stages.core.errors import UserError
 from stages.core.records.job import Job, Timing
 from stages.core.records.schema import BenchProcess, Counter, ModeTiming, WorkloadRun
-from stages.core.typed import from_data
 from stages.core.vocabulary import Verdict
 from stages.judge.summary import summarize
 from stages.judge.timings import bench_rows
-from stages.launch import cells, local
+from stages.launch import cells
 from stages.launch.cells import measure_bench, not_counted
 from stages.measure import callgrind
 from stages.render.metrics import bench_metrics
@@ -358,26 +355,6 @@ def test_a_compiled_mode_is_counted_loaded_from_the_cache_whatever_the_cache_hel
     eager = worker.count_instructions(job, worker.workload_factory(job.workload.target),
                                       torch.device("cpu"), "eager", None, None)
     assert eager == (2000, None, None)
-
-
-@pytest.mark.slow       # two processes under valgrind, ~20 s each
-@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed "
-                    "(.ci/run installs it: apt-get install valgrind)")
-def test_five_percent_more_work_counted_in_a_real_process_is_regressed():
-    """Two real counts processes, of 20 and 21 layers. The same code counted again in another
-    process and arm is the lock-step PR test's (test_pipeline.py): within 0.2 %."""
-    with ThreadPoolExecutor(2) as pool:
-        raws = list(pool.map(lambda j: local.run_worker(j, timeout_s=600), [_job(20), _job(21)]))
-    found = [from_data(BenchProcess, raw, "result") for raw in raws]
-    assert [p.status for p in found] == ["OK"] * 2, raws
-    a, more = (p.modes["eager"].instructions for p in found)
-    assert 1.03 < more / a < 1.07, (a, more)
-    counter = found[0].counter
-    assert counter.tool == "callgrind" and counter.threads == 1 and counter.calls == 2
-    assert "ASLR off" in counter.settings and counter.version
-    base, now = (with_counts(p) for p in found)
-    assert row(base, base).verdict == Verdict.EQUIVALENT
-    assert row(now, base).verdict == Verdict.REGRESSED
 
 
 def test_the_history_finds_where_a_count_stepped_and_shows_it_as_a_count():

@@ -268,6 +268,9 @@ def test_a_pull_request_is_measured_beside_its_baseline_in_lock_step(project):
     # paths): inside its margin (0.31 % seen on a CI runner for this small count)
     a, b = (c["modes"]["eager"]["instructions"] for c in (first, again))
     assert abs(b / a - 1) < count_margin(BY_NAME["instructions"], min(a, b), 0.02), (a, b)
+    counter = again["counter"]       # how it was counted, in the record
+    assert counter["tool"] == "callgrind" and counter["threads"] == 1 and counter["calls"] == 2
+    assert "ASLR off" in counter["settings"] and counter["version"]
     summary = read("reports/test-box/summary.md")
     assert "measured again" in summary
     assert "**REGRESSED** host instructions per call" in summary
