@@ -18,8 +18,8 @@ Rules (judge.timings):
   what moved; with `new_detail_regresses`, a detail the baseline lacked is REGRESSED too (a
   graph break for a new reason, even where another went away).
 - BANDED: a count that repeats closely but not exactly (host instructions: the same code
-  counted again in another process, arm or cache state moves by a few hundred instructions a
-  call at most): read from the unit's counts processes, one per arm, against a margin of its
+  counted again in another process, arm or environment moves by up to ~1 %, the heap's
+  layout): read from the unit's counts processes, one per arm, against a margin of its
   own, max(δ, floor / count) (`stats.delta.<name>`, the metric's `floor`): a ratio beyond it
   is REGRESSED or IMPROVED, within half of it EQUIVALENT, between INCONCLUSIVE; counts taken
   another way (another valgrind, ATen CPU capability or setting) are NOT COMPARABLE.

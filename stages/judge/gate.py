@@ -102,13 +102,11 @@ def gate_failures(record: CompareRecord, fail_on: tuple[str, ...]) -> list[str]:
     budget it spends: "3 REGRESSED (more work: 2, slower: 1)"); [] passes."""
     failures = []
     failing = [r for r in record.findings() if r.verdict in fail_on]
-    counted = _tally(failing)
+    spent = sorted(budget(r) for r in failing if r.verdict == Verdict.REGRESSED)
+    counted = _tally(failing, {Verdict.REGRESSED: ", ".join(
+        f"{b}: {spent.count(b)}" for b in dict.fromkeys(spent))})
     if counted:
-        spent = [budget(r) for r in failing if r.verdict == Verdict.REGRESSED]
-        split = ", ".join(f"{b}: {spent.count(b)}" for b in dict.fromkeys(sorted(spent)))
-        failures.append(counted.replace(f"{len(spent)} {Verdict.REGRESSED}",
-                                        f"{len(spent)} {Verdict.REGRESSED} ({split})", 1)
-                        if spent else counted)
+        failures.append(counted)
     broken = unusable(record) if NOTHING_COMPARABLE in fail_on else None
     if broken:
         failures.append(broken)
@@ -134,7 +132,9 @@ def gate_checked(record: CompareRecord, fail_on: tuple[str, ...]) -> str:
     return "; ".join(said)
 
 
-def _tally(rows: list[Row]) -> str:
-    """Counts by verdict, most serious first: 2 REGRESSED, 1 FAILED."""
+def _tally(rows: list[Row], said: dict[str, str] | None = None) -> str:
+    """Counts by verdict, most serious first, each with what `said` adds to it: 2 REGRESSED
+    (more work: 2), 1 FAILED."""
     found = [(sum(r.verdict == v for r in rows), v) for v in VERDICTS]
-    return ", ".join(f"{n} {v}" for n, v in found if n)
+    return ", ".join(f"{n} {v}" + (f" ({(said or {})[v]})" if (said or {}).get(v) else "")
+                     for n, v in found if n)

@@ -18,11 +18,12 @@ UNSHALLOW = ("fetch the history with `git fetch --unshallow` (or actions/checkou
              "fetch-depth: 0)")
 
 
-def _git(*args: str, root: Path) -> subprocess.CompletedProcess:
+def _git(*args: str, root: Path, raw: bool = False) -> subprocess.CompletedProcess:
+    """git's answer as text (undecodable bytes replaced), or as bytes with `raw`."""
     # `-C` rather than cwd=: a missing folder is then git's error, not "git is not installed".
     try:
         return subprocess.run(["git", "-C", str(root), *args], capture_output=True,
-                              encoding="utf-8", errors="replace")
+                              **({} if raw else {"encoding": "utf-8", "errors": "replace"}))
     except FileNotFoundError:
         raise UserError("git is not installed; torchgate keeps its baseline history in git") from None
 
@@ -112,12 +113,7 @@ def read_file(commit: str | None, path: str, root: Path = Path(".")) -> str | No
         return None
     # `cat-file blob` rather than `show`: no textconv, and a directory is an error, not a listing.
     # Bytes, decoded strictly: a committed record is read as the workspace's reader reads it.
-    try:
-        shown = subprocess.run(["git", "-C", str(root), "cat-file", "blob",
-                                f"{commit}:./{Path(path).as_posix()}"], capture_output=True)
-    except FileNotFoundError:
-        raise UserError("git is not installed; torchgate keeps its baseline history in "
-                        "git") from None
+    shown = _git("cat-file", "blob", f"{commit}:./{Path(path).as_posix()}", root=root, raw=True)
     if shown.returncode != 0:
         return None
     try:
