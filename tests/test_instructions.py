@@ -329,6 +329,9 @@ def test_natively_a_client_request_is_a_no_op_and_the_command_pins_what_counts_d
     if callgrind.client_requests_supported():      # x86-64: AVX2, the widest valgrind runs
         assert env["ATEN_CPU_CAPABILITY"] == "avx2"
         assert env["TORCHINDUCTOR_CPP_MARCH"] == "x86-64-v3"    # not native: AVX-512 SIGILLs
+        # no fused multiply-adds, each lane a helper call under valgrind: MKL's SSE4.2
+        assert env["MKL_ENABLE_INSTRUCTIONS"] == "SSE4_2"
+        assert env["ONEDNN_MAX_CPU_ISA"] == "SSE41"
 
 
 def _job(layers: int, modes=("eager",)) -> Job:

@@ -170,8 +170,8 @@ def test_where_time_and_counts_disagree_the_row_says_what_it_means():
                                                                 Verdict.REGRESSED))}
     assert notes["flops_per_call"].endswith(
         "the code does more work; the steady state is IMPROVED: faster on this machine for "
-        "more work counted under valgrind, whose CPU (AVX2) takes other kernels than this "
-        "host's; read both before accepting either")
+        "more work counted under valgrind, which runs other kernels than this host's "
+        "(AVX2; MKL's SSE4); read both before accepting either")
     # They agree: nothing to add.
     for steady, flops in ((Verdict.REGRESSED, Verdict.REGRESSED),
                           (Verdict.INCONCLUSIVE, Verdict.EQUIVALENT)):

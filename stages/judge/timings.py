@@ -516,11 +516,11 @@ _TIME_SAYS = {Verdict.EQUIVALENT: "moved by less than δ",
               Verdict.INCONCLUSIVE: "is INCONCLUSIVE: at this machine's noise the time cannot "
                                     "tell",
               Verdict.NOT_COMPARABLE: "could not be compared (its row says why)",
-              # Counts run valgrind's AVX2 path (measure.callgrind), the time the host's own:
-              # more counted work can be a native kernel that runs faster here.
+              # Counts run the kernels valgrind can (measure.callgrind), the time the host's
+              # own: more counted work can be a native kernel that runs faster here.
               Verdict.IMPROVED: "is IMPROVED: faster on this machine for more work counted "
-                                "under valgrind, whose CPU (AVX2) takes other kernels than "
-                                "this host's; read both before accepting either"}
+                                "under valgrind, which runs other kernels than this host's "
+                                "(AVX2; MKL's SSE4); read both before accepting either"}
 
 
 def read_time_by_work(rows: tuple[Row, ...]) -> tuple[Row, ...]:
