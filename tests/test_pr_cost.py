@@ -6,6 +6,7 @@ counted them, never across a changed input."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 import pytest
 
@@ -14,7 +15,7 @@ from stages.core.records.job import NOW_ARM, Arm
 from stages.core.records.schema import WorkloadRun
 from stages.judge.summary import summarize
 from stages.launch import cells, reuse
-from stages.launch.cells import measure_bench
+from stages.launch.cells import measure_bench, measure_numerics
 from stages.launch.reuse import could_have_changed, counts_key
 from stages.render import bench as page
 
@@ -182,3 +183,24 @@ def test_beyond_the_controls_an_unchanged_workload_is_not_measured_and_says_so(c
     summary = summarize("cpu-fp32", record, 0.1, 0.25)
     assert "| c | both | not measured |" in page.carried(summary)
     assert summary_page is not None and page.page(summary, result)
+
+
+def test_numerics_of_an_unchanged_workload_run_once_and_the_arms_of_a_changed_one_at_once(
+        monkeypatch):
+    """Nothing is timed in numerics: a changed workload's two arms run side by side (every
+    core), and an unchanged one's outputs are computed once, for both arms."""
+    monkeypatch.setattr(cells, "usable_cores", lambda: 2)
+    cfg = config.parse(RAW)
+    together = threading.Barrier(2, timeout=30)     # broken unless two run at once
+    jobs = []
+
+    def worker(job, timeout_s, python=None, fresh_compile_cache=True):
+        jobs.append(job)
+        if job.workload.name == "a":
+            together.wait()
+        return {"status": "OK", "modes": {}}
+    run = measure_numerics(cfg, cfg.cells()[0], run=worker, arms=arms_where_a_changed(cfg))
+    assert sorted(j.workload.name for j in jobs) == ["a", "a", "b"]
+    assert not together.broken
+    assert run.results["baseline"]["b"] == run.results["now"]["b"]
+    assert len(run.results["baseline"]["a"]) == len(run.results["now"]["a"]) == 1

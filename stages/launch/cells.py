@@ -177,8 +177,17 @@ class CellRun:
         return self.arms[-1].name
 
     def arms_of(self, name: str) -> int:
-        """How many worker processes a round of this workload starts: one per arm that has it."""
-        return sum(spec_for(a, self.cfg, name) is not None for a in self.arms)
+        """How many worker processes a round of this workload starts: one per arm that has it
+        (one for all where they share it)."""
+        return 1 if self.shares(name) else sum(
+            spec_for(a, self.cfg, name) is not None for a in self.arms)
+
+    def shares(self, name: str) -> bool:
+        """Numerics of a workload whose inputs are the same in both arms (configuration,
+        module files, interpreter: `could_have_changed`) are computed once, for both: the
+        same code on the same inputs gives the same outputs, and a second process would
+        only repeat the first's (the fresh-process check covers determinism)."""
+        return self.kind == "numerics" and name in self.unchanged
 
     def process(self, name: str, round_: int, modes: list[str] | None = None) -> None:
         """One worker process per arm, alternating the arms' order from round to round.
@@ -198,6 +207,9 @@ class CellRun:
             return
         order = self.arms if round_ % 2 == 0 else self.arms[::-1]
         order = [a for a in order if spec_for(a, self.cfg, name) is not None]
+        shared = self.shares(name)
+        if shared:          # one process, its result each arm's (`shares`)
+            order = [a for a in order if a.name == self.now]
         jobs = [(dataclasses.replace(
             job_for(self.cfg, self.cell, [spec_for(a, self.cfg, name)], self.kind, modes, a),
             **self.compile_cache(a, name, round_)), a.python) for a in order]
@@ -206,6 +218,11 @@ class CellRun:
                                        else self.cfg.numerics.timeout_s)
         if self.run_pair and len(jobs) == 2:
             ran = self.run_pair(jobs, timeout_s=timeout_s, fresh_compile_cache=self.fresh)
+        elif self.kind == "numerics" and len(jobs) > 1:     # nothing timed: every core
+            with ThreadPoolExecutor(max_workers=min(len(jobs), usable_cores() or 1)) as pool:
+                ran = list(pool.map(lambda item: self.run(
+                    item[0], timeout_s=timeout_s, python=item[1],
+                    fresh_compile_cache=self.fresh), jobs))
         else:   # one by one; the iterator stops early when the device is missing
             ran = (self.run(job, timeout_s=timeout_s, python=python,
                             fresh_compile_cache=self.fresh) for job, python in jobs)
@@ -215,15 +232,17 @@ class CellRun:
                 return
             result = parsed(self.kind, {**raw, "round": round_},
                             f"{self.cell.name} {name} process {round_ + 1}")
-            self.torch[arm.name] = self.torch[arm.name] or result.torch
-            self.results[arm.name][name].append(result)
+            for each in (self.arms if shared else (arm,)):
+                self.torch[each.name] = self.torch[each.name] or result.torch
+                self.results[each.name][name].append(result)
             for mode in modes:
                 if result.status == Status.OK and result.modes.get(mode) is not None \
                         and result.modes[mode].status == Status.OK:
                     self.ran.add((arm.name, name, mode))
                 elif (arm.name, name, mode) not in self.ran or result.status == Status.TIMEOUT:
                     self.failed.add((name, mode))
-            self.log(self.cell.name, name, "now" if len(self.arms) == 1 else arm.name,
+            self.log(self.cell.name, name, "now" if len(self.arms) == 1 else
+                     "both arms: the same inputs" if shared else arm.name,
                      round_, result, self.progress.tick())
 
     def rounds_of(self, name: str, count: int, start: int = 0) -> int:
@@ -560,6 +579,8 @@ def measure_numerics(cfg: Config, cell: Cell, *, run=run_worker, log=lambda *lin
     fresh process (determinism across processes)."""
     cell_run = CellRun(cfg, cell, "numerics", run, log, fresh_compile_cache=False, arms=arms,
                        progress=progress)
+    changed = could_have_changed(cfg, arms)
+    cell_run.unchanged = set() if changed is None else set(cfg.workloads) - changed
     cell_run.progress.plan(1)                   # the fresh process
     cell_run.rounds(1)
     if cell_run.skipped:
