@@ -62,7 +62,8 @@ def measure(cfg, cell, arms, where, inputs, progress: Progress | None = None):
         """An interim look that fails says so and funds nothing: the measurements so far
         are never lost to the arithmetic that judges them."""
         try:
-            return pending_units(judged(record), cfg.bench.max_processes)
+            return pending_units(judged(record), cfg.bench.max_processes,
+                                 cfg.bench.adaptive_metrics)
         except (ArithmeticError, ValueError) as exc:
             say(f"{cell.name}: the interim look failed ({type(exc).__name__}: {exc}): no "
                 "adaptive rounds; the record keeps every process")

@@ -302,3 +302,26 @@ def test_a_steady_state_its_host_instructions_decided_gets_no_rounds_and_says_wh
     note = cost_note(renamed[0], record, cfg.bench, renamed[1])
     assert "its host instructions moved +5.0 % and decide it" in note, note
     assert "its host instructions" not in cost_note(renamed[0], record, cfg.bench, None)
+
+
+def test_adaptive_rounds_fund_only_the_metrics_bench_adaptive_metrics_names():
+    """The pr matrix funds the steady state alone: an undecided warm-up or first call is
+    left as it is, and its row says which setting kept the rounds from it."""
+    from stages.core.records.rows import Change, CompareRecord, Row
+    from stages.judge.adaptive import cost_note
+
+    def timing(metric):
+        return Row("bench", "cpu-fp32", "quiet", "eager", metric, Verdict.INCONCLUSIVE.value,
+                   change=Change(1.04, 1.01, 1.07, 0.95, 0.2, 4, 4, 0.02, "paired t",
+                                 needed=9))
+    rows = tuple(timing(m) for m in ("steady_s", "warmup_s", "first_call_warm_s"))
+    result = CompareRecord("HEAD", True, 0.05, len(rows), rows=rows)
+    assert len(pending_units(result, 12)) == 3
+    assert [p.metric for p, _ in pending_units(result, 12, ("steady_s",))] == ["steady_s"]
+    cfg = config.parse({**RAW, "bench": {**RAW.get("bench", {}),
+                                         "adaptive_metrics": ["steady_s"]}})
+    record = measure_bench(cfg, cfg.cells()[0], run=fake_worker(
+        {"quiet": 0.01, "noisy": 0.01}, random.Random(0), wall_s=1.0))
+    assert "adaptive rounds fund steady_s only (bench.adaptive_metrics)" in cost_note(
+        rows[1], record, cfg.bench)
+    assert "bench.adaptive_metrics" not in (cost_note(rows[0], record, cfg.bench) or "")

@@ -27,14 +27,16 @@ from stages.core.vocabulary import Verdict
 CALLS = ("steady_s", "warmup_s")     # the timings made of calls whose work a count counts
 
 
-def pending_units(result: CompareRecord, max_processes: int) -> list[tuple[Pending, int | None]]:
+def pending_units(result: CompareRecord, max_processes: int,
+                  metrics: tuple[str, ...] | None = None) -> list[tuple[Pending, int | None]]:
     """Timings that are INCONCLUSIVE but could be decided, each with the processes per side
     (lock-step pairs) that would decide it, and REGRESSED ones (None), to be confirmed with a
     fresh batch (a noisy, bimodal cell whose few processes happened to split between its
-    modes does not survive one). How many the launcher adds is its `fund`'s choice."""
+    modes does not survive one); of `metrics` only (bench.adaptive_metrics; None: every
+    timing). How many the launcher adds is its `fund`'s choice."""
     found, counted = [], decided_by_counts(result.rows)
     for row in result.rows:
-        if row.stage != "bench" or row.metric not in TIMINGS or row.change is None:
+        if row.stage != "bench" or row.metric not in (metrics or TIMINGS) or row.change is None:
             continue
         if _agrees(counted.get((row.cell, row.workload, row.mode)), row):
             continue
@@ -91,6 +93,9 @@ def cost_note(row: Row, record: BenchRecord | None, bench: BenchSettings,
     if _agrees(counted, row):
         limits.append(f"its host instructions moved {_percent(counted)} and decide it: "
                       "adaptive rounds go to units the counts cannot tell")
+    if bench.adaptive_metrics is not None and row.metric not in bench.adaptive_metrics:
+        limits.append(f"adaptive rounds fund {', '.join(bench.adaptive_metrics) or 'none'} "
+                      "only (bench.adaptive_metrics)")
     if c.needed > bench.max_processes:
         limits.append(f"bench.max_processes is {bench.max_processes}")
     if bench.adaptive_budget_s <= 0:

@@ -43,6 +43,7 @@ from stages.core.config.settings import (
 )
 from stages.core.config.sweeps import expand
 from stages.core.errors import UserError
+from stages.core.metrics import TIMINGS
 from stages.core.typed import from_data
 
 MODES = ("eager", "compiled", "reduce-overhead", "max-autotune")
@@ -274,6 +275,8 @@ def _check_bench(bench: BenchSettings) -> None:
                 "latency_s", "breakdown_s"):
         _at_least(getattr(bench, key), f"bench.{key}", inclusive=True)
     _choice(bench.instructions, INSTRUCTIONS, "bench.instructions")
+    for metric in bench.adaptive_metrics or ():
+        _choice(metric, TIMINGS, "bench.adaptive_metrics")
     if bench.unchanged_processes is not None and bench.unchanged_processes < 2:
         raise UserError(f"bench.unchanged_processes must be >= 2 (a paired test needs two "
                         f"pairs) or null, got {bench.unchanged_processes}")

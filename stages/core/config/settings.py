@@ -79,6 +79,8 @@ class BenchSettings:
     adaptive_budget_s: float = 60.0   # per cell: more processes for INCONCLUSIVE timings
     max_processes: int = 15           # per side, workload and mode, adaptive rounds included
     max_looks: int = 2                # looks per cell; every test then runs at alpha/max_looks
+    # The timings adaptive rounds may fund (core.metrics.TIMINGS); None: every one.
+    adaptive_metrics: tuple[str, ...] | None = None
     # In a lock-step run, a workload whose inputs are the same in both arms (configuration,
     # module files, interpreter) runs this many rounds (one cold compile, no adaptive ones):
     # the check's A/A control; None: as many as any other.
