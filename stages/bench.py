@@ -24,8 +24,9 @@ from stages.judge.environment import diff
 from stages.judge.run import compare_run
 from stages.judge.summary import summarize
 from stages.launch.backends import connection, on
-from stages.launch.cells import Progress, measure_bench
+from stages.launch.cells import measure_bench
 from stages.launch.fleet import measure_all, staging
+from stages.launch.progress import Progress
 from stages.measure.proc import sibling_runs
 from stages.render import bench as page
 from stages.render.progress import bench_line

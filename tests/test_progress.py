@@ -11,7 +11,8 @@ from stages.core.records.inputs import RecordPair, RunInputs
 from stages.core.vocabulary import FRESH, Tick
 from stages.judge.adaptive import pending_units
 from stages.judge.run import compare_run
-from stages.launch.cells import Progress, measure_bench, measure_numerics
+from stages.launch.cells import measure_bench, measure_numerics
+from stages.launch.progress import Progress
 from stages.render.progress import bench_line, clock, counter, numerics_process_line
 from tests.test_adaptive import RAW, fake_worker
 

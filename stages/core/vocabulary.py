@@ -91,7 +91,7 @@ class UnitKey:
 
 
 class Tick(NamedTuple):
-    """Where a running stage is (launch.cells.Progress counts, render.progress writes the line)."""
+    """Where a running stage is (launch.progress.Progress counts, render.progress writes the line)."""
     done: int
     planned: int
     elapsed_s: float

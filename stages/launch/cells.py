@@ -40,9 +40,10 @@ from stages.core.records.schema import (
     WorkloadRun,
 )
 from stages.core.typed import from_data, to_data
-from stages.core.vocabulary import FRESH, Status, Tick
+from stages.core.vocabulary import FRESH, Status
 from stages.launch.backends import capture_env
 from stages.launch.local import run_interleaved, run_worker
+from stages.launch.progress import Progress
 from stages.launch.reuse import (
     controls_of,
     could_have_changed,
@@ -52,31 +53,6 @@ from stages.launch.reuse import (
     unchanged_note,
 )
 from stages.measure import callgrind
-
-# ---- progress ------------------------------------------------------------
-# Where a stage is while it runs: units done of those planned, the time so far, and what is
-# left at the pace of the run so far. The counting and the clock live here; render.progress
-# writes the line.
-
-class Progress:
-    def __init__(self, clock: Callable[[], float] = time.monotonic):
-        self.clock = clock
-        self.started = clock()
-        self.done = self.planned = 0
-
-    def plan(self, units: int) -> None:
-        """More units to come (adaptive rounds), or fewer (negative: a unit not started after
-        all, because its modes had failed or the budget ran out)."""
-        self.planned = max(self.done, self.planned + units)
-
-    def tick(self) -> Tick:
-        """One unit done."""
-        self.done += 1
-        self.planned = max(self.planned, self.done)
-        elapsed = self.clock() - self.started
-        return Tick(self.done, self.planned, elapsed,
-                    elapsed / self.done * (self.planned - self.done))
-
 
 PROCESS = {"bench": BenchProcess, "numerics": NumericsProcess, "fresh": NumericsProcess,
            "instructions": BenchProcess}
