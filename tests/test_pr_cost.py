@@ -79,6 +79,7 @@ def test_an_unchanged_workload_is_the_a_a_control_and_is_counted_once(counting):
     shown = page.carried(summarize("cpu-fp32", record, None, 0.25))
     assert "| b | both | timings | the same inputs in both arms" in shown
     assert "| b |" in shown and "host instructions | counted once for both arms" in shown
+    assert "| b | both | numerics | computed once, each arm's" in shown
 
 
 def test_counts_a_committed_record_took_with_the_same_inputs_are_carried(counting):

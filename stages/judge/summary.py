@@ -108,6 +108,8 @@ def carried(record: BenchRecord) -> tuple[tuple[str, str, str, str], ...]:
             if run.unchanged and arm == NOW:     # said once: both arms ran the same rounds
                 found.append((name, "both", "timings" if run.processes else "not measured",
                               run.unchanged))
+                found.append((name, "both", "numerics", "computed once, each arm's (the "
+                              "numerics stage): the same inputs give the same outputs"))
             if run.counts_from:
                 found.append((name, arm, "host instructions", run.counts_from))
     return tuple(found)
