@@ -16,7 +16,7 @@ import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
+from typing import Callable, Iterator
 
 from stages.core import scratch
 from stages.core.config import Cell, Config
@@ -49,6 +49,7 @@ from stages.launch.reuse import (
     could_have_changed,
     counts_key,
     recorded_counts,
+    same_inputs,
     spec_for,
     unchanged_note,
 )
@@ -195,10 +196,9 @@ class CellRun:
         if self.run_pair and len(jobs) == 2:
             ran = self.run_pair(jobs, timeout_s=timeout_s, fresh_compile_cache=self.fresh)
         elif self.kind == "numerics" and len(jobs) > 1:     # nothing timed: every core
-            with ThreadPoolExecutor(max_workers=min(len(jobs), usable_cores() or 1)) as pool:
-                ran = list(pool.map(lambda item: self.run(
-                    item[0], timeout_s=timeout_s, python=item[1],
-                    fresh_compile_cache=self.fresh), jobs))
+            ran = side_by_side(lambda item: self.run(
+                item[0], timeout_s=timeout_s, python=item[1],
+                fresh_compile_cache=self.fresh), jobs)
         else:   # one by one; the iterator stops early when the device is missing
             ran = (self.run(job, timeout_s=timeout_s, python=python,
                             fresh_compile_cache=self.fresh) for job, python in jobs)
@@ -294,7 +294,7 @@ class CellRun:
 
     def _count(self, jobs: list[tuple[Arm, str, Job]]) -> None:
         self.progress.plan(len(jobs))
-        at_once = min(usable_cores() or 1, len(jobs))
+        at_once = cores_for(jobs)
         self.say(f"{self.cell.name}: counting host instructions under valgrind: {len(jobs)} "
                  f"process{'es' if len(jobs) > 1 else ''}, {at_once} at once, seconds to "
                  "minutes each (valgrind runs a call many times slower; "
@@ -304,12 +304,11 @@ class CellRun:
             arm, name, job = item
             return self.run(job, timeout_s=self.cfg.bench.instructions_timeout_s,
                             python=arm.python, fresh_compile_cache=True)
-        with ThreadPoolExecutor(max_workers=at_once) as pool:
-            for (arm, name, _), raw in zip(jobs, pool.map(counted, jobs)):
-                result = parsed("instructions", raw, f"{self.cell.name} {name} counts process")
-                self.counts[arm.name][name] = (result,)
-                self.log(self.cell.name, name, "now" if len(self.arms) == 1 else arm.name, -1,
-                         result, self.progress.tick())
+        for (arm, name, _), raw in zip(jobs, side_by_side(counted, jobs)):
+            result = parsed("instructions", raw, f"{self.cell.name} {name} counts process")
+            self.counts[arm.name][name] = (result,)
+            self.log(self.cell.name, name, "now" if len(self.arms) == 1 else arm.name, -1,
+                     result, self.progress.tick())
 
     def arm_id(self, arm: Arm) -> ArmId:
         return ArmId(portable(arm.python or sys.executable), self.torch[arm.name], arm.rev)
@@ -343,6 +342,18 @@ def workload_runs(run: CellRun, arm: Arm) -> dict[str, WorkloadRun]:
                               unchanged_note(name, run.unchanged, run.carried,
                                              run.cfg.bench.unchanged_processes))
             for name, procs in run.results[arm.name].items()}
+
+
+def cores_for(jobs: list) -> int:
+    """How many of `jobs` run at once where nothing is timed: one a core."""
+    return min(usable_cores() or 1, len(jobs))
+
+
+def side_by_side(run_one: Callable, jobs: list) -> Iterator:
+    """`run_one` of each job, `cores_for` them at once (counts, numerics: nothing timed),
+    each result in the jobs' order as soon as it and those before it are in."""
+    with ThreadPoolExecutor(max_workers=cores_for(jobs)) as pool:
+        yield from pool.map(run_one, jobs)
 
 
 def have_of(run: CellRun, name: str) -> int:
@@ -500,8 +511,7 @@ def _measure_bench(cfg: Config, cell_run: CellRun, pending, arms: tuple[Arm, ...
                    baseline_at: str | None = None) -> BenchRecord:
     why_not = not_counted(cfg, cell_run.cell)      # first: `always` fails before measuring
     if cfg.bench.unchanged_processes is not None:
-        changed = could_have_changed(cfg, cell_run.arms)
-        cell_run.unchanged = set() if changed is None else set(cfg.workloads) - changed
+        cell_run.unchanged = same_inputs(cfg, cell_run.arms)
         controls = controls_of(cell_run.unchanged, baseline, cfg.bench.unchanged_controls)
         cell_run.carried = cell_run.unchanged - controls
         if controls:
@@ -555,8 +565,7 @@ def measure_numerics(cfg: Config, cell: Cell, *, run=run_worker, log=lambda *lin
     fresh process (determinism across processes)."""
     cell_run = CellRun(cfg, cell, "numerics", run, log, fresh_compile_cache=False, arms=arms,
                        progress=progress)
-    changed = could_have_changed(cfg, arms)
-    cell_run.unchanged = set() if changed is None else set(cfg.workloads) - changed
+    cell_run.unchanged = same_inputs(cfg, arms)
     cell_run.progress.plan(1)                   # the fresh process
     cell_run.rounds(1)
     if cell_run.skipped:

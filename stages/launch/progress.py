@@ -27,5 +27,3 @@ class Progress:
         elapsed = self.clock() - self.started
         return Tick(self.done, self.planned, elapsed,
                     elapsed / self.done * (self.planned - self.done))
-
-

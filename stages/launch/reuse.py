@@ -44,6 +44,12 @@ def could_have_changed(cfg: Config, arms: tuple[Arm, ...]) -> set[str] | None:
             or to_data(a) != to_data(b) or _source(base, a) != _source(now, b)}
 
 
+def same_inputs(cfg: Config, arms: tuple[Arm, ...]) -> set[str]:
+    """The workloads the arms' difference cannot have moved (`could_have_changed`'s others)."""
+    changed = could_have_changed(cfg, arms)
+    return set() if changed is None else set(cfg.workloads) - changed
+
+
 def counts_key(cfg: Config, cell: Cell, arm: Arm, name: str, modes: list[str]) -> str | None:
     """Everything a counts process's result is a function of, hashed: the workload's
     configuration and module files in the arm's tree, the harness that runs it, the
