@@ -17,6 +17,7 @@ from stages.core.baseline import load_env_pair, load_run
 from stages.core.errors import one_line_errors
 from stages.core.records import write_record, write_text
 from stages.core.records.inputs import with_record
+from stages.core.records.parts import from_parts
 from stages.core.records.schema import BenchRecord
 from stages.core.vocabulary import short
 from stages.judge.adaptive import pending_units
@@ -110,10 +111,15 @@ def main(argv: list[str] | None = None) -> None:
         for pid, command in sibling_runs():
             say(f"another torchgate run is measuring on this machine (pid {pid}: {command}): "
                 "its load moves this run's timings; run one at a time (`dvc queue start -j 1`)")
-        arms = plan(cfg, log=say)
-        say(arms.note)
         inputs = baseline_of(cfg, cell, reports)
-        record = measured(cfg, cell, arms, inputs, reports)
+        if cfg.launcher.parts:      # a split check's last job: the parts its jobs measured
+            say(f"{cell.name}: joined from {len(cfg.launcher.parts)} jobs' parts "
+                "(launcher.parts), not measured here")
+            record = from_parts(cfg.launcher.parts, "bench", cell.name, set(cfg.workloads))
+        else:
+            arms = plan(cfg, log=say)
+            say(arms.note)
+            record = measured(cfg, cell, arms, inputs, reports)
         if record.instructions:
             say(f"host instructions {record.instructions}")
         out = reports / "bench"

@@ -18,6 +18,7 @@ from stages.core.baseline import load_run
 from stages.core.config import Cell, Config
 from stages.core.errors import one_line_errors
 from stages.core.records import write_record, write_text
+from stages.core.records.parts import from_parts
 from stages.core.records.schema import NumericsRecord
 from stages.judge.run import compare_run
 from stages.judge.tolerance import numerics_record, own_tolerances
@@ -43,10 +44,15 @@ def main(argv: list[str] | None = None) -> None:
 
         def say(line: str) -> None:
             print(f"torchgate numerics: {line}", flush=True)
-        arms = plan(cfg, log=say)
-        with backend(cfg, cell, arms.arms, log=say) as where:
-            record = run_cell(cfg, cell, run=where.run, arms=arms,
-                              log=lambda *line: print(numerics_process_line(*line), flush=True))
+        if cfg.launcher.parts:
+            say(f"{cell.name}: joined from {len(cfg.launcher.parts)} jobs' parts "
+                "(launcher.parts), not measured here")
+            record = from_parts(cfg.launcher.parts, "numerics", cell.name, set(cfg.workloads))
+        else:
+            arms = plan(cfg, log=say)
+            with backend(cfg, cell, arms.arms, log=say) as where:
+                record = run_cell(cfg, cell, run=where.run, arms=arms, log=lambda *line: print(
+                    numerics_process_line(*line), flush=True))
         for name, modes in record.workloads.items():
             for mode, ev in modes.items():
                 print(numerics_line(cell.name, name, mode, ev))

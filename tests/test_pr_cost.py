@@ -27,14 +27,6 @@ RAW = {"device": {"cpu": {"type": "cpu"}}, "precision": {"fp32": {"dtype": "floa
                  "instructions": "always", "unchanged_processes": 2}}
 
 
-@pytest.fixture
-def counting(monkeypatch):
-    """valgrind as if installed, and an environment record as if the env stage had run."""
-    monkeypatch.setattr(cells.callgrind, "missing", lambda: None)
-    monkeypatch.setattr(reuse.callgrind, "version", lambda: "3.19.0")
-    monkeypatch.setattr(reuse, "_read_bytes", lambda path: b'{"env": "this machine"}')
-
-
 class Worker:
     """A stand-in worker: every job it ran, and results a record can hold."""
 

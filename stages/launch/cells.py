@@ -45,13 +45,15 @@ from stages.launch.backends import capture_env
 from stages.launch.local import run_interleaved, run_worker
 from stages.launch.progress import Progress
 from stages.launch.reuse import (
-    controls_of,
     could_have_changed,
     counts_key,
+    plan_lines,
     recorded_counts,
     same_inputs,
+    shard_of,
     spec_for,
     unchanged_note,
+    unchanged_plan,
 )
 from stages.measure import callgrind
 
@@ -127,6 +129,7 @@ class CellRun:
         # beyond bench.unchanged_controls of them, not measured at all (`carried`).
         self.unchanged: set[str] = set()
         self.carried: set[str] = set()
+        self.mine: set[str] = set(cfg.workloads)    # this job's part (launcher.shard)
         self.torch: dict[str, str | None] = {arm.name: None for arm in arms}
         self.fresh_host = None      # numerics: where the fresh-process check ran
         # Bench: per unit and arm, the inductor cache its processes share. The first
@@ -224,6 +227,8 @@ class CellRun:
     def rounds_of(self, name: str, count: int, start: int = 0) -> int:
         """How many of the rounds start..start+count run a workload: an unchanged one's
         first bench.unchanged_processes only."""
+        if name not in self.mine:
+            return 0
         most = 0 if name in self.carried else self.cfg.bench.unchanged_processes
         if name not in self.unchanged or most is None:
             return count
@@ -258,7 +263,7 @@ class CellRun:
         recorded = recorded or {}
         jobs, first, shares = [], {}, []
         for arm in self.arms:
-            for name in self.cfg.workloads:
+            for name in [n for n in self.cfg.workloads if n in self.mine]:
                 spec = spec_for(arm, self.cfg, name)
                 modes = list(self.cfg.modes) if name in self.carried else [
                     m for m in self.cfg.modes if (arm.name, name, m) in self.ran]
@@ -341,7 +346,7 @@ def workload_runs(run: CellRun, arm: Arm) -> dict[str, WorkloadRun]:
                               run.counts_from[arm.name].get(name),
                               unchanged_note(name, run.unchanged, run.carried,
                                              run.cfg.bench.unchanged_processes))
-            for name, procs in run.results[arm.name].items()}
+            for name, procs in run.results[arm.name].items() if name in run.mine}
 
 
 def cores_for(jobs: list) -> int:
@@ -510,17 +515,10 @@ def _measure_bench(cfg: Config, cell_run: CellRun, pending, arms: tuple[Arm, ...
                    capture: Callable[[str], dict], baseline: BenchRecord | None = None,
                    baseline_at: str | None = None) -> BenchRecord:
     why_not = not_counted(cfg, cell_run.cell)      # first: `always` fails before measuring
-    if cfg.bench.unchanged_processes is not None:
-        cell_run.unchanged = same_inputs(cfg, cell_run.arms)
-        controls = controls_of(cell_run.unchanged, baseline, cfg.bench.unchanged_controls)
-        cell_run.carried = cell_run.unchanged - controls
-        if controls:
-            cell_run.say(f"{cell_run.cell.name}: the same inputs in both arms, measured as the "
-                         f"check's A/A control ({cfg.bench.unchanged_processes} rounds): "
-                         + ", ".join(sorted(controls)))
-        if cell_run.carried:
-            cell_run.say(f"{cell_run.cell.name}: the same inputs in both arms, not measured: "
-                         + ", ".join(sorted(cell_run.carried)))
+    cell_run.unchanged, cell_run.carried = unchanged_plan(cfg, cell_run.arms, baseline)
+    cell_run.mine = shard_of(cfg, cell_run.arms, baseline)
+    for line in plan_lines(cfg, cell_run.unchanged, cell_run.carried, cell_run.mine):
+        cell_run.say(f"{cell_run.cell.name}: {line}")
     cell_run.rounds(cfg.bench.processes)
 
     def record(**extra) -> BenchRecord:
@@ -566,6 +564,7 @@ def measure_numerics(cfg: Config, cell: Cell, *, run=run_worker, log=lambda *lin
     cell_run = CellRun(cfg, cell, "numerics", run, log, fresh_compile_cache=False, arms=arms,
                        progress=progress)
     cell_run.unchanged = same_inputs(cfg, arms)
+    cell_run.mine = shard_of(cfg, arms, None)
     cell_run.progress.plan(1)                   # the fresh process
     cell_run.rounds(1)
     if cell_run.skipped:
@@ -594,6 +593,7 @@ def measure_numerics(cfg: Config, cell: Cell, *, run=run_worker, log=lambda *lin
 
 def numerics_run(run: CellRun, fresh: dict[str, FreshOutputs] | None = None) -> NumericsRun:
     return NumericsRun(tuple(a.name for a in run.arms), {a.name: run.arm_id(a) for a in run.arms},
-                       {a: {name: tuple(procs) for name, procs in per.items()}
+                       {a: {name: tuple(procs) for name, procs in per.items()
+                            if name in run.mine}
                         for a, per in run.results.items()}, fresh or {}, run.fresh_host,
                        run.skipped)

@@ -98,6 +98,55 @@ def controls_of(unchanged: set[str], baseline: BenchRecord | None,
     return set(sorted(unchanged, key=cost)[:most])
 
 
+def unchanged_plan(cfg: Config, arms: tuple[Arm, ...], baseline: BenchRecord | None
+                   ) -> tuple[set[str], set[str]]:
+    """(the workloads with the same inputs in both arms, those of them not measured at all):
+    with bench.unchanged_processes set, the rest of the unchanged are the A/A control."""
+    if cfg.bench.unchanged_processes is None:
+        return set(), set()
+    unchanged = same_inputs(cfg, arms)
+    return unchanged, unchanged - controls_of(unchanged, baseline, cfg.bench.unchanged_controls)
+
+
+def shard_of(cfg: Config, arms: tuple[Arm, ...], baseline: BenchRecord | None) -> set[str]:
+    """The workloads this job measures (launcher.shard i/n): the i-th of n parts, each
+    workload's cost its rounds times the baseline record's seconds a process (1 where it has
+    none), the costliest first into the part with least so far. Every job of a check plans
+    alike from the same inputs (tree, configuration, committed record), so the parts are
+    disjoint and cover every workload, and the A/A control is one for the whole check."""
+    part = cfg.launcher.part
+    if part is None:
+        return set(cfg.workloads)
+    unchanged, carried = unchanged_plan(cfg, arms, baseline)
+
+    def cost(name: str) -> float:
+        if name in carried:
+            return 0.0
+        run = baseline.workloads.get(name) if baseline is not None else None
+        each = process_seconds(run.processes, baseline.modes) if run is not None else None
+        rounds = cfg.bench.unchanged_processes if name in unchanged else cfg.bench.processes
+        return (each or 1.0) * rounds
+    parts: list[tuple[float, int, list[str]]] = [(0.0, i, []) for i in range(part[1])]
+    for name in sorted(cfg.workloads, key=lambda name: (-cost(name), name)):
+        load, i, names = min(parts)
+        parts[i] = (load + cost(name), i, names + [name])
+    return set(parts[part[0] - 1][2])
+
+
+def plan_lines(cfg: Config, unchanged: set[str], carried: set[str], mine: set[str]
+               ) -> list[str]:
+    """What a cell measures less than in full, and this job's part of it, as log lines."""
+    lines = [f"this job's part ({cfg.launcher.shard}, launcher.shard): "
+             f"{', '.join(sorted(mine)) or 'none'}"] if cfg.launcher.shard else []
+    if controls := (unchanged - carried) & mine:
+        lines.append("the same inputs in both arms, measured as the check's A/A control "
+                     f"({cfg.bench.unchanged_processes} rounds): {', '.join(sorted(controls))}")
+    if carried & mine:
+        lines.append(f"the same inputs in both arms, not measured: "
+                     f"{', '.join(sorted(carried & mine))}")
+    return lines
+
+
 def unchanged_note(name: str, unchanged: set[str], carried: set[str],
                    rounds: int | None) -> str | None:
     """Why a workload was measured less than the others: its inputs are the same in both arms

@@ -10,11 +10,13 @@ only: the worker of a torch-only interpreter reads device specs through core.con
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 from stages.core.errors import UserError
 
 BACKENDS = ("local", "ray")
+SHARD = re.compile(r"(\d+)/(\d+)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,6 +60,20 @@ class RaySettings:
 class Launcher:
     backend: str = "local"
     ray: RaySettings = field(default_factory=RaySettings)
+    # "i/n": this job measures the i-th of n parts of every cell's workloads (a check split
+    # across runners by a CI job matrix; `python -m stages.merge` joins the parts). None: all.
+    shard: str | None = None
+    # The reports folders (reports/<machine>/ as each job left them) of a split check's n
+    # jobs: the bench and numerics stages join them (core.records.parts) instead of measuring.
+    parts: tuple[str, ...] = ()
+
+    @property
+    def part(self) -> tuple[int, int] | None:
+        """(i, n) of `shard`; None: every workload is this job's."""
+        if self.shard is None:
+            return None
+        i, n = map(int, self.shard.split("/"))
+        return i, n
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -70,6 +86,14 @@ class Launcher:
         if self.ray.units_per_node < 1:
             raise UserError("launcher.ray.units_per_node must be >= 1, got "
                             f"{self.ray.units_per_node}")
+        if self.shard is not None and not (
+                (found := SHARD.fullmatch(str(self.shard)))
+                and 1 <= int(found[1]) <= int(found[2])):
+            raise UserError(f"launcher.shard is {self.shard!r}; give i/n, this job's part of n "
+                            "(1 <= i <= n, e.g. 2/3), or null for every workload")
+        if self.shard is not None and self.parts:
+            raise UserError("launcher.shard and launcher.parts are both set: a job measures "
+                            "its part (shard) or joins the parts (parts), not both")
         if not self.ray.address.strip():
             raise UserError("launcher.ray.address is empty; give auto, ray://host:port, "
                             "host:port or local")
