@@ -144,6 +144,7 @@ def check(runner: Runner, base: str, head: str, fork: bool = False, **fake: str)
     run = runner.start(pull_request(base, head, fork))
     token = {"GITHUB_TOKEN": "read-only" if fork else "ghs_workflow"}
     assert runner.job(run, workflow, "baseline").result == "skipped"
+    runner.job(run, workflow, "measure", token)     # a split check's parts, where asked
     checked = runner.job(run, workflow, "check", token)
     commented = runner.job(run, workflow, "comment", token)
     for name in [k for k in fake if k in ("measure_fails", "gate_fails")]:
@@ -208,6 +209,36 @@ def test_a_pull_request_from_this_repository_gets_one_comment_edited_by_later_ru
     assert shown(again) in mine(github)[0]["body"]
     assert (run.artifacts / "reports-ci-cpu" / "summary.md").is_file()
     assert not (run.artifacts / "torchgate-comment").exists(), "posted here, no follow-up"
+
+
+def test_a_split_check_measures_its_parts_on_runners_of_their_own_and_joins_them(site, github):
+    """TORCHGATE_PARTS [1, 2]: two jobs measure a part each (launcher.shard), the check
+    joins their reports (launcher.parts) and judges the whole; one comment. Unset, the check
+    measures everything itself and no part job runs."""
+    runner, _, base, head = site
+    runner.vars["TORCHGATE_PARTS"] = "[1, 2]"
+    run, checked, commented = check(runner, base, head)
+    assert checked.result == commented.result == "success", [
+        (s.name, s.output[-2000:]) for s in checked.steps + commented.steps]
+    parts = [run.jobs[f"measure-{i}"] for i in (0, 1)]
+    for i, part in enumerate(parts, 1):
+        assert part.result == "success", [(s.name, s.output[-2000:]) for s in part.steps]
+        composed = yaml.safe_load((part.workspace / "params.yaml").read_text())
+        assert composed["launcher"]["shard"] == f"{i}/2"
+        assert composed["baseline"]["measure"] == "rebuild"
+        assert (run.artifacts / f"part-{i}" / "bench" / "cpu-fp32.json").is_file()
+    composed = yaml.safe_load((checked.workspace / "params.yaml").read_text())
+    assert composed["launcher"]["parts"] == ["parts/part-1", "parts/part-2"]
+    assert composed["launcher"]["shard"] is None
+    assert (checked.workspace / "parts" / "part-2" / "bench" / "cpu-fp32.json").is_file()
+    valgrind = next(s for s in checked.steps if s.name.startswith("valgrind"))
+    assert valgrind.outcome == "skipped"        # the parts counted
+    assert len(mine(github)) == 1
+    del runner.vars["TORCHGATE_PARTS"]
+    run, checked, _ = check(runner, base, head)
+    assert run.jobs["measure"].result == "skipped" and checked.result == "success"
+    assert yaml.safe_load((checked.workspace / "params.yaml").read_text())["launcher"][
+        "parts"] == []
 
 
 def test_a_failed_measurement_replaces_the_comment_with_measurement_failed(site, github):
@@ -343,6 +374,7 @@ def writer(runner: Runner, **fake: str):
     run = runner.start({"event_name": "push", "repository": REPO, "sha": "0" * 40,
                         "ref": "refs/heads/main", "event": {}})
     workflow = load(WORKFLOWS / "torchgate.yml")
+    assert runner.job(run, workflow, "measure").result == "skipped"
     assert runner.job(run, workflow, "check").result == "skipped"
     job = runner.job(run, workflow, "baseline", {"GITHUB_TOKEN": "ghs_workflow"})
     assert job.result == "success", [(s.name, s.output[-2000:]) for s in job.steps]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import json
 import platform
 import re
 import shutil
@@ -241,8 +242,10 @@ class Runner:
     every step (PATH included: put stand-in commands first) and earlier runs in `runs`, where
     download-artifact finds another run's artifacts by its id."""
 
-    def __init__(self, origin: Path, folder: Path, env: dict[str, str]):
+    def __init__(self, origin: Path, folder: Path, env: dict[str, str],
+                 variables: dict[str, str] | None = None):
         self.origin, self.folder, self.env = origin, folder, env
+        self.vars = variables if variables is not None else {}    # the repository's `vars`
         self.runs: dict[int, Run] = {}
 
     def start(self, github: dict) -> Run:
@@ -254,30 +257,54 @@ class Runner:
         return run
 
     def job(self, run: Run, workflow: dict, name: str, secrets: dict | None = None) -> Job:
+        """The job, or each job of its `strategy.matrix` (one list-valued key), one after
+        another: its result failure where any failed (run.jobs[name]; each as name-i too)."""
         spec = workflow["jobs"][name]
         needs = spec.get("needs", [])
         needs = {n: {"result": run.jobs[n].result, "outputs": {}}
                  for n in ([needs] if isinstance(needs, str) else needs)}
-        env: dict = {}
-        contexts = {"github": run.github, "env": env, "needs": needs, "steps": {},
-                    "secrets": secrets or {}, "vars": {}, "inputs": {}, "matrix": {},
-                    "runner": {}}
+        contexts = {"github": run.github, "env": {}, "needs": needs, "steps": {},
+                    "secrets": secrets or {}, "vars": self.vars, "inputs": {}, "matrix": {},
+                    "strategy": {}, "runner": {}}
         failed = any(n["result"] not in ("success", "skipped") for n in needs.values())
         functions = self.functions(lambda: failed, Path("."))
         if not condition(spec.get("if"), contexts, functions):
             run.jobs[name] = Job("skipped", [], "", Path("."))
             return run.jobs[name]
-        workspace = run.folder / name / "workspace"
-        temp = run.folder / name / "temp"
+        matrix = (spec.get("strategy") or {}).get("matrix")
+        if matrix is None:
+            run.jobs[name] = self.one(run, workflow, name, spec, contexts, name)
+            return run.jobs[name]
+        (key, values), = matrix.items()
+        whole = TEMPLATE.fullmatch(values) if isinstance(values, str) else None
+        values = evaluate(whole.group(1), contexts, functions) if whole else values
+        jobs = [self.one(run, workflow, name, spec, {
+            **contexts, "matrix": {key: value}, "strategy": {
+                "job-index": i, "job-total": len(values),
+                "fail-fast": spec["strategy"].get("fail-fast", True)}}, f"{name}-{i}")
+            for i, value in enumerate(values)]
+        for i, job in enumerate(jobs):
+            run.jobs[f"{name}-{i}"] = job
+        run.jobs[name] = Job("failure" if any(j.result == "failure" for j in jobs)
+                             else "success", [s for j in jobs for s in j.steps],
+                             "".join(j.summary for j in jobs), jobs[0].workspace)
+        return run.jobs[name]
+
+    def one(self, run: Run, workflow: dict, name: str, spec: dict, contexts: dict,
+            folder: str) -> Job:
+        env: dict = {}
+        contexts = {**contexts, "env": env, "steps": {}}
+        workspace = run.folder / folder / "workspace"
+        temp = run.folder / folder / "temp"
         workspace.mkdir(parents=True)
         temp.mkdir()
         contexts["runner"] = {"os": "Linux", "arch": "X64", "temp": str(temp)}
+        steps, paths, summary, state = [], [], [], {"failed": False}   # steps: their own
+        functions = self.functions(lambda: state["failed"], workspace)
         for level in (workflow.get("env", {}), spec.get("env", {})):
             env.update({k: expand(v, contexts, functions) for k, v in level.items()})
         shell = (spec.get("defaults") or workflow.get("defaults") or {}).get("run", {}).get(
             "shell")
-        steps, paths, summary, state = [], [], [], {"failed": False}   # steps: their own
-        functions = self.functions(lambda: state["failed"], workspace)
         for number, step in enumerate(spec["steps"]):
             record = self.step(run, step, number, contexts, functions, env, shell, workspace,
                                temp, paths, summary)
@@ -287,9 +314,8 @@ class Runner:
                                                  "conclusion": record.conclusion,
                                                  "outputs": record.outputs}
             state["failed"] |= record.conclusion == "failure"
-        run.jobs[name] = Job("failure" if state["failed"] else "success", steps,
-                             "".join(summary), workspace)
-        return run.jobs[name]
+        return Job("failure" if state["failed"] else "success", steps, "".join(summary),
+                   workspace)
 
     def functions(self, failed, workspace: Path) -> dict:
         def hash_files(*patterns):
@@ -305,7 +331,7 @@ class Runner:
                                           else text(b).casefold() in text(a).casefold()),
                 "startsWith": lambda a, b: text(a).casefold().startswith(text(b).casefold()),
                 "format": lambda f, *a: re.sub(r"\{(\d+)\}", lambda m: text(a[int(m[1])]), f),
-                "hashFiles": hash_files}
+                "hashFiles": hash_files, "fromJSON": lambda value: json.loads(text(value))}
 
     def step(self, run, step, number, contexts, functions, env, shell, workspace, temp,
              paths, summary) -> Step:
@@ -380,6 +406,13 @@ class Runner:
             shutil.copytree(source, target) if source.is_dir() else (
                 target.mkdir(), shutil.copy(source, target))
             return True, "", {}
+        if action == "actions/download-artifact" and "pattern" in with_:
+            # Each artifact that matches into a folder of its name (merge-multiple: false).
+            found = sorted(a for a in run.artifacts.iterdir()
+                           if fnmatch.fnmatch(a.name, with_["pattern"]))
+            for artifact in found:
+                shutil.copytree(artifact, workspace / with_.get("path", ".") / artifact.name)
+            return bool(found), f"{len(found)} artifact(s)", {}
         if action == "actions/download-artifact":
             source_run = self.runs[int(with_.get("run-id") or run.id)]
             source = source_run.artifacts / with_["name"]
