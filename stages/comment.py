@@ -216,7 +216,11 @@ def main(argv: list[str] | None = None) -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repo", required=True, help="owner/name")
     parser.add_argument("--pr", required=True, type=int, help="the pull request's number")
-    parser.add_argument("--body-file", required=True, type=Path)
+    parser.add_argument("--body-file", type=Path, help="the comment (required unless "
+                                                       "--verify-only)")
+    parser.add_argument("--verify-only", action="store_true",
+                        help="check --head-sha and print PR=<number> (for $GITHUB_ENV), "
+                             "posting nothing: before anything of the run is published")
     parser.add_argument("--head-sha", help="refuse unless the pull request's head is this "
                                            "commit (a fork's artifact names its own number)")
     parser.add_argument("--author", help="the login the token posts as, whose marked comment "
@@ -241,17 +245,14 @@ def main(argv: list[str] | None = None) -> None:
         if args.images_url is not None and "{path}" not in args.images_url:
             raise UserError(f"--images-url must hold {{path}}, where each picture's path goes, "
                             f"got {args.images_url!r}")
+        if args.verify_only and not args.head_sha:
+            raise UserError("--verify-only checks the pull request's head: give --head-sha")
+        if not args.verify_only and args.body_file is None:
+            raise UserError("give --body-file, the comment to post")
         token = os.environ.get("GITHUB_TOKEN", "")
         if not token:
             raise UserError("GITHUB_TOKEN is not set; export a token that may write "
                             "pull-request comments (in a workflow: secrets.GITHUB_TOKEN)")
-        try:
-            body = args.body_file.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise UserError(f"cannot read --body-file {args.body_file} ({exc.strerror})") \
-                from None
-        if args.reports_url:
-            body = with_reports_at(body, args.reports_url, args.images_url)
         github = GitHub(args.repo, token,
                         os.environ.get("GITHUB_API_URL") or "https://api.github.com")
         if args.head_sha:
@@ -259,6 +260,16 @@ def main(argv: list[str] | None = None) -> None:
             if head != args.head_sha:
                 raise UserError(f"pull request {args.pr} of {args.repo} is at {head[:10]}, "
                                 f"not at the run's {args.head_sha[:10]}; not commenting")
+        if args.verify_only:
+            print(f"PR={args.pr}")
+            return
+        try:
+            body = args.body_file.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"cannot read --body-file {args.body_file} ({exc.strerror})") \
+                from None
+        if args.reports_url:
+            body = with_reports_at(body, args.reports_url, args.images_url)
         done, url = post(github, args.pr, body, args.author or github.login(),
                          marker(args.machine))
         print(f"torchgate comment: {done} the "

@@ -110,7 +110,9 @@ def site(tmp_path, github):
     git("checkout", "-q", "main", cwd=src)          # origin's default branch
     origin = tmp_path / "origin.git"
     git("clone", "-q", "--bare", str(src), str(origin), cwd=tmp_path)
-    git("update-ref", "refs/pull/7/merge", head, cwd=origin)    # GitHub's test merge
+    merge = git("commit-tree", f"{head}^{{tree}}", "-p", base, "-p", head, "-m", "merge",
+                cwd=origin).stdout.strip()
+    git("update-ref", "refs/pull/7/merge", merge, cwd=origin)   # GitHub's test merge
     tools = tmp_path / "bin"
     tools.mkdir()
     python = '#!/bin/sh\nexec "{python}" "$@"\n'
@@ -297,6 +299,17 @@ def test_a_forks_comment_comes_from_the_follow_up_workflow(site, github):
     # The fork's pictures: data, the PNG files alone, shown in the comment.
     pictures = tip(origin, "torchgate-pages/pull-7/ci-cpu")
     assert tree(origin, pictures) == [PICTURE] and shown(pictures) in comment["body"]
+    # An artifact naming another pull request (at another commit): nothing is published under
+    # that number, nothing posted.
+    github.pulls[8] = base
+    github.comments[8] = []
+    (run.artifacts / "torchgate-comment" / "pr").write_text("8\n")
+    forged = runner.job(runner.start(event), follow_up, "comment", {"GITHUB_TOKEN": "ghs_x"})
+    assert forged.result == "failure"
+    refused = next(s for s in forged.steps if s.outcome == "failure")
+    assert refused.name.startswith("The pull request it belongs to")
+    assert "pull request 8 of owner/name is at " in refused.output
+    assert tip(origin, "torchgate-pages/pull-8/ci-cpu") == "" and github.comments[8] == []
     # Closed: its pictures' branches are deleted; nothing is commented.
     closed = runner.start({"event_name": "pull_request_target", "repository": REPO,
                            "sha": base, "ref": "refs/heads/main",
@@ -354,18 +367,35 @@ def test_the_gpu_box_checks_a_labelled_pull_request_from_this_repository_only(si
     assert checked.result == commented.result == "success", [
         (s.name, s.output[-2000:]) for s in checked.steps + commented.steps]
     assert runner.job(run, workflow, "unlabel", token).result == "skipped"
+    assert runner.job(run, workflow, "cancel", token).result == "skipped"
     # New commits were not read by whoever labelled it: the label comes off, nothing runs.
     pushed = runner.start(event(action="synchronize"))
     assert runner.job(pushed, workflow, "check", token).result == "skipped"
     assert runner.job(pushed, workflow, "unlabel", token).result == "success"
     assert "gh pr edit 7 --repo owner/name --remove-label gpu-check" in site_calls(runner)
+    # Taken off by a person: the cancel job, in the check's concurrency group, runs.
+    taken_off = runner.start(event(action="unlabeled", labels=()))
+    assert runner.job(taken_off, workflow, "check", token).result == "skipped"
+    assert runner.job(taken_off, workflow, "cancel", token).result == "success"
+    groups = {workflow["jobs"][j]["concurrency"]["group"] for j in ("check", "unlabel", "cancel")}
+    assert groups == {"torchgate-gpu-${{ github.event.pull_request.number }}"}
+    # A push while the check waited for the runner: the merge is not of the approved head.
+    moved = event()
+    moved["event"]["pull_request"]["head"]["sha"] = base
+    stopped = runner.job(runner.start(moved), workflow, "check", token)
+    assert stopped.result == "failure"
+    refused = next(s for s in stopped.steps if s.outcome == "failure")
+    assert refused.name == "The head the label approved, or stop"
+    assert "which the label approved: label it again" in refused.output
+    assert all(s.outcome == "skipped" for s in stopped.steps
+               if s.name == "Measure both arms")
     (comment,) = github.comments[7]
     assert comment["body"].startswith("<!-- torchgate gpu-box -->\nMeasured on `gpu-box`")
     composed = yaml.safe_load((checked.workspace / "params.yaml").read_text())
     assert composed["matrix"]["name"] == "gpu" and composed["baseline"]["rev"] == base
     assert composed["machine"]["name"] == "gpu-box"
     # The check measured the test merge, with main's workflow; the comment ran main's code.
-    assert git("rev-parse", "HEAD", cwd=checked.workspace).stdout.strip() == head
+    assert git("rev-parse", "HEAD^2", cwd=checked.workspace).stdout.strip() == head
     assert git("rev-parse", "HEAD", cwd=commented.workspace).stdout.strip() == base
 
 
