@@ -9,11 +9,12 @@ Writes <reports>/compare.md (every verdict, decided over the whole run: judge/__
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 from stages.core import cli
-from stages.core.baseline import KINDS, git, load_current, load_env_pair, load_run
+from stages.core.baseline import KINDS, git, load_current, load_env_pair, load_run, run_stamp
 from stages.core.errors import UserError, one_line_errors
 from stages.core.records import load_record, write_record, write_text
 from stages.core.records.inputs import RunInputs, own_arm, pair
@@ -97,9 +98,11 @@ def main(argv: list[str] | None = None) -> None:
     args = cli.parse("compare", __doc__, argv)
     with one_line_errors("compare"):
         cfg = cli.load(args)
-        inputs = load_run(cfg.baseline.rev, [c.name for c in cfg.cells()], reports=args.reports,
+        cells = [c.name for c in cfg.cells()]
+        inputs = load_run(cfg.baseline.rev, cells, reports=args.reports,
                           history_runs=cfg.stats.history_runs)
-        result = compare_run(cfg, inputs)
+        result = dataclasses.replace(compare_run(cfg, inputs), inputs=run_stamp(
+            cfg.baseline.rev, cells, args.reports))
         write_record(args.reports / "compare.json", result)
         write_text(args.reports / "compare.md", page(result, f"compare: matrix "
                                                               f"{cfg.matrix.name}"))

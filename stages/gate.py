@@ -12,7 +12,8 @@ from __future__ import annotations
 import sys
 
 from stages.core import cli
-from stages.core.errors import one_line_errors
+from stages.core.baseline import run_stamp
+from stages.core.errors import UserError, one_line_errors
 from stages.core.records import load_record
 from stages.core.records.rows import CompareRecord
 from stages.judge.gate import gate_checked, gate_failures
@@ -22,7 +23,13 @@ def main(argv: list[str] | None = None) -> None:
     args = cli.parse("gate", __doc__, argv)
     with one_line_errors("gate"):
         cfg = cli.load(args)
-        compare = load_record(args.reports / "compare.json", CompareRecord)
+        path = args.reports / "compare.json"
+        compare = load_record(path, CompareRecord)
+        if compare.inputs != run_stamp(cfg.baseline.rev, [c.name for c in cfg.cells()],
+                                       args.reports):
+            raise UserError(f"{path} is not this run's comparison: it was made from other "
+                            "records, cells or baseline than this run's; run `dvc repro` (or "
+                            "`python -m stages.compare`) before the gate")
         failures = gate_failures(compare, cfg.gate.fail_on)
         for reason in failures:
             print(f"torchgate gate: failed: {reason} (see {args.reports / 'summary.md'})",

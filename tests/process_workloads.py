@@ -1,6 +1,7 @@
 """Workloads that start processes of their own (children that must not outlive the run), or
 write down what their worker process was given."""
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -10,16 +11,19 @@ import torch
 from stages.workloads import Workload
 
 
-def _child(pid_file: str, own_session: bool = False) -> None:
+def _child(pid_file: str, own_session: bool = False, clear_env: bool = False) -> None:
     """A child that would run for ten minutes (in a session of its own: outside the worker's
-    process group); the worker's pid and the child's, one a line."""
-    child = subprocess.Popen(["sleep", "600"], start_new_session=own_session)
+    process group; with an empty environment: as `env -i setsid` starts a daemon); the
+    worker's pid and the child's, one a line."""
+    child = subprocess.Popen([shutil.which("sleep"), "600"], start_new_session=own_session,
+                             env={} if clear_env else None)
     Path(pid_file).write_text(f"{os.getpid()}\n{child.pid}\n")
 
 
-def leaves_a_child(*, device, dtype, compile, seed, pid_file, own_session=False):
+def leaves_a_child(*, device, dtype, compile, seed, pid_file, own_session=False,
+                   clear_env=False):
     """Returns normally, its child still running: the worker exits, the child would not."""
-    _child(pid_file, own_session)
+    _child(pid_file, own_session, clear_env)
     x = torch.ones(4, device=device, dtype=dtype)
     return Workload(step=lambda: x * 2, items=1)
 

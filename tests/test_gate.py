@@ -12,7 +12,10 @@ import pytest
 import yaml
 
 from stages.compose import compose
+from stages.core import config
+from stages.core.baseline import run_stamp
 from stages.core.config.settings import NOTHING_COMPARABLE, Gate
+from stages.core.errors import UserError
 from stages.core.records import write_record
 from stages.core.records.rows import Change, CompareRecord, Row
 from stages.core.records.schema import BenchRecord
@@ -167,15 +170,34 @@ def test_the_summary_never_says_no_regressions_when_nothing_was_compared():
 
 # ---- the gate stage ----------------------------------------------------------------------
 
-def gate_stage(tmp_path, fail_on, rows, *extra_gate):
+def gate_stage(tmp_path, fail_on, rows, *extra_gate, stale=False):
+    """The gate stage on a compare.json of `rows`, made from this run's records (none here) or,
+    `stale`, from others."""
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
     raw["gate"] = {"fail_on": fail_on, **dict(extra_gate)}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
-    write_record(tmp_path / "reports/test-box/compare.json", CompareRecord("HEAD", True, 0.05, 1,
-                                                                  rows=tuple(rows)))
+    reports = tmp_path / "reports/test-box"
+    try:
+        cfg = config.parse(raw)
+        stamp = run_stamp(cfg.baseline.rev, [c.name for c in cfg.cells()], reports)
+    except UserError:           # the gate says what is wrong with its configuration first
+        stamp = ""
+    write_record(reports / "compare.json", CompareRecord("HEAD", True, 0.05, 1, rows=tuple(rows),
+                                                         inputs="0" * 64 if stale else stamp))
     return subprocess.run([sys.executable, "-m", "stages.gate", "--params",
                            str(tmp_path / "params.yaml"), "--reports", str(tmp_path / "reports/test-box")],
                           capture_output=True, text=True, cwd=ROOT)
+
+
+def test_the_gate_refuses_a_comparison_of_other_records_than_the_runs(tmp_path):
+    """A compare.json left from another run (a stage rerun by hand since, a selection DVC did
+    not see move) is never judged: one line, what to run."""
+    stale = gate_stage(tmp_path, list(DEFAULT), [], stale=True)
+    assert stale.returncode == 2 and stale.stderr.strip() == (
+        f"torchgate gate: error: {tmp_path}/reports/test-box/compare.json is not this run's "
+        "comparison: it was made from other records, cells or baseline than this run's; run "
+        "`dvc repro` (or `python -m stages.compare`) before the gate")
+    assert gate_stage(tmp_path, list(DEFAULT), []).returncode == 0
 
 
 def test_the_gate_stage_exits_1_with_one_line_per_reason_and_0_when_off(tmp_path):

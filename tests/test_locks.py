@@ -36,8 +36,14 @@ def test_a_lock_round_trips_and_installs_torch_from_its_index():
         with pytest.raises(UserError, match=rf"x line 2 is a pip option torchgate does not "
                                             rf"read: '{re.escape(option)}'"):
             locks.parse(f"# python 3.11.7\n{option}\ntorch==2.13.0\n", "x")
-    with pytest.raises(UserError, match=r"x line 2 is not `name==version`: 'torch>=2'"):
-        locks.parse("# python 3.11.7\ntorch>=2\n", "x")
+    # pip reads `===` as arbitrary equality and joins a line ending in `\` with the next: no
+    # pin as torchgate reads one, so refused, not read as version "=2.1.0" or "2.1.0\".
+    for line in ("torch>=2", "numpy===2.1.0", "numpy==2.1.0\\", "numpy==2.1.0 \\"):
+        with pytest.raises(UserError, match=rf"x line 2 is not `name==version`: "
+                                            rf"{re.escape(repr(line))}"):
+            locks.parse(f"# python 3.11.7\n{line}\n", "x")
+    assert locks.parse("# python 3.11\ntorch==2.13.0+cu130\nx==1!2.0.post1\n", "x").pins == {
+        "torch": "2.13.0+cu130", "x": "1!2.0.post1"}
     with pytest.raises(UserError, match="does not say its Python version"):
         locks.parse("torch==2.13.0\n", "x")
 

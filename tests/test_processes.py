@@ -53,14 +53,17 @@ def pids_in(path: Path, count: int = 2, limit_s: float = 120) -> list[int]:
     raise AssertionError(f"no pids in {path} within {limit_s} s")
 
 
-@pytest.mark.parametrize("own_session", [False, True], ids=["its group", "its own session"])
-def test_a_workers_child_that_outlives_the_worker_is_killed(tmp_path, own_session):
+@pytest.mark.parametrize("own_session,clear_env", [(False, False), (True, False), (True, True)],
+                         ids=["its group", "its own session", "env -i setsid"])
+def test_a_workers_child_that_outlives_the_worker_is_killed(tmp_path, own_session, clear_env):
     """With the worker's group; a child in a session of its own (a daemon) by the variable
-    only that worker's environment holds."""
+    only that worker's environment holds; one that cleared its environment too, reparented to
+    the launcher (its subreaper), never to init."""
     pid_file = tmp_path / "pids"
     raw = {"device": {"cpu": {"type": "cpu"}}, "precision": {"fp32": {"dtype": "float32"}},
            "workload": {"w": {"_target_": "tests.process_workloads.leaves_a_child",
-                              "pid_file": str(pid_file), "own_session": own_session}},
+                              "pid_file": str(pid_file), "own_session": own_session,
+                              "clear_env": clear_env}},
            "matrix": {"modes": ["eager"]},
            "bench": {"samples": 2, "sample_target_s": 0.001, "warmup_s": 0.0}}
     cfg = config.parse(raw)

@@ -216,6 +216,15 @@ def test_a_cuda_unit_needs_a_device_per_rank():
         check_ranks(job(device="mps"))
 
 
+def test_a_cpu_unit_needs_a_core_per_rank(monkeypatch):
+    """200 ranks on 2 cores would start 200 processes that each import torch: SKIPPED first."""
+    monkeypatch.setattr("stages.core.machine.usable_cores", lambda: 2)
+    check_ranks(job(ranks=2))
+    with pytest.raises(Unavailable, match="runs 3 ranks, a core each at least; this process "
+                                          "may use 2: lower its _ranks_"):
+        check_ranks(job(ranks=3))
+
+
 # ---- ranks that fail, end or hang: stand-in ranks, without torch -------------------------
 
 FAKE = """

@@ -19,7 +19,9 @@ from stages.core.errors import UserError
 
 FOLDER = Path("conf/env")
 TORCH_INDEX = "https://download.pytorch.org/whl/"
-_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;#]+)\s*$")
+# A version as PEP 440 spells one (local labels included): `===` (arbitrary equality) or a
+# trailing `\` (pip joins the next line) is no pin torchgate reads as pip would.
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([0-9][A-Za-z0-9.!+_-]*)\s*$")
 _PYTHON = re.compile(r"^#\s*python\s+(\d+\.\d+(?:\.\d+)?)\s*$")
 _INDEX = re.compile(r"^--extra-index-url\s+(" + re.escape(TORCH_INDEX) + r"[\w.]+)\s*$")
 

@@ -24,13 +24,18 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Callable
 
 # How long another interpreter may take to start and answer (a venv's check, an environment
 # captured there): an import of torch, with room for a cold disk.
 INTERPRETER_TIMEOUT_S = 120
 LIFELINE = "TORCHGATE_LIFELINE"   # "<read fd>:<launcher pid>", for the worker it starts
 PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+_launched: set[int] = set()           # processes `launched` started, not yet waited for
+_launching = threading.Lock()
 _pipe: tuple[int, int, int] | None = None    # (read fd, write fd, the pid that made it)
 
 
@@ -45,17 +50,63 @@ def killed_by(code: int) -> str | None:
         return f"killed by signal {-code}"
 
 
-def parent_death_signal(signum: int) -> bool:
-    """Ask Linux to send `signum` to this process when its parent ends (strictly: when the
-    parent's thread that started it ends; launchers wait for their workers in that thread).
-    False where there is no prctl (macOS: the lifeline alone then)."""
+def _prctl(option: int, value: int) -> bool:
+    """prctl(2); False where there is none (macOS)."""
     if not sys.platform.startswith("linux"):
         return False
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        return libc.prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0) == 0
+        return libc.prctl(option, value, 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
+
+
+def parent_death_signal(signum: int) -> bool:
+    """Ask Linux to send `signum` to this process when its parent ends (strictly: when the
+    parent's thread that started it ends; launchers wait for their workers in that thread).
+    False where there is no prctl (macOS: the lifeline alone then)."""
+    return _prctl(PR_SET_PDEATHSIG, signum)
+
+
+def launched(start: Callable[[], subprocess.Popen]) -> subprocess.Popen:
+    """Start a process in a session of its own (`start`) that this one waits for and kills:
+    it is known as this process's own, never taken for an orphan (`orphans_left`). This
+    process becomes its descendants' subreaper first: one that leaves its process group and
+    its environment behind (`setsid`, `env -i`) and outlives its parent is then reparented
+    here, not to init, where the launcher finds it."""
+    with _launching:
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)
+        proc = start()
+        if proc.pid is not None:
+            _launched.add(proc.pid)
+        return proc
+
+
+def ended(pid: int | None) -> None:
+    """A process `launched` started has been waited for."""
+    with _launching:
+        _launched.discard(pid)
+
+
+def orphans_left(find: Callable[[set[int]], list[int]]) -> list[int]:
+    """Kill and reap what the processes `launched` started and left behind in a session of
+    their own, reparented here (`find`: this process's children in another session than its
+    own, less the pids given; measure.proc.orphans). Their own orphans follow them here, so it
+    looks again until none is left. Returns the pids killed."""
+    killed: list[int] = []
+    with _launching:                 # no worker is starting: none is taken for an orphan
+        for _ in range(100):
+            found = [pid for pid in find(set(_launched)) if pid not in killed]
+            if not found:
+                break
+            for pid in found:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                except (ProcessLookupError, PermissionError, ChildProcessError):
+                    pass
+                killed.append(pid)
+    return killed
 
 
 def lifeline() -> tuple[int, dict[str, str]]:
@@ -114,9 +165,10 @@ def run_bound(args: list[str], **kwargs) -> subprocess.CompletedProcess:
     whatever it started once it has exited."""
     line, entry = lifeline()
     root = str(Path(__file__).resolve().parents[2])
-    with subprocess.Popen([sys.executable, "-c", BOUND, root, *args], pass_fds=(line,),
-                          env={**kwargs.pop("env", os.environ), **entry},
-                          start_new_session=True, **kwargs) as proc:
+    env = {**kwargs.pop("env", os.environ), **entry}
+    with launched(lambda: subprocess.Popen([sys.executable, "-c", BOUND, root, *args],
+                                           pass_fds=(line,), env=env, start_new_session=True,
+                                           **kwargs)) as proc:
         try:
             out, err = proc.communicate()
         finally:
@@ -124,6 +176,7 @@ def run_bound(args: list[str], **kwargs) -> subprocess.CompletedProcess:
                 os.killpg(proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+            ended(proc.pid)
     return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
 

@@ -30,7 +30,7 @@ from stages.core.records.job import IMPORTED, Job
 from stages.core.typed import to_data
 from stages.core.vocabulary import Status
 from stages.measure import callgrind
-from stages.measure.proc import carrying, process_cpu_s
+from stages.measure.proc import carrying, orphans, process_cpu_s, started_at
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -75,13 +75,14 @@ class _Worker:
             argv, pins = callgrind.command(argv, tmp / "callgrind")
             env = callgrind.fixed_layout(client, {**env, **pins})
         self.started = time.perf_counter()
-        self.ended = False
+        self.ended, self.born = False, None
         with open(self.stderr_path, "wb") as err, open(os.devnull, "wb") as out:
             try:
-                self.proc = subprocess.Popen(
+                self.proc = lifetime.launched(lambda: subprocess.Popen(
                     argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                     pass_fds=(*pass_fds, line),
-                    start_new_session=True)  # its own group: a timeout kills compilers too
+                    start_new_session=True))  # its own group: a timeout kills compilers too
+                self.born = started_at(self.proc.pid)
             except OSError as exc:   # the interpreter is gone (a venv removed mid-run)
                 self.proc = _NotStarted()
                 self.result_path.write_text(json.dumps({
@@ -122,7 +123,8 @@ class _Worker:
         """Kill the worker's process group: the worker, if it still runs (a timeout, or this
         stage was interrupted), and whatever it started, also once the worker has exited;
         then what it started outside the group (a process in a session of its own), known by
-        the variable only this worker's environment holds."""
+        the variable only this worker's environment holds, or, with that cleared too (`env
+        -i setsid`), once reparented to this process."""
         if self.ended or self.proc.pid is None:
             self.ended = True
             return
@@ -131,9 +133,12 @@ class _Worker:
         except (ProcessLookupError, PermissionError):   # the group has ended
             pass
         self.proc.wait()
+        lifetime.ended(self.proc.pid)
         for pid in carrying(IMPORTED, str(self.imported_path)):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
+        if self.born is not None:
+            lifetime.orphans_left(lambda own: orphans(own, self.born))
         self.ended = True
 
     def outcome(self, timeout_s: float, timed_out: bool) -> dict:

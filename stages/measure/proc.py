@@ -143,14 +143,26 @@ def run_queue_ns(proc: str = PROC) -> dict[str, int] | None:
     return found or None
 
 
+def _fields(path: Path) -> list[str]:
+    """A /proc/<pid>/stat's fields after the name, the state first; [] where unreadable."""
+    text = _text(path)          # the name in parentheses may hold anything
+    return text.rsplit(")", 1)[1].split() if text and ")" in text else []
+
+
 def _stat(path: Path) -> tuple[int, float] | None:
     """(ppid, utime + stime + cutime + cstime in seconds) from a /proc/<pid>/stat."""
-    text = _text(path)
-    if not text or ")" not in text:
-        return None
-    fields = text.rsplit(")", 1)[1].split()   # the name in parentheses may hold anything
+    fields = _fields(path)
     try:
         return int(fields[1]), sum(int(x) for x in fields[11:15]) / hz()
+    except (IndexError, ValueError):
+        return None
+
+
+def started_at(pid: int, proc: str = PROC) -> int | None:
+    """When a process started, in clock ticks since boot; None where unreadable."""
+    fields = _fields(Path(proc) / str(pid) / "stat")
+    try:
+        return int(fields[19])
     except (IndexError, ValueError):
         return None
 
@@ -198,6 +210,29 @@ def _tree(parents: dict[int, int], pid: int) -> set[int]:
             tree.add(p)
             todo.extend(children.get(p, ()))
     return tree
+
+
+def orphans(own: set[int], since: int, proc: str = PROC, pid: int | None = None) -> list[int]:
+    """This process's children in a session other than its own, started at or after `since`
+    (started_at of a worker), less `own` (the workers it started in sessions of their own):
+    what that worker started with `setsid` and left behind, reparented here (core.lifetime.
+    launched makes this process their subreaper). A child in this process's own session (a
+    `git` it runs) or older than the worker (a Ray cluster it started) is never one."""
+    pid = os.getpid() if pid is None else pid
+    try:
+        session, names = os.getsid(0), [n for n in os.listdir(proc) if n.isdigit()]
+    except OSError:
+        return []
+    found = []
+    for n in names:
+        fields = _fields(Path(proc) / n / "stat")
+        try:
+            ppid, sid, born = int(fields[1]), int(fields[3]), int(fields[19])
+        except (IndexError, ValueError):
+            continue
+        if ppid == pid and sid != session and born >= since and int(n) not in own:
+            found.append(int(n))
+    return found
 
 
 def carrying(name: str, value: str, proc: str = PROC) -> list[int]:

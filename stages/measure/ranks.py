@@ -42,7 +42,7 @@ from typing import Callable
 import torch
 import torch.distributed
 
-from stages.core import scratch
+from stages.core import machine, scratch
 from stages.core.config.ranks import rank_threads
 from stages.core.lifetime import killed_by
 from stages.core.numbers import median
@@ -66,10 +66,13 @@ def check_ranks(job: Job) -> None:
     if kind not in ("cpu", "cuda"):
         raise Unavailable(f"distributed units run on cpu (gloo) and cuda (nccl); device "
                           f"{job.device.name!r} is {kind}")
-    found = torch.cuda.device_count() if kind == "cuda" else n
-    if found < n:
+    if kind == "cuda" and torch.cuda.device_count() < n:
         raise Unavailable(f"workload {job.workload.name} runs {n} ranks, one per CUDA device; "
-                          f"this machine has {found}")
+                          f"this machine has {torch.cuda.device_count()}")
+    cores = machine.usable_cores() or 1     # each rank is a process with torch imported
+    if kind == "cpu" and cores < n:
+        raise Unavailable(f"workload {job.workload.name} runs {n} ranks, a core each at least; "
+                          f"this process may use {cores}: lower its _ranks_")
 
 
 @dataclass

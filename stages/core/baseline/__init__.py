@@ -9,6 +9,7 @@ the gate fails on, never a first run.
 """
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,20 @@ from stages.core.records.schema import BenchRecord, EnvRecord, NumericsRecord
 from stages.core.vocabulary import short
 
 KINDS = {"bench": BenchRecord, "numerics": NumericsRecord}
+
+
+def run_stamp(rev: str | None, cells: list[str], reports: Path) -> str:
+    """What a comparison of this run is a function of: the baseline as named, the cells, and
+    the bytes of each cell's bench and numerics record in `reports` (absent ones too), as a
+    sha256. The compare stage keeps it; the gate recomputes it and refuses a compare.json
+    made from anything else (a stage run by hand since, a selection DVC did not see move)."""
+    digest = hashlib.sha256(f"{rev}\n".encode())
+    for stage in KINDS:
+        for cell in cells:
+            path = reports / stage / f"{cell}.json"
+            digest.update(f"{stage}/{cell}\n".encode())
+            digest.update(path.read_bytes() if path.is_file() else b"\0absent")
+    return digest.hexdigest()
 
 
 def load_baseline(commit: str | None, path: Path, cls: type, root: Path = Path(".")) -> Any:

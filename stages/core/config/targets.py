@@ -81,10 +81,10 @@ def _child(script: str, payload: object, limit_s: float) -> tuple[str, bool, int
     `limit_s`: (its stdout, whether it hung, its return code). The child and whatever it
     started end with it."""
     line, entry = lifetime.lifeline()         # the child ends with this process too
-    proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            env={**os.environ, **entry}, pass_fds=(line,),
-                            start_new_session=True)
+    proc = lifetime.launched(lambda: subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, text=True, env={**os.environ, **entry}, pass_fds=(line,),
+        start_new_session=True))
     hung = False
     try:
         out, _ = proc.communicate(json.dumps(payload), timeout=limit_s)
@@ -98,6 +98,7 @@ def _child(script: str, payload: object, limit_s: float) -> tuple[str, bool, int
             pass
         if hung:
             out, _ = proc.communicate()
+        lifetime.ended(proc.pid)
     return out, hung, proc.returncode
 
 

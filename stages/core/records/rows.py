@@ -81,6 +81,9 @@ class CompareRecord:
     rows: tuple[Row, ...] = ()
     unchanged: bool = False   # this run's packages and workload code were the baseline's
     priors: dict[str, Prior] = field(default_factory=dict)   # variance moderation, per metric
+    # What it compared (core.baseline.run_stamp): the gate refuses a comparison of other
+    # records, cells or baseline than the run it judges holds; "" for a pair of files compared.
+    inputs: str = ""
 
     def findings(self) -> list[Row]:
         """One row per finding: the same metric of the same unit judged by several stages (a

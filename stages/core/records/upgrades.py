@@ -241,6 +241,12 @@ def _compare_2(data: dict) -> dict:
     return {**data, "schema_version": 3, "rows": rows}
 
 
+def _compare_3(data: dict) -> dict:
+    """Schema 4 keeps a stamp of what it compared (`inputs`: the cells, their records and the
+    baseline named); a schema-3 record has none, and no gate takes it for this run's."""
+    return {**data, "schema_version": 4}
+
+
 def _without_control(data: dict) -> dict:
     """Bench records written from 3c30acb to e897b3a (schemas 5 and 6) may carry the in-process
     control, removed without a schema bump: `settings.control` and each mode's `control_s` (a
@@ -262,7 +268,7 @@ UPGRADES = {("bench", 1): _bench_1, ("bench", 2): _bench_2, ("bench", 3): _bench
             ("bench", 15): _bench_15, ("bench", 16): _bench_16,
             ("numerics", 1): _numerics_1,
             ("numerics", 2): _numerics_2, ("numerics", 3): _numerics_3,
-            ("compare", 1): _compare_1, ("compare", 2): _compare_2,
+            ("compare", 1): _compare_1, ("compare", 2): _compare_2, ("compare", 3): _compare_3,
             ("migration", 1): _migration_1,
             ("env", 1): _env_1}
 
