@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import os
 import signal
 import subprocess
@@ -50,14 +51,21 @@ def killed_by(code: int) -> str | None:
         return f"killed by signal {-code}"
 
 
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    try:        # find_library runs a program: once a process
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    except OSError:
+        return None
+
+
 def _prctl(option: int, value: int) -> bool:
     """prctl(2); False where there is none (macOS)."""
-    if not sys.platform.startswith("linux"):
+    if not sys.platform.startswith("linux") or _libc() is None:
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        return libc.prctl(option, value, 0, 0, 0) == 0
-    except (OSError, AttributeError):
+        return _libc().prctl(option, value, 0, 0, 0) == 0
+    except AttributeError:
         return False
 
 
@@ -73,19 +81,29 @@ def launched(start: Callable[[], subprocess.Popen]) -> subprocess.Popen:
     it is known as this process's own, never taken for an orphan (`orphans_left`). This
     process becomes its descendants' subreaper first: one that leaves its process group and
     its environment behind (`setsid`, `env -i`) and outlives its parent is then reparented
-    here, not to init, where the launcher finds it."""
+    here, not to init, where the launcher finds it; for as long as such a process runs (a
+    program's own daemons, before and after, are none of torchgate's)."""
     with _launching:
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
-        proc = start()
+        try:
+            proc = start()
+        except BaseException:
+            if not _launched:
+                _prctl(PR_SET_CHILD_SUBREAPER, 0)
+            raise
         if proc.pid is not None:
             _launched.add(proc.pid)
+        elif not _launched:
+            _prctl(PR_SET_CHILD_SUBREAPER, 0)
         return proc
 
 
 def ended(pid: int | None) -> None:
-    """A process `launched` started has been waited for."""
+    """A process `launched` started has been waited for, and what it left killed."""
     with _launching:
         _launched.discard(pid)
+        if not _launched:
+            _prctl(PR_SET_CHILD_SUBREAPER, 0)
 
 
 def orphans_left(find: Callable[[set[int]], list[int]]) -> list[int]:

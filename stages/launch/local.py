@@ -133,12 +133,12 @@ class _Worker:
         except (ProcessLookupError, PermissionError):   # the group has ended
             pass
         self.proc.wait()
-        lifetime.ended(self.proc.pid)
         for pid in carrying(IMPORTED, str(self.imported_path)):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         if self.born is not None:
             lifetime.orphans_left(lambda own: orphans(own, self.born))
+        lifetime.ended(self.proc.pid)
         self.ended = True
 
     def outcome(self, timeout_s: float, timed_out: bool) -> dict:
