@@ -119,3 +119,32 @@ def test_the_bench_stage_keeps_every_process_of_two_wild_pairs_and_judges_them()
     steady = next(r for r in rows if r.metric == "steady_s")
     assert steady.verdict == "INCONCLUSIVE" and steady.change.mde > 10
     assert "> +1000" in change(steady) and "MDE > 1000 %" in evidence(steady)
+
+
+def test_a_cell_whose_judging_raises_fails_alone_and_the_others_are_judged(monkeypatch):
+    """No input is known to raise (the tests above); should one ever, compare still writes
+    the run's verdicts: that cell FAILED with the reason, the gate red, the others judged."""
+    import yaml
+
+    from stages.core import config
+    from stages.core.records.inputs import RunInputs, pair
+    from stages.judge import run
+
+    from .projects import default_params
+    from .records import record
+
+    real = run.bench_rows
+
+    def bench_rows(cell, *args, **kwargs):
+        if cell == "a":
+            raise OverflowError("math range error")
+        return real(cell, *args, **kwargs)
+    monkeypatch.setattr(run, "bench_rows", bench_rows)
+    inputs = RunInputs("HEAD", "0" * 40, {("bench", c): pair(record(seed=1), record(seed=2))
+                                          for c in ("a", "b")})
+    rows = run.compare_run(config.parse(yaml.safe_load(default_params())), inputs).rows
+    failed = [r for r in rows if r.cell == "a"]
+    assert [(r.verdict, r.workload) for r in failed] == [("FAILED", "*")]
+    assert failed[0].note.startswith("judging this cell failed (OverflowError: math range "
+                                     "error); its records are kept as measured")
+    assert any(r.cell == "b" and r.metric == "steady_s" for r in rows)

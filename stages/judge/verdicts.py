@@ -65,6 +65,14 @@ def unusable_row(stage: str, cell: str, why: str) -> Draft:
                  note=f"{UNUSABLE}: {why}")
 
 
+def judging_failed(stage: str, cell: str, exc: Exception) -> Draft:
+    """A cell whose judging raised: FAILED with the reason (so the gate fails), the run's other
+    cells judged, its records kept as measured."""
+    return draft(stage, cell, "*", "*", "cell", Verdict.FAILED,
+                 note=f"judging this cell failed ({type(exc).__name__}: {exc}); its records "
+                      "are kept as measured: please report this to torchgate")
+
+
 def lost_or_skipped(stage: str, cell: str, workload: str, mode: str, reason: str | None,
                     ran_in_baseline: bool) -> Draft:
     """A cell (workload "*") or unit SKIPPED in this run: FAILED where the baseline ran it (an
