@@ -91,10 +91,7 @@ def launched(start: Callable[[], subprocess.Popen]) -> subprocess.Popen:
             if not _launched:
                 _prctl(PR_SET_CHILD_SUBREAPER, 0)
             raise
-        if proc.pid is not None:
-            _launched.add(proc.pid)
-        elif not _launched:
-            _prctl(PR_SET_CHILD_SUBREAPER, 0)
+        _launched.add(proc.pid)
         return proc
 
 
