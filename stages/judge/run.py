@@ -164,52 +164,55 @@ def compare_run(cfg: Config, inputs: RunInputs) -> CompareRecord:
                               if stage == "bench" and not pair.ab and pair.base is not None},
                              inputs.env_base, cfg.stats.run_spread)
     for (stage, cell), pair in inputs.pairs.items():
-        try:
-            now, base = pair.now, pair.base
-            unreadable = None if pair.ab else inputs.unusable.get((stage, cell))
-            if unreadable and now is not None and now.status != Status.SKIPPED:
-                drafts.append(unusable_row(stage, cell, unreadable))
-            if pair.ab:
-                notes.append(_ab_note(stage, cell, now))
-            elif now is not None:
-                from_git += 1
-                if inputs.commit is not None and base is None and not unreadable:
-                    missing.append(f"{stage}/{cell}.json")
-            if stage == "bench":
-                if now is not None and now.arms_note:
-                    notes.insert(0, now.arms_note)
-                if now is not None:
-                    notes.extend(carried_notes(cell, now))
-                if not pair.ab and now is not None and base is not None \
-                        and now.status == base.status == Status.OK:
-                    moved += [f"{cell} {c}" for c in configuration_moved(base, now)]
-                looks = max(looks, now.looks_planned if now is not None else 1)
-                for label, record in ((f"this run's {cell}", now), (f"the baseline's {cell}", base)):
-                    notes.append(busy_note(label, record, cfg.compare.busy_share))
-                reference, runs = (base, 1) if pair.ab or base is None else like_reference(
-                    inputs.history.get(cell, []), base, inputs.env_base, cfg.stats.reference_runs)
-                if runs > 1:
-                    notes.append(f"The recorded baseline of {cell} is the mean of {runs} committed "
-                                 "runs of the same code and packages (their processes together; "
-                                 "the run-to-run variance of the reference is then τ²/"
-                                 f"{runs}).")
-                rows = bench_rows(cell, now, reference, cfg.stats.delta,
-                                  None if pair.ab else hardware, cfg.compare.busy_share,
-                                  paired=pair.paired, alpha=cfg.stats.alpha,
-                                  python=python_change(inputs.env_base and inputs.env_base.env,
-                                                       inputs.env_now and inputs.env_now.env),
-                                  allow_hardware_change=cfg.compare.allow_hardware_change,
-                                  slopes={key[1:]: s for key, s in slopes.items() if key[0] == cell})
+        now, base = pair.now, pair.base
+        unreadable = None if pair.ab else inputs.unusable.get((stage, cell))
+        if unreadable and now is not None and now.status != Status.SKIPPED:
+            drafts.append(unusable_row(stage, cell, unreadable))
+        if pair.ab:
+            notes.append(_ab_note(stage, cell, now))
+        elif now is not None:
+            from_git += 1
+            if inputs.commit is not None and base is None and not unreadable:
+                missing.append(f"{stage}/{cell}.json")
+        if stage == "bench":
+            if now is not None and now.arms_note:
+                notes.insert(0, now.arms_note)
+            if now is not None:
+                notes.extend(carried_notes(cell, now))
+            if not pair.ab and now is not None and base is not None \
+                    and now.status == base.status == Status.OK:
+                moved += [f"{cell} {c}" for c in configuration_moved(base, now)]
+            looks = max(looks, now.looks_planned if now is not None else 1)
+            for label, record in ((f"this run's {cell}", now), (f"the baseline's {cell}", base)):
+                notes.append(busy_note(label, record, cfg.compare.busy_share))
+            reference, runs = (base, 1) if pair.ab or base is None else like_reference(
+                inputs.history.get(cell, []), base, inputs.env_base, cfg.stats.reference_runs)
+            if runs > 1:
+                notes.append(f"The recorded baseline of {cell} is the mean of {runs} committed "
+                             "runs of the same code and packages (their processes together; "
+                             "the run-to-run variance of the reference is then τ²/"
+                             f"{runs}).")
+            try:        # the records stay whatever the arithmetic does; the cell says why
+                rows = bench_rows(
+                    cell, now, reference, cfg.stats.delta, None if pair.ab else hardware,
+                    cfg.compare.busy_share, paired=pair.paired, alpha=cfg.stats.alpha,
+                    python=python_change(inputs.env_base and inputs.env_base.env,
+                                         inputs.env_now and inputs.env_now.env),
+                    allow_hardware_change=cfg.compare.allow_hardware_change,
+                    slopes={key[1:]: s for key, s in slopes.items() if key[0] == cell})
                 drafts += _run_level(rows, cfg, spreads, cell, now, pair.ab, runs)
-            else:
-                own = own_tolerances(cfg, cell)
+            except (ArithmeticError, ValueError) as exc:
+                drafts.append(judging_failed(stage, cell, exc))
+        else:
+            own = own_tolerances(cfg, cell)
+            try:
                 drafts += numerics_rows(cell, now, base, cfg.stats.error_growth, own)
                 if pair.rebuilt is not None:
                     drafts += [dataclasses.replace(d, key=dataclasses.replace(
                         d.key, stage="numerics vs rebuilt")) for d in
                         numerics_rows(cell, now, pair.rebuilt, cfg.stats.error_growth, own)]
-        except (ArithmeticError, ValueError) as exc:   # the records stay; the cell says why
-            drafts.append(judging_failed(stage, cell, exc))
+            except (ArithmeticError, ValueError) as exc:
+                drafts.append(judging_failed(stage, cell, exc))
     if inputs.commit is None and from_git:
         notes.insert(0, "No baseline yet: this repository has no commit. Commit `reports/` to "
                         "make this run the baseline.")
