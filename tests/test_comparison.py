@@ -179,3 +179,18 @@ def test_busy_machine_note():
     assert busy_note("this run's cpu", busy(record(n=3), [0.01, 0.1, 0.2]), 0.25) is None
     note = busy_note("this run's cpu", busy(record(n=3), [0.01, 0.6, 0.9]), 0.25)
     assert "in 2 of 3 measured modes" in note and "up to 90%" in note
+
+
+def test_the_busy_rule_says_what_it_left_out_of_each_side_and_flags_unequal_rates():
+    """The rule leaves out processes a side: where the change itself reads as other
+    programs' CPU (a helper it starts), one side loses far more, and what is kept compares
+    unlike things; the note gives each side's share and flags a difference beyond chance."""
+    quiet = [0.02] * 8
+    one_each = rows(busy(record(n=8, seed=1), [0.6] + [0.02] * 7),
+                    busy(record(n=8, seed=2), [0.02] * 7 + [0.6]))["steady_s"]
+    assert "baseline 1 of 8, this run 1 of 8" in one_each.note
+    assert "different rates" not in one_each.note
+    lopsided = rows(busy(record(n=8, seed=1), [0.6] * 6 + [0.02] * 2),
+                    busy(record(n=8, seed=2), quiet))["steady_s"]
+    assert "baseline 0 of 8, this run 6 of 8" in lopsided.note
+    assert "different rates (Fisher p 0.007)" in lopsided.note

@@ -10,6 +10,8 @@ import dataclasses
 import math
 from typing import Iterator
 
+from scipy import stats as sps
+
 from stages.core.config.settings import CompareSettings, StatsSettings
 from stages.core.metrics import BY_NAME, METRICS, Delta, Family, Metric, Rule
 from stages.core.numbers import geometric_mean, median
@@ -407,8 +409,8 @@ def _timing_row(key: dict, metric: str, now: BenchRecord, base: BenchRecord, del
     workload, mode = key["workload"], key["mode"]
     # Processes sampled while other programs took the CPU say nothing about the code.
     b, n = (process_values(r, workload, mode, metric, busy_share) for r in (base, now))
-    everyone = sum(len(process_values(r, workload, mode, metric)) for r in (base, now))
-    left_out = everyone - len(b) - len(n)
+    everyone = [len(process_values(r, workload, mode, metric)) for r in (base, now)]
+    left_out = sum(everyone) - len(b) - len(n)
     tested = paired_values(base, now, workload, mode, metric, busy_share) if paired else (b, n)
     shift = stats.paired_shift(*tested) if paired else stats.shift(*tested)
     shift, machine = adjusted(shift, None if paired else slope, base, now)
@@ -417,7 +419,9 @@ def _timing_row(key: dict, metric: str, now: BenchRecord, base: BenchRecord, del
     if left_out:
         note = "; ".join(filter(None, [
             f"{left_out} process(es) left out: other programs and hypervisor steal took more "
-            f"than {busy_share:.0%} of the CPU while they ran", machine]))
+            f"than {busy_share:.0%} of the CPU while they ran", _left_out_by_arm(
+                (everyone[0] - len(b), everyone[0]), (everyone[1] - len(n), everyone[1])),
+            machine]))
     if shift is None:
         note = "fewer than 2 processes on a side: no test" + (f" ({note})" if left_out else "")
         if left_out:
@@ -426,6 +430,21 @@ def _timing_row(key: dict, metric: str, now: BenchRecord, base: BenchRecord, del
         verdict, note = Verdict.NOT_COMPARABLE, not_comparable
     return draft(**key, metric=metric, verdict=verdict, shift=shift, delta=delta, note=note,
                  **numbers)
+
+
+def _left_out_by_arm(base: tuple[int, int], now: tuple[int, int]) -> str:
+    """Each side's left-out share, and a warning where the shares differ beyond chance
+    (Fisher's exact test, two-sided, at 0.05): the rule then keeps processes unlike on the
+    two sides, as when the change itself starts work that reads as other programs' (a helper
+    process, threads beyond the cell's), and the kept processes compare unlike things."""
+    said = f"baseline {base[0]} of {base[1]}, this run {now[0]} of {now[1]}"
+    table = [[base[0], base[1] - base[0]], [now[0], now[1] - now[0]]]
+    p = sps.fisher_exact(table)[1] if min(base[1], now[1]) else 1.0
+    if p < 0.05:
+        return (f"{said}: the sides lose processes at different rates (Fisher p "
+                f"{p:.2g}), so the rule may keep unlike processes: "
+                "does the change itself start work that reads as other programs' CPU?")
+    return said
 
 
 def shown(sides: tuple[list[float], list[float]], centre=geometric_mean) -> dict:
