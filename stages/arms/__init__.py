@@ -53,8 +53,8 @@ would be a silent lie. Another Python minor version is taken from `pythonX.Y` on
 Lock-step. Each round runs one worker process per arm, taking turns one phase or sample at a
 time (A's compile, B's compile, A's first steady sample, B's first, ...; who goes first
 alternates from round to round). The pair is the unit of replication: each round gives one log
-ratio per metric, tested with a paired t-test (trimmed from 8 pairs on: judge/stats.py), so
-a machine whose speed wanders cancels out. Both arms run on the same cores, drawn at random per
+ratio per metric, tested with a paired t-test (trimmed from 8 pairs on, 12 pinned:
+judge/stats.py), so a machine whose speed wanders cancels out. Both arms run on the same cores, drawn at random per
 pair (`bench.pin_pairs`, launch.local.pair_cores): a core slowed for a while then slows both.
 Numerics run in both arms too (one after the other: they are not timed); with a rebuilt
 baseline they are compared with the recorded baseline's outputs, as always, and also with the

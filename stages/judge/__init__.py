@@ -13,7 +13,9 @@ lock-step pairs on the paired test is trimmed (Yuen's, `stats.paired_shift`): th
 highest and lowest pair ratios are left out, since a process now and then runs 25-40 %
 slower for a stretch or its whole life while its partner does not (2-23 % of pairs on a
 2-core VM before pairs shared their core, 1 in 400 after),
-and one such pair of 8 hid a +10 % slowdown from the t-test in most runs.
+and one such pair of 8 hid a +10 % slowdown from the t-test in most runs. Where pairs share
+their cores (bench.pin_pairs) trimming starts at 12 pairs: below, its price on every run
+outweighs the rare slow pair it removes.
 
 - REGRESSED / IMPROVED: the change is significant after Holm's step-down adjustment over
   every tested metric of the run (family-wise error rate `stats.alpha`, default 0.05: an

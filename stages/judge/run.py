@@ -56,7 +56,7 @@ def busy_note(label: str, record: BenchRecord | None, share: float) -> str | Non
 def _ab_note(stage: str, cell: str, record) -> str:
     ab = record.ab
     how = ("worker processes in lock-step pairs taking turns sample by sample; timings are "
-           "tested pair by pair (paired t-test on log ratios, trimmed from 8 pairs on)."
+           "tested pair by pair (paired t-test on log ratios, trimmed from 8 pairs on, 12 pinned)."
            if getattr(ab, "interleaved", False) else
            "worker processes alternating on this machine.")
     base = (f"`{ab.baseline.python}` (torch {ab.baseline.torch}"

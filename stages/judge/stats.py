@@ -10,7 +10,8 @@ effect δ.
 
 In interleaved A/B runs the two arms' processes run in lock-step pairs, taking turns sample
 by sample, so the machine's speed at the moment is common to both: there each pair gives one
-log ratio and the test is a paired t-test on them (`paired_shift`), trimmed from 8 pairs on:
+log ratio and the test is a paired t-test on them (`paired_shift`), trimmed from 8 pairs on
+(12 where a pair's processes share their cores, and slow pairs are rarer):
 a process now and then runs 25-40 % slower for a stretch of samples or its whole life
 while its partner, sampled in turn with it, does not, and one such pair of 8 took a +10 %
 slowdown from REGRESSED to INCONCLUSIVE.
@@ -47,14 +48,14 @@ class Part:
     side's number of processes; its estimate has n - 1 degrees of freedom plus `df`, the prior
     degrees of freedom variance moderation lends it. side "run": the variance of one run's
     offset (day, host, thermal state), which more processes do not shrink; `df` is then the
-    estimate's own degrees of freedom (inf: a configured prior, taken as known). `trimmed`: the
-    pair part of `paired_shift`'s test, trimmed from TRIM_FROM pairs on, whose own degrees of
-    freedom at n pairs are `trimmed_df(n)` (`own_df`), so that planning at another number of
-    pairs plans the test that would run there."""
+    estimate's own degrees of freedom (inf: a configured prior, taken as known). `trim_from`:
+    the pair part of `paired_shift`'s test, trimmed from that many pairs on (0: never), whose
+    own degrees of freedom at n pairs are `trimmed_df(n, trim_from)` (`own_df`), so that
+    planning at another number of pairs plans the test that would run there."""
     side: str
     variance: float
     df: float = 0.0
-    trimmed: bool = False
+    trim_from: int = 0
 
 
 @dataclass(frozen=True)
@@ -124,11 +125,13 @@ def shift(base: Sequence[float], now: Sequence[float]) -> Shift | None:
                                                 Part("now", ss2 / (n2 - 1))))
 
 
-def paired_shift(base: Sequence[float], now: Sequence[float]) -> Shift | None:
+def paired_shift(base: Sequence[float], now: Sequence[float],
+                 pinned: bool = False) -> Shift | None:
     """A paired test on log(now_i / base_i), pair i being two processes run in lock-step;
-    None with fewer than two pairs or a value that is not positive and finite.
+    None with fewer than two pairs or a value that is not positive and finite. `pinned`: each
+    pair's two processes ran on the same cores (bench.pin_pairs).
 
-    From 8 pairs on it is Yuen's trimmed test: the g = n // 8 highest and lowest log ratios
+    From 8 pairs on (12 pinned: `trim_from`) it is Yuen's trimmed test: the g = n // 8 highest and lowest log ratios
     are left out of the mean and winsorized in its variance (Yuen 1974; Wilcox, "Introduction
     to Robust Estimation", 5.9.5). A pair with one process in a slow state (25-40 %, about 3
     pairs in 100 on a 2-core VM) then moves the estimate by nothing instead of by 1/n of its
@@ -140,7 +143,11 @@ def paired_shift(base: Sequence[float], now: Sequence[float]) -> Shift | None:
     plain paired t-test. Yuen's own h - 1 degrees of freedom (h = n - 2g pairs kept) make
     too many false alarms in the tails a run's many tests need (1.2-1.45x the nominal rate
     at p = 0.001 for 8-24 pairs); `trimmed_df` is calibrated there
-    (tests/test_stats_trimmed.py).
+    (tests/test_stats_trimmed.py). Trimming pays where slow pairs are common enough to
+    outweigh what it costs every run: pinned, a slow pair is 1 in 400 and at 8-10 pairs the
+    plain test has more power, averaged over 1-3 % spreads and levels 0.05 to 0.05/66 (at 8
+    pairs of 3 % spread and 0.05/66, 0.68 against 0.30); from 12 pairs trimming matches it
+    or wins. Unpinned (3 in 100) it wins from 8 (tests/test_stats_trimmed.py).
 
     `spread` is the SD of a pair's log ratio over √2 (for the trimmed test, the one whose
     plain paired test would have the same standard error), the per-process spread that would
@@ -150,8 +157,8 @@ def paired_shift(base: Sequence[float], now: Sequence[float]) -> Shift | None:
             or not math.isfinite(sum(values)):
         return None
     d = [math.log(b) - math.log(a) for a, b in zip(base, now)]
-    n = len(d)
-    g = trimmed_pairs(n)
+    n, first = len(d), trim_from(pinned)
+    g = trimmed_pairs(n, first)
     if g == 0:
         mean, squares = mean_and_squares(d)
         variance = squares / (n - 1)
@@ -164,23 +171,28 @@ def paired_shift(base: Sequence[float], now: Sequence[float]) -> Shift | None:
         # plain test's, that planning divides by another number of pairs.
         variance = n * mean_and_squares(winsorized)[1] / (kept * (kept - 1))
     return with_parts(n, n, mean, math.sqrt(variance / 2),
-                      (Part("pair", variance, trimmed=True),), paired=True)
+                      (Part("pair", variance, trim_from=first),), paired=True)
 
 
-TRIM_FROM = 8      # pairs: the trimmed test leaves out one pair at each end per 8
+TRIM_FROM = 8            # pairs: from here the trimmed test leaves out one at each end per 8
+TRIM_FROM_PINNED = 12    # where pairs are pinned to their cores and slow pairs are rare
 
 
-def trimmed_pairs(n: int) -> int:
-    """Pairs the trimmed paired test leaves out at each end of n."""
-    return n // TRIM_FROM
+def trim_from(pinned: bool) -> int:
+    return TRIM_FROM_PINNED if pinned else TRIM_FROM
 
 
-def trimmed_df(n: int) -> float:
+def trimmed_pairs(n: int, first: int = TRIM_FROM) -> int:
+    """Pairs the trimmed paired test leaves out at each end of n, trimming from `first`."""
+    return n // 8 if n >= first else 0
+
+
+def trimmed_df(n: int, first: int = TRIM_FROM) -> float:
     """Degrees of freedom of the trimmed paired test at n pairs: h - 1 - g/2 (h = n - 2g
     kept), with which its two-sided false alarms stay within 0.85-1.1x nominal from 8 to
     60 pairs at levels 0.05 to 0.0003 (simulated, normal pairs); Yuen's h - 1 alone gives
-    1.2-1.45x at 0.001. For n < TRIM_FROM the plain test's n - 1."""
-    g = trimmed_pairs(n)
+    1.2-1.45x at 0.001. Below `first` the plain test's n - 1."""
+    g = trimmed_pairs(n, first)
     return n - 2 * g - 1 - g / 2
 
 
@@ -188,7 +200,8 @@ def with_parts(n_base: int, n_now: int, log_ratio: float, spread: float,
                parts: tuple[Part, ...], paired: bool = False) -> Shift:
     """The t-test of `log_ratio` whose variance is the sum of `parts`, with Satterthwaite's
     degrees of freedom (Welch's when the parts are the two sides' sample variances)."""
-    trimmed = trimmed_pairs(n_base) if any(p.trimmed for p in parts) else 0
+    trimmed = max((trimmed_pairs(n_base, p.trim_from) for p in parts if p.trim_from),
+                  default=0)
     se2, df = _se2_and_df(_terms(parts, n_base, n_now))
     se = math.sqrt(se2)
     if se == 0:
@@ -212,7 +225,7 @@ def _terms(parts: Sequence[Part], n_base: int, n_now: int) -> list[tuple[float, 
 
 def own_df(part: Part, n: int) -> float:
     """The degrees of freedom of a process part's own estimate at n processes (pairs)."""
-    return trimmed_df(n) if part.trimmed else n - 1
+    return trimmed_df(n, part.trim_from) if part.trim_from else n - 1
 
 
 def _se2_and_df(terms: Sequence[tuple[float, float]]) -> tuple[float, float]:

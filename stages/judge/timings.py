@@ -412,7 +412,8 @@ def _timing_row(key: dict, metric: str, now: BenchRecord, base: BenchRecord, del
     everyone = [len(process_values(r, workload, mode, metric)) for r in (base, now)]
     left_out = sum(everyone) - len(b) - len(n)
     tested = paired_values(base, now, workload, mode, metric, busy_share) if paired else (b, n)
-    shift = stats.paired_shift(*tested) if paired else stats.shift(*tested)
+    shift = stats.paired_shift(*tested, pinned=pinned(base, now)) if paired else \
+        stats.shift(*tested)
     shift, machine = adjusted(shift, None if paired else slope, base, now)
     numbers = shown(tested) if shift is not None else shown((b, n), median)
     verdict, note = Verdict.INCONCLUSIVE, machine
@@ -430,6 +431,11 @@ def _timing_row(key: dict, metric: str, now: BenchRecord, base: BenchRecord, del
         verdict, note = Verdict.NOT_COMPARABLE, not_comparable
     return draft(**key, metric=metric, verdict=verdict, shift=shift, delta=delta, note=note,
                  **numbers)
+
+
+def pinned(base: BenchRecord, now: BenchRecord) -> bool:
+    """Both sides' processes ran with a lock-step pair's two processes on the same cores."""
+    return all((r.settings or {}).get("pin_pairs", False) for r in (base, now))
 
 
 def _left_out_by_arm(base: tuple[int, int], now: tuple[int, int]) -> str:

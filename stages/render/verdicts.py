@@ -93,7 +93,7 @@ def method(result: CompareRecord) -> str:
     welch = any(r.change is not None and not r.change.paired for r in result.rows)
     trimmed = any(r.change is not None and "trimmed" in r.change.test for r in result.rows)
     pairs = "a paired t-test on the log ratio of each lock-step A/B pair" + (
-        ", trimmed from 8 pairs on: the n // 8 highest and lowest ratios left out (Yuen's "
+        ", trimmed from 8 pairs on (12 where a pair shares its cores): the n // 8 highest and lowest ratios left out (Yuen's "
         "test), so that one process in a slow state does not decide" if trimmed else "")
     tests = [t for t, used in ((pairs, paired), ("Welch's t-test on log values", welch))
              if used]
