@@ -20,7 +20,7 @@ from stages.core.records.inputs import with_record
 from stages.core.records.parts import from_parts
 from stages.core.records.schema import BenchRecord
 from stages.core.vocabulary import short
-from stages.judge.adaptive import pending_units
+from stages.judge.adaptive import pending_units, undecided_counts
 from stages.judge.environment import diff
 from stages.judge.run import compare_run
 from stages.judge.summary import summarize
@@ -60,20 +60,23 @@ def measure(cfg, cell, arms, where, inputs, progress: Progress | None = None):
     def judged(record):
         return compare_run(cfg, with_record(inputs, "bench", cell.name, record))
 
-    def pending(record):
-        """An interim look that fails says so and funds nothing: the measurements so far
+    def looked(read):
+        """An interim look that fails says so and asks for nothing: the measurements so far
         are never lost to the arithmetic that judges them."""
-        try:
-            return pending_units(judged(record), cfg.bench.max_processes,
-                                 cfg.bench.adaptive_metrics)
-        except (ArithmeticError, ValueError) as exc:
-            say(f"{cell.name}: the interim look failed ({type(exc).__name__}: {exc}): no "
-                "adaptive rounds; the record keeps every process")
-            return []
+        def look(record):
+            try:
+                return read(judged(record))
+            except (ArithmeticError, ValueError) as exc:
+                say(f"{cell.name}: the interim look failed ({type(exc).__name__}: {exc}): "
+                    "nothing more measured; the record keeps every process")
+                return []
+        return look
     committed = inputs.pairs.get(("bench", cell.name))
     return measure_bench(
         cfg, cell, log=lambda *line: print(bench_line(*line), flush=True),
-        pending=pending,
+        pending=looked(lambda result: pending_units(result, cfg.bench.max_processes,
+                                                     cfg.bench.adaptive_metrics)),
+        undecided_counts=looked(undecided_counts),
         arms=arms.arms, note=arms.note, rebuilt=arms.rebuilt, unchanged=arms.unchanged,
         run=where.run, run_pair=where.run_pair, capture=where.capture_env, progress=progress,
         say=say, baseline=committed.base if committed is not None else None,

@@ -15,7 +15,7 @@ from stages.core.errors import UserError
 from stages.core.records import write_record
 from stages.core.records.job import Arm
 from stages.core.records.schema import EnvRecord
-from stages.launch.cells import job_for
+from stages.launch.jobs import job_for
 from stages.launch.local import run_worker
 
 from .projects import git, make_project

@@ -8,7 +8,7 @@ import pytest
 
 from stages.core import config
 from stages.core.records.schema import Waiting
-from stages.launch.cells import job_for
+from stages.launch.jobs import job_for
 from stages.launch.local import pair_cores, run_interleaved
 
 pytestmark = pytest.mark.slow     # pairs of real worker processes taking turns

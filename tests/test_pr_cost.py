@@ -14,7 +14,8 @@ from stages.core import config
 from stages.core.records.job import NOW_ARM, Arm
 from stages.core.records.schema import WorkloadRun
 from stages.judge.summary import summarize
-from stages.launch import cells, reuse
+from stages.launch import jobs as launch_jobs
+from stages.launch import reuse
 from stages.launch.cells import measure_bench, measure_numerics
 from stages.launch.reuse import could_have_changed, counts_key
 from stages.render import bench as page
@@ -182,7 +183,7 @@ def test_numerics_of_an_unchanged_workload_run_once_and_the_arms_of_a_changed_on
         monkeypatch):
     """Nothing is timed in numerics: a changed workload's two arms run side by side (every
     core), and an unchanged one's outputs are computed once, for both arms."""
-    monkeypatch.setattr(cells, "usable_cores", lambda: 2)
+    monkeypatch.setattr(launch_jobs, "usable_cores", lambda: 2)
     cfg = config.parse(RAW)
     together = threading.Barrier(2, timeout=30)     # broken unless two run at once
     jobs = []

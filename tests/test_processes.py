@@ -11,7 +11,7 @@ import pytest
 
 from stages.compose import compose
 from stages.core import config
-from stages.launch.cells import job_for
+from stages.launch.jobs import job_for
 from stages.launch.local import run_worker
 
 from .projects import ROOT

@@ -12,7 +12,7 @@ import pytest
 
 from stages.core import config, scratch
 from stages.core.errors import UserError
-from stages.launch.cells import job_for
+from stages.launch.jobs import job_for
 from stages.launch.local import run_worker
 
 from .projects import ROOT

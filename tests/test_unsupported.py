@@ -18,7 +18,7 @@ from stages.judge.summary import summarize
 from stages.judge.timings import bench_rows
 from stages.judge.tolerance import evaluate, own_tolerance
 from stages.judge.verdicts import finish
-from stages.launch.cells import recorded
+from stages.launch.jobs import recorded
 from stages.measure.accuracy import fingerprint
 from stages.measure.build import failure
 from stages.measure.worker import run_bench, run_numerics

@@ -18,13 +18,14 @@ from __future__ import annotations
 import dataclasses
 
 from stages.core.config.settings import BenchSettings
-from stages.core.metrics import TIMINGS
+from stages.core.metrics import METRICS, TIMINGS, Rule
 from stages.core.records.cost import process_seconds
 from stages.core.records.rows import CompareRecord, Row
 from stages.core.records.schema import BenchRecord, Pending
 from stages.core.vocabulary import Verdict
 
-CALLS = ("steady_s", "warmup_s")     # the timings made of calls whose work a count counts
+CALLS = ("steady_s", "warmup_s")
+BANDED = {m.name for m in METRICS if m.rule == Rule.BANDED}     # the timings made of calls whose work a count counts
 
 
 def pending_units(result: CompareRecord, max_processes: int,
@@ -46,6 +47,13 @@ def pending_units(result: CompareRecord, max_processes: int,
             found.append((Pending(row.workload, row.mode, row.metric, row.verdict, c.ratio,
                                   c.ci_low, c.ci_high), c.needed if undecided else None))
     return found
+
+
+def undecided_counts(result: CompareRecord) -> list[str]:
+    """Workloads with a count the test left undecided (judge.counts): counted again."""
+    return sorted({r.workload for r in result.rows
+                   if r.stage == "bench" and r.metric in BANDED and r.change is not None
+                   and r.verdict == Verdict.INCONCLUSIVE})
 
 
 def decided_by_counts(rows) -> dict[tuple[str, str, str], Row]:

@@ -18,7 +18,7 @@ from stages.core.numbers import geometric_mean, median
 from stages.core.records.rows import Row
 from stages.core.records.schema import BenchProcess, BenchRecord, Busy, ModeTiming
 from stages.core.vocabulary import Failure, Status, Verdict
-from stages.judge import environment, portability, stats, steps
+from stages.judge import counts, environment, portability, stats, steps
 from stages.judge.sentinel import UNFITTED, Slope, adjusted, machine_moved, machine_unchanged
 from stages.judge.verdicts import (
     MISSING_CELL,
@@ -303,9 +303,9 @@ def _counts(record: BenchRecord, workload: str) -> tuple[BenchProcess, ...]:
 
 
 def _banded_row(key: dict, found: Metric, base: BenchRecord, now: BenchRecord,
-                band: float) -> Draft | None:
-    """A count within a band (host instructions): the counts process of each side, compared
-    as a ratio against ±band, where both were counted the same way; a count the baseline
+                delta: float) -> Draft | None:
+    """A count that repeats closely (host instructions): the counts processes of each side,
+    tested where both were counted the same way (judge.counts); a count the baseline
     has and this run lost is FAILED (a counts process that failed) or NOT COMPARABLE (not
     counted here: the record says why). A counts process that failed where the baseline has
     no count is NOT COMPARABLE with its error, once (on the first banded metric, which stands
@@ -334,33 +334,9 @@ def _banded_row(key: dict, found: Metric, base: BenchRecord, now: BenchRecord,
     if ways[0] is not None and ways[1] is not None and ways[0].key != ways[1].key:
         return draft(**key, metric=found.name, verdict=Verdict.NOT_COMPARABLE, base=max(b),
                      now=max(n), note="counted another way: " + counter_change(*ways))
-    return _margin_rule(key, found, max(b), max(n), band)
-
-
-def count_margin(found: Metric, count: float, relative: float) -> float:
-    """A count's margin, relative: counting the same code again (another process, arm, path
-    length or compile cache state) moves it by up to `found.floor` a call, a large share of a
-    small count and nothing of a large one; `relative` (its δ) bounds it below."""
-    return max(relative, found.floor / count) if count > 0 else math.inf
-
-
-def _margin_rule(key: dict, found: Metric, base: float, now: float, relative: float) -> Draft:
-    """A count against its margin m (count_margin, of the smaller side): beyond ±m
-    REGRESSED or IMPROVED, within ±m/2 EQUIVALENT, between INCONCLUSIVE: a change the size
-    of what counting the same code again can move, which the count cannot tell from it."""
-    margin = count_margin(found, min(base, now), relative)
-    moved = math.log(now / base) if base > 0 and now > 0 else math.inf
-    edge = math.log1p(margin)
-    verdict, note = (Verdict.REGRESSED if moved > 0 else Verdict.IMPROVED), ""
-    if abs(moved) <= edge / 2:
-        verdict = Verdict.EQUIVALENT
-    elif abs(moved) <= edge:
-        verdict = Verdict.INCONCLUSIVE
-        note = (f"moved {math.expm1(moved) * 100:+.2f} %, inside its margin of ±"
-                f"{margin * 100:.2f} %: counting the same code again can move a count of this "
-                "size so far, so the count cannot tell so small a change of the code")
-    return draft(**key, metric=found.name, verdict=verdict, base=base, now=now, delta=margin,
-                 note=note)
+    processes = (now.settings or {}).get("instruction_processes", 1)
+    return counts.count_draft(key, found, b, n, delta, processes,
+                              same=_counts(base, workload) == _counts(now, workload))
 
 
 def counter_change(base, now) -> str:

@@ -28,6 +28,7 @@ class Draft:
     run: RunSpread | None = None   # a recorded baseline's run-to-run variance
     reference_runs: int = 1        # the recorded baseline is the mean of this many like runs
     confirmed: bool = True         # fresh processes since adaptive sampling's last look at it
+    looks: int | None = None       # its own looks, each at α/looks (judge.counts); None: the run's
 
     stage = property(lambda self: self.key.stage)
     cell = property(lambda self: self.key.cell)
@@ -129,8 +130,11 @@ def _decided(d: Draft, shift: stats.Shift | None, p_adj: float | None, *, alpha:
     key = d.key.parts()
     if shift is None:
         return Row(*key, d.verdict, d.base, d.now, d.delta, None, d.note)
-    significance = alpha if d.confirmed else alpha / looks
-    equivalence = alpha / looks
+    if d.looks is not None:         # a design of its own (judge.counts)
+        significance = equivalence = alpha / d.looks
+    else:
+        significance = alpha if d.confirmed else alpha / looks
+        equivalence = alpha / looks
     verdict, note, mde, needed = d.verdict, d.note, None, None
     if p_adj is not None:
         verdict = stats.verdict(shift, p_adj, alpha=significance, delta=d.delta,
@@ -184,7 +188,8 @@ def _moderate(tested: list[Draft]) -> tuple[dict[int, stats.Shift], dict[str, Pr
     priors = {}
     groups: dict[tuple, list[Draft]] = {}
     for d in tested:
-        groups.setdefault((d.metric, d.shift.paired), []).append(d)
+        if d.looks is None:         # a count's variance is pooled with its own prior
+            groups.setdefault((d.metric, d.shift.paired), []).append(d)
     parts = {id(d): list(d.shift.variance_parts) for d in tested}
     for (metric, paired), members in groups.items():
         for side in ("pair",) if paired else ("base", "now"):

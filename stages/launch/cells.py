@@ -15,38 +15,34 @@ import shutil
 import sys
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterator
+from typing import Callable
 
 from stages.core import scratch
 from stages.core.config import Cell, Config
-from stages.core.config.settings import WorkloadSpec
-from stages.core.errors import UserError, clip
-from stages.core.machine import portable, usable_cores
+from stages.core.errors import UserError
+from stages.core.machine import portable
 from stages.core.records.cost import process_seconds
-from stages.core.records.job import NOW_ARM, Arm, Job, Timing
+from stages.core.records.job import NOW_ARM, Arm
 from stages.core.records.outputs import FreshOutputs
 from stages.core.records.schema import (
     ArmId,
     BenchAB,
     BenchArm,
-    BenchProcess,
     BenchRecord,
     Look,
-    NumericsProcess,
     NumericsRun,
     Pending,
-    RecordedWorkload,
     WorkloadRun,
 )
-from stages.core.typed import from_data, to_data
+from stages.core.typed import to_data
 from stages.core.vocabulary import FRESH, Status
+from stages.launch import counting
 from stages.launch.backends import capture_env
+from stages.launch.jobs import job_for, parsed, recorded, side_by_side
 from stages.launch.local import run_interleaved, run_worker
 from stages.launch.progress import Progress
 from stages.launch.reuse import (
     could_have_changed,
-    counts_key,
     plan_lines,
     recorded_counts,
     same_inputs,
@@ -57,48 +53,10 @@ from stages.launch.reuse import (
 )
 from stages.measure import callgrind
 
-PROCESS = {"bench": BenchProcess, "numerics": NumericsProcess, "fresh": NumericsProcess,
-           "instructions": BenchProcess}
 NOW = (NOW_ARM,)
 # The fresh-process check reruns every workload a cell ran: twice the time its processes
 # took, plus a worker's start (importing torch).
 FRESH_START_S = 30
-
-
-def job_for(cfg: Config, cell: Cell, workloads: list[WorkloadSpec], kind: str,
-            modes: list[str] | None = None, arm: Arm = NOW[0]) -> Job:
-    b = cfg.bench
-    return Job(kind, b.seed, cell.device, cell.precision, tuple(workloads),
-               tuple(modes or cfg.modes),
-               Timing(b.samples, b.sample_target_s, b.warmup_s, b.min_warmup_calls,
-                      b.warmup_max_s, latency_calls=b.latency_calls,
-                      latency_s=b.latency_s, rank_timeout_s=b.rank_timeout_s,
-                      breakdown_calls=b.breakdown_calls, breakdown_s=b.breakdown_s,
-                      instruction_calls=b.instruction_calls,
-                      instructions_compile=b.instructions_compile,
-                      # a counts process imports what its unit's timed processes imported
-                      import_timeout_s=None if kind == "instructions" else b.import_timeout_s,
-                      pin_pairs=b.pin_pairs),
-               code=arm.code)
-
-
-def recorded(spec: WorkloadSpec | None) -> RecordedWorkload | None:
-    """The record's snapshot of a workload: a setting the snapshot lacks is a record shape
-    change (a schema version), and fails here loudly rather than being dropped."""
-    if spec is None:
-        return None
-    # Its numerics tolerance is the numerics record's business, not the bench record's.
-    return from_data(RecordedWorkload, to_data(dataclasses.replace(spec, rel_l2_tol={})),
-                     "workload")
-
-
-def parsed(kind: str, raw: dict, where: str):
-    """A worker's result as its process record; a result that does not parse is the
-    process's failure, not the stage's."""
-    try:
-        return from_data(PROCESS[kind], raw, where)
-    except UserError as exc:
-        return PROCESS[kind](Status.ERROR, error=clip(f"unreadable worker result: {exc}"))
 
 
 class CellRun:
@@ -248,73 +206,6 @@ class CellRun:
                 if self.skipped:
                     return
 
-    def count(self, recorded: dict[str, WorkloadRun] | None = None,
-              recorded_at: str | None = None) -> None:
-        """One counts process per workload and arm (measure.callgrind), for the modes that
-        ran: after the first rounds and before any adaptive one, never beside a timed process
-        (whose machine they would load), as many at once as the machine has cores (each runs
-        one thread). Counts are a function of their inputs
-        (counts_key): a workload whose key a committed record (`recorded`, by key; from the
-        reports at `recorded_at`) holds takes that record's counts, and one whose key another
-        arm has is counted once for both. They compile into the inductor cache that numerics
-        workers share (core.scratch.inductor_cache), which keeps what they compiled under
-        valgrind from run to run: the timed processes' caches hold native kernels that
-        valgrind cannot run (measure.callgrind.PINNED)."""
-        recorded = recorded or {}
-        jobs, first, shares = [], {}, []
-        for arm in self.arms:
-            for name in [n for n in self.cfg.workloads if n in self.mine]:
-                spec = spec_for(arm, self.cfg, name)
-                modes = list(self.cfg.modes) if name in self.carried else [
-                    m for m in self.cfg.modes if (arm.name, name, m) in self.ran]
-                if spec is None or not modes or spec.ranks is not None:
-                    continue
-                key = counts_key(self.cfg, self.cell, arm, name, modes)
-                self.counts_keys[arm.name][name] = key
-                if name in self.carried and key not in recorded:
-                    continue        # not measured, and nothing counted to carry
-                if key in recorded:
-                    self.counts[arm.name][name] = recorded[key].counts
-                    self.counts_from[arm.name][name] = (
-                        f"carried from the reports at {recorded_at}: counted there with the "
-                        "same inputs (code, configuration, environment, counter)")
-                elif key is not None and key in first:
-                    shares.append((arm.name, name, first[key]))
-                    self.counts_from[arm.name][name] = (
-                        f"counted once for both arms, in the {first[key]} arm: the same "
-                        "inputs (code, configuration, environment, counter)")
-                else:
-                    if key is not None:
-                        first[key] = arm.name
-                    jobs.append((arm, name, job_for(self.cfg, self.cell, [spec],
-                                                    "instructions", modes, arm)))
-        carried = sum(map(len, self.counts_from.values()))
-        if carried:
-            self.say(f"{self.cell.name}: host instructions of {carried} workload-arm(s) carried "
-                     "or shared: their inputs were counted already")
-        if jobs:
-            self._count(jobs)
-        for arm, name, source in shares:
-            self.counts[arm][name] = self.counts[source].get(name, ())
-
-    def _count(self, jobs: list[tuple[Arm, str, Job]]) -> None:
-        self.progress.plan(len(jobs))
-        at_once = cores_for(jobs)
-        self.say(f"{self.cell.name}: counting host instructions under valgrind: {len(jobs)} "
-                 f"process{'es' if len(jobs) > 1 else ''}, {at_once} at once, seconds to "
-                 "minutes each (valgrind runs a call many times slower; "
-                 "bench.instructions=never skips the counts)")
-
-        def counted(item):      # an empty compile cache: one state (count_instructions)
-            arm, name, job = item
-            return self.run(job, timeout_s=self.cfg.bench.instructions_timeout_s,
-                            python=arm.python, fresh_compile_cache=True)
-        for (arm, name, _), raw in zip(jobs, side_by_side(counted, jobs)):
-            result = parsed("instructions", raw, f"{self.cell.name} {name} counts process")
-            self.counts[arm.name][name] = (result,)
-            self.log(self.cell.name, name, "now" if len(self.arms) == 1 else arm.name, -1,
-                     result, self.progress.tick())
-
     def arm_id(self, arm: Arm) -> ArmId:
         return ArmId(portable(arm.python or sys.executable), self.torch[arm.name], arm.rev)
 
@@ -347,18 +238,6 @@ def workload_runs(run: CellRun, arm: Arm) -> dict[str, WorkloadRun]:
                               unchanged_note(name, run.unchanged, run.carried,
                                              run.cfg.bench.unchanged_processes))
             for name, procs in run.results[arm.name].items() if name in run.mine}
-
-
-def cores_for(jobs: list) -> int:
-    """How many of `jobs` run at once where nothing is timed: one a core."""
-    return min(usable_cores() or 1, len(jobs))
-
-
-def side_by_side(run_one: Callable, jobs: list) -> Iterator:
-    """`run_one` of each job, `cores_for` them at once (counts, numerics: nothing timed),
-    each result in the jobs' order as soon as it and those before it are in."""
-    with ThreadPoolExecutor(max_workers=cores_for(jobs)) as pool:
-        yield from pool.map(run_one, jobs)
 
 
 def have_of(run: CellRun, name: str) -> int:
@@ -494,18 +373,21 @@ def measure_bench(cfg: Config, cell: Cell, *, run=run_worker, log=lambda *line: 
                   unchanged: bool = False, progress: Progress | None = None,
                   capture: Callable[[str], dict] | None = None,
                   say: Callable[[str], None] = lambda line: None,
-                  baseline: BenchRecord | None = None, baseline_at: str | None = None
+                  baseline: BenchRecord | None = None, baseline_at: str | None = None,
+                  undecided_counts: Callable[[BenchRecord], list[str]] | None = None
                   ) -> BenchRecord:
     """Every process of one bench cell; with `pending`, adaptive sampling. `capture`
     describes the candidate's environment where its processes ran (default: here).
     `baseline`: the committed record (from the reports at `baseline_at`) whose counts a
-    workload with the same inputs takes instead of counting again."""
+    workload with the same inputs takes instead of counting again. `undecided_counts`: the
+    workloads whose counts an interim look leaves undecided, counted again
+    (launch.counting.recount)."""
     started = time.perf_counter()
     cell_run = CellRun(cfg, cell, "bench", run, log, run_pair=run_pair, arms=arms,
                        progress=progress, say=say)
     try:
         return _measure_bench(cfg, cell_run, pending, arms, note, rebuilt, unchanged, started,
-                              capture or capture_env, baseline, baseline_at)
+                              capture or capture_env, baseline, baseline_at, undecided_counts)
     finally:
         cell_run.close()
 
@@ -513,7 +395,7 @@ def measure_bench(cfg: Config, cell: Cell, *, run=run_worker, log=lambda *line: 
 def _measure_bench(cfg: Config, cell_run: CellRun, pending, arms: tuple[Arm, ...],
                    note: str | None, rebuilt: bool, unchanged: bool, started: float,
                    capture: Callable[[str], dict], baseline: BenchRecord | None = None,
-                   baseline_at: str | None = None) -> BenchRecord:
+                   baseline_at: str | None = None, undecided_counts=None) -> BenchRecord:
     why_not = not_counted(cfg, cell_run.cell)      # first: `always` fails before measuring
     cell_run.unchanged, cell_run.carried = unchanged_plan(cfg, cell_run.arms, baseline)
     cell_run.mine = shard_of(cfg, cell_run.arms, baseline)
@@ -529,7 +411,9 @@ def _measure_bench(cfg: Config, cell_run: CellRun, pending, arms: tuple[Arm, ...
     if not cell_run.skipped:
         extra["instructions"] = why_not
         if why_not is None:
-            cell_run.count(recorded_counts(baseline), baseline_at)
+            counting.count(cell_run, recorded_counts(baseline), baseline_at)
+            if undecided_counts is not None and cfg.bench.instruction_processes > 1:
+                counting.recount(cell_run, undecided_counts(record()))
     if not cell_run.skipped and pending is not None and cfg.bench.adaptive_budget_s > 0:
         extra["looks_planned"] = cfg.bench.max_looks
         before = sum(map(len, cell_run.results[cell_run.now].values()))

@@ -73,7 +73,7 @@ class _Worker:
         if job.kind == "instructions":          # a counts process (measure.callgrind)
             client = argv
             argv, pins = callgrind.command(argv, tmp / "callgrind")
-            env = callgrind.fixed_layout(client, {**env, **pins})
+            env = callgrind.drawn_layout(client, {**env, **pins})
         self.started = time.perf_counter()
         self.ended, self.born = False, None
         with open(self.stderr_path, "wb") as err, open(os.devnull, "wb") as out:

@@ -269,7 +269,7 @@ INSTRUCTIONS = ("auto", "always", "never")     # bench.instructions
 def _check_bench(bench: BenchSettings) -> None:
     for key in ("processes", "samples", "sample_target_s", "timeout_s", "max_processes",
                 "max_looks", "warmup_max_s", "rank_timeout_s", "breakdown_calls",
-                "instruction_calls", "instructions_timeout_s"):
+                "instruction_calls", "instruction_processes", "instructions_timeout_s"):
         _at_least(getattr(bench, key), f"bench.{key}")
     for key in ("warmup_s", "adaptive_budget_s", "min_warmup_calls", "cold_compile_processes",
                 "latency_s", "breakdown_s"):

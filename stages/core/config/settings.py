@@ -92,6 +92,9 @@ class BenchSettings:
     # per workload and arm on CPU cells. auto: where valgrind is installed (else said once);
     # always: a missing valgrind is an error; never: not counted.
     instructions: str = "auto"
+    # A count the first process a side leaves undecided is counted again, in drawn layouts,
+    # up to this many processes a side (judge.counts): a size fixed in advance.
+    instruction_processes: int = 4
     instruction_calls: int = 2        # counted calls per mode, after its warm-up
     instructions_compile: bool = False   # also a compiled mode's first call (warm caches)
     instructions_timeout_s: float = 900.0   # per counts process (valgrind runs ~5-50x slower)

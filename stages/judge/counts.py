@@ -1,0 +1,96 @@
+"""A count that repeats closely but not exactly (host instructions), tested like a timing.
+
+Each counts process draws the layout it runs in (measure.callgrind.drawn_layout): where its
+stack and heap start. The same code then counts apart by a spread that shrinks with the
+count's size, measured with the shipped counts worker (reports/README.md): SDs of 0.52 % at
+66 k instructions a call, 0.23 % at 640 k, 0.10 % at 11.4 M, eager and compiled alike or
+less. So a unit's counts processes are samples of its layouts, and a change is tested on
+their logs: the difference of the sides' means over its standard error, whose variance is
+the sides' own spread pooled with what a count of this size is known to spread
+(`prior_spread`, worth PRIOR_DF processes): with one process a side the prior is all there
+is, with more the unit speaks for itself, a unit that spreads more than the prior wins.
+
+The test joins the run's Holm family beside the timings and is decided like them
+(stats.verdict): REGRESSED or IMPROVED where significant and beyond δ
+(stats.delta.instructions), EQUIVALENT where its interval lies within ±δ, INCONCLUSIVE
+between. An undecided count is counted again, up to bench.instruction_processes processes a
+side, a number fixed in advance, so the first process a side and all of them are two
+looks, each tested at α/2 (`looks`): whichever decides, no more than α of unchanged units
+are REGRESSED. tests/test_instructions.py measures its false alarms and power.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from stages.core.metrics import Metric
+from stages.core.numbers import geometric_mean
+from stages.core.vocabulary import Verdict
+from stages.judge import stats
+from stages.judge.verdicts import Draft, draft
+
+# Worth six processes: a unit needs more than a few of its own to be believed noisier or
+# quieter than counts of its size are.
+PRIOR_DF = 6
+
+
+def prior_spread(metric: Metric, count: float) -> float:
+    """The relative SD of one count of this size over drawn layouts: `metric.layout_noise`'s
+    (relative, per √instructions) parts, 1.3 times a fit of the SDs measured at 66 k-11.4 M
+    (core.metrics)."""
+    relative, root = metric.layout_noise
+    return relative + root / math.sqrt(count) if count > 0 else math.inf
+
+
+def looks(processes: int) -> int:
+    """Looks at a count: the first process a side, and the fixed number it grows to."""
+    return 2 if processes > 1 else 1
+
+
+def count_shift(metric: Metric, base: Sequence[float], now: Sequence[float]
+                ) -> stats.Shift | None:
+    """The t-test of log(now / base) on each side's mean over its counts processes; None
+    where a count is not a positive finite number."""
+    values = (*base, *now)
+    if not base or not now or min(values) <= 0 or not math.isfinite(sum(values)):
+        return None
+    x, y = [math.log(v) for v in base], [math.log(v) for v in now]
+    (mx, sx), (my, sy) = stats.mean_and_squares(x), stats.mean_and_squares(y)
+    own = len(x) + len(y) - 2
+    variance = (PRIOR_DF * prior_spread(metric, min(values)) ** 2 + sx + sy) / (PRIOR_DF + own)
+    # Each side lends half the prior's degrees of freedom: at equal sides Satterthwaite's
+    # then gives the pooled PRIOR_DF + own, and planning at more processes plans this test.
+    parts = (stats.Part("base", variance, PRIOR_DF / 2), stats.Part("now", variance, PRIOR_DF / 2))
+    return stats.with_parts(len(x), len(y), my - mx, math.sqrt(variance), parts)
+
+
+def margin(metric: Metric, delta: float, count: float) -> float:
+    """The smallest change of this count that is REGRESSED and the bound of its EQUIVALENT:
+    δ, and never less than 1.5 layout SDs of one count of its size (`prior_spread`), so
+    that bound can be shown with a few processes a side: 0.5 % from 1 M a call, 0.9 % at
+    93 k."""
+    return max(delta, MARGIN_SDS * prior_spread(metric, count))
+
+
+MARGIN_SDS = 1.5
+
+
+def count_draft(key: dict, metric: Metric, base: Sequence[float], now: Sequence[float],
+                delta: float, processes: int, same: bool = False) -> Draft:
+    """A count's row before the run-wide decision: tested (INCONCLUSIVE until `finish`
+    decides it, at α/looks, against `margin`), or EQUIVALENT outright where both sides are
+    the same counts processes (`same`: one count of the same inputs, shared or carried)."""
+    shown = dict(base=geometric_mean(base), now=geometric_mean(now))
+    delta = margin(metric, delta, min(*base, *now))
+    if same:
+        return draft(**key, metric=metric.name, verdict=Verdict.EQUIVALENT, delta=delta,
+                     note="the same inputs on both sides: counted once", **shown)
+    shift = count_shift(metric, base, now)
+    return draft(**key, metric=metric.name, verdict=Verdict.INCONCLUSIVE, shift=shift,
+                 delta=delta, looks=looks(processes), note=_note(base, now, processes),
+                 **shown)
+
+
+def _note(base: Sequence[float], now: Sequence[float], processes: int) -> str:
+    return (f"{len(base)} and {len(now)} counts processes, each in a layout of its own "
+            f"(bench.instruction_processes: {processes} a side where undecided)")
