@@ -4,8 +4,10 @@ how many; and, for a timing the run leaves undecided, what deciding it would cos
 An interim reading of one cell, not a verdict: the run's verdicts are decided once, over the
 whole run, in compare (`judge.run`). Every look is tested at alpha / max_looks, so stopping
 early on a lucky look cannot inflate the false-alarm rate. The launcher (launch.cells.fund)
-gives an undecided timing the processes its look says would decide it (at least a batch, at
-most bench.max_processes), the units those can decide first, within the budget.
+gives an undecided timing rounds up to bench.max_processes, a size fixed in advance rather
+than the processes its look says would decide it (sized from the look's own estimate, the
+final pooled test's false alarms rose above α with δ near 0), the units those can decide
+first, within the budget.
 
 A steady state or warm-up whose host instructions per call moved beyond their margin, the way
 its time leans, is decided by its counts (a count of work repeats where a shared machine's
