@@ -265,11 +265,13 @@ def test_render_imports_judge_for_its_results_only():
 
 
 def import_graph() -> dict[str, set[str]]:
-    """module -> the stages modules it imports at module level (what runs at import time)."""
+    """module -> the stages modules it imports, at module level and inside functions alike (a
+    function's import runs too, only later); not those under `if TYPE_CHECKING:`, which never
+    run."""
     graph = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         found = set()
-        for node in tree(path).body:
+        for node in _runtime_nodes(tree(path)):
             if isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 for a in node.names:
                     full = f"{node.module}.{a.name}"
@@ -278,6 +280,17 @@ def import_graph() -> dict[str, set[str]]:
                 found |= {a.name for a in node.names}
         graph[module_name(path)] = {n for n in found if n.startswith("stages.") and module_file(n)}
     return graph
+
+
+def _runtime_nodes(node: ast.AST):
+    """Every node below `node`, skipping the bodies of `if TYPE_CHECKING:`."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.If) and isinstance(child.test, ast.Name) \
+                and child.test.id == "TYPE_CHECKING":
+            yield from (n for c in child.orelse for n in (c, *_runtime_nodes(c)))
+            continue
+        yield child
+        yield from _runtime_nodes(child)
 
 
 def test_no_import_circles():

@@ -37,9 +37,8 @@ from stages.core.records.schema import (
 from stages.core.typed import to_data
 from stages.core.vocabulary import FRESH, Status
 from stages.launch import counting
-from stages.launch.backends import capture_env
 from stages.launch.jobs import job_for, parsed, recorded, side_by_side
-from stages.launch.local import run_interleaved, run_worker
+from stages.launch.local import capture_env, run_interleaved, run_worker
 from stages.launch.progress import Progress
 from stages.launch.reuse import (
     could_have_changed,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from stages.core.records.job import Job
 from stages.core.typed import from_data
-from stages.launch.local import run_interleaved, run_worker
+from stages.launch.local import capture_env, run_interleaved, run_worker
 
 
 def _started_by_ray(name: str) -> bool:
@@ -83,7 +83,6 @@ def _on_node(units: list[dict], timeout_s: float, fresh: bool, cache_dir: str | 
 def capture_on_node(python: str | None, spec: dict | None, cache_dir: str | None,
                     max_gb: float | None = None) -> dict:
     from stages.arms.cache import release
-    from stages.launch.backends import capture_env
     try:
         return capture_env(_ready_python(python, spec, cache_dir, max_gb))
     finally:
