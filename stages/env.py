@@ -2,7 +2,7 @@
 
     python -m stages.env
 
-Three files in this machine's reports/<machine>/env/ (--out):
+Three files in this machine's reports/<machine>/env/ (under --reports where given):
 
 - env.json, which every bench and numerics stage depends on: stable fields only
   (measure.probe), its `distributions` the packages that matter, torch's dependency closure
@@ -24,9 +24,10 @@ last capture found a worker importing, whose imports decide what matters) equals
 one and both files are as written, the capture stands and nothing else is imported: no torch,
 no package metadata, no git. Measured on the shared 2-core VM: 0.05 s, against 0.19 s when
 this stage also rendered env.md, and a few seconds for a full capture (torch's import, here
-and in the child, side by side); the check itself takes 3 ms, 1 ms of it the files' digests. The environment's diff against the baseline, reports/env/env.md, is the
-compare stage's (reports/<machine>/env/env.md): it depends on the baseline, which a commit moves, and a page that changed
-after every commit would leave the committed tree dirty.
+and in the child, side by side); the check itself takes 3 ms, 1 ms of it the files' digests.
+The environment's diff against the baseline, reports/<machine>/env/env.md, is the compare
+stage's: it depends on the baseline, which a commit moves, and a page that changed after every
+commit would leave the committed tree dirty.
 """
 from __future__ import annotations
 

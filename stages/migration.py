@@ -101,7 +101,8 @@ def points(side: SideInput, cfg: config.Config) -> dict[tuple[str, str], str]:
     summary = summarize(side.cell, side.bench, side.price_per_hour, cfg.compare.busy_share)
     return {(s.workload, s.mode): s.choice.chosen.unit
             for s in decide(summary, cfg.recommend, alpha=cfg.stats.alpha,
-                            delta=cfg.stats.delta.steady_s) if s.choice.chosen is not None}
+                            delta=cfg.stats.delta.steady_s, power=cfg.stats.power)
+            if s.choice.chosen is not None}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -41,8 +41,9 @@ def compare(argv: list[str]) -> None:
     parser.add_argument("now", metavar="NOW")
     parser.add_argument("--params", default="params.yaml",
                         help="the statistics and settings to judge with (default params.yaml)")
-    parser.add_argument("--machine", help="whose reports, for two revisions (default "
-                                          "machine.name of --params)")
+    parser.add_argument("--reports", type=Path,
+                        help="the reports folder, for two revisions, as the stages take it "
+                             "(default reports/<machine.name of --params>)")
     parser.add_argument("--gate", action="store_true",
                         help="exit 1 when the verdicts hold what gate.fail_on lists")
     args = parser.parse_args(argv)
@@ -52,8 +53,7 @@ def compare(argv: list[str]) -> None:
     from stages.render.verdicts import page
     with one_line_errors("compare"):
         cfg = cli.load(argparse.Namespace(params=args.params))
-        reports = Path("reports", args.machine) if args.machine else cfg.reports
-        result = compare_two(cfg, args.base, args.now, reports)
+        result = compare_two(cfg, args.base, args.now, args.reports or cfg.reports)
         print(page(result, f"torchgate compare {args.base} {args.now}"))
         failures = gate_failures(result, cfg.gate.fail_on) if args.gate else []
         for reason in failures:

@@ -511,17 +511,3 @@ def holm_adjust(pvalues: Sequence[float]) -> list[float]:
         running = max(running, min(1.0, pvalues[i] * (m - rank)))
         adjusted[i] = running
     return adjusted
-
-
-def bh_adjust(pvalues: Sequence[float]) -> list[float]:
-    """Benjamini-Hochberg adjusted p-values (step-up), in the input order: for what is only
-    reported, never for a verdict that gates (`holm_adjust`)."""
-    m = len(pvalues)
-    order = sorted(range(m), key=lambda i: pvalues[i])
-    adjusted = [1.0] * m
-    running = 1.0
-    for rank in range(m, 0, -1):
-        i = order[rank - 1]
-        running = min(running, pvalues[i] * m / rank)
-        adjusted[i] = min(1.0, max(0.0, running))      # a p below 0 (rounding) is 0
-    return adjusted

@@ -30,13 +30,13 @@ import math
 
 from scipy import special
 
-from stages.core.config.settings import Recommend
+from stages.core.config.settings import Recommend, StatsSettings
 from stages.judge import stats
 from stages.judge.results import BASELINE, NOW, CellSummary, Choice, Sweep, SweepPoint, Versus
 
 
 def curves(summary: CellSummary, rule: Recommend = Recommend(), arm: str = NOW, *,
-           alpha: float = 0.05) -> dict[tuple[str, str], list[SweepPoint]]:
+           alpha: float = StatsSettings.alpha) -> dict[tuple[str, str], list[SweepPoint]]:
     """(workload, mode) -> its sweep's points in one arm, in the order of their values, each
     with what the recommendation reads of it under `rule` (its throughput's interval at
     `alpha`)."""
@@ -58,14 +58,14 @@ def read(p: SweepPoint, rule: Recommend, alpha: float) -> SweepPoint:
                                usd_per_million=_cost(p, throughput))
 
 
-def decide(summary: CellSummary, rule: Recommend, *, alpha: float = 0.05,
-           delta: float = 0.05) -> tuple[Sweep, ...]:
+def decide(summary: CellSummary, rule: Recommend, *, alpha: float = StatsSettings.alpha,
+           delta: float = 0.05, power: float = StatsSettings.power) -> tuple[Sweep, ...]:
     """Every sweep of a cell with its recommendation, and the baseline arm's beside it."""
     before = curves(summary, rule, BASELINE, alpha=alpha)
     return tuple(
         Sweep(summary.cell, workload, mode, tuple(points),
-              recommend(points, rule, alpha=alpha, delta=delta),
-              recommend(before[workload, mode], rule, alpha=alpha, delta=delta)
+              recommend(points, rule, alpha=alpha, delta=delta, power=power),
+              recommend(before[workload, mode], rule, alpha=alpha, delta=delta, power=power)
               if (workload, mode) in before else None, (workload, mode) in before)
         for (workload, mode), points in curves(summary, rule, alpha=alpha).items())
 
@@ -133,8 +133,8 @@ def throughput_interval(p: SweepPoint, alpha: float) -> tuple[float, float] | No
     return math.exp(-mean - half), math.exp(-mean + half)
 
 
-def recommend(points: list[SweepPoint], rule: Recommend, *, alpha: float = 0.05,
-              delta: float = 0.05) -> Choice:
+def recommend(points: list[SweepPoint], rule: Recommend, *, alpha: float = StatsSettings.alpha,
+              delta: float = 0.05, power: float = StatsSettings.power) -> Choice:
     """The recommended point of one sweep (the module's docstring), with every other point
     within the limits against it."""
     fit = [p for p in points if why_not(p, rule) is None]
@@ -171,5 +171,5 @@ def recommend(points: list[SweepPoint], rule: Recommend, *, alpha: float = 0.05,
                 default=None)
     needed = None
     if open_ is not None and (s := compared(chosen, open_.point)) is not None:
-        needed = stats.processes_needed(s, alpha=2 * level, power=0.8, delta=delta, tests=1)
+        needed = stats.processes_needed(s, alpha=2 * level, power=power, delta=delta, tests=1)
     return Choice(chosen, best, tuple(versus), open_, needed)

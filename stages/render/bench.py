@@ -225,8 +225,7 @@ def latency(summary: CellSummary) -> str:
         return ""
     return ("## Tail latency\n\nSingle calls, each between two device synchronizations, after "
             "the steady state; percentiles per process (nearest rank), here their median over "
-            "processes. Each percentile is compared with the baseline's like the steady "
-            "state, with its own δ.\n\n" + markdown_table(
+            "processes; their verdicts are compare.md's.\n\n" + markdown_table(
                 rows, ["workload", "mode", "processes", "calls per process", "p50", "p90",
                        "p99", "p99 / p50"]))
 
@@ -248,9 +247,7 @@ def shape_changes(summary: CellSummary) -> str:
             "cost beyond it, and the recompiles it caused with their reasons (the first call "
             "and the recompiles over the processes that compiled with empty caches, where any "
             "did; the next call over those with warm caches, where any ran: in a cold one it "
-            "still pays one-time work). "
-            "Recompiles are compared with the baseline's exactly: more, or one for a new "
-            "reason, is REGRESSED.\n\n" + markdown_table(
+            "still pays one-time work); their verdicts are compare.md's.\n\n" + markdown_table(
                 rows, ["workload", "mode", "shape", "first call", "next call", "cost",
                        "recompiles", "reasons"]))
 

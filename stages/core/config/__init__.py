@@ -264,6 +264,7 @@ def parse_workloads(section: dict) -> dict[str, WorkloadSpec]:
 
 
 INSTRUCTIONS = ("auto", "always", "never")     # bench.instructions
+LEAST_LATENCY_CALLS = 100      # bench.latency_calls: below it a p99 is the calls' maximum
 
 
 def _check_bench(bench: BenchSettings) -> None:
@@ -283,9 +284,9 @@ def _check_bench(bench: BenchSettings) -> None:
     if bench.unchanged_controls is not None and bench.unchanged_controls < 0:
         raise UserError(f"bench.unchanged_controls must be >= 0 or null, got "
                         f"{bench.unchanged_controls}")
-    if bench.latency_calls < 100:
-        raise UserError(f"bench.latency_calls must be >= 100 (a p99 of fewer calls is their "
-                        f"maximum), got {bench.latency_calls}")
+    if bench.latency_calls < LEAST_LATENCY_CALLS:
+        raise UserError(f"bench.latency_calls must be >= {LEAST_LATENCY_CALLS} (a p99 of fewer "
+                        f"calls is their maximum), got {bench.latency_calls}")
     if bench.max_processes < bench.processes:
         raise UserError(f"bench.max_processes ({bench.max_processes}) is below bench.processes "
                         f"({bench.processes}); raise bench.max_processes to at least "
