@@ -68,9 +68,9 @@ def main(argv: list[str] | None = None) -> None:
         write_text(args.reports / "metrics.json", dumps(decisions(
             compare, gate_failures(compare, cfg.gate.fail_on))))
         # Each sweep's recommendation, decided once, like any timing.
-        decided = dict(alpha=cfg.stats.alpha, delta=cfg.stats.delta.steady_s,
-                       power=cfg.stats.power)
-        sweeps = {cell: decide(s, cfg.recommend, **decided) for cell, s in summaries.items()}
+        decided = dict(alpha=cfg.stats.alpha, delta=cfg.stats.delta.steady_s)
+        sweeps = {cell: decide(s, cfg.recommend, power=cfg.stats.power, **decided)
+                  for cell, s in summaries.items()}
         images, curves = write_plots(args.reports, summaries, compare, sweeps, cfg.stats.alpha)
         if why is None and base is None:
             why = "no baseline environment"

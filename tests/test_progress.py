@@ -83,9 +83,9 @@ def test_a_bench_cell_counts_its_processes_and_adaptive_rounds_add_to_them():
                            pending=pending, progress=Progress(clock=fake))
     seen = counters(lines)
     total = sum(len(w.processes) for w in record.workloads.values())
-    assert total == 14, "the noisy workload had the 10 processes its look asked for"
-    assert [k for k, *_ in seen] == list(range(1, 15))
-    assert [n for _, n, *_ in seen] == [8] * 8 + [14] * 6      # planned when the look decides
+    assert total == 16, "the noisy workload had rounds up to max_processes (12)"
+    assert [k for k, *_ in seen] == list(range(1, 17))
+    assert [n for _, n, *_ in seen] == [8] * 8 + [16] * 8      # planned when the look decides
     for k, n, elapsed, left in seen:            # 2 s a process: the pace is exact
         assert elapsed == clock(2 * k) and left == (clock(2 * (n - k)) if k < n else None)
     assert lines[0].startswith("torchgate bench: [1/8 0:02, ~0:14 left] cpu-fp32 ")
