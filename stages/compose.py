@@ -14,7 +14,7 @@ import runpy
 import sys
 from pathlib import Path
 
-from stages.core import machine
+from stages.core import config, machine
 from stages.core.errors import UserError, one_line_errors
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
@@ -31,6 +31,7 @@ def project_conf() -> Path:
 
 def compose(output: Path, overrides: list[str], conf: Path = CONF) -> str:
     """Write params.yaml; return the machine it names."""
+    import yaml
     from dvc.utils.hydra import compose_and_dump
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
@@ -42,6 +43,7 @@ def compose(output: Path, overrides: list[str], conf: Path = CONF) -> str:
     try:
         compose_and_dump(composing, str(conf), None, "config", str(PLUGINS), overrides)
         name = name_machine(composing)
+        config.parse(yaml.safe_load(composing.read_text(encoding="utf-8")))  # the stages' checks
         os.replace(composing, output)
         return name
     except (HydraException, OmegaConfBaseException) as exc:

@@ -90,6 +90,18 @@ def test_an_unknown_option_names_the_valid_ones_in_one_line(override, message):
     assert len(run.stderr.strip().splitlines()) == 1, run.stderr
 
 
+def test_a_composition_the_stages_would_refuse_leaves_params_yaml_as_it_was(tmp_path):
+    """bench.processes=0 composes (Hydra checks keys, not values): refused before it
+    replaces params.yaml, not one `dvc repro` later."""
+    out = tmp_path / "params.yaml"
+    compose(out, [])
+    before = out.read_text()
+    with pytest.raises(UserError, match="bench.processes must be > 0, got 0"):
+        compose(out, ["bench.processes=0"])
+    assert out.read_text() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["params.yaml"]
+
+
 def _raw():
     return yaml.safe_load(default_params())
 
