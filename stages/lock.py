@@ -2,12 +2,13 @@
 
     python -m stages.lock            # write (or rewrite) the lock of params.yaml's machine
     python -m stages.lock --check    # exit 1, naming what differs, when this venv is not it
-    python -m stages.lock --python-platform x86_64-manylinux_2_28 --python-version 3.11 \
-        --torch-backend cpu          # a machine you cannot log in to (a hosted runner):
+    python -m stages.lock --machine ci-cpu --python-platform x86_64-manylinux_2_28 \
+        --python-version 3.11 --torch-backend cpu
+                                     # a machine you cannot log in to (a hosted runner):
                                      # resolved by uv for its platform, not read from here
 
 The last resolves torchgate's dependencies with `uv pip compile` (uv ships with torchgate)
-for that platform and Python; name the machine with TORCHGATE_MACHINE (`ci-cpu`).
+for that platform and Python; name the machine with --machine (`ci-cpu`) or TORCHGATE_MACHINE.
 
 Commit the lock: from then on an arm's environment is the lock at that arm's revision (see
 stages/arms/locks.py), and CI installs it with `pip install -r conf/env/<machine>.txt`.
@@ -15,6 +16,7 @@ Installed from a path or in editable mode (torchgate itself): left out, no index
 """
 from __future__ import annotations
 
+import os
 import platform
 import re
 import subprocess
@@ -23,7 +25,7 @@ from pathlib import Path
 
 from stages.arms import locks, venv
 from stages.arms.venv import NOT_PINNED
-from stages.core import cli
+from stages.core import cli, machine
 from stages.core.errors import UserError, one_line_errors
 from stages.measure.probe import distributions
 
@@ -66,9 +68,14 @@ def main(argv: list[str] | None = None) -> None:
                      ("--python-version", dict(help="with --python-platform: its Python, "
                                                     "major.minor")),
                      ("--torch-backend", dict(help="with --python-platform: torch's build "
-                                                   "(uv's: cpu, cu130, ...)")), reports=False)
+                                                   "(uv's: cpu, cu130, ...)")),
+                     ("--machine", dict(help="whose lock: conf/env/<machine>.txt (default "
+                                             "TORCHGATE_MACHINE, else params.yaml's "
+                                             "machine.name)")), reports=False)
     with one_line_errors("lock"):
-        name = cli.load(args).reports.name
+        name = args.machine or os.environ.get(machine.ENV_VAR) or cli.load(args).reports.name
+        if (why := machine.check_name(name)) is not None:
+            raise UserError(why)
         if args.python_platform and (args.check or not args.python_version):
             raise UserError("--python-platform needs --python-version (major.minor, e.g. "
                             "3.11), and checks no venv (--check compares this one)")

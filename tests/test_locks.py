@@ -141,6 +141,17 @@ def test_a_lock_for_a_machine_you_cannot_log_in_to_is_resolved_by_uv(repo, monke
                             "torch-audio-x": "0.1"}
     # the runner's 3.11.x is the lock's Python: only major.minor count
     assert locks.minor("3.11.9") == locks.minor(written.python)
+    # the machine it names, whatever params.yaml's (or TORCHGATE_MACHINE) says
+    assert locks.read("ci-cpu") is None
+    lock.main(["--machine", "ci-cpu", "--python-platform", "x86_64-manylinux_2_28",
+               "--python-version", "3.11", "--torch-backend", "cpu"])
+    assert locks.read("ci-cpu").pins == written.pins
+    monkeypatch.setenv("TORCHGATE_MACHINE", "gpu-box")
+    lock.main(["--python-platform", "x86_64-manylinux_2_28", "--python-version", "3.11"])
+    assert locks.read("gpu-box") is not None
+    with pytest.raises(SystemExit):
+        lock.main(["--machine", "../up", "--python-platform", "linux", "--python-version",
+                   "3.11"])
     with pytest.raises(UserError, match="give major.minor, e.g. 3.11"):
         lock.another_platform("linux", "3.11.7", None)
     with pytest.raises(SystemExit):
