@@ -89,7 +89,7 @@ def compare_two(cfg, base: str, now: str, reports: Path) -> CompareRecord:
                     if name.endswith(".json")})
     if not cells:
         raise UserError(f"{now} holds no records in {reports}/: name a commit that brought a "
-                        "run of this machine (git log -- reports/), or --machine another")
+                        "run of this machine (git log -- reports/), or --reports another")
     return compare_run(cfg, load_run(commits[0], cells, reports=reports, now_rev=commits[1],
                                      history_runs=cfg.stats.history_runs))
 

@@ -27,39 +27,62 @@ assert tuple(TOOLS) == cli.TOOLS, "a tool's usage line names it (core.cli.TOOLS)
 
 
 def compare(argv: list[str]) -> None:
-    """`torchgate compare BASE NOW`: the verdict table compare.md would hold for NOW against
-    BASE, on stdout; exit 1 with --gate when gate.fail_on fails it."""
-    from stages.core import cli
+    """`torchgate compare BASE NOW`: NOW's verdicts against BASE on stdout, a line a unit (or
+    compare.md's page, or compare.json); exit 1 with --gate when gate.fail_on fails it."""
     parser = argparse.ArgumentParser(
         prog="torchgate compare", description=(
-            "Compare two runs as the pipeline's compare stage does and print the verdict "
-            "table it writes to compare.md. BASE and NOW: two revisions of this machine's "
+            "Compare two runs as the pipeline's compare stage does and print a line a unit "
+            "(--md: the page compare.md holds). BASE and NOW: two revisions of this machine's "
             "reports (a branch, tag or commit that brought a run: `git log -- "
             "reports/<machine>/`), or two record files (reports/<machine>/bench/<cell>.json "
             "or numerics/<cell>.json, of one cell; the env/env.json beside each is read)."))
     parser.add_argument("base", metavar="BASE")
     parser.add_argument("now", metavar="NOW")
-    parser.add_argument("--params", default="params.yaml",
-                        help="the statistics and settings to judge with (default params.yaml)")
+    parser.add_argument("--params",
+                        help="the statistics and settings to judge and gate with (default: "
+                             "NOW's params.yaml, as committed where NOW is a revision)")
     parser.add_argument("--reports", type=Path,
                         help="the reports folder, for two revisions, as the stages take it "
                              "(default reports/<machine.name of --params>)")
     parser.add_argument("--gate", action="store_true",
                         help="exit 1 when the verdicts hold what gate.fail_on lists")
+    shown = parser.add_mutually_exclusive_group()
+    shown.add_argument("--only-changed", action="store_true",
+                       help="only the units a reviewer must look at (REGRESSED, IMPROVED, "
+                            "FAILED, NEW, MISSING, NOT COMPARABLE)")
+    shown.add_argument("--json", action="store_true", help="the comparison as compare.json")
+    shown.add_argument("--md", action="store_true", help="the page compare.md would hold")
     args = parser.parse_args(argv)
     from stages.compare import compare_two
     from stages.core.errors import one_line_errors
+    from stages.core.records import dumps, record_data
     from stages.judge.gate import gate_failures
-    from stages.render.verdicts import page
+    from stages.render.verdicts import page, terse
     with one_line_errors("compare"):
-        cfg = cli.load(argparse.Namespace(params=args.params))
+        cfg = _params_of(args.now, args.params)
         result = compare_two(cfg, args.base, args.now, args.reports or cfg.reports)
-        print(page(result, f"torchgate compare {args.base} {args.now}"))
+        title = f"torchgate compare {args.base} {args.now}"
+        print(dumps(record_data(result)) if args.json else page(result, title) if args.md
+              else terse(result, args.only_changed))
         failures = gate_failures(result, cfg.gate.fail_on) if args.gate else []
         for reason in failures:
             print(f"torchgate compare: failed: {reason}", file=sys.stderr)
     if failures:
         raise SystemExit(1)
+
+
+def _params_of(now: str, given: str | None):
+    """The config a comparison judges with: --params, else the params.yaml NOW's run was
+    measured with (committed at that revision), else the working tree's."""
+    import yaml
+
+    from stages.core import config
+    from stages.core.baseline import git
+    if given is None and not Path(now).is_file():
+        text = git.read_file(git.resolve_rev(now, setting="NOW"), "params.yaml")
+        if text is not None:
+            return config.parse(yaml.safe_load(text))
+    return cli.load(argparse.Namespace(params=given or "params.yaml"))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -278,7 +278,8 @@ def test_a_red_gate_leaves_this_runs_summary_and_nothing_comparable_fails(projec
     git("add", "-A", cwd=project)
     git("commit", "-qm", "scale 2", cwd=project)
     both = subprocess.run([Path(sys.executable).with_name("torchgate"), "compare", "HEAD~1",
-                           "HEAD"], capture_output=True, text=True, cwd=project, check=True)
+                           "HEAD", "--md"], capture_output=True, text=True, cwd=project,
+                          check=True)
     def verdicts(page):
         return [line for line in page.splitlines() if line.startswith(("| ", "**"))]
     committed = verdicts((project / "reports/test-box/compare.md").read_text())

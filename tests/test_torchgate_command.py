@@ -2,6 +2,7 @@
 two record files. Two committed runs compared as compare.md did: tests/test_gate.py."""
 from __future__ import annotations
 
+import json
 import random
 import re
 import subprocess
@@ -35,14 +36,27 @@ def read_back(path: Path):
     return load_record(path, BenchRecord)
 
 
-def test_compare_two_record_files_prints_the_verdict_table(tmp_path, capsys):
+def test_compare_two_record_files_prints_a_line_a_unit_within_100_columns(tmp_path, capsys):
     base, now = written(tmp_path / "a", 1e-3, 0), written(tmp_path / "b", 1.3e-3, 1)
     torchgate.main(["compare", str(base), str(now), "--params", PARAMS])
-    out = capsys.readouterr().out
-    assert out.startswith(f"# torchgate compare {base} {now}")
-    row = next(line for line in out.splitlines() if "| steady_s |" in line)
-    change = re.search(r"\| ([+-][\d.]+) % \[", row)
-    assert row.startswith("| REGRESSED |") and 20 < float(change.group(1)) < 40, row
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["verdict", "unit", "metric", "baseline", "→", "now", "change",
+                              "[CI]"]
+    row = next(line for line in out if " steady_s " in line)
+    change = re.search(r" ([+-][\d.]+) % \[", row)
+    assert row.startswith("REGRESSED ") and "c w eager" in row, row
+    assert 20 < float(change.group(1)) < 40 and "ms →" in row, row
+    assert out[-1].startswith("1 REGRESSED") and max(map(len, out)) <= 100
+    torchgate.main(["compare", str(base), str(now), "--params", PARAMS, "--only-changed"])
+    changed = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in changed[1:-1]] == ["REGRESSED"]
+    assert changed[-1].endswith("unchanged not shown)")
+    torchgate.main(["compare", str(base), str(now), "--params", PARAMS, "--md"])
+    page = capsys.readouterr().out
+    assert page.startswith(f"# torchgate compare {base} {now}") and "| REGRESSED |" in page
+    torchgate.main(["compare", str(base), str(now), "--params", PARAMS, "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert {r["verdict"] for r in data["rows"] if r["metric"] == "steady_s"} == {"REGRESSED"}
 
 
 def test_compare_with_gate_exits_1_on_what_gate_fail_on_lists(tmp_path, capsys):
@@ -65,7 +79,28 @@ def test_a_lock_step_record_compared_with_itself_reads_no_change(tmp_path, capsy
     write_record(path, with_ab(slow, fast, interleaved=True))
     torchgate.main(["compare", str(path), str(path), "--params", PARAMS, "--gate"])
     out = capsys.readouterr().out       # --gate passed: no SystemExit
-    assert "| REGRESSED |" not in out and "| EQUIVALENT |" in out, out
+    assert "REGRESSED " not in out and "\nEQUIVALENT " in out, out
+
+
+def test_compare_judges_and_gates_with_the_params_now_was_measured_with(tmp_path,
+                                                                        monkeypatch):
+    """Two revisions: NOW's committed params.yaml, not the working tree's (which a later
+    compose may have changed); --params overrides; record files: the working tree's."""
+    import yaml
+
+    from .projects import git, init_repo
+    init_repo(tmp_path)
+    raw = yaml.safe_load(Path(PARAMS).read_text())
+    raw["gate"]["fail_on"] = []
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    git("add", "-A", cwd=tmp_path)
+    git("commit", "-qm", "run", cwd=tmp_path)
+    (tmp_path / "params.yaml").write_text(Path(PARAMS).read_text())    # composed since
+    monkeypatch.chdir(tmp_path)
+    assert torchgate._params_of("HEAD", None).gate.fail_on == ()
+    assert torchgate._params_of("HEAD", PARAMS).gate.fail_on != ()
+    record = written(tmp_path, 1e-3, 0)
+    assert torchgate._params_of(str(record), None).gate.fail_on != ()
 
 
 @pytest.mark.parametrize("make, message", [

@@ -83,6 +83,42 @@ def table(rows: list[Row]) -> str:
     return "\n\n".join(parts)
 
 
+# What a reviewer must look at: a change decided, or a unit that could not be compared.
+CHANGED = (Verdict.REGRESSED, Verdict.IMPROVED, Verdict.FAILED, Verdict.NEW, Verdict.MISSING,
+           Verdict.NOT_COMPARABLE)
+
+
+def terse(result: CompareRecord, only_changed: bool = False, width: int = 100) -> str:
+    """A line a unit, most serious first, within `width` columns (asv's and pyperf's
+    `compare`): verdict, unit, metric, baseline → now, change [CI]; then the tally. The page
+    (`page`) has the tests, p-values and evidence."""
+    found = result.findings()
+    shown = [r for r in by_effect(found) if not only_changed or r.verdict in CHANGED]
+    lines = [[r.verdict, " ".join(filter(None, (r.cell, r.workload, r.mode))), r.metric,
+              _moved(r), change(r) if r.change is not None or r.metric in RELATIVE else ""]
+             for r in shown]
+    head = ["verdict", "unit", "metric", "baseline → now", "change [CI]"]
+    widths = [max(len(str(x)) for x in column) for column in zip(head, *lines)]
+    over = sum(widths) + 2 * (len(widths) - 1) - width
+    if over > 0:        # the unit's name gives way first
+        widths[1] = max(widths[1] - over, 12)
+    out = ["  ".join(_cell(str(x), w) for x, w in zip(row, widths)).rstrip()
+           for row in (head, *lines)]
+    left = len(found) - len(shown)
+    return "\n".join(out + [tally(r.verdict for r in found) + (
+        f" ({left} unchanged not shown)" if left else "")])
+
+
+def _moved(row: Row) -> str:
+    if isinstance(row.base, (int, float)) and isinstance(row.now, (int, float)):
+        return f"{value(row.metric, row.base)} → {value(row.metric, row.now)}"
+    return value(row.metric, row.now) if isinstance(row.now, (int, float)) else ""
+
+
+def _cell(text: str, width: int) -> str:
+    return text.ljust(width) if len(text) <= width else text[:width - 1] + "…"
+
+
 # Every rule's wording lives once, in the judge's docstrings and reports/README.md; a page
 # states its own numbers and links there (a page lives in reports/<machine>/).
 VERDICTS_LINK = "[reports/README.md, Verdicts](../README.md#verdicts)"
@@ -93,8 +129,9 @@ def method(result: CompareRecord) -> str:
     welch = any(r.change is not None and not r.change.paired for r in result.rows)
     trimmed = any(r.change is not None and "trimmed" in r.change.test for r in result.rows)
     pairs = "a paired t-test on the log ratio of each lock-step A/B pair" + (
-        ", trimmed from 8 pairs on (12 where a pair shares its cores): the n // 8 highest and lowest ratios left out (Yuen's "
-        "test), so that one process in a slow state does not decide" if trimmed else "")
+        ", trimmed from 8 pairs on (12 where a pair shares its cores): the n // 8 highest and "
+        "lowest ratios left out (Yuen's test), so that one process in a slow state does not "
+        "decide" if trimmed else "")
     tests = [t for t, used in ((pairs, paired), ("Welch's t-test on log values", welch))
              if used]
     test = " and ".join(tests) or "Welch's t-test on log values"
