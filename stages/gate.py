@@ -6,9 +6,14 @@ gate always leaves this run's <reports>/summary.md behind.
 Reads <reports>/compare.json and exits 1 when it holds any verdict that `gate.fail_on` lists,
 or, with NOTHING_COMPARABLE listed, when the run had a baseline but not one timing could be
 tested against it. Each reason is one line on stderr.
+
+Under `dvc exp run` (DVC names the experiment in DVC_EXP_NAME) a failed gate says so and exits
+0: DVC keeps no experiment whose stage failed, so a what-if that found a regression would be
+the one left out of `dvc exp show`; there its `gate_failed` metric (metrics.json) says it.
 """
 from __future__ import annotations
 
+import os
 import sys
 
 from stages.core import cli
@@ -17,6 +22,8 @@ from stages.core.errors import UserError, one_line_errors
 from stages.core.records import load_record
 from stages.core.records.rows import CompareRecord
 from stages.judge.gate import gate_checked, gate_failures
+
+EXPERIMENT = "DVC_EXP_NAME"     # set by `dvc exp run` in its stages' environment
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -34,7 +41,11 @@ def main(argv: list[str] | None = None) -> None:
         for reason in failures:
             print(f"torchgate gate: failed: {reason} (see {args.reports / 'summary.md'})",
                   file=sys.stderr)
-        if failures:
+        if failures and os.environ.get(EXPERIMENT):
+            print(f"torchgate gate: experiment {os.environ[EXPERIMENT]} kept with the gate "
+                  "failed (gate_failed: 1 in `dvc exp show`): DVC keeps no experiment whose "
+                  "stage failed", file=sys.stderr)
+        elif failures:
             raise SystemExit(1)
         print(f"torchgate gate: passed: {gate_checked(compare, cfg.gate.fail_on)}")
 

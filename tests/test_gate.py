@@ -2,6 +2,7 @@
 same, the gate stage's exit status and messages, and, end to end, a red gate that leaves this
 run's summary behind."""
 import dataclasses
+import os
 import re
 import subprocess
 import sys
@@ -170,7 +171,7 @@ def test_the_summary_never_says_no_regressions_when_nothing_was_compared():
 
 # ---- the gate stage ----------------------------------------------------------------------
 
-def gate_stage(tmp_path, fail_on, rows, *extra_gate, stale=False):
+def gate_stage(tmp_path, fail_on, rows, *extra_gate, stale=False, env=None):
     """The gate stage on a compare.json of `rows`, made from this run's records (none here) or,
     `stale`, from others."""
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
@@ -186,7 +187,8 @@ def gate_stage(tmp_path, fail_on, rows, *extra_gate, stale=False):
                                                          inputs="0" * 64 if stale else stamp))
     return subprocess.run([sys.executable, "-m", "stages.gate", "--params",
                            str(tmp_path / "params.yaml"), "--reports", str(tmp_path / "reports/test-box")],
-                          capture_output=True, text=True, cwd=ROOT)
+                          capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, **(env or {})})
 
 
 def test_the_gate_refuses_a_comparison_of_other_records_than_the_runs(tmp_path):
@@ -211,6 +213,17 @@ def test_the_gate_stage_exits_1_with_one_line_per_reason_and_0_when_off(tmp_path
     green = gate_stage(tmp_path, ["FAILED", NOTHING_COMPARABLE], rows)
     assert green.returncode == 0, green.stderr
     assert "no FAILED among 2 verdicts; 2 timing(s) tested against the baseline" in green.stdout
+
+
+def test_a_what_if_whose_gate_fails_is_kept_as_an_experiment_and_says_so(tmp_path):
+    """Under `dvc exp run` DVC keeps no experiment whose stage failed: the gate says it failed
+    and exits 0, so the what-if that found a regression is the one `dvc exp show` lists."""
+    rows = [timing("REGRESSED", 1.2, 1.1, 1.3)]
+    kept = gate_stage(tmp_path, list(DEFAULT), rows, env={"DVC_EXP_NAME": "torch-2.15"})
+    assert kept.returncode == 0, kept.stderr
+    lines = kept.stderr.strip().splitlines()
+    assert lines[0].startswith("torchgate gate: failed: 1 REGRESSED")
+    assert lines[1].startswith("torchgate gate: experiment torch-2.15 kept with the gate failed")
 
 
 @pytest.mark.parametrize("fail_on, extra, message", [
