@@ -10,14 +10,14 @@ from matplotlib.figure import Figure
 
 from stages.core.config.settings import Recommend
 from stages.judge.results import Choice, Sweep, SweepPoint, Versus
-from stages.render.markdown import markdown_table, nbytes, ratio_change, seconds
+from stages.render.markdown import markdown_table, nbytes, percent, ratio_change, seconds
 from stages.render.plots import png
 
 
 def _versus(v: Versus) -> str:
     """"+3.0 % [-8.0, +15.0]": the point's throughput against the recommended one's."""
     if math.isnan(v.low):
-        return f"{(v.ratio - 1) * 100:+.1f} % (one process: no test)"
+        return f"{percent(v.ratio - 1)} (one process: no test)"
     return ratio_change(v.ratio, v.low, v.high)
 
 
