@@ -55,7 +55,22 @@ def test_the_estimate_is_the_pace_so_far_times_what_is_left():
     fake.now += 5
     assert progress.tick() == Tick(3, 3, 45.0, 0.0)
     progress.plan(-5)                           # never below what is done
-    assert progress.planned == 3
+    assert progress.planned == {"process": 3}
+
+
+def test_each_kind_of_unit_is_paced_by_its_own():
+    """4 timed processes of 10 s, then 2 counts processes of 100 s: after the first count,
+    what is left is one count's 100 s, not the mean of every unit's 30 s."""
+    fake = FakeClock()
+    progress = Progress(clock=fake)
+    progress.plan(4)
+    progress.plan(2, "counts")
+    for _ in range(4):
+        fake.now += 10
+        tick = progress.tick()
+    assert tick == Tick(4, 6, 40.0, 2 * 10.0)   # no count done yet: the pace so far
+    fake.now += 100
+    assert progress.tick("counts") == Tick(5, 6, 140.0, 100.0)
 
 
 def test_the_counter_reads_as_a_clock():

@@ -89,7 +89,7 @@ def recount(run: CellRun, names: list[str]) -> None:
 
 
 def _count(run: CellRun, jobs: list[tuple[Arm, str, Job]]) -> None:
-    run.progress.plan(len(jobs))
+    run.progress.plan(len(jobs), "counts")
     at_once = cores_for(jobs)
     run.say(f"{run.cell.name}: counting host instructions under valgrind: {len(jobs)} "
             f"process{'es' if len(jobs) > 1 else ''}, {at_once} at once, seconds to "
@@ -104,4 +104,4 @@ def _count(run: CellRun, jobs: list[tuple[Arm, str, Job]]) -> None:
         result = parsed("instructions", raw, f"{run.cell.name} {name} counts process")
         run.counts[arm.name][name] = (*run.counts[arm.name].get(name, ()), result)
         run.log(run.cell.name, name, "now" if len(run.arms) == 1 else arm.name, -1,
-                result, run.progress.tick())
+                result, run.progress.tick("counts"))
