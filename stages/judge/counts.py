@@ -64,15 +64,15 @@ def count_shift(metric: Metric, base: Sequence[float], now: Sequence[float]
     return stats.with_parts(len(x), len(y), my - mx, math.sqrt(variance), parts)
 
 
+MARGIN_SDS = 1.5      # a margin no closer than this to one count's layout spread
+
+
 def margin(metric: Metric, delta: float, count: float) -> float:
     """The smallest change of this count that is REGRESSED and the bound of its EQUIVALENT:
     δ, and never less than 1.5 layout SDs of one count of its size (`prior_spread`), so
     that bound can be shown with a few processes a side: 0.5 % from 1 M a call, 0.9 % at
     93 k."""
     return max(delta, MARGIN_SDS * prior_spread(metric, count))
-
-
-MARGIN_SDS = 1.5
 
 
 def count_draft(key: dict, metric: Metric, base: Sequence[float], now: Sequence[float],
@@ -87,10 +87,5 @@ def count_draft(key: dict, metric: Metric, base: Sequence[float], now: Sequence[
                      note="the same inputs on both sides: counted once", **shown)
     shift = count_shift(metric, base, now)
     return draft(**key, metric=metric.name, verdict=Verdict.INCONCLUSIVE, shift=shift,
-                 delta=delta, looks=looks(processes), note=_note(base, now, processes),
-                 **shown)
-
-
-def _note(base: Sequence[float], now: Sequence[float], processes: int) -> str:
-    return (f"{len(base)} and {len(now)} counts processes, each in a layout of its own "
-            f"(bench.instruction_processes: {processes} a side where undecided)")
+                 delta=delta, looks=looks(processes), note=f"{len(base)} and {len(now)} "
+                 "counts processes, each in a layout of its own", **shown)
