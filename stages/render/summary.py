@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from stages.core.metrics import Rule, names
 from stages.core.records.rows import CompareRecord, Row
-from stages.core.vocabulary import BAD, Verdict
+from stages.core.vocabulary import BAD, QUIET, Verdict
 from stages.judge.gate import (
     NO_TIMING,
     UNCHANGED,
@@ -126,7 +126,6 @@ CHECKS = (("numerics", "vs float64"), ("drift", "drift vs baseline"),
           ("determinism", "determinism"), ("compiled_vs_eager", "compiled vs eager"),
           ("ops", "ops"), ("fallback_ops", "ops off-device"), ("graph_breaks", "graph breaks"),
           ("recompiles", "recompiles"))
-QUIET = ("EQUIVALENT", "NEW")
 
 
 def numerics_section(rows: list[Row]) -> list[str]:
@@ -178,6 +177,6 @@ def _grid_cell(row: Row | None) -> str:
     if row.base is not None and value(row.metric, row.base) != now and row.metric in (
             *names(rule=Rule.COUNTED), "ops", "fallback_ops"):
         now = f"{value(row.metric, row.base)} → {now}"
-    if row.verdict in QUIET or row.verdict == now:    # SKIPPED: no value besides
+    if row.verdict in QUIET or row.verdict == now:
         return now
     return f"**{row.verdict}** {now}".strip()
