@@ -59,9 +59,9 @@ def row(now, base, alpha=0.05):
 # ---- the test, with simulated counts whose truth is known ----------------------------------
 # The spread of a count over drawn layouts, as measured with the shipped counts worker: SDs of
 # 0.52 % at 66 k a call, 0.23 % at 640 k, 0.10 % at 11.4 M, which the prior's fit lies on
-# (0.1 % + 1.1/√count) and the prior 1.3 times above. Drawn here at the measured SD (the fit)
-# for power, at the prior's own and 1.5 times it (a unit noisier than any measured) for
-# false alarms.
+# (0.1 % + 1.1/√count) and the prior 1.3 times above; but 0.29 % at 5.35 M for 100 layers of
+# 32, 1.5 times the prior. Drawn here at the fit for power, at the prior's own, 1.5 and 2
+# times it for false alarms.
 INSTRUCTIONS = BY_NAME["instructions"]
 MEASURED = 1 / 1.3
 
@@ -95,10 +95,10 @@ def _rates(rng, n0, truth, runs, noise=MEASURED) -> dict[str, float]:
 def test_counts_keep_false_alarms_below_alpha_and_decide_one_percent_from_a_million(n0):
     """Checks as run (one counts process a side, up to 4 where undecided, each look at
     α/2), 2,000 A/A a noise: REGRESSED or IMPROVED in at most α (0.05) at the measured
-    spread and the prior's, at most 2α at 1.5 times the prior's; +1 % work REGRESSED in 99 %
-    of 400 from 1 M a call, ±5 % in every one of 200 from 93 k (98 % at 66 k)."""
+    spread, the prior's and 1.5 times it, at most 2α at twice it; +1 % work REGRESSED in
+    99 % of 400 from 1 M a call, ±5 % in every one of 200 from 93 k (98 % at 66 k)."""
     rng = random.Random(n0)
-    for noise, most in ((MEASURED, 0.05), (1.0, 0.05), (1.5, 0.10)):
+    for noise, most in ((MEASURED, 0.05), (1.0, 0.05), (1.5, 0.05), (2.0, 0.10)):
         same = _rates(rng, n0, 1.0, 2000, noise)
         alarms = same.get(Verdict.REGRESSED, 0) + same.get(Verdict.IMPROVED, 0)
         assert alarms <= most, (noise, same)
@@ -156,7 +156,7 @@ def test_a_compile_that_does_more_work_is_regressed_beyond_its_own_band():
         alpha=0.05, power=0.8).rows}
     assert rows["compile_instructions"].verdict == Verdict.REGRESSED
     assert rows["compile_instructions"].delta == 0.02
-    assert rows["instructions"].verdict == Verdict.EQUIVALENT
+    assert rows["instructions"].verdict in (Verdict.EQUIVALENT, Verdict.INCONCLUSIVE)
     rows = {r.metric: r for r in finish(bench_rows(
         "c", side(5_050_000_000), side(5_000_000_000), DELTA, busy_share=BUSY),
         alpha=0.05, power=0.8).rows}
@@ -195,7 +195,8 @@ def test_a_compiled_count_taken_in_another_cache_state_is_not_comparable_and_eag
         "counted another way: settings compiled compile: compiled in this process, compiled "
         "compile: loaded from the compile cache (counts compare only with counts taken the "
         "same way)")
-    assert found["eager"].verdict == Verdict.EQUIVALENT
+    assert found["eager"].change is not None        # tested, as usual
+    assert found["eager"].verdict in (Verdict.EQUIVALENT, Verdict.INCONCLUSIVE)
     assert rows(taken("loaded from the compile cache", 1_100_000), base)[
         "compiled"].verdict == Verdict.REGRESSED
 
@@ -502,5 +503,5 @@ def test_the_summary_table_shows_a_calls_host_instructions_with_their_change():
     table = cell_table(summarize("c", now, None, BUSY), rows)
     head, _, line = table.splitlines()[:3]
     cells = dict(zip([c.strip() for c in head.split("|")], [c.strip() for c in line.split("|")]))
-    assert cells["host instructions (change)"] == "1,052,000 (+5.2 % [+4.2, +6.2])"
+    assert cells["host instructions (change)"] == "1,052,000 (+5.2 % [+3.5, +7.0])"
     assert "**REGRESSED** host instructions per call +5.2 %" in cells["also"]
