@@ -58,10 +58,20 @@ def test_a_non_finite_tolerance_or_workload_timeout_is_rejected(value):
 
 
 def test_steady_delta_nan_on_the_command_line_is_refused(tmp_path):
-    """`dvc exp run -S stats.delta.steady_s=NaN` composes a YAML NaN into params.yaml."""
+    """`torchgate compose stats.delta.steady_s=NaN` refuses before it writes; `dvc exp run -S`
+    composes the YAML NaN into params.yaml itself, which the stages then refuse."""
+    import yaml
+
     from stages.compose import compose
+
+    from .projects import default_params
     out = tmp_path / "params.yaml"
-    compose(out, ["stats.delta.steady_s=NaN"])
+    with pytest.raises(UserError, match=r"^stats.delta.steady_s must be a finite number"):
+        compose(out, ["stats.delta.steady_s=NaN"])
+    assert not out.exists()
+    raw = yaml.safe_load(default_params())
+    raw["stats"]["delta"]["steady_s"] = float("nan")
+    out.write_text(yaml.safe_dump(raw, sort_keys=False))
     with pytest.raises(UserError, match=r"^stats.delta.steady_s must be a finite number"):
         config.load(out)
 
