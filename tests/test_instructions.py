@@ -503,5 +503,5 @@ def test_the_summary_table_shows_a_calls_host_instructions_with_their_change():
     table = cell_table(summarize("c", now, None, BUSY), rows)
     head, _, line = table.splitlines()[:3]
     cells = dict(zip([c.strip() for c in head.split("|")], [c.strip() for c in line.split("|")]))
-    assert cells["host instructions (change)"] == "1,052,000 (+5.2 % [+3.5, +7.0])"
+    assert cells["host instructions (change)"] == "1,052,000 (+5.2 % [+3.9, +6.5])"
     assert "**REGRESSED** host instructions per call +5.2 %" in cells["also"]

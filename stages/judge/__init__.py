@@ -62,8 +62,8 @@ bench.instruction_processes, each look at α/2.
 
 The gate's error claim, per rule: a tested timing, memory or host-instruction unit that did not
 change is REGRESSED in at most α of runs, all the run's tests together (Holm), for counts where
-their layouts spread no more than 1.5 times the prior (simulated: 0-1.1 % of A/A checks
-REGRESSED or IMPROVED at 66 k to 100 M a call at the prior's spread, 0-3 % at 1.5 times it,
+their layouts spread no more than 1.5 times the prior (simulated: 0-1.3 % of A/A checks
+REGRESSED or IMPROVED at 66 k to 100 M a call at the prior's spread, 0.8-4.3 % at 1.5 times it,
 `tests/test_instructions.py`); adaptive rounds keep it, their size fixed in advance (`tests/test_adaptive.py`); an exact
 count never. The gate's reasons name the budget each regression spends: "more work" (counts, the
 code's), "slower" (time on this machine), "more memory", "compiles more".

@@ -29,12 +29,13 @@ from stages.core.vocabulary import Verdict
 from stages.judge import stats
 from stages.judge.verdicts import Draft, draft
 
-# Worth two processes. With one process a side the prior is all the test has, and t's tails
+# Worth three processes. With one process a side the prior is all the test has, and t's tails
 # at its degrees of freedom keep a unit that spreads more than the prior from false alarms
-# (100 layers of 32 spread 0.29 % eager at 5.35 M a call, 1.5 times the prior: 6 % of A/A
-# checks REGRESSED or IMPROVED at six, 0.9 % at two); with four a side the unit's own spread
-# outweighs it.
-PRIOR_DF = 2
+# (100 layers of 32 spread 0.29 % eager at 5.35 M a call, 1.5 times the prior: 6 % of such
+# A/A checks REGRESSED or IMPROVED at six, 1.6 % at three); fewer, and the first look decides
+# little (at two, t's quantile at a 9-test run's first Holm step is 20: +5 % at 5 M a call
+# waits for more processes); with four a side the unit's own spread outweighs it.
+PRIOR_DF = 3
 
 
 def prior_spread(metric: Metric, count: float) -> float:
