@@ -128,6 +128,20 @@ def test_a_count_is_tested_against_its_margin_and_says_how_it_was_counted():
     assert small.delta == pytest.approx(1.5 * (0.0013 + 1.43 / 93_000 ** 0.5))
 
 
+def test_one_recorded_count_against_four_is_tested_at_the_pooled_degrees_of_freedom():
+    """A recorded baseline's one count against this run's four (only this side can count
+    again): the pooled variance's 3 + 3 degrees of freedom, not Satterthwaite's 2.3 of an
+    evenly split prior, which left a +1 % PR at 400 M a call INCONCLUSIVE at p 0.007."""
+    base = [400_545_000]
+    now = [404_554_424, 404_516_544, 404_538_000, 404_541_000]
+    shift = counts.count_shift(INSTRUCTIONS, base, now)
+    assert shift.df == pytest.approx(counts.PRIOR_DF + 3)
+    found = row(with_counts(*[counted({"eager": n}) for n in now],
+                            settings={"instruction_processes": 4}),
+                with_counts(counted({"eager": base[0]})))
+    assert found.verdict == Verdict.REGRESSED, found
+
+
 def test_a_unit_that_spreads_more_than_the_prior_is_believed():
     """Four counts a side that spread 2 % (not a layout's 0.2 %): a +1 % mean is not
     REGRESSED; the unit's own spread outweighs the prior's six processes."""
