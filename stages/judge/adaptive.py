@@ -20,14 +20,13 @@ from __future__ import annotations
 import dataclasses
 
 from stages.core.config.settings import BenchSettings
-from stages.core.metrics import METRICS, TIMINGS, Rule
+from stages.core.metrics import TIMINGS, Rule, names
 from stages.core.records.cost import process_seconds
 from stages.core.records.rows import CompareRecord, Row
 from stages.core.records.schema import BenchRecord, Pending
 from stages.core.vocabulary import Verdict
 
-CALLS = ("steady_s", "warmup_s")
-BANDED = {m.name for m in METRICS if m.rule == Rule.BANDED}     # the timings made of calls whose work a count counts
+CALLS = ("steady_s", "warmup_s")     # the timings made of calls whose work a count counts
 
 
 def pending_units(result: CompareRecord, max_processes: int,
@@ -54,7 +53,8 @@ def pending_units(result: CompareRecord, max_processes: int,
 def undecided_counts(result: CompareRecord) -> list[str]:
     """Workloads with a count the test left undecided (judge.counts): counted again."""
     return sorted({r.workload for r in result.rows
-                   if r.stage == "bench" and r.metric in BANDED and r.change is not None
+                   if r.stage == "bench" and r.metric in names(rule=Rule.BANDED)
+                   and r.change is not None
                    and r.verdict == Verdict.INCONCLUSIVE})
 
 
