@@ -9,11 +9,11 @@ import pytest
 
 from stages.core import config
 from stages.core.records.inputs import RecordPair, RunInputs
-from stages.core.vocabulary import Verdict
+from stages.core.vocabulary import UnitKey, Verdict
 from stages.judge import stats
 from stages.judge.adaptive import pending_units
 from stages.judge.run import compare_run
-from stages.judge.verdicts import draft, finish
+from stages.judge.verdicts import Draft, finish
 from stages.launch.cells import measure_bench, wanted_more
 
 from .test_stats_unit_drift import margin
@@ -111,7 +111,7 @@ def test_wanted_more_is_a_size_fixed_in_advance_within_max_processes():
 
 def _judged(b, n, delta, paired):
     s = stats.paired_shift(b, n) if paired else stats.shift(b, n)
-    row = draft("bench", "c", "w", "eager", "steady_s", Verdict.INCONCLUSIVE, shift=s,
+    row = Draft(UnitKey("bench", "c", "w", "eager", "steady_s"), Verdict.INCONCLUSIVE, shift=s,
                 delta=delta)
     return finish([row], alpha=0.05, power=0.8, looks=2).rows[0]
 

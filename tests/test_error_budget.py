@@ -9,13 +9,15 @@ from stages.core import config
 from stages.core.baseline import load_run
 from stages.core.records import write_record
 from stages.core.records.schema import EnvRecord, Look, Pending
-from stages.core.vocabulary import Verdict
+from stages.core.vocabulary import UnitKey, Verdict
 from stages.judge.run import compare_run
 from stages.judge.timings import bench_rows, fresh_since_last_look
 from stages.judge.verdicts import finish
 
 from .projects import REPORTS, git, init_repo
 from .records import DELTA, bench, process, record
+
+STEADY = UnitKey("bench", "c", "w", "eager", "steady_s")
 
 
 def _row(now, base, **kw):
@@ -51,14 +53,14 @@ def test_equivalence_is_the_two_one_sided_tests_interval_and_that_is_the_one_sho
 def test_a_unit_is_fresh_when_processes_came_after_its_last_look():
     rng = random.Random(0)
     plain = bench({"w": [process(rng=rng) for _ in range(6)]})
-    assert fresh_since_last_look(plain, "w", "eager", "steady_s")      # no adaptive looks
+    assert fresh_since_last_look(plain, STEADY)      # no adaptive looks
     looked = dataclasses.replace(plain, looks_planned=2)
-    assert not fresh_since_last_look(looked, "w", "eager", "steady_s")  # decided at the look
+    assert not fresh_since_last_look(looked, STEADY)  # decided at the look
     pending = Pending("w", "eager", "steady_s", Verdict.REGRESSED, 1.2, 1.1, 1.3)
     extended = dataclasses.replace(looked, looks=(Look(4, (pending,)),))
-    assert fresh_since_last_look(extended, "w", "eager", "steady_s")   # 6 > 4 processes
+    assert fresh_since_last_look(extended, STEADY)   # 6 > 4 processes
     stuck = dataclasses.replace(looked, looks=(Look(6, (pending,)),))
-    assert not fresh_since_last_look(stuck, "w", "eager", "steady_s")  # out of budget
+    assert not fresh_since_last_look(stuck, STEADY)  # out of budget
 
 
 RAW = {"device": {"cpu": {"type": "cpu"}}, "precision": {"fp32": {"dtype": "float32"}},

@@ -15,6 +15,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from stages.core.config import parse_workloads
 from stages.core.metrics import BY_NAME
+from stages.core.vocabulary import UnitKey
 from stages.judge.tolerance import own_tolerance
 from stages.measure.accuracy import error_metrics, flatten
 from stages.workloads import Unsupported
@@ -257,7 +258,7 @@ def test_a_second_kind_of_data_dependent_branch_is_a_new_break_reason_and_regres
     assert any("Data-dependent branching" in r for r in plain.graph_break_reasons)
     new = new_reasons(clipped.graph_break_reasons, plain.graph_break_reasons)
     assert new and all("Tensor.item()" in r for r in new)
-    key = dict(stage="bench", cell="cpu-fp32", workload="branchy", mode="compiled")
+    key = UnitKey("bench", "cpu-fp32", "branchy", "compiled", "graph_breaks")
     row = _counted_row(key, BY_NAME["graph_breaks"], plain.graph_breaks, clipped.graph_breaks,
                        clipped.graph_break_reasons, plain.graph_break_reasons)
     assert row.verdict == "REGRESSED" and "Tensor.item()" in row.note

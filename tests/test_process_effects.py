@@ -6,8 +6,9 @@ import os
 from pathlib import Path
 
 from stages.core import config, scratch
+from stages.core.metrics import BY_NAME
 from stages.core.records.schema import BenchProcess
-from stages.judge.timings import bench_rows, process_values
+from stages.judge.timings import bench_rows
 from stages.launch.cells import CellRun, measure_bench
 from stages.measure.worker import compile_cache_state
 
@@ -47,11 +48,11 @@ def test_the_first_processes_compile_cold_and_the_rest_find_their_caches():
         assert len({folder for folder, _ in mine}) == 1        # one folder per unit and arm
     assert len({folder for _, folder, _ in seen}) == 2
     assert not Path(seen[0][1]).exists()                    # removed after the cell
-    assert process_values(record, "a", "compiled", "first_call_s") == [9.0, 9.0]
-    assert process_values(record, "a", "compiled", "first_call_warm_s") == [2.0, 2.0]
+    assert record.unit("a", "compiled").values(BY_NAME["first_call_s"]) == [9.0, 9.0]
+    assert record.unit("a", "compiled").values(BY_NAME["first_call_warm_s"]) == [2.0, 2.0]
     # Eager first calls compile nothing: every process counts as a first start.
-    assert len(process_values(record, "a", "eager", "first_call_s")) == 4
-    assert process_values(record, "a", "eager", "first_call_warm_s") == []
+    assert len(record.unit("a", "eager").values(BY_NAME["first_call_s"])) == 4
+    assert record.unit("a", "eager").values(BY_NAME["first_call_warm_s"]) == []
 
 
 def test_a_process_runs_its_modes_in_the_configured_order():

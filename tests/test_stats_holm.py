@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from stages.core.vocabulary import Verdict
+from stages.core.vocabulary import UnitKey, Verdict
 from stages.judge import stats
-from stages.judge.verdicts import draft, finish
+from stages.judge.verdicts import Draft, finish
 
 from .test_stats_unit_drift import margin
 
@@ -65,7 +65,7 @@ def test_the_run_is_decided_with_holm(monkeypatch):
     seen = []
     monkeypatch.setattr(stats, "holm_adjust",
                         lambda p: seen.append(p) or [1.0] * len(p))
-    drafts = [draft("bench", "c", "w", "eager", "steady_s", Verdict.INCONCLUSIVE,
+    drafts = [Draft(UnitKey("bench", "c", "w", "eager", "steady_s"), Verdict.INCONCLUSIVE,
                     shift=stats.shift([1.0, 1.01, 0.99], [2.0, 2.02, 1.98]), delta=0.05)]
     assert finish(drafts, alpha=ALPHA, power=0.8).rows[0].verdict != Verdict.REGRESSED
     assert len(seen) == 1 and len(seen[0]) == 1
@@ -87,7 +87,7 @@ def simulate(moved_spread: float, null_spread: float, k: int, rule: str, slowdow
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(stats, "holm_adjust", adjust)
         for m in range(matrices):
-            drafts = [draft("bench", f"c{u}", "w", "eager", "steady_s", Verdict.INCONCLUSIVE,
+            drafts = [Draft(UnitKey("bench", f"c{u}", "w", "eager", "steady_s"), Verdict.INCONCLUSIVE,
                             shift=stats.shift(values[m, u, 0].tolist(), values[m, u, 1].tolist()),
                             delta=0.05) for u in range(UNITS)]
             result = finish(drafts, alpha=ALPHA, power=0.8, plan=lambda d: False)

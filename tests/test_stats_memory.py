@@ -8,12 +8,13 @@ Holm over the run, the estimate beyond δ). `pytest -s` prints the table.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import numpy as np
 import pytest
 
-from stages.core.vocabulary import Verdict
+from stages.core.vocabulary import UnitKey, Verdict
 from stages.judge.timings import OWN_MEMORY, WHOLE_PEAK, _memory_row, _ratio_rule, own_memory
 from stages.judge.verdicts import finish
 
@@ -21,20 +22,20 @@ from .records import bench, process
 from .test_stats_unit_drift import margin
 
 ALPHA, DELTA, UNITS, K, TARGET = 0.05, 0.05, 20, 4, 10
-KEY = dict(stage="bench", cell="c", mode="eager")
+KEY = UnitKey("bench", "c", "w", "eager", "peak_bytes")
 
 
 def test_processes_that_agree_are_compared_exactly_and_stay_out_of_the_family():
-    same = _memory_row(dict(KEY, workload="w"), [1000.0] * 4, [1000.0] * 4, DELTA)
-    grown = _memory_row(dict(KEY, workload="w"), [1000.0] * 4, [1100.0] * 4, DELTA)
+    same = _memory_row(KEY, [1000.0] * 4, [1000.0] * 4, DELTA)
+    grown = _memory_row(KEY, [1000.0] * 4, [1100.0] * 4, DELTA)
     assert (same.verdict, same.shift) == (Verdict.EQUIVALENT, None)
     assert (grown.verdict, grown.shift) == (Verdict.REGRESSED, None)
-    lone = _memory_row(dict(KEY, workload="w"), [1000.0], [1200.0, 1210.0], DELTA)
+    lone = _memory_row(KEY, [1000.0], [1200.0, 1210.0], DELTA)
     assert lone.verdict == Verdict.REGRESSED and lone.shift is None
 
 
 def test_wandering_peaks_are_tested_in_the_run_family():
-    row = _memory_row(dict(KEY, workload="w"), [1000.0, 1040.0, 980.0, 1010.0],
+    row = _memory_row(KEY, [1000.0, 1040.0, 980.0, 1010.0],
                       [1300.0, 1350.0, 1290.0, 1320.0], DELTA)
     assert row.verdict == Verdict.INCONCLUSIVE and row.shift is not None
     result = finish([row], alpha=ALPHA, power=0.8)
@@ -54,10 +55,10 @@ def simulate(rule: str, growth: float = 1.0, matrices: int = 400) -> tuple[float
     for m in range(matrices):
         drafts = []
         for u in range(UNITS):
-            key = dict(KEY, workload=f"w{u}")
+            key = dataclasses.replace(KEY, workload=f"w{u}")
             b, n = values[m, u, 0].tolist(), values[m, u, 1].tolist()
             drafts.append(_memory_row(key, b, n, DELTA) if rule == "tested" else
-                          _ratio_rule(key, "peak_bytes", float(np.median(b)),
+                          _ratio_rule(key, float(np.median(b)),
                                       float(np.median(n)), DELTA))
         result = finish(drafts, alpha=ALPHA, power=0.8, plan=lambda d: False)
         regressed = {r.workload for r in result.rows if r.verdict == Verdict.REGRESSED}
@@ -92,12 +93,12 @@ def memory_record(peaks, starts):
 def test_the_modes_own_increment_is_compared_where_both_sides_recorded_it():
     base = memory_record([310 * MIB, 312 * MIB], [300 * MIB, 301 * MIB])
     now = memory_record([316 * MIB, 317 * MIB], [300 * MIB, 302 * MIB])
-    b, n, what = own_memory(base, now, "w", "eager")
+    b, n, what = own_memory(base.unit("w", "eager"), now.unit("w", "eager"))
     assert (b, n, what) == ([10 * MIB, 11 * MIB], [16 * MIB, 15 * MIB], OWN_MEMORY)
     old = memory_record([310 * MIB, 312 * MIB], [None, None])       # a bench 9 baseline
-    b, n, what = own_memory(old, now, "w", "eager")
+    b, n, what = own_memory(old.unit("w", "eager"), now.unit("w", "eager"))
     assert (b, n, what) == ([310 * MIB, 312 * MIB], [316 * MIB, 317 * MIB], WHOLE_PEAK)
-    assert own_memory(bench({"w": []}), now, "w", "eager") is None
+    assert own_memory(bench({"w": []}).unit("w", "eager"), now.unit("w", "eager")) is None
 
 
 @functools.cache
@@ -112,7 +113,7 @@ def simulate_increment(rule: str, growth: float, matrices: int = 400) -> float:
     values = own if rule == "increment" else start + own
     hits = 0
     for m in range(matrices):
-        row = _memory_row(dict(KEY, workload="w"), values[m, 0].tolist(),
+        row = _memory_row(KEY, values[m, 0].tolist(),
                           values[m, 1].tolist(), DELTA)
         result = finish([row], alpha=ALPHA, power=0.8, plan=lambda d: False)
         hits += result.rows[0].verdict == Verdict.REGRESSED

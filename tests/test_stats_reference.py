@@ -20,12 +20,12 @@ from stages.core.config import Config
 from stages.core.config.settings import Matrix, StatsSettings
 from stages.core.records.inputs import RecordPair, RunInputs
 from stages.core.records.schema import EnvRecord
-from stages.core.vocabulary import Verdict
+from stages.core.vocabulary import UnitKey, Verdict
 from stages.judge import stats
 from stages.judge.moderation import run_spreads
 from stages.judge.run import compare_run
 from stages.judge.run_to_run import like_reference
-from stages.judge.verdicts import draft, finish
+from stages.judge.verdicts import Draft, finish
 
 from .records import bench, process
 from .test_stats_unit_drift import margin
@@ -49,7 +49,7 @@ def simulate(runs: int, rule: str, slowdown: float = 1.0,
         spreads = run_spreads({(u, "steady_s"): values[m, u, :runs].tolist()
                                for u in range(UNITS)}, 0.03)
         mean = rule == "mean"
-        drafts = [draft("bench", "c", f"w{u}", "eager", "steady_s", Verdict.INCONCLUSIVE,
+        drafts = [Draft(UnitKey("bench", "c", f"w{u}", "eager", "steady_s"), Verdict.INCONCLUSIVE,
                         shift=stats.shift(values[m, u, :runs].ravel().tolist() if mean else
                                           values[m, u, runs - 1].tolist(),
                                           values[m, u, runs].tolist()),

@@ -24,11 +24,11 @@ import os
 import numpy as np
 import pytest
 
-from stages.core.vocabulary import Verdict
+from stages.core.vocabulary import UnitKey, Verdict
 from stages.judge import stats
 from stages.judge.moderation import run_spreads
 from stages.judge.run_to_run import prior
-from stages.judge.verdicts import draft, finish
+from stages.judge.verdicts import Draft, finish
 
 from .test_stats_simulation import (
     ALPHA,
@@ -99,7 +99,7 @@ def _drafts(values, m: int, k: int, history: tuple[dict, dict],
     for (cell, metric), past in runs.items():
         fresh = (cell, metric) in confirm
         now = values[metric][m, cell, -1, :2 * k if fresh else k].tolist()
-        drafts.append(draft("bench", f"c{cell}", "w", "eager", metric, Verdict.INCONCLUSIVE,
+        drafts.append(Draft(UnitKey("bench", f"c{cell}", "w", "eager", metric), Verdict.INCONCLUSIVE,
                             shift=stats.shift(past[-1], now), delta=getattr(DELTAS, metric),
                             run=spreads.get((cell, metric), prior(PRIOR)),
                             confirmed=fresh))
@@ -183,7 +183,7 @@ def _moderation_run(low: float, high: float, k: int = 4, matrices: int = 300):
     first, warm = _phases(rng, shape)
     false, mdes, plain = 0, [], []
     for m in range(matrices):
-        drafts = [draft("bench", f"c{cell}", "w", "eager", metric, Verdict.INCONCLUSIVE,
+        drafts = [Draft(UnitKey("bench", f"c{cell}", "w", "eager", metric), Verdict.INCONCLUSIVE,
                         shift=stats.shift(v[m, cell, 0].tolist(), v[m, cell, 1].tolist()),
                         delta=getattr(DELTAS, metric))
                   for cell in range(CELLS) for metric, v in zip(TIMED, (steady, first, warm))]

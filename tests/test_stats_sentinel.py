@@ -24,12 +24,12 @@ from stages.core.config import Config
 from stages.core.config.settings import Matrix, StatsSettings
 from stages.core.records.inputs import RecordPair, RunInputs
 from stages.core.records.schema import EnvRecord, Sentinel
-from stages.core.vocabulary import Verdict
+from stages.core.vocabulary import UnitKey, Verdict
 from stages.judge import stats
 from stages.judge.moderation import run_spreads
 from stages.judge.run import compare_run
 from stages.judge.sentinel import adjust, fit_slope
-from stages.judge.verdicts import draft, finish
+from stages.judge.verdicts import Draft, finish
 
 from .records import bench, process
 from .test_stats_unit_drift import margin
@@ -87,7 +87,7 @@ def simulate(tau_machine: float, rule: str, slowdown: float = 1.0, matrices: int
                                                  values[m, u, -1].tolist()), slope, s))
             spreads = run_spreads(history, 0.03)
         compared += 1
-        drafts = [draft("bench", "c", f"w{u}", "eager", "steady_s", Verdict.INCONCLUSIVE,
+        drafts = [Draft(UnitKey("bench", "c", f"w{u}", "eager", "steady_s"), Verdict.INCONCLUSIVE,
                         shift=shifts[u], delta=DELTA, run=spreads[u, "steady_s"])
                   for u in range(UNITS)]
         result = finish(drafts, alpha=ALPHA, power=0.8, plan=lambda d: False)

@@ -30,10 +30,10 @@ import pytest
 from stages.core.config.settings import Delta
 from stages.core.records.rows import CompareRecord
 from stages.core.records.schema import BenchProcess, BenchRecord, ModeTiming, Sentinel, WorkloadRun
-from stages.core.vocabulary import Verdict
+from stages.core.vocabulary import UnitKey, Verdict
 from stages.judge import stats
 from stages.judge.timings import bench_rows
-from stages.judge.verdicts import draft, finish
+from stages.judge.verdicts import Draft, finish
 
 from .records import with_ab
 
@@ -124,7 +124,7 @@ def _compare_summaries(steady, first, warm) -> CompareRecord:
     for cell in range(CELLS):
         for metric, values in zip(TIMED, (steady, first, warm)):
             base, now = values[cell]
-            drafts.append(draft("bench", f"c{cell}", "w", "eager", metric, Verdict.INCONCLUSIVE,
+            drafts.append(Draft(UnitKey("bench", f"c{cell}", "w", "eager", metric), Verdict.INCONCLUSIVE,
                                 shift=stats.shift(base, now), delta=getattr(DELTAS, metric)))
     return finish(drafts, alpha=ALPHA, power=POWER, plan=_read_plan)
 

@@ -17,10 +17,10 @@ import math
 import numpy as np
 import pytest
 
-from stages.core.vocabulary import Verdict
+from stages.core.vocabulary import UnitKey, Verdict
 from stages.judge import stats
 from stages.judge.moderation import RunSpread, run_spreads
-from stages.judge.verdicts import draft, finish
+from stages.judge.verdicts import Draft, finish
 
 ALPHA, PRIOR, UNITS, SIGMA = 0.05, 0.03, 20, 0.02
 TARGET = UNITS // 2          # τ ≈ 2.2 % in the heterogeneous runs: the unit that slows down
@@ -88,7 +88,7 @@ def simulate(spreads: tuple[float, float], runs: int, k: int, slowdown: float = 
             spread = rule({(u, "steady_s"): values[m, u, :runs].tolist()
                            for u in range(UNITS)}, PRIOR)
             zero += any(s.variance == 0 for s in spread.values())
-            drafts = [draft("bench", f"c{u}", "w", "eager", "steady_s", Verdict.INCONCLUSIVE,
+            drafts = [Draft(UnitKey("bench", f"c{u}", "w", "eager", "steady_s"), Verdict.INCONCLUSIVE,
                             shift=stats.shift(values[m, u, runs - 1].tolist(),
                                               values[m, u, runs].tolist()),
                             delta=0.05, run=spread[u, "steady_s"]) for u in range(UNITS)]

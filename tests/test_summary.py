@@ -21,8 +21,8 @@ from stages.core.records.schema import (
     Waiting,
     WorkloadRun,
 )
+from stages.core.vocabulary import BASELINE, NOW, UnitKey
 from stages.judge import summary as summary_module
-from stages.judge.results import BASELINE, NOW, UnitId
 from stages.judge.summary import summarize
 from stages.judge.timings import bench_rows
 from stages.judge.trends import Run, series
@@ -123,7 +123,8 @@ def test_each_field_of_a_unit_from_known_processes():
     assert compiled.latency_calls == () and compiled.latency_p50_s is None
 
     assert cell.sentinel_loop_s == pytest.approx(0.03)       # every process's sentinel
-    assert cell.keys() == [UnitId("cpu-fp32", "w", "eager"), UnitId("cpu-fp32", "w", "compiled")]
+    assert cell.keys() == [UnitKey("bench", "cpu-fp32", "w", "eager"),
+                           UnitKey("bench", "cpu-fp32", "w", "compiled")]
     assert not cell.has_baseline and cell.keys(BASELINE) == []
     # The bench page says who was left out of the steady state; so does the summary's row.
     assert "| 2 (1 busy left out) |" in measured(cell).replace("  ", "")
@@ -185,9 +186,9 @@ def counting(monkeypatch) -> Counter:
     calls: Counter = Counter()
     build = summary_module.unit_summary
 
-    def counted(record, workload, mode, *args):
-        calls[id(record), workload, mode] += 1
-        return build(record, workload, mode, *args)
+    def counted(unit, *args):
+        calls[id(unit.record), unit.workload, unit.mode] += 1
+        return build(unit, *args)
     monkeypatch.setattr(summary_module, "unit_summary", counted)
     return calls
 

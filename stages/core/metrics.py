@@ -61,6 +61,18 @@ class Unit(Word):
     COUNT = "count"
 
 
+class Role(Word):
+    """A part a metric plays beyond its rule, named here so that no room names the metric."""
+    HEADLINE = "headline"      # a unit's main number: a page's main column, the time counts
+    #                            are read beside, the migration's per-item time
+    INJECTED = "injected"      # the self-check slows it on purpose to show it would be found
+    WHOLE_MODE = "whole mode"  # its busy reading stands for the mode's (ranks, usage); a
+    #                            process left out of it is a busy process
+    CALLS = "calls"            # made of calls whose work a count counts (judge.adaptive)
+    HISTORY = "history"        # a table and pictures of its own in history.md
+    MIGRATED = "migrated"      # compared by the migration stage, where both sides measured it
+
+
 class Reduce(Word):
     """How a unit's processes give the number its summary shows."""
     MEDIAN = "median"
@@ -90,6 +102,12 @@ class Metric:
     zero_regresses: bool = False       # COUNTED: falling to 0 is REGRESSED (nothing compiled)
     layout_noise: tuple[float, float] = (0.0, 0.0)   # BANDED: one count's relative SD over
     #                                    layouts: (relative, per √count), judge.counts
+    roles: frozenset[Role] = frozenset()
+    title: str | None = None           # a section's heading (history.md); default: its label
+
+    @property
+    def heading(self) -> str:
+        return self.title or self.label[:1].upper() + self.label[1:]
 
     @property
     def timed(self) -> bool:
@@ -129,19 +147,26 @@ def _counted(name: str, label: str, family: Family, **more) -> Metric:
 
 # In the order pages list them.
 METRICS: tuple[Metric, ...] = (
-    _timing("steady_s", "steady", 0.05, series="hot", exported=("steady_ms", 1e3)),
+    _timing("steady_s", "steady", 0.05, series="hot", exported=("steady_ms", 1e3),
+            roles=frozenset({Role.HEADLINE, Role.INJECTED, Role.WHOLE_MODE, Role.CALLS,
+                             Role.HISTORY}), title="Steady state (per call)"),
     # The first call with empty compile caches (a first start; every eager first call), and
     # with the caches an earlier process of the unit left (a second start).
     _timing("first_call_s", "first call", 0.2, "busy_first_call", cache="cold",
-            exported=("first_call_s", 1)),
+            exported=("first_call_s", 1), roles=frozenset({Role.HISTORY, Role.MIGRATED}),
+            title="First call (the compile in compiled modes, cold caches)"),
     _timing("first_call_warm_s", "first call (warm caches)", 0.2, "busy_first_call",
-            source="first_call_s", cache="warm", exported=("first_call_warm_s", 1)),
-    _timing("warmup_s", "warm-up", 0.25, "busy_warmup", exported=("warmup_s", 1)),
+            source="first_call_s", cache="warm", exported=("first_call_warm_s", 1),
+            roles=frozenset({Role.MIGRATED}),
+            title="First call with warm compile caches (a second start)"),
+    _timing("warmup_s", "warm-up", 0.25, "busy_warmup", exported=("warmup_s", 1),
+            roles=frozenset({Role.CALLS, Role.MIGRATED})),
     _timing("latency_p50_s", "latency p50", 0.05, "busy_latency", family=Family.LATENCY,
-            exported=("latency_p50_ms", 1e3)),
+            exported=("latency_p50_ms", 1e3), roles=frozenset({Role.MIGRATED})),
     _timing("latency_p90_s", "latency p90", 0.1, "busy_latency", family=Family.LATENCY),
     _timing("latency_p99_s", "latency p99", 0.2, "busy_latency", family=Family.LATENCY,
-            exported=("latency_p99_ms", 1e3)),       # a tail is noisier than a median
+            exported=("latency_p99_ms", 1e3),        # a tail is noisier than a median
+            roles=frozenset({Role.MIGRATED})),
     _timing("cold_s", "cold", None, family=Family.GPU, series="cold",
             exported=("cold_ms", 1e3)),
     _timing("graph_s", "graph replay", None, family=Family.GPU, series="graph",
@@ -160,7 +185,8 @@ METRICS: tuple[Metric, ...] = (
             unit=Unit.JOULES, reduce=None),
     # Tested per process as its own increment (judge.timings.own_memory), never left out.
     Metric("peak_bytes", Family.MEMORY, Rule.TESTED, Unit.BYTES, "memory", 0.05,
-           exported=("peak_mib", 2 ** -20)),
+           exported=("peak_mib", 2 ** -20), roles=frozenset({Role.MIGRATED}),
+           title="Peak memory"),
     _counted("graph_breaks", "graph breaks", Family.COMPILER, detail="graph_break_reasons",
              new_detail_regresses=True),
     _counted("recompiles", "recompiles", Family.COMPILER, detail="recompile_reasons",
@@ -182,7 +208,8 @@ METRICS: tuple[Metric, ...] = (
     # is 1.3 times that, as an SD from 8 processes may be 25 % short.
     Metric("instructions", Family.WORK, Rule.BANDED, Unit.COUNT, "host instructions per call",
            0.005, reduce=Reduce.MAX, exported=("instructions", 1), counted_apart=True,
-           layout_noise=(0.0013, 1.43)),
+           layout_noise=(0.0013, 1.43), roles=frozenset({Role.HISTORY}),
+           title="Host instructions per call (callgrind)"),
     # A compiled mode's first call in the counts process, with the counts' kept caches: the
     # host work of a second start's compile (bench.instructions_compile), which its time
     # (first_call_warm_s, δ 20 %) cannot resolve. Band: see reports/README.md.
@@ -205,6 +232,18 @@ def names(*families: Family, rule: Rule | None = None) -> tuple[str, ...]:
                  and (rule is None or m.rule == rule))
 
 
+def with_role(role: Role) -> tuple[Metric, ...]:
+    """The metrics that play a role, in the table's order."""
+    return tuple(m for m in METRICS if role in m.roles)
+
+
+def playing(role: Role) -> Metric:
+    """The one metric that plays a role (HEADLINE, INJECTED, WHOLE_MODE)."""
+    found = with_role(role)
+    assert len(found) == 1, f"{role}: {len(found)} metrics, one expected"
+    return found[0]
+
+
 def label(name: str) -> str:
     found = BY_NAME.get(name)
     return found.label if found else name
@@ -212,6 +251,12 @@ def label(name: str) -> str:
 
 # The timings every unit has, compared run to run and drawn as the history's series.
 TIMINGS = names(Family.TIME, Family.LATENCY)
+# A mode's timed phases, as the worker's busy readings name them (measure.timing): the metrics
+# of the time family read from a field of their own name.
+PHASES = tuple(m.name for m in METRICS if m.family == Family.TIME and m.source is None)
+HEADLINE = playing(Role.HEADLINE)
+INJECTED = playing(Role.INJECTED)
+WHOLE_MODE = playing(Role.WHOLE_MODE)
 # The history's series: the timings, and the counts that repeat closely but not exactly (an
 # exact count's change is its own row's verdict).
 SERIES = (*TIMINGS, *names(rule=Rule.BANDED))

@@ -76,18 +76,32 @@ class Check(Word):
     NOT_MEASURED = "NOT MEASURED"
 
 
+NOW, BASELINE = "now", "baseline"          # a unit's arm: this run's, or its baseline's
+
+
 @dataclass(frozen=True, order=True)
 class UnitKey:
-    """What one verdict is about: a metric of a workload's mode in one cell, as a stage saw it."""
+    """One unit (a workload's mode in one cell, in one arm, as a stage saw it) and, for a
+    verdict, its metric: the one key every room names a unit by. A cell's own row has
+    workload and mode "*" and metric "cell"."""
     stage: str
     cell: str
     workload: str
     mode: str
-    metric: str
+    metric: str = ""            # a verdict's; "": the unit itself
+    arm: str = NOW
+
+    def with_metric(self, metric: str) -> UnitKey:
+        return UnitKey(self.stage, self.cell, self.workload, self.mode, metric, self.arm)
 
     def parts(self) -> tuple[str, str, str, str, str]:
         """Its fields in order (dataclasses.astuple deep-copies: most of a judge's time)."""
         return self.stage, self.cell, self.workload, self.mode, self.metric
+
+
+def cell_key(stage: str, cell: str) -> UnitKey:
+    """The key of a row about a whole cell (missing, skipped, unusable, failed to judge)."""
+    return UnitKey(stage, cell, "*", "*", "cell")
 
 
 class Tick(NamedTuple):

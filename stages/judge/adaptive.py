@@ -20,13 +20,13 @@ from __future__ import annotations
 import dataclasses
 
 from stages.core.config.settings import BenchSettings
-from stages.core.metrics import TIMINGS, Rule, names
+from stages.core.metrics import TIMINGS, Role, Rule, names, with_role
 from stages.core.records.cost import process_seconds
 from stages.core.records.rows import CompareRecord, Row
 from stages.core.records.schema import BenchRecord, Pending
 from stages.core.vocabulary import Verdict
 
-CALLS = ("steady_s", "warmup_s")     # the timings made of calls whose work a count counts
+CALLS = tuple(m.name for m in with_role(Role.CALLS))   # timings made of calls a count counts
 
 
 def pending_units(result: CompareRecord, max_processes: int,

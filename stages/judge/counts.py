@@ -25,9 +25,9 @@ from typing import Sequence
 
 from stages.core.metrics import Metric
 from stages.core.numbers import geometric_mean
-from stages.core.vocabulary import Verdict
+from stages.core.vocabulary import UnitKey, Verdict
 from stages.judge import stats
-from stages.judge.verdicts import Draft, draft
+from stages.judge.verdicts import Draft
 
 # Worth three processes. With one process a side the prior is all the test has, and t's tails
 # at its degrees of freedom keep a unit that spreads more than the prior from false alarms
@@ -84,7 +84,7 @@ def margin(metric: Metric, delta: float, count: float) -> float:
     return max(delta, MARGIN_SDS * prior_spread(metric, count))
 
 
-def count_draft(key: dict, metric: Metric, base: Sequence[float], now: Sequence[float],
+def count_draft(key: UnitKey, metric: Metric, base: Sequence[float], now: Sequence[float],
                 delta: float, processes: int, same: bool = False) -> Draft:
     """A count's row before the run-wide decision: tested (INCONCLUSIVE until `finish`
     decides it, at α/looks, against `margin`), or EQUIVALENT outright where both sides are
@@ -92,9 +92,8 @@ def count_draft(key: dict, metric: Metric, base: Sequence[float], now: Sequence[
     shown = dict(base=geometric_mean(base), now=geometric_mean(now))
     delta = margin(metric, delta, min(*base, *now))
     if same:
-        return draft(**key, metric=metric.name, verdict=Verdict.EQUIVALENT, delta=delta,
+        return Draft(key, Verdict.EQUIVALENT, delta=delta,
                      note="the same inputs on both sides: counted once", **shown)
     shift = count_shift(metric, base, now)
-    return draft(**key, metric=metric.name, verdict=Verdict.INCONCLUSIVE, shift=shift,
-                 delta=delta, looks=looks(processes), note=f"{len(base)} and {len(now)} "
+    return Draft(key, Verdict.INCONCLUSIVE, shift=shift, delta=delta, looks=looks(processes), note=f"{len(base)} and {len(now)} "
                  "counts processes, each in a layout of its own", **shown)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from stages.core.metrics import BY_NAME
+from stages.core.metrics import BY_NAME, HEADLINE, Role, with_role
 from stages.core.numbers import median
 from stages.core.records.migration import (
     RUNS,
@@ -39,7 +39,6 @@ from stages.core.records.schema import BenchRecord, EnvRecord, NumericsRecord
 from stages.judge import environment, portability, readiness, stats
 from stages.judge.moderation import RunSpread
 from stages.judge.run_to_run import prior
-from stages.judge.timings import process_values
 
 PER_ITEM = "per_item_s"      # the steady state per item: 1 / throughput
 # Compared where both sides measured them, in this order; a timing's run-to-run variance is
@@ -50,8 +49,7 @@ def timed(metric: str) -> bool:
     return metric == PER_ITEM or BY_NAME[metric].timed
 
 
-COMPARED = (PER_ITEM, "first_call_s", "first_call_warm_s", "warmup_s", "latency_p50_s",
-           "latency_p99_s", "peak_bytes")
+COMPARED = (PER_ITEM, *(m.name for m in with_role(Role.MIGRATED)))
 
 
 @dataclass(frozen=True)
@@ -75,12 +73,12 @@ class SideInput:
 def values(record: BenchRecord, unit: str, mode: str, metric: str,
            busy_share: float) -> list[float]:
     """One number per process that the tests use."""
+    found = record.unit(unit, mode)
     if metric == PER_ITEM:
-        items = process_values(record, unit, mode, "items")
-        steady = process_values(record, unit, mode, "steady_s", busy_share)
+        items = found.field("items")
+        steady = found.values(HEADLINE, busy_share)
         return [s / items[0] for s in steady] if items and items[0] else []
-    return process_values(record, unit, mode, metric,
-                          busy_share if timed(metric) else None)
+    return found.values(BY_NAME[metric], busy_share)
 
 
 def ratio(metric: str, source: list[float], target: list[float], runs: list[RunSpread],
@@ -162,7 +160,7 @@ def unit_of(side: SideInput, workload: str, mode: str) -> str | None:
 
 
 def _spread(side: SideInput, unit: str, mode: str, metric: str, run_spread: float) -> RunSpread:
-    key = (unit, mode, "steady_s" if metric == PER_ITEM else metric)
+    key = (unit, mode, HEADLINE.name if metric == PER_ITEM else metric)
     return side.spreads.get(key) or prior(run_spread)
 
 

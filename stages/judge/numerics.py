@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from stages.core.records.outputs import Coverage, Dynamo, extensions, fallback_ops
 from stages.core.records.schema import CompiledCheck, ModeNumerics, NumericsRecord
-from stages.core.vocabulary import Check, Status, Verdict
+from stages.core.vocabulary import Check, Status, UnitKey, Verdict, cell_key
 from stages.judge import portability
 from stages.judge.verdicts import (
     MISSING_CELL,
     Draft,
-    draft,
     lost_or_skipped,
     skipped_baseline,
     unusable_row,
@@ -25,10 +24,10 @@ def numerics_rows(cell: str, now: NumericsRecord | None, base: NumericsRecord | 
     recompiles; per workload: its operator set and the ops that ran off the device. `own`:
     the tolerance of each workload that has its own (judge.tolerance.own_tolerances)."""
     if now is None:
-        return [draft("numerics", cell, "*", "*", "cell", Verdict.MISSING,
-                      note=MISSING_CELL)] if base else []
+        return [Draft(cell_key("numerics", cell), Verdict.MISSING, note=MISSING_CELL)] \
+            if base else []
     if now.status == Verdict.SKIPPED:
-        return [lost_or_skipped("numerics", cell, "*", "*", now.reason,
+        return [lost_or_skipped(cell_key("numerics", cell), now.reason,
                                 base is not None and base.status == Status.OK)]
     skipped = skipped_baseline(base, now)
     rows = [unusable_row("numerics", cell, skipped)] if skipped else []
@@ -36,7 +35,7 @@ def numerics_rows(cell: str, now: NumericsRecord | None, base: NumericsRecord | 
     same_method = now.fingerprint_method, base.fingerprint_method if base else None
     for workload, modes in sorted(now.workloads.items()):
         for mode, ev in sorted(modes.items()):
-            key = dict(stage="numerics", cell=cell, workload=workload, mode=mode)
+            key = UnitKey("numerics", cell, workload, mode)
             prev = base.workloads.get(workload, {}).get(mode) if base else None
             rows.append(_numerics_row(key, ev, prev, growth_factor))
             if ev.ran:
@@ -45,13 +44,12 @@ def numerics_rows(cell: str, now: NumericsRecord | None, base: NumericsRecord | 
         cov = now.coverage.get(workload)
         if cov is not None and any(ev.ran for ev in modes.values()):
             # a workload that failed outright is reported once, not twice
-            rows.extend(coverage_rows(dict(stage="numerics", cell=cell, workload=workload,
-                                           mode="eager"), cov,
+            rows.extend(coverage_rows(UnitKey("numerics", cell, workload, "eager"), cov,
                                       base.coverage.get(workload) if base else None))
     return rows
 
 
-def _numerics_row(key: dict, ev: ModeNumerics, prev: ModeNumerics | None,
+def _numerics_row(key: UnitKey, ev: ModeNumerics, prev: ModeNumerics | None,
                   growth_factor: float) -> Draft:
     problems = "; ".join(ev.problems)
     verdict, note = Verdict.EQUIVALENT, ""
@@ -72,11 +70,11 @@ def _numerics_row(key: dict, ev: ModeNumerics, prev: ModeNumerics | None,
                  and err > 1e-12]
         if grown:
             verdict, note = Verdict.REGRESSED, "; ".join(grown[:3]) + " (still within tolerance)"
-    return draft(**key, metric="numerics", verdict=verdict, now=ev.status,
+    return Draft(key.with_metric("numerics"), verdict, now=ev.status,
                  base=prev.status if prev else None, note=note)
 
 
-def portability_rows(key: dict, ev: ModeNumerics, prev: ModeNumerics | None,
+def portability_rows(key: UnitKey, ev: ModeNumerics, prev: ModeNumerics | None,
                      tolerance: float | None, method: tuple) -> list[Draft]:
     prev = prev if prev is not None and prev.ran else None
     rows = []
@@ -92,7 +90,7 @@ def portability_rows(key: dict, ev: ModeNumerics, prev: ModeNumerics | None,
     return rows
 
 
-def _compiled_row(key: dict, check: CompiledCheck, ev: ModeNumerics,
+def _compiled_row(key: UnitKey, check: CompiledCheck, ev: ModeNumerics,
                   prev: ModeNumerics | None) -> list[Draft]:
     """dynamo's accuracy rule as a check of its own: FAILED when the compiled error exceeds
     the multiplier times eager's."""
@@ -112,7 +110,7 @@ def _compiled_row(key: dict, check: CompiledCheck, ev: ModeNumerics,
         verdict = Verdict.NEW
     elif before == Check.FAIL:
         verdict, note = Verdict.IMPROVED, "now passes; " + summary
-    return [draft(**key, metric="compiled_vs_eager", verdict=verdict, now=check.status,
+    return [Draft(key.with_metric("compiled_vs_eager"), verdict, now=check.status,
                   base=before, note=note)]
 
 
@@ -133,13 +131,13 @@ def nondeterminism(ev: ModeNumerics) -> tuple[bool, float | None, str]:
     return (bool(same) or (fresh is not None and fresh.equal is False)), moved, "; ".join(parts)
 
 
-def _determinism_row(key: dict, ev: ModeNumerics, prev: ModeNumerics | None) -> Draft:
+def _determinism_row(key: UnitKey, ev: ModeNumerics, prev: ModeNumerics | None) -> Draft:
     """Deterministic -> nondeterministic is REGRESSED (the reverse IMPROVED), with the
     magnitudes: within one process (max abs) and against a fresh process (rel. distance)."""
     nondet, _, text = nondeterminism(ev)
     now = "nondeterministic" if nondet else "deterministic"
     if prev is None or prev.rerun_max_abs is None:
-        return draft(**key, metric="determinism", verdict=Verdict.NEW, now=now, note=text)
+        return Draft(key.with_metric("determinism"), Verdict.NEW, now=now, note=text)
     was, _, was_text = nondeterminism(prev)
     verdict, note = Verdict.EQUIVALENT, text
     if nondet and not was:
@@ -148,16 +146,16 @@ def _determinism_row(key: dict, ev: ModeNumerics, prev: ModeNumerics | None) -> 
         verdict, note = Verdict.IMPROVED, "now deterministic; was: " + was_text
     elif nondet:  # in both: the size of run-to-run noise is itself noisy, so no verdict on it
         note = f"{text} (baseline: {was_text})"
-    return draft(**key, metric="determinism", verdict=verdict, now=now,
+    return Draft(key.with_metric("determinism"), verdict, now=now,
                  base="nondeterministic" if was else "deterministic", note=note)
 
 
-def _drift_row(key: dict, ev: ModeNumerics, prev: ModeNumerics, tolerance: float | None,
+def _drift_row(key: UnitKey, ev: ModeNumerics, prev: ModeNumerics, tolerance: float | None,
                method: tuple) -> Draft:
     """How far this run's outputs moved from the baseline's, against the precision's
     tolerance (rel. L2): a torch upgrade that changes results beyond it is REGRESSED."""
     def row(verdict: str, note: str, **numbers) -> Draft:
-        return draft(**key, metric="drift", verdict=verdict, note=note, **numbers)
+        return Draft(key.with_metric("drift"), verdict, note=note, **numbers)
     if not prev.fingerprint:
         return row(Verdict.NEW, "the baseline kept no outputs: drift is measured from the next "
                                 "run on")
@@ -185,7 +183,7 @@ def _drift_row(key: dict, ev: ModeNumerics, prev: ModeNumerics, tolerance: float
                else Verdict.EQUIVALENT, note, base=0.0, now=distance)
 
 
-def _dynamo_rows(key: dict, now: Dynamo, base: Dynamo | None) -> list[Draft]:
+def _dynamo_rows(key: UnitKey, now: Dynamo, base: Dynamo | None) -> list[Draft]:
     """New graph breaks with their reasons (compared by reason, not line number); recompiles."""
     reasons = now.graph_break_reasons
     verdict, note, was = Verdict.EQUIVALENT, "; ".join(reasons[:5]), None
@@ -202,7 +200,7 @@ def _dynamo_rows(key: dict, now: Dynamo, base: Dynamo | None) -> list[Draft]:
             verdict = Verdict.IMPROVED
             note = f"graph breaks {was} → {n}" + ("; gone: " + "; ".join(gone[:5])
                                                   if gone else "")
-    rows = [draft(**key, metric="graph_breaks", verdict=verdict, now=now.graph_breaks,
+    rows = [Draft(key.with_metric("graph_breaks"), verdict, now=now.graph_breaks,
                   base=was, note=note)]
     r_now, r_base = now.recompiles, base.recompiles if base else 0
     if r_now or r_base:
@@ -210,17 +208,17 @@ def _dynamo_rows(key: dict, now: Dynamo, base: Dynamo | None) -> list[Draft]:
                                       base.recompile_reasons if base else ())
         verdict = (Verdict.NEW if base is None else Verdict.REGRESSED if r_now > r_base or new
                    else Verdict.IMPROVED if r_now < r_base else Verdict.EQUIVALENT)
-        rows.append(draft(**key, metric="recompiles", now=r_now, base=r_base if base else None,
+        rows.append(Draft(key.with_metric("recompiles"), now=r_now, base=r_base if base else None,
                           verdict=verdict, note=("new: " + "; ".join(new[:3]) if new and base
                                                  else "; ".join(now.recompile_reasons[:3]))))
     return rows
 
 
-def coverage_rows(key: dict, now: Coverage, base: Coverage | None) -> list[Draft]:
+def coverage_rows(key: UnitKey, now: Coverage, base: Coverage | None) -> list[Draft]:
     """The operator set of one eager step against the baseline's (new / removed ops), and
     the ops that ran elsewhere than the requested device (CPU fallbacks)."""
     if now.status != Status.OK:
-        return [draft(**key, metric="ops", verdict=Verdict.FAILED, now=now.status,
+        return [Draft(key.with_metric("ops"), Verdict.FAILED, now=now.status,
                       note=f"op coverage not measured: {now.error}")]
     base = base if base is not None and base.status == Status.OK else None
     off = fallback_ops(now)
@@ -237,7 +235,7 @@ def coverage_rows(key: dict, now: Coverage, base: Coverage | None) -> list[Draft
             "new: " + portability.short_list(diff["added"]) if diff["added"] else "",
             "removed: " + portability.short_list(diff["removed"]) if diff["removed"] else "",
             "the operators changed: review (not a regression by itself)", said]))
-    rows = [draft(**key, metric="ops", verdict=verdict, now=len(now.ops),
+    rows = [Draft(key.with_metric("ops"), verdict, now=len(now.ops),
                   base=len(base.ops) if base else None, note=note)]
     fell_base = fallback_ops(base) if base else {}
     if off or fell_base or now.device not in (None, "cpu"):
@@ -252,6 +250,6 @@ def coverage_rows(key: dict, now: Coverage, base: Coverage | None) -> list[Draft
         elif diff["gone_fallbacks"]:
             verdict = Verdict.IMPROVED
             note = "back on the device: " + portability.short_list(diff["gone_fallbacks"])
-        rows.append(draft(**key, metric="fallback_ops", verdict=verdict, now=len(off),
+        rows.append(Draft(key.with_metric("fallback_ops"), verdict, now=len(off),
                           base=len(fell_base) if base else None, note=note))
     return rows

@@ -28,7 +28,6 @@ from stages.core.vocabulary import FAILURES, Status
 from stages.core.vocabulary import Check as Result
 from stages.judge import portability
 from stages.judge.summary import unit_summary
-from stages.judge.timings import detail, failures, ran_in, skipped
 
 _NO_KERNEL = re.compile(r"operator (\S+) has no kernel for the (\S+) backend")
 _OPERATOR = re.compile(r"operator (\w+)::")
@@ -81,21 +80,21 @@ def side_mode(side, unit: str | None, mode: str, busy_share: float) -> SideMode:
         return SideMode(NOT_MEASURED, why, unit, **extra)
     if record.status != Status.OK:
         return SideMode(SKIPPED, record.reason, unit, **extra)
-    failed, ran, why = failures(record, unit, mode), ran_in(record, unit, mode), \
-        skipped(record, unit, mode)
+    found = record.unit(unit, mode)
+    failed, ran, why = found.failures(), found.ran(), found.skipped()
     if why is not None and not failed:
         return SideMode(SKIPPED, why, unit, **extra)
     if failed and not ran:
         return SideMode(FAILS, no_kernel(str(failed[0])), unit, **extra)
-    n = unit_summary(record, unit, mode, None, busy_share)
+    n = unit_summary(found, None, busy_share)
     said = [f"{len(failed)} of {len(failed) + ran} processes failed, the first: {failed[0]}"
             ] if failed else []
     if n.processes_busy:
         said.append(f"{n.processes_busy} of {ran} processes {BUSY_LEFT_OUT}: left out")
     return SideMode(
         RUNS, "; ".join(said) or None, unit, n.processes_kept, n.items_per_s, n.graph_breaks,
-        n.recompiles, tuple(dict.fromkeys(detail(record, unit, mode, BY_NAME["graph_breaks"])
-                                          + detail(record, unit, mode, BY_NAME["recompiles"]))),
+        n.recompiles, tuple(dict.fromkeys(found.detail(BY_NAME["graph_breaks"])
+                                          + found.detail(BY_NAME["recompiles"]))),
         tuple((s.shape, s.recompiles) for s in n.shapes),
         work={m: n.value(m) for m in WORK if n.value(m) is not None}, **extra)
 

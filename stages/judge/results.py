@@ -10,8 +10,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from stages.core.metrics import METRICS
+from stages.core.metrics import METRICS, Role, with_role
 from stages.core.records.schema import Look, Waiting
+from stages.core.vocabulary import NOW, UnitKey
 
 # ---- a unit's numbers (judge.summary) ---------------------------------------------------------
 
@@ -39,21 +40,9 @@ class RankSummary:
         return None if self.straggler is None else self.straggler - 1
 
 
-NOW, BASELINE = "now", "baseline"          # a unit's arm: this run's, or its baseline's
-
-
 # The metrics a unit's summary reduces itself (the others have summaries of their own: ranks,
 # the step's breakdown, usage).
 SUMMARIZED = frozenset(m.name for m in METRICS if m.reduce is not None)
-
-
-@dataclass(frozen=True, order=True)
-class UnitId:
-    """Which unit a summary is of: a workload's mode in one cell, in one arm."""
-    cell: str
-    workload: str
-    mode: str
-    arm: str = NOW
 
 
 @dataclass(frozen=True)
@@ -154,7 +143,7 @@ class CellSummary:
     cell: str
     status: str
     reason: str | None
-    units: dict[UnitId, UnitSummary] = field(default_factory=dict)
+    units: dict[UnitKey, UnitSummary] = field(default_factory=dict)
     has_baseline: bool = False
     sentinel_loop_s: float | None = None   # the machine-speed sentinel, all processes
     looks: tuple[Look, ...] = ()           # adaptive sampling's interim looks
@@ -168,9 +157,9 @@ class CellSummary:
     carried: tuple[tuple[str, str, str, str], ...] = ()
 
     def unit(self, workload: str, mode: str, arm: str = NOW) -> UnitSummary | None:
-        return self.units.get(UnitId(self.cell, workload, mode, arm))
+        return self.units.get(UnitKey("bench", self.cell, workload, mode, arm=arm))
 
-    def keys(self, arm: str = NOW) -> list[UnitId]:
+    def keys(self, arm: str = NOW) -> list[UnitKey]:
         """The arm's units, workloads by name, modes in the record's order."""
         return [k for k in self.units if k.arm == arm]
 
@@ -178,7 +167,7 @@ class CellSummary:
 # ---- the history: a unit's summaries over the committed runs (judge.trends) -----------------
 
 # A table each in history.md; every series is searched for shifts.
-KEY_METRICS = ("steady_s", "first_call_s", "instructions")
+KEY_METRICS = tuple(m.name for m in with_role(Role.HISTORY))
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,12 @@ from __future__ import annotations
 import dataclasses
 
 from stages.core.config import Config
-from stages.core.metrics import BY_NAME
+from stages.core.metrics import BY_NAME, HEADLINE
 from stages.core.records.dotted import changed
 from stages.core.records.inputs import RunInputs
 from stages.core.records.rows import CompareRecord, Row
 from stages.core.records.schema import BenchRecord
-from stages.core.vocabulary import Status, Verdict
+from stages.core.vocabulary import Status, Verdict, cell_key
 from stages.judge.adaptive import cost_notes
 from stages.judge.environment import hardware_changes, python_change
 from stages.judge.numerics import numerics_rows
@@ -27,7 +27,7 @@ from stages.judge.timings import (
     read_time_by_work,
 )
 from stages.judge.tolerance import own_tolerances
-from stages.judge.verdicts import MISSING_CELL, Draft, draft, finish, judging_failed, unusable_row
+from stages.judge.verdicts import MISSING_CELL, Draft, finish, judging_failed, unusable_row
 
 
 def hardware_change(inputs: RunInputs) -> str | None:
@@ -81,7 +81,7 @@ def _run_level(rows: list[Draft], cfg: Config, spreads: dict, cell: str, now, ab
             run = None if ab else spreads.get((cell, row.workload, row.mode, row.metric)) \
                 or prior(cfg.stats.run_spread)                     # tests it, no history
             row = dataclasses.replace(
-                row, confirmed=fresh_since_last_look(now, row.workload, row.mode, row.metric),
+                row, confirmed=fresh_since_last_look(now, row.key),
                 run=run, reference_runs=runs if run is not None else 1)
         found.append(row)
     return found
@@ -102,7 +102,7 @@ def run_level_note(rows: list[Row], power: float) -> str | None:
         parts.append(f"{len(sizes)} timing(s) from the prior stats.run_spread = {size}"
                      if source == "prior" else f"{len(sizes)} timing(s) from the {source}, "
                      f"{size}")
-    steady = [r for r in carried if r.metric == "steady_s" and r.change.mde is not None]
+    steady = [r for r in carried if r.metric == HEADLINE.name and r.change.mde is not None]
     least = min(steady, key=lambda r: r.change.mde, default=None)
     found = "" if least is None else (
         f" At that size, the smallest steady-state slowdown this run would find with "
@@ -223,7 +223,7 @@ def compare_run(cfg: Config, inputs: RunInputs) -> CompareRecord:
                 if stage == "bench" and p.now is not None and not p.ab}
     compared = {cell for stage, cell in inputs.pairs if stage == "bench"}
     if compared & set(inputs.base_cells):    # a cell the baseline has and this run does not
-        drafts += [draft("bench", cell, "*", "*", "cell", Verdict.MISSING, note=MISSING_CELL)
+        drafts += [Draft(cell_key("bench", cell), Verdict.MISSING, note=MISSING_CELL)
                    for cell in sorted(set(inputs.base_cells) - compared)]
     if moved:
         notes.append("Measured otherwise than the baseline: " + "; ".join(moved[:4]) + (

@@ -12,14 +12,13 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from stages.core.metrics import TIMINGS
+from stages.core.metrics import BY_NAME, TIMINGS
 from stages.core.records.dotted import get
 from stages.core.records.schema import BenchRecord, EnvRecord
 from stages.core.vocabulary import Status
 from stages.judge.environment import hardware_key
 from stages.judge.moderation import RunSpread, run_spreads
 from stages.judge.sentinel import Slope, fit_slope, run_mean, sentinel_methods
-from stages.judge.timings import process_values
 
 
 def like_the_baseline(env: EnvRecord, base_env: EnvRecord | None) -> bool:
@@ -42,7 +41,7 @@ def _like_runs(history: list[tuple[BenchRecord, EnvRecord]], base: BenchRecord,
                 continue
             for mode in record.modes:
                 for metric in TIMINGS:
-                    values = process_values(record, name, mode, metric)
+                    values = record.unit(name, mode).values(BY_NAME[metric])
                     if values:
                         yield record, (name, mode, metric), values
 

@@ -9,6 +9,7 @@ import math
 import random
 
 from stages.core.config import Config
+from stages.core.metrics import INJECTED
 from stages.core.numbers import median
 from stages.core.records.rows import CompareRecord
 from stages.core.records.schema import BenchRecord
@@ -16,7 +17,7 @@ from stages.core.vocabulary import Verdict
 from stages.judge import stats
 from stages.judge.rules import RULES, unit_samples
 from stages.judge.run_to_run import prior
-from stages.judge.timings import bench_rows, process_values, units
+from stages.judge.timings import bench_rows
 from stages.judge.verdicts import finish
 
 
@@ -59,8 +60,7 @@ def verdicts(pairs: dict, cfg: Config, *, apart: bool = False) -> CompareRecord:
 
 
 def steady_units(record: BenchRecord) -> list[tuple[str, str]]:
-    return [(w, m) for w, m in sorted(units(record))
-            if len(process_values(record, w, m, "steady_s")) >= 4]
+    return sorted((u.workload, u.mode) for u in record.units() if len(u.values(INJECTED)) >= 4)
 
 
 def take(record: BenchRecord, size: int) -> BenchRecord:
@@ -177,18 +177,19 @@ def check(records: dict, cfg: Config, splits: int, slowdown: float, seed: int = 
         pairs = {cell: (take(b, size), take(n, size)) for cell, (b, n) in pools.items()}
         null = verdicts(pairs, cfg)
         false_runs += any(r.verdict == Verdict.REGRESSED for r in null.rows)
-        steady_false += any(r.verdict == Verdict.REGRESSED and r.metric == "steady_s"
+        steady_false += any(r.verdict == Verdict.REGRESSED and r.metric == INJECTED.name
                             for r in null.rows)
         for name, result in (("within", null), ("recorded", verdicts(pairs, cfg, apart=True))):
             for r in result.rows:
-                if r.metric == "steady_s" and r.change is not None:
+                if r.metric == INJECTED.name and r.change is not None:
                     tally[name].unchanged((r.cell, r.workload, r.mode),
                                           r.verdict == Verdict.REGRESSED, _score(r))
         for cell in sorted(pools):
-            for workload, mode in sorted(units(pools[cell][1])):
+            for workload, mode in sorted((u.workload, u.mode) for u in pools[cell][1].units()):
                 rules_on(pools, cell, workload, mode, slowed=False)
         for r in null.rows:
-            if r.metric == "steady_s" and r.change is not None and r.change.mde is not None:
+            if r.metric == INJECTED.name and r.change is not None \
+                    and r.change.mde is not None:
                 mdes.setdefault((r.cell, r.workload, r.mode), []).append(r.change.mde)
         cell = rng.choice(sorted(pools))
         candidates = steady_units(records[cell])
@@ -202,7 +203,7 @@ def check(records: dict, cfg: Config, splits: int, slowdown: float, seed: int = 
         for name, result in (("within", verdicts(pairs, cfg)),
                              ("recorded", verdicts(pairs, cfg, apart=True))):
             [row] = [r for r in result.rows if (r.cell, r.workload, r.mode, r.metric)
-                     == (cell, workload, mode, "steady_s")]
+                     == (cell, workload, mode, INJECTED.name)]
             tally[name].slowdown(row.verdict == Verdict.REGRESSED, _score(row))
             detected += name == "within" and row.verdict == Verdict.REGRESSED
         rules_on(pools, cell, workload, mode, slowed=True)
@@ -235,7 +236,7 @@ def needed(records: dict, cfg: Config, slowdown: float, tests: int) -> dict:
     found = {}
     for cell, record in records.items():
         for workload, mode in steady_units(record):
-            values = process_values(record, workload, mode, "steady_s", cfg.compare.busy_share)
+            values = record.unit(workload, mode).values(INJECTED, cfg.compare.busy_share)
             half = len(values) // 2
             s = stats.shift(values[:half], values[half:2 * half])
             if s is not None:

@@ -15,25 +15,27 @@ types and never the record. Pure.
 """
 from __future__ import annotations
 
-from stages.core.metrics import BY_NAME, METRICS, Reduce
+from stages.core.metrics import HEADLINE, METRICS, WHOLE_MODE, Family, Reduce
 from stages.core.numbers import median
 from stages.core.records.inputs import ab_baseline
 from stages.core.records.schema import BenchRecord, ModeTiming, Ranks, Waiting
-from stages.core.vocabulary import Status
+from stages.core.records.unit import BenchUnit, busy
+from stages.core.vocabulary import BASELINE, NOW, Status, UnitKey
 from stages.judge.results import (
-    BASELINE,
-    NOW,
     SUMMARIZED,
     CellSummary,
     GpuSeriesSummary,
     GpuSummary,
     RankSummary,
     ShapeChange,
-    UnitId,
     UnitSummary,
 )
 from stages.judge.steps import breakdown, step_total, usage
-from stages.judge.timings import busy, failures, process_values
+
+# The busy readings a summary's numbers beyond the metrics keep to: a latency's calls, an
+# input pipeline's breakdown (each phase's metrics share one reading).
+LATENCY = next(m for m in METRICS if m.family == Family.LATENCY)
+BREAKDOWN = next(m for m in METRICS if m.family == Family.BREAKDOWN)
 
 # ---- ranks ------------------------------------------------------------
 # A distributed unit's ranks over its processes: what a page shows of them (judge.summary
@@ -42,15 +44,10 @@ from stages.judge.timings import busy, failures, process_values
 # which the process's record answers (core.records.schema.Ranks). Pure.
 
 
-def rank_summary(record: BenchRecord, workload: str, mode: str,
-                 busy_share: float | None) -> RankSummary | None:
+def rank_summary(unit: BenchUnit, busy_share: float | None) -> RankSummary | None:
     """None for a unit that is not distributed, or that no kept process measured."""
-    run = record.workloads.get(workload)
-    kept: list[Ranks] = [m.ranks for p in (run.processes if run else ())
-                         if p.status == Status.OK
-                         for m in [p.modes.get(mode)]
-                         if m is not None and m.status == Status.OK and m.ranks is not None
-                         and not busy(m, busy_share)]
+    kept: list[Ranks] = [m.ranks for m in unit.modes()
+                         if m.ranks is not None and not busy(m, busy_share)]
     if not kept:
         return None
     first = kept[0]
@@ -83,10 +80,9 @@ def summarize(cell: str, record: BenchRecord, price_per_hour: float | None, busy
             continue
         if record.ab is not None and (waits := waits_of(found)) is not None:
             waiting[arm] = waits
-        for workload in sorted(found.workloads):
-            for mode in found.modes:
-                units[UnitId(cell, workload, mode, arm)] = unit_summary(
-                    found, workload, mode, price_per_hour, busy_share)
+        for unit in found.units():
+            key = UnitKey("bench", cell, unit.workload, unit.mode, arm=arm)
+            units[key] = unit_summary(unit, price_per_hour, busy_share)
     loops = [p.sentinel.python_loop_s for run in record.workloads.values()
              for p in run.processes if p.sentinel is not None]
     threads = sorted({p.host.hardware.torch_threads for run in record.workloads.values()
@@ -125,52 +121,40 @@ def waits_of(record: BenchRecord) -> Waiting | None:
                    sum(w.turns for w in found))
 
 
-def unit_summary(record: BenchRecord, workload: str, mode: str, price_per_hour: float | None,
+def unit_summary(unit: BenchUnit, price_per_hour: float | None,
                  busy_share: float) -> UnitSummary:
     """One unit of one arm, from the processes the tests use (see the module's docstring)."""
-    def kept(metric: str) -> list[float]:
-        found = BY_NAME.get(metric)
-        timed = found is not None and found.timed
-        return process_values(record, workload, mode, metric, busy_share if timed else None)
-
     reduce = {Reduce.MEDIAN: median, Reduce.MAX: lambda v: max(v, default=None)}
-    values = {m.name: reduce[m.reduce](kept(m.name)) for m in METRICS if m.name in SUMMARIZED}
-    steady = kept("steady_s")
-    per_call = values["steady_s"]
-    items = kept("items")
+    values = {m.name: reduce[m.reduce](unit.values(m, busy_share)) for m in METRICS
+              if m.name in SUMMARIZED}
+    steady = unit.values(HEADLINE, busy_share)
+    per_call = values[HEADLINE.name]
+    items = unit.field("items")
     per_s = items[0] / per_call if items and per_call else None
-    failed = failures(record, workload, mode)
-    modes = _measured(record, workload, mode)
-    run = record.workloads.get(workload)
-    spec = run.spec if run is not None else None
+    failed = unit.failures()
+    modes = unit.modes()
+    spec = unit.run.spec if unit.run is not None else None
     return UnitSummary(
         values=values, steady_per_process_s=tuple(steady), items_per_s=per_s,
         usd_per_million=price_per_hour / 3600 * 1e6 / per_s if per_s and price_per_hour
         else None,
-        warmup_calls=median(kept("warmup_calls")),
+        warmup_calls=median(unit.field("warmup_calls")),
         latency_calls=tuple(m.latency_calls for m in modes if m.latency_calls
-                            and not busy(m, busy_share, "latency_p50_s")),
+                            and not busy(m, busy_share, LATENCY)),
         processes_kept=len(steady),
-        processes_busy=len(process_values(record, workload, mode, "steady_s")) - len(steady),
+        processes_busy=len(unit.values(WHOLE_MODE)) - len(unit.values(WHOLE_MODE, busy_share)),
         processes_failed=len(failed), failures=tuple(map(str, failed)),
         family=spec.family if spec is not None and spec.point else None,
         point=tuple(map(tuple, spec.point)) if spec is not None and spec.point else (),
-        shapes=_shapes(modes), gpu=_gpu(workload, mode, [m for m in modes if m.gpu]),
+        shapes=_shapes(modes), gpu=_gpu(unit.workload, unit.mode, [m for m in modes if m.gpu]),
         clocks=tuple(dict.fromkeys(m.clock for m in modes if m.clock)),
         unmeasured=tuple(dict.fromkeys(kv for m in modes for kv in sorted(m.unmeasured.items()))),
         items=int(items[0]) if items else None, item=spec.item if spec is not None else None,
-        ranks=rank_summary(record, workload, mode, busy_share),
-        breakdown=breakdown([m for m in modes if not busy(m, busy_share, "input_wait_s")]),
-        breakdown_busy=sum(step_total(m) is not None and busy(m, busy_share, "input_wait_s")
+        ranks=rank_summary(unit, busy_share),
+        breakdown=breakdown([m for m in modes if not busy(m, busy_share, BREAKDOWN)]),
+        breakdown_busy=sum(step_total(m) is not None and busy(m, busy_share, BREAKDOWN)
                            for m in modes),
         usage=usage(modes, [m for m in modes if not busy(m, busy_share)]))
-
-
-def _measured(record: BenchRecord, workload: str, mode: str) -> list[ModeTiming]:
-    """The mode's results in the processes where it ran: the process and the mode OK."""
-    run = record.workloads.get(workload)
-    return [m for p in (run.processes if run else ()) if p.status == Status.OK
-            for m in [p.modes.get(mode)] if m is not None and m.status == Status.OK]
 
 
 def _shapes(modes: list[ModeTiming]) -> tuple[ShapeChange, ...]:

@@ -31,8 +31,9 @@ import math
 from scipy import special
 
 from stages.core.config.settings import Recommend, StatsSettings
+from stages.core.vocabulary import BASELINE, NOW
 from stages.judge import stats
-from stages.judge.results import BASELINE, NOW, CellSummary, Choice, Sweep, SweepPoint, Versus
+from stages.judge.results import CellSummary, Choice, Sweep, SweepPoint, Versus
 
 
 def curves(summary: CellSummary, rule: Recommend = Recommend(), arm: str = NOW, *,

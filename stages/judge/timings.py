@@ -8,22 +8,23 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Iterator
+from dataclasses import dataclass
+from typing import Callable
 
 from scipy import stats as sps
 
 from stages.core.config.settings import CompareSettings, StatsSettings
-from stages.core.metrics import BY_NAME, METRICS, Delta, Family, Metric, Rule
+from stages.core.metrics import BY_NAME, HEADLINE, METRICS, Delta, Family, Metric, Rule
 from stages.core.numbers import geometric_mean, median
 from stages.core.records.rows import Row
-from stages.core.records.schema import BenchProcess, BenchRecord, Busy, ModeTiming
-from stages.core.vocabulary import Failure, Status, Verdict
+from stages.core.records.schema import BenchRecord
+from stages.core.records.unit import BenchUnit, taken
+from stages.core.vocabulary import Status, UnitKey, Verdict, cell_key
 from stages.judge import counts, environment, portability, stats, steps
 from stages.judge.sentinel import UNFITTED, Slope, adjusted, machine_moved, machine_unchanged
 from stages.judge.verdicts import (
     MISSING_CELL,
     Draft,
-    draft,
     lost_or_skipped,
     missing_unit,
     skipped_baseline,
@@ -34,77 +35,10 @@ from stages.judge.verdicts import (
 TESTED = tuple(m for m in METRICS if m.rule == Rule.TESTED and m.family != Family.MEMORY)
 COUNTED = tuple(m for m in METRICS if m.rule == Rule.COUNTED)
 BANDED = tuple(m for m in METRICS if m.rule == Rule.BANDED)
+MEMORY = next(m for m in METRICS if m.family == Family.MEMORY)
 
 
-# ---- reducing a bench record to process-level summaries ----------------------------------
-
-def _summaries(record: BenchRecord, workload: str, mode: str,
-               metric: str) -> Iterator[tuple[BenchProcess, ModeTiming, float]]:
-    """(process, its mode's result, its value) for every process where the mode succeeded
-    (the counts processes, for a metric counted apart)."""
-    run = record.workloads.get(workload)
-    found = BY_NAME.get(metric)
-    apart = found is not None and found.counted_apart
-    for proc in (run.counts if apart else run.processes) if run else ():
-        m = proc.modes.get(mode) if proc.status == Status.OK else None
-        if m is None or m.status != Status.OK:
-            continue
-        value = metric_value(m, metric)
-        if isinstance(value, tuple):
-            if value:
-                yield proc, m, median(value)
-        elif value is not None:
-            yield proc, m, value
-
-
-def metric_value(m: ModeTiming, metric: str):
-    """A mode's value of a metric (core.metrics), or of any other field of its record."""
-    found = BY_NAME.get(metric)
-    return found.read(m) if found is not None else getattr(m, metric)
-
-
-def process_values(record: BenchRecord, workload: str, mode: str, metric: str,
-                   busy_share: float | None = None) -> list[float]:
-    """One number per successful process. With busy_share: only processes whose phase of
-    this metric ran while other programs and steal took at most that share of the CPU."""
-    return [v for _, m, v in _summaries(record, workload, mode, metric)
-            if not busy(m, busy_share, metric)]
-
-
-def measured_modes(record: BenchRecord, workload: str, mode: str,
-                   metric: str) -> list[ModeTiming]:
-    """The mode's result in every process that measured the metric."""
-    return [m for _, m, _ in _summaries(record, workload, mode, metric)]
-
-
-def paired_values(base: BenchRecord, now: BenchRecord, workload: str, mode: str, metric: str,
-                  busy_share: float | None = None) -> tuple[list[float], list[float]]:
-    """Interleaved A/B: the two arms' values in the rounds where both processes succeeded
-    (and neither ran on a busy machine), round by round."""
-    b, n = ({proc.round: v for proc, m, v in _summaries(r, workload, mode, metric)
-             if proc.round is not None and not busy(m, busy_share, metric)} for r in (base, now))
-    rounds = sorted(b.keys() & n.keys())
-    return [b[r] for r in rounds], [n[r] for r in rounds]
-
-
-def reading(mode: ModeTiming, metric: str) -> Busy | None:
-    """What else took the CPU during the phase a metric times. A record that read the
-    steady-state samples only (schema 2) is judged by that reading in every phase."""
-    found = BY_NAME.get(metric)
-    phase = getattr(mode, found.phase) if found is not None and found.phase else None
-    return phase or mode.busy_machine
-
-
-def taken(b: Busy) -> float:
-    """The CPU share this process could not have: others' and the hypervisor's steal."""
-    return b.other_cpu + b.steal
-
-
-def busy(mode: ModeTiming, share: float | None, metric: str = "steady_s") -> bool:
-    """Other programs and steal took more than `share` of the CPU while this phase ran."""
-    b = reading(mode, metric)
-    return share is not None and b is not None and taken(b) > share
-
+# ---- a record's units (core.records.unit reduces each) ------------------------------------
 
 def busy_shares(record: BenchRecord | None) -> list[float]:
     """The most CPU that others and steal took in any timed phase, per measured mode of
@@ -117,55 +51,30 @@ def busy_shares(record: BenchRecord | None) -> list[float]:
                              if b is not None])]
 
 
-def failures(record: BenchRecord, workload: str, mode: str) -> list[Failure]:
-    """How each process that failed the mode failed: the process, or the mode in it."""
-    found = []
-    run = record.workloads.get(workload)
-    for proc in run.processes if run else ():
-        if proc.status != Status.OK:
-            found.append(Failure(proc.status, proc.error))
-            continue
-        m = proc.modes.get(mode)
-        if m is not None and m.status not in (Status.OK, Status.SKIPPED):
-            found.append(Failure(m.status, m.error))
-    return found
-
-
-def ran_in(record: BenchRecord, workload: str, mode: str) -> int:
-    """In how many processes the mode ran to the end."""
-    run = record.workloads.get(workload)
-    return sum(p.status == Status.OK and (m := p.modes.get(mode)) is not None
-               and m.status == Status.OK for p in (run.processes if run else ()))
-
-
-def skipped(record: BenchRecord, workload: str, mode: str) -> str | None:
-    """Why the workload said it cannot run in this mode here (stages.workloads.Unsupported),
-    where no process ran the mode; else None."""
-    run = record.workloads.get(workload)
-    modes = [p.modes.get(mode) for p in (run.processes if run else ()) if p.status == Status.OK]
-    reasons = [m.error or "" for m in modes if m is not None and m.status == Status.SKIPPED]
-    ran = any(m is not None and m.status == Status.OK for m in modes)
-    return reasons[0] if reasons and not ran else None
-
-
-def units(record: BenchRecord) -> set[tuple[str, str]]:
-    return {(w, m) for w in record.workloads for m in record.modes}
-
-
-def fresh_since_last_look(record: BenchRecord | None, workload: str, mode: str,
-                          metric: str) -> bool:
+def fresh_since_last_look(record: BenchRecord | None, key: UnitKey) -> bool:
     """Whether this unit's processes include some that no interim look of adaptive sampling
     has seen: then its final test is its first on that data. True without adaptive looks."""
     if record is None or record.looks_planned <= 1:
         return True
     seen = [look.processes for look in record.looks for p in look.pending
-            if (p.workload, p.mode, p.metric) == (workload, mode, metric)]
+            if (p.workload, p.mode, p.metric) == (key.workload, key.mode, key.metric)]
     if not seen:
         return False                    # decided at an interim look, and no more processes
-    return len(process_values(record, workload, mode, metric)) > seen[-1]
+    return len(record.unit(key.workload, key.mode).values(BY_NAME[key.metric])) > seen[-1]
 
 
 # ---- rows --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Judging:
+    """How a cell's units are judged: the same for every unit of the cell."""
+    delta: Delta
+    busy_share: float
+    paired: bool                       # the baseline is the other arm, in lock-step pairs
+    # A timing's machine-speed veto and sentinel slope: (veto, slope) for a unit's metric
+    sentinel: Callable[[UnitKey], tuple[str | None, Slope | None]]
+    instruction_processes: int         # the counts processes a side may have (judge.counts)
+
 
 def bench_rows(cell: str, now: BenchRecord | None, base: BenchRecord | None, delta: Delta,
                not_comparable: str | None = None,
@@ -186,10 +95,10 @@ def bench_rows(cell: str, now: BenchRecord | None, base: BenchRecord | None, del
     `not_comparable`, the environments' hardware change, stands for records that carry
     none."""
     if now is None:
-        return [draft("bench", cell, "*", "*", "cell", Verdict.MISSING,
-                      note=MISSING_CELL)] if base else []
+        return [Draft(cell_key("bench", cell), Verdict.MISSING, note=MISSING_CELL)] \
+            if base else []
     if now.status == Verdict.SKIPPED:
-        return [lost_or_skipped("bench", cell, "*", "*", now.reason,
+        return [lost_or_skipped(cell_key("bench", cell), now.reason,
                                 base is not None and base.status == Status.OK)]
     usable = base if base is not None and base.status == Status.OK else None
     same_run = same_run or (usable is not None and now.ab is not None)
@@ -202,141 +111,132 @@ def bench_rows(cell: str, now: BenchRecord | None, base: BenchRecord | None, del
     else:
         veto = machine_unchanged(usable, now, alpha=alpha, delta=delta.steady_s, python=python)
 
-    def sentinel(workload: str, mode: str, metric: str) -> tuple[str | None, Slope | None]:
-        slope = (slopes or {}).get((workload, mode, metric)) if modelled else None
+    def sentinel(key: UnitKey) -> tuple[str | None, Slope | None]:
+        slope = (slopes or {}).get((key.workload, key.mode, key.metric)) if modelled else None
         return veto, UNFITTED if modelled and slope is None else slope
+    judging = Judging(delta, busy_share, paired, sentinel,
+                      (now.settings or {}).get("instruction_processes", 1))
     skipped = skipped_baseline(base, now)
     rows = [unusable_row("bench", cell, skipped)] if skipped else []
-    for workload, mode in sorted(units(now) | (units(usable) if usable else set())):
+    pairs = {(u.workload, u.mode) for r in (now, usable) if r is not None for u in r.units()}
+    for workload, mode in sorted(pairs):
+        key = UnitKey("bench", cell, workload, mode)
         hardware = environment.unit_reason(now, usable, workload, env_reason=not_comparable,
-                                         allow_change=allow_hardware_change, same_run=same_run)
+                                           allow_change=allow_hardware_change,
+                                           same_run=same_run)
         try:
-            rows.extend(_unit_rows(cell, workload, mode, now, usable, delta, hardware,
-                                   sentinel, busy_share, paired))
+            rows.extend(_unit_rows(key, now.unit(workload, mode),
+                                   usable.unit(workload, mode) if usable else None,
+                                   hardware, judging))
         except (ArithmeticError, ValueError) as exc:   # never the stage's death, nor a pass
-            rows.append(draft("bench", cell, workload, mode, "status", Verdict.FAILED,
+            rows.append(Draft(key.with_metric("status"), Verdict.FAILED,
                               note=f"the judge could not compare this unit "
                                    f"({type(exc).__name__}: {exc}); its processes are kept "
                                    "in the record"))
     return rows
 
 
-def _unit_rows(cell, workload, mode, now: BenchRecord, base: BenchRecord | None, delta: Delta,
-               hardware, sentinel, busy_share, paired) -> list[Draft]:
-    key = dict(stage="bench", cell=cell, workload=workload, mode=mode)
-    in_now = (workload, mode) in units(now)
-    in_base = base is not None and (workload, mode) in units(base)
-    if not in_now:
-        return [draft(**key, metric="status", verdict=Verdict.MISSING, note=missing_unit(
-            workload in now.workloads))]
-    run = now.workloads.get(workload)
-    if run is not None and run.unchanged and not run.processes:
+def _unit_rows(key: UnitKey, now: BenchUnit, base: BenchUnit | None, hardware: str | None,
+               judging: Judging) -> list[Draft]:
+    status = key.with_metric("status")
+    in_base = base is not None and base.exists
+    if not now.exists:
+        return [Draft(status, Verdict.MISSING, note=missing_unit(
+            key.workload in now.record.workloads))]
+    if now.run is not None and now.run.unchanged and not now.run.processes:
         # Not measured: the change cannot have moved it (launch.reuse), said, never a pass
         # of a unit that ran: the same inputs in both arms are the same unit.
-        return [draft(**key, metric="status", verdict=Verdict.EQUIVALENT, note=run.unchanged)]
-    failed_now = failures(now, workload, mode)
-    failed_base = failures(base, workload, mode) if in_base else []
-    why = skipped(now, workload, mode)
+        return [Draft(status, Verdict.EQUIVALENT, note=now.run.unchanged)]
+    failed_now = now.failures()
+    failed_base = base.failures() if in_base else []
+    why = now.skipped()
     if why is not None and not failed_now:
-        return [lost_or_skipped("bench", cell, workload, mode, why, in_base and not failed_base
-                                and skipped(base, workload, mode) is None)]
+        return [lost_or_skipped(key, why, in_base and not failed_base
+                                and base.skipped() is None)]
     if failed_now:
         was = ("was OK, now " if in_base and not failed_base else "") + str(failed_now[0])
-        ran = ran_in(now, workload, mode)
+        ran = now.ran()
         if ran:     # the same code failed in some processes and ran in the others
             was = (f"{len(failed_now)} of {len(failed_now) + ran} processes failed, the "
                    f"first: {failed_now[0]}" + (" (was OK)" if in_base and not failed_base
                                                  else ""))
-        return [draft(**key, metric="status", verdict=Verdict.FLAKY if ran else Verdict.FAILED,
+        return [Draft(status, Verdict.FLAKY if ran else Verdict.FAILED,
                       base=Status.OK if in_base and not failed_base else None,
                       now=failed_now[0].status, note=was)]
-    measured = [m.name for m in (*TESTED, *BANDED) if process_values(now, workload, mode, m.name)]
+    measured = [m for m in (*TESTED, *BANDED) if now.values(m)]
     if not in_base:
-        return [draft(**key, metric=m, verdict=Verdict.NEW,
-                      now=median(process_values(now, workload, mode, m))) for m in measured]
+        return [Draft(key.with_metric(m.name), Verdict.NEW, now=median(now.values(m)))
+                for m in measured]
     if failed_base:
-        return [draft(**key, metric="status", verdict=Verdict.IMPROVED, base=Verdict.FAILED,
-                      now=Status.OK, note=f"now runs; was {failed_base[0]}")]
+        return [Draft(status, Verdict.IMPROVED, base=Verdict.FAILED, now=Status.OK,
+                      note=f"now runs; was {failed_base[0]}")]
+    delta = judging.delta
     rows = []
     for found in TESTED:
-        metric = found.name
-        if not process_values(base, workload, mode, metric):
-            if metric in measured:    # e.g. an older record, which measured it otherwise
-                rows.append(draft(**key, metric=metric, verdict=Verdict.NEW,
-                                  now=median(process_values(now, workload, mode, metric)),
+        mine = key.with_metric(found.name)
+        if not base.values(found):
+            if found in measured:    # e.g. an older record, which measured it otherwise
+                rows.append(Draft(mine, Verdict.NEW, now=median(now.values(found)),
                                   note="the baseline's record has no value of it"))
             continue
-        if not found.per_process and steps.negligible(
-                *(measured_modes(r, workload, mode, metric) for r in (base, now)), metric,
-                delta.steady_s):
-            rows.append(draft(**key, metric=metric, verdict=Verdict.EQUIVALENT,
-                              base=median(process_values(base, workload, mode, metric)),
-                              now=median(process_values(now, workload, mode, metric)),
+        if not found.per_process and steps.negligible(base.modes(found), now.modes(found),
+                                                      found.name, delta.steady_s):
+            rows.append(Draft(mine, Verdict.EQUIVALENT, base=median(base.values(found)),
+                              now=median(now.values(found)),
                               note=f"under {delta.steady_s:.0%} of the step on both sides: it "
                                    "cannot move the step by more than that (not tested)"))
             continue
-        veto, slope = sentinel(workload, mode, metric)
-        rows.append(_timing_row(key, metric, now, base, delta.of(metric),
-                                hardware or veto or impossible(now, base, workload, mode,
-                                                               found),
-                                busy_share, paired, slope))
-    if (memory := own_memory(base, now, workload, mode)) is not None:
-        rows.append(_memory_row(key, *memory[:2], delta.peak_bytes, memory[2]))
+        veto, slope = judging.sentinel(mine)
+        rows.append(_timing_row(mine, found, now, base, delta.of(found.name),
+                                hardware or veto or impossible(now, base, found),
+                                judging, slope))
+    if (memory := own_memory(base, now)) is not None:
+        rows.append(_memory_row(key.with_metric(MEMORY.name), *memory[:2], delta.peak_bytes,
+                                memory[2]))
     for found in COUNTED:
-        b, n = (process_values(r, workload, mode, found.name) for r in (base, now))
+        b, n = base.values(found), now.values(found)
         if b and n:
-            row = _counted_row(key, found, max(b), max(n), detail(now, workload, mode, found),
-                               detail(base, workload, mode, found))
+            row = _counted_row(key.with_metric(found.name), found, max(b), max(n),
+                               now.detail(found), base.detail(found))
             unequal = _unequal(b, n)
             rows.append(dataclasses.replace(row, verdict=Verdict.NOT_COMPARABLE, note=unequal)
                         if unequal else row)
     for found in BANDED:
-        row = _banded_row(key, found, base, now, delta.of(found.name))
+        row = _banded_row(key.with_metric(found.name), found, base, now,
+                          delta.of(found.name), judging.instruction_processes)
         if row is not None:
             rows.append(row)
     return rows
 
 
-def _counts(record: BenchRecord, workload: str) -> tuple[BenchProcess, ...]:
-    run = record.workloads.get(workload)
-    return run.counts if run is not None else ()
-
-
-def _banded_row(key: dict, found: Metric, base: BenchRecord, now: BenchRecord,
-                delta: float) -> Draft | None:
+def _banded_row(key: UnitKey, found: Metric, base: BenchUnit, now: BenchUnit, delta: float,
+                processes: int) -> Draft | None:
     """A count that repeats closely (host instructions): the counts processes of each side,
     tested where both were counted the same way (judge.counts); a count the baseline
     has and this run lost is FAILED (a counts process that failed) or NOT COMPARABLE (not
     counted here: the record says why). A counts process that failed where the baseline has
     no count is NOT COMPARABLE with its error, once (on the first banded metric, which stands
     for the process). None: neither side counted it."""
-    workload, mode = key["workload"], key["mode"]
-    b, n = (process_values(r, workload, mode, found.name) for r in (base, now))
-    lost = next((f"{p.status}: {p.error}" if p.status != Status.OK else
-                 f"{p.modes[mode].status}: {p.modes[mode].error}"
-                 for p in _counts(now, workload) if p.status != Status.OK
-                 or (mode in p.modes and p.modes[mode].status != Status.OK)), None)
+    b, n = base.values(found), now.values(found)
+    lost = now.counts_lost()
     if not b:
         if n:
-            return draft(**key, metric=found.name, verdict=Verdict.NEW, now=max(n))
-        return None if lost is None or found != BANDED[0] else draft(
-            **key, metric=found.name, verdict=Verdict.NOT_COMPARABLE,
-            note=f"not counted: the counts process: {lost}")
+            return Draft(key, Verdict.NEW, now=max(n))
+        return None if lost is None or found != BANDED[0] else Draft(
+            key, Verdict.NOT_COMPARABLE, note=f"not counted: the counts process: {lost}")
     if not n:
         if lost is not None:
-            return draft(**key, metric=found.name, verdict=Verdict.FAILED, base=max(b),
+            return Draft(key, Verdict.FAILED, base=max(b),
                          note=f"counted in the baseline; the counts process: {lost}")
-        return draft(**key, metric=found.name, verdict=Verdict.NOT_COMPARABLE, base=max(b),
+        return Draft(key, Verdict.NOT_COMPARABLE, base=max(b),
                      note=f"counted in the baseline, not in this run: "
-                          f"{now.instructions or 'no counts process ran for it'}")
-    ways = [next((p.counter.of_mode(mode) for p in _counts(r, workload)
-                  if p.counter is not None), None) for r in (base, now)]
+                          f"{now.record.instructions or 'no counts process ran for it'}")
+    ways = base.counter(), now.counter()
     if ways[0] is not None and ways[1] is not None and ways[0].key != ways[1].key:
-        return draft(**key, metric=found.name, verdict=Verdict.NOT_COMPARABLE, base=max(b),
-                     now=max(n), note="counted another way: " + counter_change(*ways))
-    processes = (now.settings or {}).get("instruction_processes", 1)
+        return Draft(key, Verdict.NOT_COMPARABLE, base=max(b), now=max(n),
+                     note="counted another way: " + counter_change(*ways))
     return counts.count_draft(key, found, b, n, delta, processes,
-                              same=_counts(base, workload) == _counts(now, workload))
+                              same=base.counts == now.counts)
 
 
 def counter_change(base, now) -> str:
@@ -358,14 +258,14 @@ def _unequal(base: list[int], now: list[int]) -> str | None:
             "here, not judged") if sides else None
 
 
-def _counted_row(key: dict, found: Metric, base: int, now: int, detail_now, detail_base
+def _counted_row(key: UnitKey, found: Metric, base: int, now: int, detail_now, detail_base
                  ) -> Draft:
     """An exact count: more than the baseline's is REGRESSED, fewer IMPROVED, with what moved
     (core.metrics: its `detail`). Reasons (graph breaks, recompiles) a metric whose new
     reasons regress did not have in the baseline make it REGRESSED too (a guard a new version
     adds, even where another went away), with the new reasons (compared without their line
     numbers); counts by name say which names moved."""
-    row = _count_rule(key, found.name, base, now)
+    row = _count_rule(key, base, now)
     if found.zero_regresses and base > 0 and now == 0:
         return dataclasses.replace(row, verdict=Verdict.REGRESSED, note=(
             f"none, where the baseline had {base}: nothing was compiled (dynamo ran the step "
@@ -379,18 +279,18 @@ def _counted_row(key: dict, found: Metric, base: int, now: int, detail_now, deta
     return row
 
 
-def _timing_row(key: dict, metric: str, now: BenchRecord, base: BenchRecord, delta: float,
-                not_comparable: str | None, busy_share: float, paired: bool,
+def _timing_row(key: UnitKey, metric: Metric, now: BenchUnit, base: BenchUnit, delta: float,
+                not_comparable: str | None, judging: Judging,
                 slope: Slope | None = None) -> Draft:
-    workload, mode = key["workload"], key["mode"]
+    busy_share, paired = judging.busy_share, judging.paired
     # Processes sampled while other programs took the CPU say nothing about the code.
-    b, n = (process_values(r, workload, mode, metric, busy_share) for r in (base, now))
-    everyone = [len(process_values(r, workload, mode, metric)) for r in (base, now)]
+    b, n = base.values(metric, busy_share), now.values(metric, busy_share)
+    everyone = [len(base.values(metric)), len(now.values(metric))]
     left_out = sum(everyone) - len(b) - len(n)
-    tested = paired_values(base, now, workload, mode, metric, busy_share) if paired else (b, n)
-    shift = stats.paired_shift(*tested, pinned=pinned(base, now)) if paired else \
-        stats.shift(*tested)
-    shift, machine = adjusted(shift, None if paired else slope, base, now)
+    tested = base.pairs(now, metric, busy_share) if paired else (b, n)
+    shift = stats.paired_shift(*tested, pinned=pinned(base.record, now.record)) if paired \
+        else stats.shift(*tested)
+    shift, machine = adjusted(shift, None if paired else slope, base.record, now.record)
     numbers = shown(tested) if shift is not None else shown((b, n), median)
     verdict, note = Verdict.INCONCLUSIVE, machine
     if left_out:
@@ -405,8 +305,7 @@ def _timing_row(key: dict, metric: str, now: BenchRecord, base: BenchRecord, del
             verdict = Verdict.NOT_COMPARABLE
     if not_comparable:
         verdict, note = Verdict.NOT_COMPARABLE, not_comparable
-    return draft(**key, metric=metric, verdict=verdict, shift=shift, delta=delta, note=note,
-                 **numbers)
+    return Draft(key, verdict, shift=shift, delta=delta, note=note, **numbers)
 
 
 def pinned(base: BenchRecord, now: BenchRecord) -> bool:
@@ -437,43 +336,27 @@ def shown(sides: tuple[list[float], list[float]], centre=geometric_mean) -> dict
     return dict(base=centre(sides[0]), now=centre(sides[1]))
 
 
-def impossible(now: BenchRecord, base: BenchRecord, workload: str, mode: str,
-               metric: Metric) -> str | None:
+def impossible(now: BenchUnit, base: BenchUnit, metric: Metric) -> str | None:
     """Why a GPU series cannot be trusted: some process of either side measured it faster
     than the hardware's peak (a measurement error, never a speed-up)."""
     series = metric.series
-    for side, record in (("now", now), ("baseline", base)):
-        for _, m, _ in _summaries(record, workload, mode, metric.name) if series else ():
+    for side, unit in (("now", now), ("baseline", base)):
+        for m in unit.modes(metric) if series else ():
             found = m.gpu.series.get(series) if m.gpu is not None else None
             if found is not None and found.impossible:
                 return f"{side}: {found.impossible}"
     return None
 
 
-def detail(record: BenchRecord, workload: str, mode: str, metric: Metric):
-    """What a counted metric's `detail` says over every process that measured it: its
-    reasons, in order; or its counts by name, the most any process counted of each."""
-    found = [metric.detail_of(m) for _, m, _ in _summaries(record, workload, mode, metric.name)]
-    if any(isinstance(d, dict) for d in found):
-        most: dict = {}
-        for d in found:
-            for name, count in (d or {}).items():
-                most[name] = max(most.get(name, 0), count)
-        return dict(sorted(most.items()))
-    return tuple(dict.fromkeys(r for d in found for r in d or ()))
-
-
 OWN_MEMORY = "the mode's own memory: its peak less what the process held as the mode began"
 WHOLE_PEAK = "the whole peak: some process did not record what it held as the mode began"
 
 
-def own_memory(base: BenchRecord, now: BenchRecord, workload: str,
-               mode: str) -> tuple[list[float], list[float], str] | None:
+def own_memory(base: BenchUnit, now: BenchUnit) -> tuple[list[float], list[float], str] | None:
     """Each side's values for the memory row, and what they are: the mode's own increments
     where every process recorded its start (bench 10; a CPU process's ~300 MiB of libraries
     would hide a doubling of a workload's own 10 MiB inside δ = 5 %), else whole peaks."""
-    sides = [[(m.peak_bytes, m.start_bytes) for _, m, _ in
-              _summaries(record, workload, mode, "peak_bytes")] for record in (base, now)]
+    sides = [[(m.peak_bytes, m.start_bytes) for m in unit.modes(MEMORY)] for unit in (base, now)]
     if not all(sides):
         return None
     own = all(start is not None and peak > start for side in sides for peak, start in side)
@@ -481,7 +364,7 @@ def own_memory(base: BenchRecord, now: BenchRecord, workload: str,
     return b, n, OWN_MEMORY if own else WHOLE_PEAK
 
 
-def _memory_row(key: dict, base: list[float], now: list[float], delta: float,
+def _memory_row(key: UnitKey, base: list[float], now: list[float], delta: float,
                 note: str = "") -> Draft:
     """Memory, one value per process (own_memory; `note` says which), tested as a timing is
     (Welch on the logs, in the run's Holm family, REGRESSED only with the estimate beyond δ),
@@ -491,24 +374,24 @@ def _memory_row(key: dict, base: list[float], now: list[float], delta: float,
     run-to-run variance against a recorded baseline (judge.run): no history of memory."""
     s = stats.shift(base, now)
     if s is None or s.se == 0:
-        rule = _ratio_rule(key, "peak_bytes", median(base), median(now), delta)
+        rule = _ratio_rule(key, median(base), median(now), delta)
         return dataclasses.replace(rule, note=note)
-    return draft(**key, metric="peak_bytes", verdict=Verdict.INCONCLUSIVE, shift=s, delta=delta,
-                 note=note, **shown((base, now)))
+    return Draft(key, Verdict.INCONCLUSIVE, shift=s, delta=delta, note=note,
+                 **shown((base, now)))
 
 
-def _ratio_rule(key: dict, metric: str, base: float, now: float, delta: float) -> Draft:
+def _ratio_rule(key: UnitKey, base: float, now: float, delta: float) -> Draft:
     """A metric every process agrees on: the ratio of medians against δ."""
     ratio = now / base if base else math.inf
     verdict = (Verdict.REGRESSED if ratio > 1 + delta else
                Verdict.IMPROVED if ratio < 1 / (1 + delta) else Verdict.EQUIVALENT)
-    return draft(**key, metric=metric, verdict=verdict, base=base, now=now, delta=delta)
+    return Draft(key, verdict, base=base, now=now, delta=delta)
 
 
-def _count_rule(key: dict, metric: str, base: int, now: int) -> Draft:
+def _count_rule(key: UnitKey, base: int, now: int) -> Draft:
     verdict = (Verdict.REGRESSED if now > base else
                Verdict.IMPROVED if now < base else Verdict.EQUIVALENT)
-    return draft(**key, metric=metric, verdict=verdict, base=base, now=now)
+    return Draft(key, verdict, base=base, now=now)
 
 
 WORK = tuple(m.name for m in (*COUNTED, *BANDED) if m.family == Family.WORK)
@@ -539,7 +422,7 @@ def read_time_by_work(rows: tuple[Row, ...]) -> tuple[Row, ...]:
             units.setdefault((row.cell, row.workload, row.mode), []).append(row)
     said: dict[int, str] = {}
     for mine in units.values():
-        steady = next((r for r in mine if r.metric == "steady_s"), None)
+        steady = next((r for r in mine if r.metric == HEADLINE.name), None)
         work = [r for r in mine if r.metric in WORK and r.verdict in COMPARED]
         if steady is None or not work:
             continue

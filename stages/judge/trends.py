@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from stages.core.config.settings import Delta, HistorySettings
-from stages.core.metrics import SERIES
+from stages.core.metrics import SERIES, WHOLE_MODE
 from stages.core.records.dotted import get
 from stages.core.records.schema import BenchRecord, EnvRecord
 from stages.core.vocabulary import FAILURES, Status
@@ -95,7 +95,7 @@ def _era_series(cell: str, era: int, runs: list[tuple[int, Run]], settings: Hist
                 for metric in SERIES:
                     value = unit.value(metric)
                     key = (name, mode, metric)
-                    if (value is None and metric == "steady_s" and unit.processes_busy
+                    if (value is None and metric == WHOLE_MODE.name and unit.processes_busy
                             and not unit.processes_kept):
                         busy.setdefault(key, []).append(run.commit)
                     if value is None or value <= 0:

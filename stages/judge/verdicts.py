@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from stages.core.records.rows import Change, CompareRecord, Prior, Row
-from stages.core.vocabulary import Status, UnitKey, Verdict
+from stages.core.vocabulary import Status, UnitKey, Verdict, cell_key
 from stages.judge import stats
 from stages.judge.moderation import RunSpread, squeeze
 
@@ -37,11 +37,6 @@ class Draft:
     metric = property(lambda self: self.key.metric)
 
 
-def draft(stage: str, cell: str, workload: str, mode: str, metric: str, verdict: str,
-          **rest) -> Draft:
-    return Draft(UnitKey(stage, cell, workload, mode, metric), verdict, **rest)
-
-
 # A committed baseline cell that cannot be used: unreadable, or SKIPPED where this run measured
 # it. One row stands for the cell (metric "cell", NOT COMPARABLE); the gate fails on it.
 UNUSABLE = "baseline present but unusable"
@@ -62,30 +57,28 @@ def missing_unit(workload_ran: bool) -> str:
 
 
 def unusable_row(stage: str, cell: str, why: str) -> Draft:
-    return draft(stage, cell, "*", "*", "cell", Verdict.NOT_COMPARABLE,
-                 note=f"{UNUSABLE}: {why}")
+    return Draft(cell_key(stage, cell), Verdict.NOT_COMPARABLE, note=f"{UNUSABLE}: {why}")
 
 
 def judging_failed(stage: str, cell: str, exc: Exception) -> Draft:
     """A cell whose judging raised: FAILED with the reason (so the gate fails), the run's other
     cells judged, its records kept as measured."""
-    return draft(stage, cell, "*", "*", "cell", Verdict.FAILED,
+    return Draft(cell_key(stage, cell), Verdict.FAILED,
                  note=f"judging this cell failed ({type(exc).__name__}: {exc}); its records "
                       "are kept as measured: please report this to torchgate")
 
 
-def lost_or_skipped(stage: str, cell: str, workload: str, mode: str, reason: str | None,
-                    ran_in_baseline: bool) -> Draft:
+def lost_or_skipped(key: UnitKey, reason: str | None, ran_in_baseline: bool) -> Draft:
     """A cell (workload "*") or unit SKIPPED in this run: FAILED where the baseline ran it (an
     upgrade that loses a device or a mode loses what the matrix asks for: "was OK, now
     SKIPPED: no CUDA device"), else SKIPPED, with the reason."""
-    metric = "cell" if workload == "*" else "status"
+    key = key.with_metric("cell" if key.workload == "*" else "status")
     why = reason or "no reason given"
     if ran_in_baseline:
-        return draft(stage, cell, workload, mode, metric, Verdict.FAILED, base=Status.OK,
-                     now=Status.SKIPPED, note=f"was OK, now SKIPPED: {why}")
-    return draft(stage, cell, workload, mode, metric, Verdict.SKIPPED, now=Status.SKIPPED
-                 if metric == "status" else None, note=reason or "")
+        return Draft(key, Verdict.FAILED, base=Status.OK, now=Status.SKIPPED,
+                     note=f"was OK, now SKIPPED: {why}")
+    return Draft(key, Verdict.SKIPPED, now=Status.SKIPPED if key.metric == "status" else None,
+                 note=reason or "")
 
 
 def skipped_baseline(base, now) -> str | None:

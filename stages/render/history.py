@@ -19,9 +19,6 @@ from stages.render.plots import png, time_unit
 
 SHIFT, LINE = "#c62828", "#1565c0"
 COLUMNS = 3
-NAMES = {"steady_s": "steady state per call", "first_call_s": "first call (cold compile)",
-         "first_call_warm_s": "first call (warm caches)",
-         "warmup_s": "warm-up", "instructions": "host instructions per call"}
 
 
 THIS_RUN = "this run"    # committed or not: a page must not change when its run is committed
@@ -99,17 +96,17 @@ def trend_images(found: list[Trend], key_metrics: tuple[str, ...]) -> dict[str, 
     for cell, era in sorted({(s.cell, s.era) for s in found}):
         for metric in key_metrics:
             mine = [s for s in found if s.cell == cell and s.era == era and s.metric == metric]
-            drawn = trend(mine, f"{cell}: {NAMES.get(metric, metric)}, per run")
+            drawn = trend(mine, f"{cell}: {heading(metric)}, per run")
             if drawn is not None:
                 out[image_name(cell, metric, era)] = drawn
     return out
 
 
-TITLES = {"steady_s": "Steady state (per call)",
-          "first_call_s": "First call (the compile in compiled modes, cold caches)",
-          "first_call_warm_s": "First call with warm compile caches (a second start)",
-          "warmup_s": "Warm-up",
-          "instructions": "Host instructions per call (callgrind)"}
+def heading(metric: str) -> str:
+    found = BY_NAME.get(metric)
+    return found.heading if found is not None else metric
+
+
 BARS = "▁▂▃▄▅▆▇█"
 
 
@@ -121,7 +118,7 @@ def day(point: RunPoint) -> str:
     return (point.date or "")[:10]
 
 
-def direction(shift: LastingShift, metric: str = "steady_s") -> str:
+def direction(shift: LastingShift, metric: str) -> str:
     """Every series here is higher-is-worse: a time slower, a count more work."""
     more, less = ("slower", "faster") if _timed(metric) else ("more", "fewer")
     return f"▲ {percent(shift.ratio - 1)} {more}" if shift.ratio > 1 else \
@@ -152,7 +149,7 @@ def shifts_table(found: list[Trend]) -> str:
     for s in found:
         for shift in s.shifts:
             p = s.started(shift)
-            rows.append([s.cell, s.workload, s.mode, TITLES[s.metric].split(" (")[0],
+            rows.append([s.cell, s.workload, s.mode, heading(s.metric).split(" (")[0],
                          run_name(p), day(p), direction(shift, s.metric), _levels(s, shift),
                          pvalue(shift.pvalue), "; ".join(p.changes) or "no recorded change"])
     return markdown_table(rows, ["cell", "workload", "mode", "metric", "began at", "date",
@@ -169,9 +166,9 @@ def metric_section(metric: str, found: list[Trend], shown: int, level: str,
     found = [s for s in found if s.metric == metric]
     if not found:
         return []
-    lines = [f"{level} {TITLES[metric]}", ""]
+    lines = [f"{level} {heading(metric)}", ""]
     if image:
-        lines += [f"![{TITLES[metric]}: trend per workload and mode]({image})", ""]
+        lines += [f"![{heading(metric)}: trend per workload and mode]({image})", ""]
     for s in found:
         values = [p.value for p in s.points]
         lines.append(f"- {_unit(s)}: `{sparkline(values)}` {value(metric, values[0])} → "

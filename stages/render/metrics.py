@@ -6,7 +6,7 @@
 - numbers.json: the medians per unit that every page shows, for scripts and `git diff`."""
 from __future__ import annotations
 
-from stages.core.metrics import BY_NAME, METRICS
+from stages.core.metrics import BY_NAME, HEADLINE, METRICS
 from stages.core.records.rows import CompareRecord
 from stages.core.records.schema import NumericsRecord
 from stages.core.vocabulary import VERDICTS, Verdict
@@ -105,7 +105,7 @@ def decisions(compare: CompareRecord, gate_failures: list[str]) -> dict:
         unit = {}
         if r.change is not None:
             unit = {change_key(r.metric): r.change.ratio}
-            if r.metric == "steady_s":
+            if r.metric == HEADLINE.name:
                 unit.update(steady_low_pct=r.change.ci_low, steady_high_pct=r.change.ci_high)
         elif isinstance(r.base, (int, float)) and r.base > 0 and isinstance(r.now, (int, float)):
             unit = {change_key(r.metric): r.now / r.base}

@@ -4,7 +4,7 @@ against the baseline. Regressions, failures and possible slowdowns first, then b
 Pure."""
 from __future__ import annotations
 
-from stages.core.metrics import Rule, names
+from stages.core.metrics import HEADLINE, Rule, names
 from stages.core.metrics import label as metric_label
 from stages.core.records.dotted import MISSING, get
 from stages.core.records.rows import Row
@@ -67,7 +67,7 @@ def _flags(rows: list[Row]) -> str:
     """What a unit's verdicts say beyond the steady state's own column."""
     said = []
     for r in sorted(rows, key=lambda r: r.metric):
-        if r.metric == "steady_s" or not (r.verdict in (*BAD, Verdict.IMPROVED)
+        if r.metric == HEADLINE.name or not (r.verdict in (*BAD, Verdict.IMPROVED)
                                           or r.possible_slowdown):
             continue    # the rest is in compare.md; this column is what needs a look
         label = metric_label(r.metric)
@@ -92,7 +92,7 @@ def cell_table(summary: CellSummary, rows: list[Row]) -> str:
     counted = any(summary.units[key].value("instructions") for key in summary.keys())
     for _, _, workload, mode, mine in sorted(units):
         n = summary.unit(workload, mode)
-        steady = next((r for r in mine if r.metric == "steady_s"), None)
+        steady = next((r for r in mine if r.metric == HEADLINE.name), None)
         verdict = "" if steady is None else (
             "possible slowdown" if steady.possible_slowdown else steady.verdict)
         moved = change(steady) if steady is not None else ""

@@ -16,8 +16,8 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 from stages.core.metrics import label
 from stages.core.numbers import median
 from stages.core.records.rows import Row
-from stages.core.vocabulary import Verdict
-from stages.judge.results import BASELINE, CellSummary
+from stages.core.vocabulary import BASELINE, Verdict
+from stages.judge.results import CellSummary
 
 COLOURS = {Verdict.REGRESSED: "#c62828", Verdict.IMPROVED: "#2e7d32", Verdict.EQUIVALENT: "#607d8b",
            Verdict.INCONCLUSIVE: "#ef6c00"}

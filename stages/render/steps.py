@@ -3,7 +3,8 @@
 cell of summary.md. Pure."""
 from __future__ import annotations
 
-from stages.judge.results import BASELINE, BOUND_SHARE, NEAR_BAND, CellSummary, UnitSummary
+from stages.core.vocabulary import BASELINE
+from stages.judge.results import BOUND_SHARE, NEAR_BAND, CellSummary, UnitSummary
 from stages.render.markdown import joules, markdown_table, seconds
 
 BUSY = ("not shown: its {} process(es) timed it while other programs took more than "

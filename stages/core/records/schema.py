@@ -24,6 +24,7 @@ from stages.core.records.outputs import (
     ModeOutputs,
 )
 from stages.core.records.rows import CompareRecord
+from stages.core.records.unit import BenchUnit
 from stages.core.vocabulary import Check
 
 # ---- ranks ------------------------------------------------------------
@@ -481,6 +482,14 @@ class BenchRecord:
     unchanged: bool = False            # packages and workload code were the baseline's
     wall_s: float | None = None
     instructions: str | None = None    # why no host instructions were counted here
+
+    def unit(self, workload: str, mode: str) -> BenchUnit:
+        """One workload's mode, and what the rules and pages ask of it (core.records.unit)."""
+        return BenchUnit(self, workload, mode)
+
+    def units(self) -> list[BenchUnit]:
+        """Every unit the record measured: workloads by name, modes in the record's order."""
+        return [BenchUnit(self, w, m) for w in sorted(self.workloads) for m in self.modes]
 
 
 # ---- the numerics record: one cell's errors, judged against tolerances ----------------------

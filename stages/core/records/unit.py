@@ -1,0 +1,159 @@
+"""One unit of a bench record (a workload's mode, in one arm) and the questions every room asks
+of it: its values of a metric, one per worker process, with the busy-machine rule; the pairs
+it makes with another arm's unit; how its processes failed, or why it was skipped; what a
+counted metric's detail says. The rules (judge.timings) and the summary (judge.summary) read a
+record through it (`BenchRecord.unit`), and nothing else reduces a unit. Pure; standard
+library only.
+
+One value per process: a series' median sample, or the phase's value. A process that failed,
+or whose mode failed, gives none. A timing's busy rule leaves out the processes whose phase
+of it ran while other programs and steal took more than a share of the CPU.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterator
+
+from stages.core.metrics import WHOLE_MODE, Metric
+from stages.core.numbers import median
+from stages.core.vocabulary import Failure, Status
+
+if TYPE_CHECKING:
+    from stages.core.records.schema import BenchProcess, BenchRecord, Busy, ModeTiming, WorkloadRun
+
+def taken(b: Busy) -> float:
+    """The CPU share this process could not have: others' and the hypervisor's steal."""
+    return b.other_cpu + b.steal
+
+
+def reading(mode: ModeTiming, metric: Metric) -> Busy | None:
+    """What else took the CPU during the phase a metric times. A record that read the
+    steady-state samples only (schema 2) is judged by that reading in every phase."""
+    phase = getattr(mode, metric.phase) if metric.phase else None
+    return phase or mode.busy_machine
+
+
+def busy(mode: ModeTiming, share: float | None, metric: Metric = WHOLE_MODE) -> bool:
+    """Other programs and steal took more than `share` of the CPU while this phase ran."""
+    b = reading(mode, metric)
+    return share is not None and b is not None and taken(b) > share
+
+
+@dataclass(frozen=True)
+class BenchUnit:
+    """A view: it holds the record, never a copy of its numbers."""
+    record: BenchRecord
+    workload: str
+    mode: str
+
+    @property
+    def run(self) -> WorkloadRun | None:
+        return self.record.workloads.get(self.workload)
+
+    @property
+    def exists(self) -> bool:
+        """The record measured this workload in this mode (or failed to)."""
+        return self.workload in self.record.workloads and self.mode in self.record.modes
+
+    @property
+    def processes(self) -> tuple[BenchProcess, ...]:
+        return tuple(self.run.processes) if self.run is not None else ()
+
+    @property
+    def counts(self) -> tuple[BenchProcess, ...]:
+        """The counts processes (a BANDED metric's, measure.callgrind)."""
+        return tuple(self.run.counts) if self.run is not None else ()
+
+    def measured(self, metric: Metric) -> Iterator[tuple[BenchProcess, ModeTiming, float]]:
+        """(process, its mode's result, its value) for every process where the mode succeeded
+        and measured the metric (the counts processes, for a metric counted apart)."""
+        for proc in self.counts if metric.counted_apart else self.processes:
+            m = proc.modes.get(self.mode) if proc.status == Status.OK else None
+            if m is None or m.status != Status.OK:
+                continue
+            value = metric.read(m)
+            if isinstance(value, tuple):
+                if value:
+                    yield proc, m, median(value)
+            elif value is not None:
+                yield proc, m, value
+
+    def values(self, metric: Metric, busy_share: float | None = None) -> list[float]:
+        """One number per process that measured it; with `busy_share`, a timing's processes
+        whose phase ran on a busy machine are left out (other metrics keep every process)."""
+        share = busy_share if metric.timed else None
+        return [v for _, m, v in self.measured(metric) if not busy(m, share, metric)]
+
+    def modes(self, metric: Metric | None = None) -> list[ModeTiming]:
+        """The mode's result in every process where it ran (that measured `metric`, if given)."""
+        if metric is not None:
+            return [m for _, m, _ in self.measured(metric)]
+        return [m for p in self.processes if p.status == Status.OK
+                for m in [p.modes.get(self.mode)] if m is not None and m.status == Status.OK]
+
+    def field(self, name: str) -> list[Any]:
+        """A plain field of the mode's record (not a metric: items, warm-up calls) in every
+        process where the mode ran and recorded it."""
+        return [v for m in self.modes() if (v := getattr(m, name)) is not None]
+
+    def by_round(self, metric: Metric, busy_share: float | None = None) -> dict[int, float]:
+        """A lock-step arm's values by the round its process ran in."""
+        share = busy_share if metric.timed else None
+        return {proc.round: v for proc, m, v in self.measured(metric)
+                if proc.round is not None and not busy(m, share, metric)}
+
+    def pairs(self, other: BenchUnit, metric: Metric, busy_share: float | None = None
+              ) -> tuple[list[float], list[float]]:
+        """Interleaved A/B, this unit the baseline arm: both arms' values in the rounds where
+        both processes succeeded (and neither ran on a busy machine), round by round."""
+        b, n = self.by_round(metric, busy_share), other.by_round(metric, busy_share)
+        rounds = sorted(b.keys() & n.keys())
+        return [b[r] for r in rounds], [n[r] for r in rounds]
+
+    def failures(self) -> list[Failure]:
+        """How each process that failed the mode failed: the process, or the mode in it."""
+        found = []
+        for proc in self.processes:
+            if proc.status != Status.OK:
+                found.append(Failure(proc.status, proc.error))
+                continue
+            m = proc.modes.get(self.mode)
+            if m is not None and m.status not in (Status.OK, Status.SKIPPED):
+                found.append(Failure(m.status, m.error))
+        return found
+
+    def ran(self) -> int:
+        """In how many processes the mode ran to the end."""
+        return len(self.modes())
+
+    def skipped(self) -> str | None:
+        """Why the workload said it cannot run in this mode here (stages.workloads.Unsupported),
+        where no process ran the mode; else None."""
+        modes = [p.modes.get(self.mode) for p in self.processes if p.status == Status.OK]
+        reasons = [m.error or "" for m in modes if m is not None and m.status == Status.SKIPPED]
+        ran = any(m is not None and m.status == Status.OK for m in modes)
+        return reasons[0] if reasons and not ran else None
+
+    def detail(self, metric: Metric) -> Any:
+        """What a counted metric's `detail` says over every process that measured it: its
+        reasons, in order; or its counts by name, the most any process counted of each."""
+        found = [metric.detail_of(m) for _, m, _ in self.measured(metric)]
+        if any(isinstance(d, dict) for d in found):
+            most: dict = {}
+            for d in found:
+                for name, count in (d or {}).items():
+                    most[name] = max(most.get(name, 0), count)
+            return dict(sorted(most.items()))
+        return tuple(dict.fromkeys(r for d in found for r in d or ()))
+
+    def counts_lost(self) -> str | None:
+        """How the first counts process that failed the mode failed; None: none did."""
+        return next((f"{p.status}: {p.error}" if p.status != Status.OK else
+                     f"{p.modes[self.mode].status}: {p.modes[self.mode].error}"
+                     for p in self.counts if p.status != Status.OK
+                     or (self.mode in p.modes and p.modes[self.mode].status != Status.OK)), None)
+
+    def counter(self):
+        """How this unit's counts were taken (schema.Counter.of_mode); None: not counted."""
+        return next((p.counter.of_mode(self.mode) for p in self.counts
+                     if p.counter is not None), None)
