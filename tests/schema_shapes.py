@@ -1,16 +1,22 @@
-"""The shape of each record type: its dataclasses, their fields and the fields' types, through
-every nested dataclass, fingerprinted and kept per kind and schema version in
-tests/fixtures/schema/shapes.json. tests/test_schema_fixtures.py fails when a record type's
-shape moves while its schema version stays.
+"""The shape of each record type: its dataclasses, their fields, the fields' types and
+defaults, through every nested dataclass, kept per kind and schema version in
+tests/fixtures/schema/shapes.json. tests/test_schema_fixtures.py fails when a record type
+changes in a way a reader would misread while its schema version stays (`changes`): a field
+removed, renamed or retyped, made required, or given another default. A field added with a
+default passes: records without it read as the default.
 
     python -m tests.schema_shapes            # print the shapes of this checkout
-    python -m tests.schema_shapes --write    # add the current versions' shapes to shapes.json
-                                             # (an existing version's shape is never changed;
-                                             # --force: a rename that leaves the JSON as it was)
+    python -m tests.schema_shapes --write    # record the current versions' shapes in shapes.json
+                                             # (a new version's; a current one's with fields
+                                             # added since, so that their removal is caught too;
+                                             # never one a reader would misread. --force: a
+                                             # change that leaves the JSON as it was, such as a
+                                             # renamed class, or a type that only widens)
 """
 from __future__ import annotations
 
 import dataclasses
+import enum
 import hashlib
 import importlib
 import json
@@ -21,9 +27,10 @@ from pathlib import Path
 
 SHAPES = Path(__file__).parent / "fixtures" / "schema" / "shapes.json"
 
-# The one place that names the record modules: `records` (SCHEMA, load_record ...) and
-# `schema` (KINDS, the record dataclasses).
-MODULES = {"records": "stages.core.records", "schema": "stages.core.records.schema"}
+# The one place that names the record modules: `records` (SCHEMA, load_record ...),
+# `schema` (KINDS, the record dataclasses) and `upgrades` (HISTORY, UPGRADES).
+MODULES = {"records": "stages.core.records", "schema": "stages.core.records.schema",
+           "upgrades": "stages.core.records.upgrades"}
 
 
 def module(name: str) -> types.ModuleType:
@@ -43,16 +50,16 @@ def type_name(t: typing.Any) -> str:
     return getattr(t, "__name__", None) or repr(t)
 
 
-def classes(cls: type) -> dict[str, dict[str, str]]:
-    """Every dataclass reached from `cls`: its name -> {field: type}."""
-    found: dict[str, dict[str, str]] = {}
+def reached(cls: type) -> dict[str, type]:
+    """Every dataclass reached from `cls`, by name."""
+    found: dict[str, type] = {}
     todo = [cls]
     while todo:
         c = todo.pop()
         if c.__name__ in found:
             continue
+        found[c.__name__] = c
         hints = typing.get_type_hints(c)
-        found[c.__name__] = {f.name: type_name(hints[f.name]) for f in dataclasses.fields(c)}
         stack = [hints[f.name] for f in dataclasses.fields(c)]
         while stack:
             t = stack.pop()
@@ -62,10 +69,66 @@ def classes(cls: type) -> dict[str, dict[str, str]]:
     return dict(sorted(found.items()))
 
 
+def classes(cls: type) -> dict[str, dict[str, str]]:
+    """Every dataclass reached from `cls`: its name -> {field: type}."""
+    out = {}
+    for name, c in reached(cls).items():
+        hints = typing.get_type_hints(c)
+        out[name] = {f.name: type_name(hints[f.name]) for f in dataclasses.fields(c)}
+    return out
+
+
+def default(f: dataclasses.Field) -> str | None:
+    """A field's default as text (what a record without the field reads as); None: required."""
+    if f.default is not dataclasses.MISSING:
+        value = f.default
+    elif f.default_factory is not dataclasses.MISSING:
+        value = f.default_factory()
+    else:
+        return None
+    return repr(value.value if isinstance(value, enum.Enum) else value)
+
+
+def defaults(cls: type) -> dict[str, dict[str, str]]:
+    """Every dataclass reached from `cls`: its name -> {field: default} for its fields that
+    have one."""
+    return {name: {f.name: d for f in dataclasses.fields(c) if (d := default(f)) is not None}
+            for name, c in reached(cls).items()}
+
+
 def shape(cls: type) -> dict:
+    """The classes, their fingerprint (of fields and types only, as before defaults were
+    kept) and their defaults."""
     tree = classes(cls)
     digest = hashlib.sha256(json.dumps(tree, sort_keys=True).encode()).hexdigest()[:16]
-    return {"fingerprint": digest, "classes": tree}
+    return {"fingerprint": digest, "classes": tree, "defaults": defaults(cls)}
+
+
+def changes(recorded: dict, now: dict) -> list[str]:
+    """What in `now` a reader of a record of the `recorded` shape would misread or refuse: a
+    field removed or renamed, retyped, new without a default, or whose default changed (a
+    record leaves out a field at its default). Empty where `now` only adds fields with
+    defaults, and classes through them. A shape recorded without defaults has its defaults
+    unchecked."""
+    found = []
+    before = recorded.get("defaults")
+    for cls, fields in sorted(recorded["classes"].items()):
+        new = now["classes"].get(cls)
+        if new is None:
+            found.append(f"{cls} is gone (removed or renamed)")
+            continue
+        was, has = (before or {}).get(cls, {}), now["defaults"].get(cls, {})
+        for name, kind in fields.items():
+            if name not in new:
+                found.append(f"{cls}.{name} is gone (removed or renamed)")
+            elif new[name] != kind:
+                found.append(f"{cls}.{name} is {new[name]}, was {kind}")
+            elif before is not None and name in was and has.get(name) != was[name]:
+                found.append(f"{cls}.{name} defaults to {has.get(name, 'nothing (required)')}, "
+                             f"was {was[name]}")
+        found += [f"{cls}.{name} is new without a default: a record without it is refused"
+                  for name in sorted(new.keys() - fields.keys()) if name not in has]
+    return found
 
 
 def current() -> dict[str, tuple[int, dict]]:
@@ -75,14 +138,15 @@ def current() -> dict[str, tuple[int, dict]]:
 
 
 def write(force: bool = False) -> list[str]:
-    """Add the current versions' shapes to shapes.json; the problems that stopped it."""
+    """Record the current versions' shapes in shapes.json; the problems that stopped it."""
     known = json.loads(SHAPES.read_text()) if SHAPES.exists() else {}
     problems = []
     for kind, (version, now) in current().items():
         old = known.setdefault(kind, {}).get(str(version))
-        if old is not None and old["fingerprint"] != now["fingerprint"] and not force:
-            problems.append(f"{kind} schema {version} has another shape in {SHAPES.name}: "
-                            "bump the version rather than rewrite it")
+        misread = changes(old, now) if old is not None else []
+        if misread and not force:
+            problems.append(f"{kind} schema {version}: {'; '.join(misread)}: a reader would "
+                            "misread its records; add a version rather than rewrite its shape")
             continue
         known[kind][str(version)] = now
     if not problems:

@@ -1,5 +1,6 @@
 """Every schema version ever written still loads and compares, and a record type cannot change
-shape without a new schema version.
+in a way a reader would misread without a new schema version; a field added with a default
+needs none.
 
 tests/fixtures/schema/ holds a real record of each (kind, version), written by the code of the
 commit its README names (two bench ones with the in-process control on), and shapes.json, the
@@ -13,9 +14,10 @@ import pytest
 import yaml
 
 from stages.core.config import parse
+from stages.core.errors import UserError
 from stages.core.records.inputs import RecordPair, RunInputs
 from stages.judge.run import compare_run
-from tests.schema_shapes import SHAPES, classes, current, module, shape
+from tests.schema_shapes import SHAPES, changes, classes, current, module, shape
 
 FIXTURES = Path(__file__).parent / "fixtures" / "schema"
 NAME = re.compile(r"(?P<kind>[a-z]+)-v(?P<version>\d+)(-(?P<label>[a-z0-9]+))?\.json")
@@ -87,19 +89,75 @@ def test_a_record_written_with_the_in_process_control_reads_without_it(name):
 # ---- the shape guard -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_record_type_keeps_the_shape_of_its_schema_version(kind):
+def test_a_record_type_keeps_the_shape_of_its_schema_version_or_adds_fields_with_defaults(kind):
     version, now = current()[kind]
     recorded = json.loads(SHAPES.read_text()).get(kind, {}).get(str(version))
     assert recorded is not None, (
-        f"no shape recorded for {kind} schema {version}: with its upgrade and a fixture "
-        f"{kind}-v{version}.json in place, run `{WRITE}`")
-    changed = sorted(c for c in recorded["classes"].keys() | now["classes"].keys()
-                     if recorded["classes"].get(c) != now["classes"].get(c))
-    assert recorded["fingerprint"] == now["fingerprint"], (
-        f"the {kind} record type changed ({', '.join(changed)}) but its schema version is "
-        f"still {version}: bump SCHEMA[{kind!r}] in {module('records').__name__}, add an "
-        f"upgrade and a fixture {kind}-v{version + 1}.json (tests/fixtures/schema/README.md), "
-        f"then run `{WRITE}`")
+        f"no shape recorded for {kind} schema {version}: with its history, upgrade and a "
+        f"fixture {kind}-v{version}.json in place, run `{WRITE}`")
+    misread = changes(recorded, now)
+    assert not misread, (
+        f"the {kind} record type changed in a way a reader would misread ({'; '.join(misread)}) "
+        f"but its schema version is still {version}: add version {version + 1} to "
+        f"{module('upgrades').__name__}.HISTORY, its upgrade where older data must change and "
+        f"a fixture {kind}-v{version + 1}.json (tests/fixtures/schema/README.md), then run "
+        f"`{WRITE}`; a field added with a default needs none of this")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_version_says_what_changed_and_upgrades_go_from_one_to_the_next(kind):
+    history, upgrades = module("upgrades").HISTORY, module("upgrades").UPGRADES
+    versions = sorted(v for k, v in history if k == kind)
+    assert versions == list(range(1, module("records").SCHEMA[kind] + 1))
+    assert all(history[(kind, v)].strip() for v in versions)
+    assert {v for k, v in upgrades if k == kind} <= set(versions[:-1])
+    assert {v for k, v in module("upgrades").SAME_VERSION if k == kind} <= set(versions)
+
+
+def _shapes(*inner_fields) -> dict:
+    """The shape of an outer record holding an Inner of these fields."""
+    inner = dataclasses.make_dataclass("Inner", inner_fields)
+    return shape(dataclasses.make_dataclass(
+        "Outer", [("one", inner | None, dataclasses.field(default=None))]))
+
+
+A = ("a", int)
+B = ("b", float | None, dataclasses.field(default=None))
+
+
+@pytest.mark.parametrize("fields, misread", [
+    ((A, B), []),
+    ((A, B, ("c", str | None, dataclasses.field(default=None))), []),
+    ((A, B, ("c", tuple[int, ...], dataclasses.field(default=()))), []),
+    ((A, B, ("c", dataclasses.make_dataclass("Deep", [("d", int)]) | None,
+             dataclasses.field(default=None))), []),
+    ((("c", int), A, B), ["Inner.c is new without a default: a record without it is refused"]),
+    ((A,), ["Inner.b is gone (removed or renamed)"]),
+    ((("z", int), B), ["Inner.a is gone (removed or renamed)",
+                       "Inner.z is new without a default: a record without it is refused"]),
+    ((A, ("z", float | None, dataclasses.field(default=None))),
+     ["Inner.b is gone (removed or renamed)"]),
+    ((("a", float), B), ["Inner.a is float, was int"]),
+    ((A, ("b", float | None, dataclasses.field(default=0.0))),
+     ["Inner.b defaults to 0.0, was None"]),
+    ((A, ("b", float | None)), ["Inner.b defaults to nothing (required), was None"]),
+])
+def test_the_shape_guard_passes_a_field_added_with_a_default_and_nothing_a_reader_misreads(
+        fields, misread):
+    assert changes(_shapes(A, B), _shapes(*fields)) == misread
+
+
+def test_an_older_torchgate_refuses_a_newer_field_by_name_rather_than_misread_it():
+    records = module("records")
+    name = f"bench-v{records.SCHEMA['bench']}.json"
+    data = json.loads((FIXTURES / name).read_text())
+    mode = data["workloads"]["matmul_relu"]["processes"][0]["modes"]["eager"]
+    mode["a_newer_field"] = 1.0
+    with pytest.raises(UserError) as err:
+        records.parse_record(json.dumps(data), module("schema").KINDS["bench"], name)
+    assert str(err.value).startswith(
+        f"{name}: unknown key workloads.matmul_relu.processes[0].modes.eager.a_newer_field; ")
+    assert "a newer torchgate may have written it" in str(err.value)
 
 
 def test_the_fingerprint_sees_a_field_added_deep_in_a_record():

@@ -20,9 +20,10 @@ from stages.core.metrics import METRICS, Unit
 from stages.core.records import schema, upgrades
 from stages.core.typed import from_data, to_data
 
-# Each kind's version is one past its newest upgrade: a new version is its upgrade function.
-SCHEMA = {kind: 1 + max((v for k, v in upgrades.UPGRADES if k == kind), default=0)
-          for kind in schema.KINDS}
+# Each kind's version: its newest entry in upgrades.HISTORY. A new field with a default needs
+# no new one; a field whose meaning, unit, type or default changes, or that is removed, renamed
+# or made required, does (the rule, and each version's change, are in `upgrades`).
+SCHEMA = {kind: max(v for k, v in upgrades.HISTORY if k == kind) for kind in schema.KINDS}
 KIND_OF = {cls: kind for kind, cls in schema.KINDS.items()}
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
@@ -162,12 +163,13 @@ def parse_record(text: str, cls: type, source: str) -> Any:
         raise UserError(f"{source} has schema_version {version}, written by a newer torchgate; "
                         f"this one reads {kind} records up to {SCHEMA[kind]}: upgrade torchgate "
                         "or rerun the stage to rewrite it")
+    written = version
     try:
         while True:
             data = upgrades.SAME_VERSION.get((kind, version), dict)(data)
             if version == SCHEMA[kind]:
                 break
-            data = upgrades.UPGRADES[(kind, version)](data)
+            data = upgrades.UPGRADES.get((kind, version), dict)(data)
             version += 1
     except Exception as exc:   # noqa: BLE001  an upgrade assumes its version's shape
         first = (str(exc).strip().splitlines() or [""])[0][:200]
@@ -177,7 +179,16 @@ def parse_record(text: str, cls: type, source: str) -> Any:
     if not isinstance(data, dict):
         raise UserError(f"{source} is not a torchgate {kind} record")
     body = {k: v for k, v in data.items() if k not in ("schema_version", "kind")}
-    record = from_data(cls, body, "", context=f"{source}: ")
+    try:
+        record = from_data(cls, body, "", context=f"{source}: ")
+    except UserError as exc:
+        # A field added without a version (one with a default) is unknown to an older
+        # torchgate: refused by name, never misread.
+        if written != SCHEMA[kind] or not str(exc).startswith(f"{source}: unknown key "):
+            raise
+        raise UserError(f"{exc} (a field this torchgate does not know: a newer torchgate may "
+                        "have written it; upgrade torchgate or rerun the stage to rewrite the "
+                        "record)") from None
     if kind == "bench":
         why = unmeasurable(record)
         if why:

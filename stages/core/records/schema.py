@@ -8,6 +8,11 @@ upgrades); `typed` checks them field by field.
 Values: None is "not measured" (or not applicable), a float NaN or infinity is a measured
 non-finite value, and an absent optional field takes its default. Renderers show each
 differently. Imports the standard library only (the worker runs with torch alone).
+
+A new field takes a default that says what a record without it measured (None: not measured),
+and needs nothing else: no schema version, upgrade or fixture. A change a reader would misread
+(a field's meaning, unit, type or default; a field removed, renamed or made required) needs a
+version: `upgrades` states the rule and what each version changed.
 """
 from __future__ import annotations
 

@@ -1,31 +1,108 @@
-"""Upgrades of older record formats, one function per (kind, version) -> version + 1, and
-per version whose shape changed without a bump, one that reads its older shape (SAME_VERSION).
+"""Each record kind's format history, and the upgrades that read an older version.
 
-Users commit their baseline history; a torchgate upgrade must still read and compare it.
-Each function takes and returns plain data, so that every later reader sees one format.
+Users commit their baseline history; a torchgate upgrade must still read and compare it. A
+record of an older version is read through UPGRADES, one function per (kind, version) ->
+version + 1 where that version's data must change to read right (the versions that only
+added optional fields need none), and SAME_VERSION, per version whose shape changed without a
+bump, one that reads its older shape. Each takes and returns plain data, so that every later
+reader sees one format.
 """
 from __future__ import annotations
 
 import math
 
+# ---- when a kind's version goes up -----------------------------------------------------------
+# A version says how to read a record, not which fields it has. A kind gets a new version (an
+# entry in HISTORY, an upgrade in UPGRADES where its older data must change, and a fixture
+# tests/fixtures/schema/<kind>-v<N>.json) only where a reader would misread a record:
+#   - a field's meaning or unit changes: an older record would be read as the new meaning;
+#   - a field is removed or renamed: the older records that hold it would be refused (a
+#     removal without one made a month of bench records unreadable: SAME_VERSION);
+#   - a field's type narrows or changes, or a field becomes required;
+#   - an optional field's default changes: a record leaves out a field at its default, so
+#     every record that did would read as the new default.
+# A new field with a default (None: not measured; an empty tuple or dict: none) needs none of
+# this, as long as the default says truly what a record without it measured: such a record
+# reads as the default (core.typed); a record holding the default leaves it out, so an older
+# torchgate reads it as before, and one holding another value is refused by that torchgate,
+# naming the field, never misread. Add the field and its reader; nothing here. The shape guard
+# (tests/test_schema_fixtures.py) tells the two apart: an added field with a default passes, a
+# removed, renamed or retyped field, a required one or a changed default asks for a version.
 
-def _bench_1(data: dict) -> dict:
-    """Schema 2 writes non-finite numbers as "NaN"/"Infinity" (schema 1 wrote null, the same
-    as "not measured") and records adaptive sampling's interim looks. A schema-1 bench record
-    holds no non-finite timing (a NaN output stopped the mode), so null stays "not measured"."""
-    return {**data, "schema_version": 2}
-
-
-def _bench_2(data: dict) -> dict:
-    """Schema 3 reads what else took the CPU over every timed phase (`busy_first_call`,
-    `busy_warmup` beside the steady samples' `busy_machine`), counts the worker's descendants
-    as its own, takes the CPUs it may use (affinity, cgroup quota) as capacity and adds the
-    run-queue delay. A schema-2 reading covered the steady samples only, against every CPU of
-    the host: it stays the steady-state reading, and the judge falls back to it for the phases
-    that have none, as schema 2 was judged. Schema 3 also takes the sentinel in bursts and
-    says so (`method`); a schema-2 sentinel has none, and the judge compares sentinels taken
-    the same way only."""
-    return {**data, "schema_version": 3}
+# One entry per version: what changed, and what a reader would have misread without the
+# version. Each kind's current version is its newest entry (records.SCHEMA). The versions whose
+# entry says "optional fields only" were bumped before the rule above, which needs none for
+# them; their numbers stay, as their records carry them.
+OPTIONAL = "optional fields only, which no reader misreads"
+HISTORY: dict[tuple[str, int], str] = {
+    ("bench", 1): "the first format",
+    ("bench", 2): "a measured non-finite number is \"NaN\"/\"Infinity\" and null only \"not "
+                  "measured\" (schema 1 wrote null for both), and the interim looks of adaptive "
+                  "sampling (`looks`). Meaning: null no longer stands for a non-finite value; "
+                  "no schema-1 timing was one (a NaN output stopped the mode), so its nulls "
+                  "read as \"not measured\" unchanged",
+    ("bench", 3): "the busy readings cover every timed phase (`busy_first_call`, `busy_warmup`), "
+                  "count the worker's descendants as its own, take the CPUs it may use as "
+                  "capacity and add the run-queue delay; the sentinel is taken in bursts "
+                  "(`method`). Meaning: a schema-2 `busy_machine` is a share of every CPU of "
+                  "the host over the steady samples only, and its sentinel one burst: the judge "
+                  "falls back to it for the other phases and compares sentinels of one method",
+    ("bench", 4): "`warmup_s` is the calls until steady-state speed, found from the data "
+                  "(`warmup_calls`), and a first call says which compile cache it found "
+                  "(`compile_cache`). Meaning: a schema-3 `warmup_s` was the configured warm-up "
+                  "plus one call, another quantity (the upgrade drops it), and every schema-3 "
+                  "compiled first call was cold",
+    ("bench", 5): f"{OPTIONAL}: the GPU series (`cold_s`, `graph_s`, `gpu`), `bytes_moved`",
+    ("bench", 6): f"{OPTIONAL}: where each process ran (`host`). The in-process control "
+                  "(`settings.control`, `control_s`), which bench 5 and 6 records may hold, was "
+                  "then removed without a version, and such records refused (SAME_VERSION "
+                  "drops it)",
+    ("bench", 7): f"{OPTIONAL}: a Ray node's window (`host.window_ms`); a parallel branch's "
+                  "version 7 became 8 at the merge",
+    ("bench", 8): f"{OPTIONAL}: a distributed unit's ranks (a mode's `ranks`, a workload's "
+                  "`ranks` and `slow_rank`)",
+    ("bench", 9): f"{OPTIONAL}: where the step goes (`breakdown_calls` ... `busy_breakdown`), "
+                  "utilization and energy (`cpu_busy` ... `watts`)",
+    ("bench", 10): f"{OPTIONAL}: what a process held as each mode began (`start_bytes`; "
+                   "without it the whole peak is compared)",
+    ("bench", 11): f"{OPTIONAL}: the operators one eager call dispatches (`aten_ops`, "
+                   "`aten_ops_by_op`)",
+    ("bench", 12): f"{OPTIONAL}: FLOPs (`flops_per_call`, `flops_by_op`), inductor's kernels "
+                   "and bytes, CUDA kernel launches",
+    ("bench", 13): f"{OPTIONAL}: host instructions per call (`WorkloadRun.counts`, "
+                   "`BenchProcess.counter`, `ModeTiming.instructions`, `instructions`)",
+    ("bench", 14): f"{OPTIONAL}: a lock-step process's waits for the other arm (`waiting`)",
+    ("bench", 15): f"{OPTIONAL}: what contends for the cores in a step breakdown "
+                   "(`loader_workers`, `torch_threads`, `cores`), what a look funded and "
+                   "skipped (`funded`, `skipped`)",
+    ("bench", 16): f"{OPTIONAL}: what one item of a workload is (`spec.item`; without it, an "
+                   "item)",
+    ("bench", 17): f"{OPTIONAL}: what a workload's counts are a function of (`counts_key`), "
+                   "where counts not its own came from (`counts_from`), why it ran fewer "
+                   "rounds (`unchanged`)",
+    ("numerics", 1): "the first format",
+    ("numerics", 2): "an error of a NONFINITE mode is NaN, null only \"not measured\". Meaning: "
+                     "schema 1 wrote a non-finite error as null (the upgrade makes it NaN)",
+    ("numerics", 3): f"{OPTIONAL}: where each worker process ran (`hosts`)",
+    ("numerics", 4): f"{OPTIONAL}: a Ray node's window (`host.window_ms`, as bench 7)",
+    ("compare", 1): "the first format",
+    ("compare", 2): "a tested change's fields nest in a row's `change`, with the interval's "
+                    "confidence. Renamed: schema 1's flat fields would be refused (the upgrade "
+                    "nests them, the confidence 1 - alpha)",
+    ("compare", 3): "a row says whether the judge lists it as a possible slowdown "
+                    "(`possible_slowdown`), and the run keeps its variance-moderation priors. "
+                    "Meaning: a schema-2 row without it would read as not listed where its "
+                    "page listed it (the upgrade applies the pages' rule)",
+    ("compare", 4): f"{OPTIONAL}: a stamp of what was compared (`inputs`; without it no gate "
+                    "takes the record for its run's)",
+    ("migration", 1): "the first format",
+    ("migration", 2): f"{OPTIONAL}: each side's counts of a call's work per mode (`work`)",
+    ("env", 1): "the first format",
+    ("env", 2): "`distributions` are the packages that matter, the fingerprint and digest move "
+                "to fingerprint.json. Meaning and removal: schema 1's `distributions` was every "
+                "installed distribution (the upgrade reads it as `installed`), and its "
+                "`fingerprint` and `digest` would be refused",
+}
 
 
 def _each_mode(data: dict, fix) -> dict:
@@ -63,114 +140,6 @@ def _bench_3(data: dict) -> dict:
         return m
 
     return {**_each_mode(data, fix), "schema_version": 4}
-
-
-def _bench_4(data: dict) -> dict:
-    """Schema 5 adds the GPU timing series (`cold_s`, `graph_s`), how each series ended and
-    what NVML read (`gpu`), and a workload's `bytes_moved`; all optional, so a schema-4
-    record reads as one measured without them (its `steady_s` is the hot series)."""
-    return {**data, "schema_version": 5}
-
-
-def _bench_5(data: dict) -> dict:
-    """Schema 6 records where each worker process ran (`host`: the machine, the Ray node,
-    the hardware key read by the process). A schema-5 process has none; the judge then takes
-    the hardware from the environments, as schema 5 was judged."""
-    return {**data, "schema_version": 6}
-
-
-def _bench_6(data: dict) -> dict:
-    """Schema 7 adds, for a unit a Ray node ran, the window it held that node (`host.window_ms`);
-    optional, so a schema-6 record reads as one whose windows were not kept."""
-    return {**data, "schema_version": 7}
-
-
-def _bench_7(data: dict) -> dict:
-    """Schema 8 records a distributed unit's ranks (a mode's `ranks`: per rank, the all-reduce
-    time per step, the straggler) and a workload's `ranks` and `slow_rank`; a schema-7 record
-    has no distributed unit."""
-    return {**data, "schema_version": 8}
-
-
-def _bench_8(data: dict) -> dict:
-    """Schema 9 records where the step goes (an input pipeline's wait, copy and compute per
-    step, `breakdown_calls` ... `busy_breakdown`) and the utilization and energy of the steady
-    state (`cpu_busy` ... `watts`). A schema-8 mode measured none of them: not measured."""
-    return {**data, "schema_version": 9}
-
-
-def _bench_9(data: dict) -> dict:
-    """Schema 10 records what a process held as each mode began (`start_bytes`), so that
-    memory is judged by the mode's own increment. A schema-9 mode has none: its whole peak
-    is compared, as schema 9 was judged."""
-    return {**data, "schema_version": 10}
-
-
-def _bench_10(data: dict) -> dict:
-    """Schema 11 counts the operators one eager call dispatches (`aten_ops`, and by operator
-    `aten_ops_by_op`). A schema-10 mode counted none: not measured."""
-    return {**data, "schema_version": 11}
-
-
-def _bench_11(data: dict) -> dict:
-    """Schema 12 counts more of a call's work: FLOPs (`flops_per_call`, `flops_by_op`),
-    inductor's kernels and bytes (`inductor_kernels`, `inductor_bytes`) and CUDA kernel
-    launches (`kernel_launches`). A schema-11 mode counted none of them: not measured."""
-    return {**data, "schema_version": 12}
-
-
-def _bench_12(data: dict) -> dict:
-    """Schema 13 counts host instructions per call in counts processes beside the timed ones
-    (`WorkloadRun.counts`, `BenchProcess.counter`, `ModeTiming.instructions`) and says why
-    where none were (`instructions`). A schema-12 record counted none: not measured."""
-    return {**data, "schema_version": 13}
-
-
-def _bench_13(data: dict) -> dict:
-    """Schema 14 records, for each process of a lock-step pair, its waits for the other arm's
-    turns and the CPU it used meanwhile (`waiting`). A schema-13 process has none: not
-    measured."""
-    return {**data, "schema_version": 14}
-
-
-def _bench_14(data: dict) -> dict:
-    """Schema 15 records, for each mode with an input pipeline, what contends for the cores
-    during its breakdown (`loader_workers`, `torch_threads`, `cores`), and for each look of
-    adaptive sampling what its budget funded and skipped (`funded`, `skipped`). A schema-14
-    record has neither: the diagnosis cannot say whether the cores were oversubscribed, and
-    its looks not what the budget left out."""
-    return {**data, "schema_version": 15}
-
-
-def _bench_15(data: dict) -> dict:
-    """Schema 16 records what one item of a workload is (`spec.item`: "token" for a decoder),
-    so that pages say tokens/s; a schema-15 workload's items are items."""
-    return {**data, "schema_version": 16}
-
-
-def _bench_16(data: dict) -> dict:
-    """Schema 17 records, per workload, what its counts are a function of (`counts_key`),
-    where counts not counted by the arm's own process came from (`counts_from`: carried from
-    a committed record with the same key, or counted once for both arms), and why a workload
-    the same in both arms ran fewer rounds (`unchanged`). A schema-16 workload has none: its
-    counts are its own, carried to no later run."""
-    return {**data, "schema_version": 17}
-
-
-def _migration_1(data: dict) -> dict:
-    """Migration 2 records the counts of each side's work per mode (`work`); migration 1
-    has none: not counted."""
-    return {**data, "schema_version": 2}
-
-
-def _numerics_3(data: dict) -> dict:
-    """Schema 4: the hosts' Ray window (bench 7's `host.window_ms`); optional, as in bench 7."""
-    return {**data, "schema_version": 4}
-
-
-def _numerics_2(data: dict) -> dict:
-    """Schema 3 records where each numerics worker process ran (`hosts`); schema 2 has none."""
-    return {**data, "schema_version": 3}
 
 
 def _numerics_1(data: dict) -> dict:
@@ -241,12 +210,6 @@ def _compare_2(data: dict) -> dict:
     return {**data, "schema_version": 3, "rows": rows}
 
 
-def _compare_3(data: dict) -> dict:
-    """Schema 4 keeps a stamp of what it compared (`inputs`: the cells, their records and the
-    baseline named); a schema-3 record has none, and no gate takes it for this run's."""
-    return {**data, "schema_version": 4}
-
-
 def _without_control(data: dict) -> dict:
     """Bench records written from 3c30acb to e897b3a (schemas 5 and 6) may carry the in-process
     control, removed without a schema bump: `settings.control` and each mode's `control_s` (a
@@ -260,17 +223,8 @@ def _without_control(data: dict) -> dict:
     return out
 
 
-UPGRADES = {("bench", 1): _bench_1, ("bench", 2): _bench_2, ("bench", 3): _bench_3,
-            ("bench", 4): _bench_4, ("bench", 5): _bench_5, ("bench", 6): _bench_6,
-            ("bench", 7): _bench_7, ("bench", 8): _bench_8, ("bench", 9): _bench_9,
-            ("bench", 10): _bench_10, ("bench", 11): _bench_11, ("bench", 12): _bench_12,
-            ("bench", 13): _bench_13, ("bench", 14): _bench_14,
-            ("bench", 15): _bench_15, ("bench", 16): _bench_16,
-            ("numerics", 1): _numerics_1,
-            ("numerics", 2): _numerics_2, ("numerics", 3): _numerics_3,
-            ("compare", 1): _compare_1, ("compare", 2): _compare_2, ("compare", 3): _compare_3,
-            ("migration", 1): _migration_1,
-            ("env", 1): _env_1}
+UPGRADES = {("bench", 3): _bench_3, ("numerics", 1): _numerics_1, ("env", 1): _env_1,
+            ("compare", 1): _compare_1, ("compare", 2): _compare_2}
 
 # A version whose shape changed without a bump: its records, as read, are first made the shape
 # the version has now (before its upgrade to the next one, if any).
