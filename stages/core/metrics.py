@@ -104,6 +104,8 @@ class Metric:
     #                                    layouts: (relative, per √count), judge.counts
     roles: frozenset[Role] = frozenset()
     title: str | None = None           # a section's heading (history.md); default: its label
+    attributed: bool = False           # its change is traced to functions (judge.counts)
+    phased: bool = False               # its change is traced to the compile's phases
 
     @property
     def heading(self) -> str:
@@ -154,10 +156,11 @@ METRICS: tuple[Metric, ...] = (
     # with the caches an earlier process of the unit left (a second start).
     _timing("first_call_s", "first call", 0.2, "busy_first_call", cache="cold",
             exported=("first_call_s", 1), roles=frozenset({Role.HISTORY, Role.MIGRATED}),
+            phased=True,
             title="First call (the compile in compiled modes, cold caches)"),
     _timing("first_call_warm_s", "first call (warm caches)", 0.2, "busy_first_call",
             source="first_call_s", cache="warm", exported=("first_call_warm_s", 1),
-            roles=frozenset({Role.MIGRATED}),
+            roles=frozenset({Role.MIGRATED}), phased=True,
             title="First call with warm compile caches (a second start)"),
     _timing("warmup_s", "warm-up", 0.25, "busy_warmup", exported=("warmup_s", 1),
             roles=frozenset({Role.CALLS, Role.MIGRATED})),
@@ -208,7 +211,7 @@ METRICS: tuple[Metric, ...] = (
     # is 1.3 times that, as an SD from 8 processes may be 25 % short.
     Metric("instructions", Family.WORK, Rule.BANDED, Unit.COUNT, "host instructions per call",
            0.005, reduce=Reduce.MAX, exported=("instructions", 1), counted_apart=True,
-           layout_noise=(0.0013, 1.43), roles=frozenset({Role.HISTORY}),
+           layout_noise=(0.0013, 1.43), roles=frozenset({Role.HISTORY}), attributed=True,
            title="Host instructions per call (callgrind)"),
     # A compiled mode's first call in the counts process, with the counts' kept caches: the
     # host work of a second start's compile (bench.instructions_compile), which its time

@@ -24,7 +24,9 @@ import math
 from typing import Sequence
 
 from stages.core.metrics import Metric
-from stages.core.numbers import geometric_mean
+from stages.core.numbers import geometric_mean, median
+from stages.core.records.rows import Contribution
+from stages.core.records.schema import Spent
 from stages.core.vocabulary import UnitKey, Verdict
 from stages.judge import stats
 from stages.judge.verdicts import Draft
@@ -85,7 +87,8 @@ def margin(metric: Metric, delta: float, count: float) -> float:
 
 
 def count_draft(key: UnitKey, metric: Metric, base: Sequence[float], now: Sequence[float],
-                delta: float, processes: int, same: bool = False) -> Draft:
+                delta: float, processes: int, same: bool = False,
+                attribution: tuple[Contribution, ...] = ()) -> Draft:
     """A count's row before the run-wide decision: tested (INCONCLUSIVE until `finish`
     decides it, at α/looks, against `margin`), or EQUIVALENT outright where both sides are
     the same counts processes (`same`: one count of the same inputs, shared or carried)."""
@@ -95,5 +98,45 @@ def count_draft(key: UnitKey, metric: Metric, base: Sequence[float], now: Sequen
         return Draft(key, Verdict.EQUIVALENT, delta=delta,
                      note="the same inputs on both sides: counted once", **shown)
     shift = count_shift(metric, base, now)
-    return Draft(key, Verdict.INCONCLUSIVE, shift=shift, delta=delta, looks=looks(processes), note=f"{len(base)} and {len(now)} "
+    return Draft(key, Verdict.INCONCLUSIVE, shift=shift, delta=delta, attribution=attribution, looks=looks(processes), note=f"{len(base)} and {len(now)} "
                  "counts processes, each in a layout of its own", **shown)
+
+
+# ---- where a count went ----------------------------------------------------------------------
+FUNCTIONS_SHOWN, LIBRARIES_SHOWN = 6, 3
+
+
+def where_it_went(base: Sequence[Sequence[Spent]], now: Sequence[Sequence[Spent]]
+                  ) -> tuple[Contribution, ...]:
+    """The functions whose own instructions per call moved most between the sides, then the
+    libraries', the largest change first: each side's value the median over its counts
+    processes (measure.callgrind.spent). A function a process did not keep (under 0.1 % of its
+    count) is 0 there: a bound of 0.1 % of the count per function. Empty where a side kept
+    none (a record from before the counts kept their functions)."""
+    if not any(base) or not any(now):
+        return ()
+    sides = [_medians(side, lambda s: (s.function, s.library)) for side in (base, now)]
+    libraries = [_medians(side, lambda s: s.library) for side in (base, now)]
+    functions = sorted(((f, lib, sides[0].get((f, lib), 0.0), sides[1].get((f, lib), 0.0))
+                        for f, lib in sides[0].keys() | sides[1].keys()),
+                       key=lambda x: (-abs(x[3] - x[2]), x[0], x[1]))
+    found = [Contribution(f, "function", b, n, lib) for f, lib, b, n in functions
+             [:FUNCTIONS_SHOWN] if n != b]
+    moved = sorted(((lib, libraries[0].get(lib, 0.0), libraries[1].get(lib, 0.0))
+                    for lib in libraries[0].keys() | libraries[1].keys()),
+                   key=lambda x: (-abs(x[2] - x[1]), x[0]))
+    return (*found, *(Contribution(lib, "library", b, n) for lib, b, n in moved
+                      [:LIBRARIES_SHOWN] if n != b))
+
+
+def _medians(processes: Sequence[Sequence[Spent]], key) -> dict:
+    """Per key, the median over the processes of its instructions (0 where a process kept
+    none of it)."""
+    sums: list[dict] = []
+    for spent in processes:
+        mine: dict = {}
+        for s in spent:
+            mine[key(s)] = mine.get(key(s), 0) + s.instructions
+        sums.append(mine)
+    keys = set().union(*sums)
+    return {k: float(median([mine.get(k, 0) for mine in sums])) for k in keys}

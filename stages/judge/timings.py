@@ -16,8 +16,8 @@ from scipy import stats as sps
 from stages.core.config.settings import CompareSettings, StatsSettings
 from stages.core.metrics import BY_NAME, HEADLINE, METRICS, Delta, Family, Metric, Rule
 from stages.core.numbers import geometric_mean, median
-from stages.core.records.rows import Row
-from stages.core.records.schema import BenchRecord
+from stages.core.records.rows import Contribution, Row
+from stages.core.records.schema import BenchRecord, ModeTiming
 from stages.core.records.unit import BenchUnit, taken
 from stages.core.vocabulary import Status, UnitKey, Verdict, cell_key
 from stages.judge import counts, environment, portability, stats, steps
@@ -235,8 +235,11 @@ def _banded_row(key: UnitKey, found: Metric, base: BenchUnit, now: BenchUnit, de
     if ways[0] is not None and ways[1] is not None and ways[0].key != ways[1].key:
         return Draft(key, Verdict.NOT_COMPARABLE, base=max(b), now=max(n),
                      note="counted another way: " + counter_change(*ways))
-    return counts.count_draft(key, found, b, n, delta, processes,
-                              same=base.counts == now.counts)
+    same = base.counts == now.counts
+    return counts.count_draft(key, found, b, n, delta, processes, same=same, attribution=() if
+                              same or not found.attributed else counts.where_it_went(
+                                  *([m.instructions_by for m in u.modes(found)]
+                                    for u in (base, now))))
 
 
 def counter_change(base, now) -> str:
@@ -305,7 +308,24 @@ def _timing_row(key: UnitKey, metric: Metric, now: BenchUnit, base: BenchUnit, d
             verdict = Verdict.NOT_COMPARABLE
     if not_comparable:
         verdict, note = Verdict.NOT_COMPARABLE, not_comparable
-    return Draft(key, verdict, shift=shift, delta=delta, note=note, **numbers)
+    attribution = by_phase(base.modes(metric, busy_share), now.modes(metric, busy_share)) \
+        if metric.phased else ()
+    return Draft(key, verdict, shift=shift, delta=delta, note=note, attribution=attribution,
+                 **numbers)
+
+
+def by_phase(base: list[ModeTiming], now: list[ModeTiming]) -> tuple[Contribution, ...]:
+    """A first call's change by the compile's phases (measure.dynamo.compile_phases), the
+    largest first: each side's median over its kept processes that recorded phases (a phase a
+    process did not reach is 0 there). Empty where a side recorded none (an eager first
+    call, an older record)."""
+    sides = [[m.compile_phases for m in modes if m.compile_phases] for modes in (base, now)]
+    if not all(sides):
+        return ()
+    names = dict.fromkeys(name for side in sides for phases in side for name in phases)
+    found = [Contribution(name, "phase", *(median([p.get(name, 0.0) for p in side])
+                                           for side in sides)) for name in names]
+    return tuple(sorted(found, key=lambda c: -abs(c.change)))
 
 
 def pinned(base: BenchRecord, now: BenchRecord) -> bool:

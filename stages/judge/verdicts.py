@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from stages.core.records.rows import Change, CompareRecord, Prior, Row
+from stages.core.records.rows import Change, CompareRecord, Contribution, Prior, Row
 from stages.core.vocabulary import Status, UnitKey, Verdict, cell_key
 from stages.judge import stats
 from stages.judge.moderation import RunSpread, squeeze
@@ -29,6 +29,7 @@ class Draft:
     reference_runs: int = 1        # the recorded baseline is the mean of this many like runs
     confirmed: bool = True         # fresh processes since adaptive sampling's last look at it
     looks: int | None = None       # its own looks, each at α/looks (judge.counts); None: the run's
+    attribution: tuple[Contribution, ...] = ()
 
     stage = property(lambda self: self.key.stage)
     cell = property(lambda self: self.key.cell)
@@ -122,7 +123,8 @@ def _decided(d: Draft, shift: stats.Shift | None, p_adj: float | None, *, alpha:
     """A draft's row: a tested one decided at its adjusted p-value, with its interval."""
     key = d.key.parts()
     if shift is None:
-        return Row(*key, d.verdict, d.base, d.now, d.delta, None, d.note)
+        return Row(*key, d.verdict, d.base, d.now, d.delta, None, d.note,
+                   attribution=d.attribution)
     if d.looks is not None:         # a design of its own (judge.counts)
         significance = equivalence = alpha / d.looks
     else:
@@ -152,7 +154,7 @@ def _decided(d: Draft, shift: stats.Shift | None, p_adj: float | None, *, alpha:
                     run_spread=math.expm1(d.run.spread) if d.run else None,
                     run_source=d.run.source if d.run else None)
     return Row(*key, verdict, d.base, d.now, d.delta, change, note,
-               possible_slowdown(verdict, change, d.delta))
+               possible_slowdown(verdict, change, d.delta), d.attribution)
 
 
 def test_name(shift: stats.Shift) -> str:

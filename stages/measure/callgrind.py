@@ -158,6 +158,114 @@ def totals(path: Path) -> int:
     return int(found.group(1))
 
 
+# ---- where the instructions went ---------------------------------------------------------
+# A dump holds each function's own instructions (its cost lines) and, after each `calls=`
+# line, the inclusive cost of a call it made: a function's self cost is its cost lines less
+# those. Names are compressed: `fn=(12) name` defines 12, a later `fn=(12)` refers to it; the
+# objects (`ob=`, `cob=`), files (`fl=`, `fi=`, `fe=`, `cfi=`, `cfl=`) and functions (`fn=`,
+# `cfn=`) each number their own (valgrind's docs, "Callgrind Format Specification").
+_NAMED = re.compile(r"^(ob|fl|fi|fe|fn|cob|cfi|cfl|cfn)=(?:\((\d+)\))?\s*(.*)$")
+_SPACE = {"ob": "ob", "cob": "ob", "fn": "fn", "cfn": "fn"}   # the rest are files
+KEPT_SHARE = 0.001          # a function kept in the record: at least 0.1 % of the dump's total
+KEPT_MOST = 60              # and at most this many, the largest
+ANONYMOUS = "(anonymous namespace)"
+
+
+def self_costs(path: Path) -> dict[tuple[str, str], int]:
+    """(function, shared object) -> its own instructions in one dump, every function."""
+    names: dict[tuple[str, str], str] = {}
+    found: dict[tuple[str, str], int] = {}
+    ob = fn = "???"
+    positions = 1
+    inclusive_next = False
+    with open(path, encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            if not line or line[0] in "#\n":
+                continue
+            head = line[0]
+            if head.isdigit() or head in "+-*":
+                if inclusive_next:            # a call's inclusive cost: the callee's
+                    inclusive_next = False
+                    continue
+                parts = line.split()
+                if len(parts) > positions:
+                    key = (fn, ob)
+                    found[key] = found.get(key, 0) + int(parts[positions])
+                continue
+            if line.startswith("calls="):
+                inclusive_next = True
+                continue
+            if line.startswith("positions:"):
+                positions = len(line.split()) - 1
+                continue
+            named = _NAMED.match(line.rstrip("\n"))
+            if named is None:
+                continue
+            kind, number, name = named.groups()
+            space = _SPACE.get(kind, "fl")
+            if number is not None:
+                if name:
+                    names[space, number] = name
+                name = names.get((space, number), "???")
+            if kind == "ob":
+                ob = name
+            elif kind == "fn":
+                fn = name
+    return found
+
+
+def short_name(symbol: str, most: int = 100) -> str:
+    """A symbol as users search it: its parameter list dropped, template arguments cut to
+    `<…>`, at most `most` characters (callgrind has demangled it already)."""
+    out, depth, paren = [], 0, 0
+    for ch in re.sub(r"'\d+$", "", symbol):      # a recursion level (--separate-recs)
+        if ch == "<":
+            depth += 1
+            if depth == 1:
+                out.append("<…>")
+            continue
+        if ch == ">" and depth:
+            depth -= 1
+            continue
+        if depth:
+            continue
+        out.append(ch)
+    text = "".join(out)
+    # The last top-level parameter list (an "(anonymous namespace)" is part of the name).
+    for i in range(len(text) - 1, -1, -1):
+        if text[i] == ")":
+            paren += 1
+        elif text[i] == "(":
+            paren -= 1
+            if paren == 0 and not text[i:].startswith(ANONYMOUS):
+                text = text[:i] if text.endswith(")") or text.endswith(") const") else text
+                break
+    # A template function's return type comes first ("void at::vec::map<…>").
+    kept = {ANONYMOUS: "\0", "operator ": "\1"}         # spaces inside a name
+    for name, mark in kept.items():
+        text = text.replace(name, mark)
+    text = text.split()[-1] if text.strip() else text
+    for name, mark in kept.items():
+        text = text.replace(mark, name)
+    return text if len(text) <= most else text[:most - 1] + "…"
+
+
+def spent(paths: list[Path], calls: int) -> tuple[tuple[str, str, int], ...]:
+    """The largest functions of the counted calls, by their own instructions per call:
+    (function, shared object's file name, instructions), at least KEPT_SHARE of the total
+    each, at most KEPT_MOST; the same function under several names (template instances,
+    clones) summed under its short name."""
+    merged: dict[tuple[str, str], int] = {}
+    for path in paths:
+        for (fn, ob), n in self_costs(path).items():
+            key = (short_name(fn), Path(ob).name if ob != "???" else ob)
+            merged[key] = merged.get(key, 0) + n
+    total = sum(merged.values())
+    kept = sorted(((fn, ob, round(n / calls)) for (fn, ob), n in merged.items()
+                   if n >= KEPT_SHARE * total), key=lambda x: (-x[2], x[0], x[1]))
+    return tuple(kept[:KEPT_MOST])
+
+
 # ---- client requests --------------------------------------------------------------------
 # valgrind.h's client request is a no-op instruction sequence that valgrind recognizes: four
 # rotations of rdi that add up to 128 bits (the register is unchanged natively), then `xchg

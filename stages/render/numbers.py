@@ -12,7 +12,7 @@ from stages.core.vocabulary import BAD, Status, Verdict
 from stages.judge.results import CellSummary, UnitSummary
 from stages.render.markdown import markdown_table, nbytes, seconds
 from stages.render.steps import cell_lines
-from stages.render.verdicts import change
+from stages.render.verdicts import attributed, change
 from stages.render.verdicts import effect as row_effect
 
 # The environment fields a reader recognises, in the order they matter for an upgrade.
@@ -75,6 +75,8 @@ def _flags(rows: list[Row]) -> str:
         text = f"{label} {moved}" if moved and r.metric != "status" else r.note or label
         if r.metric in COUNTED and r.note:   # with what moved
             text = f"{label} {moved}".strip() + f" ({r.note})"
+        if where := attributed(r):
+            text += f" ({where})"
         verdict = "possible slowdown" if r.possible_slowdown else r.verdict
         said.append(f"**{verdict}** {text}" if r.verdict in BAD else f"{verdict}: {text}")
     return "; ".join(said)

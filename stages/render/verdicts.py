@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from stages.core.metrics import Rule, names
+from stages.core.metrics import BY_NAME, Rule, Unit, names
 from stages.core.records.rows import CompareRecord, Row
 from stages.core.vocabulary import Verdict
 from stages.render.markdown import (
@@ -13,6 +13,7 @@ from stages.render.markdown import (
     percent,
     pvalue,
     ratio_change,
+    seconds,
     tally,
     value,
 )
@@ -32,6 +33,52 @@ def change(row: Row) -> str:
     return ""
 
 
+MOVED = (Verdict.REGRESSED, Verdict.IMPROVED)
+FEW = 0.5        # below this share of the change, an attribution says it explains little
+
+
+def compact(n: float) -> str:
+    """A count per call as people read it: 2.56M, 840k, 312."""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(n) >= scale:
+            return f"{n / scale:.3g}{suffix}"
+    return f"{n:.0f}"
+
+
+def attributed(row: Row) -> str:
+    """Where a moved row's change went, in one line: the parts (functions with their
+    libraries, operators, compile phases) with each one's share of the change, then the
+    libraries; said where the parts shown explain less than half of it. "" for a row that
+    did not move or has no attribution."""
+    if row.verdict not in MOVED or not row.attribution:
+        return ""
+    total = (row.now - row.base if isinstance(row.now, (int, float))
+             and isinstance(row.base, (int, float)) else 0.0)
+    parts = [c for c in row.attribution if c.kind != "library"]
+    if not total or not parts:
+        return ""
+    timed = BY_NAME[row.metric].unit == Unit.SECONDS if row.metric in BY_NAME else False
+
+    def amount(x: float) -> str:
+        return ("+" if x > 0 else "−") + (seconds(abs(x)) if timed else compact(abs(x)))
+    kind = parts[0].kind
+    said = [f"{c.change / total:.0%} `{c.what}`" + (f" ({c.library})" if c.library else "")
+            for c in parts if c.change * total > 0][:4]
+    against = [f"{amount(c.change)} `{c.what}`" for c in parts if c.change * total < 0]
+    libraries = [f"{c.what} {amount(c.change)}" for c in row.attribution if c.kind == "library"]
+    explained = sum(c.change for c in parts) / total
+    line = f"where ({kind}s): {amount(total)}{'' if timed else ' a call'}: " + ", ".join(said)
+    if against:
+        line += "; against it " + ", ".join(against[:2])
+    if libraries:
+        line += "; by library " + ", ".join(libraries)
+    if explained < FEW:
+        line += (f"; the {kind}s shown explain {explained:.0%} of it"
+                 + (" (the rest is spread over functions below 0.1 % of the count each)"
+                    if kind == "function" else ""))
+    return line
+
+
 def evidence(row: Row) -> str:
     parts = []
     if row.change is not None and row.change.mde is not None:
@@ -41,6 +88,8 @@ def evidence(row: Row) -> str:
         parts.append(f"~{row.change.needed} {unit} to decide")
     if row.note:
         parts.append(row.note)
+    if where := attributed(row):
+        parts.append(where)
     return "; ".join(parts)
 
 
@@ -104,6 +153,10 @@ def terse(result: CompareRecord, only_changed: bool = False, width: int = 100) -
         widths[1] = max(widths[1] - over, 12)
     out = ["  ".join(_cell(str(x), w) for x, w in zip(row, widths)).rstrip()
            for row in (head, *lines)]
+    # Each moved row's attribution on the line below it, indented (it may be wider).
+    for i in reversed(range(len(shown))):
+        if where := attributed(shown[i]):
+            out.insert(i + 2, "    " + where)
     left = len(found) - len(shown)
     return "\n".join(out + [tally(r.verdict for r in found) + (
         f" ({left} unchanged not shown)" if left else "")])

@@ -34,6 +34,21 @@ class Change:
 
 
 @dataclass(frozen=True)
+class Contribution:
+    """Where part of a unit's change went: a function of a library (host instructions), an
+    operator (time) or a compile phase, with each side's value per call in the row's unit."""
+    what: str
+    kind: str                          # "function", "library", "operator" or "phase"
+    base: float
+    now: float
+    library: str = ""                  # a function's shared object
+
+    @property
+    def change(self) -> float:
+        return self.now - self.base
+
+
+@dataclass(frozen=True)
 class Row:
     """One verdict: a cell, workload, mode and metric of this run against the baseline."""
     stage: str
@@ -50,6 +65,8 @@ class Row:
     # Undecided, yet a slowdown by its own interval (judge.verdicts.possible_slowdown): a
     # page lists it for a look.
     possible_slowdown: bool = False
+    # Where its change went, the largest parts first (judge.counts.where_it_went)
+    attribution: tuple[Contribution, ...] = ()
 
     @property
     def key(self) -> UnitKey:

@@ -184,6 +184,14 @@ class Busy:
 
 
 @dataclass(frozen=True)
+class Spent:
+    """One function's own host instructions per counted call (measure.callgrind.spent)."""
+    function: str                          # as users search it: no parameters, templates cut
+    library: str                           # its shared object's file name
+    instructions: int
+
+
+@dataclass(frozen=True)
 class ShapeRun:
     """One input shape after the first, in a compiled mode: its first call (the shape change,
     with any recompile), a second call at that shape, and the recompiles the change caused."""
@@ -210,6 +218,9 @@ class ModeTiming:
     # The inductor caches the first call found: "cold" (empty: a first start) or "warm" (as
     # an earlier process of the same unit left them: a second start); None in eager modes.
     compile_cache: str | None = None
+    # The first call's compile by phase, in seconds (measure.dynamo.compile_phases): tracing,
+    # AOT, lowering, codegen, build, guards, and the rest of the call
+    compile_phases: dict[str, float] = field(default_factory=dict)
     calls_per_sample: int | None = None
     steady_s: tuple[float, ...] = ()      # per call, one entry per sample (on a GPU: hot)
     cold_s: tuple[float, ...] = ()        # CUDA: L2 flushed before each call, one per sample
@@ -245,6 +256,7 @@ class ModeTiming:
     # under callgrind (measure.callgrind), averaged over Counter.calls calls.
     instructions: int | None = None
     compile_instructions: int | None = None   # its first call, with bench.instructions_compile
+    instructions_by: tuple[Spent, ...] = ()   # the largest functions of those calls
     # Tail latency (workloads with `_latency_`): percentiles of single synchronized calls
     # after the steady state, and what else took the CPU meanwhile.
     latency_calls: int | None = None

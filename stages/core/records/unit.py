@@ -84,10 +84,13 @@ class BenchUnit:
         share = busy_share if metric.timed else None
         return [v for _, m, v in self.measured(metric) if not busy(m, share, metric)]
 
-    def modes(self, metric: Metric | None = None) -> list[ModeTiming]:
-        """The mode's result in every process where it ran (that measured `metric`, if given)."""
+    def modes(self, metric: Metric | None = None, busy_share: float | None = None
+              ) -> list[ModeTiming]:
+        """The mode's result in every process where it ran (that measured `metric`, if given,
+        its busy processes left out as `values` leaves them)."""
         if metric is not None:
-            return [m for _, m, _ in self.measured(metric)]
+            share = busy_share if metric.timed else None
+            return [m for _, m, _ in self.measured(metric) if not busy(m, share, metric)]
         return [m for p in self.processes if p.status == Status.OK
                 for m in [p.modes.get(self.mode)] if m is not None and m.status == Status.OK]
 

@@ -1,0 +1,134 @@
+"""Where a change went: a callgrind dump read per function, the functions' change between two
+sides, and the one line the pages show."""
+from __future__ import annotations
+
+import pytest
+
+from stages.core.records.rows import Change, Contribution, Row
+from stages.core.records.schema import Spent
+from stages.judge.counts import where_it_went
+from stages.measure.callgrind import self_costs, short_name, spent
+from stages.render.verdicts import attributed, evidence
+
+# A dump as callgrind writes it: names compressed, a call's inclusive cost after `calls=`,
+# relative positions, a file switch inside a function (fi=), a recursion level ('2).
+DUMP = """# callgrind format
+version: 1
+positions: line
+events: Ir
+summary: 1700
+
+ob=(1) /usr/lib/libtorch_cpu.so
+fl=(1) ???
+fn=(1) at::native::(anonymous namespace)::tanh_kernel(at::TensorIteratorBase&)
+0 300
++2 100
+cob=(2) /usr/lib/libmkl_def.so
+cfi=(2) ???
+cfn=(2) mkl_blas_sgemm
+calls=3 0
+0 900
+fi=(3) inlined.h
+-1 50
+ob=(2)
+fl=(2)
+fn=(2)
+0 900
+ob=(1)
+fl=(1)
+fn=(3) void at::vec::map<float, at::foo<int>>(float const*, long)'2
+* 350
+
+totals: 1700
+"""
+
+
+def test_a_dump_gives_each_function_its_own_instructions_not_its_callees(tmp_path):
+    path = tmp_path / "callgrind.out.1"
+    path.write_text(DUMP)
+    found = self_costs(path)
+    tanh = "at::native::(anonymous namespace)::tanh_kernel(at::TensorIteratorBase&)"
+    assert found[(tanh, "/usr/lib/libtorch_cpu.so")] == 450     # not the 900 of its call
+    assert found[("mkl_blas_sgemm", "/usr/lib/libmkl_def.so")] == 900
+    assert sum(found.values()) == 1700                          # the dump's totals line
+    kept = spent([path], calls=10)
+    assert kept[0] == ("mkl_blas_sgemm", "libmkl_def.so", 90)
+    assert ("at::native::(anonymous namespace)::tanh_kernel", "libtorch_cpu.so", 45) in kept
+    assert ("at::vec::map<…>", "libtorch_cpu.so", 35) in kept
+
+
+@pytest.mark.parametrize("symbol, shown", [
+    ("at::native::(anonymous namespace)::tanh_kernel(at::TensorIteratorBase&)",
+     "at::native::(anonymous namespace)::tanh_kernel"),
+    ("void at::vec::AVX2::map<float, at::native::f<int>>(std::function<void (int)> const&) const",
+     "at::vec::AVX2::map<…>"),
+    ("operator new(unsigned long)", "operator new"),
+    ("at::foo::operator()(long) const", "at::foo::operator()"),
+    ("mkl_blas_avx2_sgemm_kernel", "mkl_blas_avx2_sgemm_kernel"),
+    ("0x00000000004fee40'2", "0x00000000004fee40"),
+])
+def test_symbols_are_shown_as_users_search_them(symbol, shown):
+    assert short_name(symbol) == shown
+
+
+def test_a_long_name_is_cut():
+    assert len(short_name("a" * 300)) == 100
+
+
+def side(*counts: dict[str, int]) -> list[tuple[Spent, ...]]:
+    return [tuple(Spent(f, "libtorch_cpu.so" if f != "sgemm" else "libmkl.so", n)
+                  for f, n in c.items()) for c in counts]
+
+
+def test_the_functions_that_moved_most_come_first_with_each_sides_median():
+    base = side({"sgemm": 1000, "tanh": 400, "copy": 100}, {"sgemm": 1010, "tanh": 400,
+                                                              "copy": 100})
+    now = side({"sgemm": 1100, "tanh": 440, "copy": 100, "cast": 30},
+               {"sgemm": 1110, "tanh": 440, "copy": 100, "cast": 30})
+    found = where_it_went(base, now)
+    functions = [c for c in found if c.kind == "function"]
+    assert [c.what for c in functions] == ["sgemm", "tanh", "cast"]   # unmoved copy left out
+    assert functions[0].change == pytest.approx(100) and functions[2].base == 0
+    libraries = {c.what: c.change for c in found if c.kind == "library"}
+    assert libraries == {"libmkl.so": pytest.approx(100), "libtorch_cpu.so": pytest.approx(70)}
+    assert where_it_went(base, [()]) == ()       # a side that kept no functions: none
+
+
+def row(base: float, now: float, attribution, verdict="REGRESSED") -> Row:
+    return Row("bench", "c", "w", "eager", "instructions", verdict, base, now, 0.005,
+               Change(now / base, now / base - 0.01, now / base + 0.01, 0.95, 1e-4, 1, 1,
+                      0.001, "Welch t"), "", attribution=attribution)
+
+
+def test_a_moved_row_says_where_in_one_line_with_shares():
+    parts = (Contribution("sgemm", "function", 1000, 1100, "libmkl.so"),
+             Contribution("tanh", "function", 400, 440, "libtorch_cpu.so"),
+             Contribution("libmkl.so", "library", 1000, 1100))
+    line = attributed(row(2000, 2140, parts))
+    assert line.startswith("where (functions): +140 a call: 71% `sgemm` (libmkl.so), 29% `tanh`")
+    assert "by library libmkl.so +100" in line and "explain" not in line
+    assert line in evidence(row(2000, 2140, parts))
+    assert attributed(row(2000, 2140, parts, verdict="EQUIVALENT")) == ""
+
+
+def test_an_attribution_that_explains_little_says_so():
+    parts = (Contribution("tanh", "function", 400, 420, "libtorch_cpu.so"),)
+    assert "the functions shown explain 20% of it" in attributed(row(2000, 2100, parts))
+
+
+def test_a_first_call_is_split_by_the_compiles_phases_each_sides_median():
+    from stages.core.records.schema import ModeTiming
+    from stages.judge.timings import by_phase
+
+    def mode(build: float) -> ModeTiming:
+        return ModeTiming("OK", first_call_s=1.0 + build, compile_phases={
+            "tracing": 0.2, "build": build, "rest": 0.8})
+    found = by_phase([mode(1.0), mode(1.1), ModeTiming("OK", first_call_s=2.0)],
+                     [mode(2.0), mode(2.2)])
+    assert found[0].what == "build" and found[0].change == pytest.approx(1.05)
+    assert {c.what for c in found} == {"tracing", "build", "rest"}
+    assert by_phase([ModeTiming("OK", first_call_s=0.1)], [mode(1.0)]) == ()   # eager base
+    first = Row("bench", "c", "w", "compiled", "first_call_s", "REGRESSED", 2.05, 3.1, 0.2,
+                Change(1.5, 1.4, 1.6, 0.95, 1e-4, 2, 2, 0.01, "Welch t"), "",
+                attribution=found)
+    assert attributed(first).startswith("where (phases): +1.05 s: 100% `build`")
