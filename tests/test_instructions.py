@@ -14,13 +14,10 @@ from pathlib import Path
 import pytest
 
 from stages.core import config
-from stages.core.config import DeviceSpec, PrecisionSpec
-from stages.core.config.settings import WorkloadSpec
 from stages.core.errors import UserError
 from stages.core.metrics import BY_NAME
-from stages.core.records.job import Job, Timing
 from stages.core.records.schema import BenchProcess, Counter, ModeTiming, WorkloadRun
-from stages.core.vocabulary import Verdict
+from stages.core.vocabulary import UnitKey, Verdict
 from stages.judge import counts
 from stages.judge.summary import summarize
 from stages.judge.timings import bench_rows
@@ -30,6 +27,7 @@ from stages.launch.cells import measure_bench, not_counted
 from stages.measure import callgrind
 from stages.render.metrics import bench_metrics
 
+from . import jobs
 from .records import BUSY, DELTA, bench, process
 
 COUNTER = Counter("callgrind", "3.19.0", "AVX2", ("--tool=callgrind",), 2, 1)
@@ -74,7 +72,7 @@ def _counts(rng, n0: float, truth: float, k: int, noise: float) -> list[float]:
 def _check(rng, n0: float, truth: float, noise: float, most: int = 4) -> str:
     """One check as the launcher runs it: a counts process a side, and where the shipped
     rule leaves that undecided, counts processes up to `most` a side; its final verdict."""
-    key = dict(stage="bench", cell="c", workload="w", mode="eager")
+    key = UnitKey("bench", "c", "w", "eager", "instructions")
     base, now = _counts(rng, n0, 1.0, 1, noise), _counts(rng, n0, truth, 1, noise)
     while True:
         d = counts.count_draft(key, INSTRUCTIONS, base, now, 0.005, most)
@@ -439,12 +437,6 @@ def test_natively_a_client_request_is_a_no_op_and_the_command_pins_what_counts_d
         assert env["ONEDNN_MAX_CPU_ISA"] == "SSE41"
 
 
-def _job(layers: int, modes=("eager",)) -> Job:
-    spec = WorkloadSpec("chain", "tests.count_workloads.chain", {"layers": layers})
-    return Job("instructions", 0, DeviceSpec("cpu", "cpu"), PrecisionSpec("fp32", "float32"),
-               (spec,), tuple(modes), Timing(3, 0.005, 0.02, 2, 1.0))
-
-
 @pytest.mark.slow       # a compile, cold, and its load from the cache
 def test_a_compiled_mode_is_counted_loaded_from_the_cache_whatever_the_cache_held(
         tmp_path, monkeypatch):
@@ -456,11 +448,12 @@ def test_a_compiled_mode_is_counted_loaded_from_the_cache_whatever_the_cache_hel
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "empty"))
     monkeypatch.setattr(worker, "_counted", lambda step, calls, client, dumps: (
         [step() for _ in range(calls)], 1000 * calls)[1])
-    job = _job(3, modes=("compiled",))
-    found = worker.count_instructions(job, worker.workload_factory(job.workload.target),
+    chain = jobs.job("tests.count_workloads.chain", {"layers": 3}, name="chain",
+                     kind="instructions", modes=("compiled",))
+    found = worker.count_instructions(chain, worker.workload_factory(chain.workload.target),
                                       torch.device("cpu"), "compiled", None, None)
     assert found == (2000, None, "compiled in this process, then loaded from the compile cache")
-    eager = worker.count_instructions(job, worker.workload_factory(job.workload.target),
+    eager = worker.count_instructions(chain, worker.workload_factory(chain.workload.target),
                                       torch.device("cpu"), "eager", None, None)
     assert eager == (2000, None, None)
 
