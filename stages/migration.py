@@ -17,7 +17,7 @@ from pathlib import Path
 from stages.arms import locks
 from stages.core import cli, config, machine
 from stages.core.baseline import git, load_baseline, load_current, load_history
-from stages.core.config.migration import MigrationPair, Side
+from stages.core.config.settings import MigrationPair, Side
 from stages.core.errors import UserError, one_line_errors
 from stages.core.records import replace_pictures, write_record, write_text
 from stages.core.records.schema import BenchRecord, EnvRecord, NumericsRecord

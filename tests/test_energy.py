@@ -3,7 +3,7 @@ CUDA (the simulated device of tests/fake_gpu.py), the CPU busy share, and "not m
 the reason wherever a reading cannot be had."""
 import pytest
 
-from stages.core.config.gpu import CudaTiming
+from stages.core.config.settings import CudaTiming
 from stages.core.records.schema import BenchProcess, ModeTiming
 from stages.core.typed import from_data, to_data
 from stages.judge.summary import summarize

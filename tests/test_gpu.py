@@ -6,8 +6,7 @@ import pytest
 import torch
 
 from stages.core.config import DeviceSpec, PrecisionSpec
-from stages.core.config.gpu import CudaTiming
-from stages.core.config.settings import WorkloadSpec
+from stages.core.config.settings import CudaTiming, WorkloadSpec
 from stages.core.records.job import Job, Timing
 from stages.core.records.schema import BenchProcess
 from stages.core.typed import from_data

@@ -4,7 +4,7 @@ import statistics
 
 import pytest
 
-from stages.core.config.gpu import CudaTiming
+from stages.core.config.settings import CudaTiming
 from stages.measure.gpu_rules import (
     FIXED,
     MAX_SAMPLES,

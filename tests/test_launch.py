@@ -145,7 +145,7 @@ def test_a_node_builds_an_arms_venv_from_its_spec_and_unpacks_its_checkout(tmp_p
     from stages.arms.checkout import pack, unpack
     from stages.arms.venv import VenvSpec, python_of
     from stages.core.typed import to_data
-    from stages.launch.ray_task import _ready_python
+    from stages.launch.ray_backend import _ready_python
 
     here = f"{sys.version_info.major}.{sys.version_info.minor}"
     spec = VenvSpec(here, installer="uv")              # no packages: built in a blink

@@ -14,8 +14,7 @@ import torch
 import yaml
 
 from stages.core import config, records
-from stages.core.config import DeviceSpec, PrecisionSpec
-from stages.core.config.ranks import rank_threads
+from stages.core.config import DeviceSpec, PrecisionSpec, rank_threads
 from stages.core.config.settings import WorkloadSpec
 from stages.core.errors import UserError
 from stages.core.records.job import Job, Timing
@@ -28,16 +27,16 @@ from stages.launch import ray_placement
 from stages.launch.ray_backend import RayBackend
 from stages.measure.accelerator import Unavailable
 from stages.measure.build import build
-from stages.measure.comm import union
+from stages.measure.rank import union
 from stages.measure.ranks import RankError, RankGroup, check_ranks, reduce
 from stages.render.bench import page, ranks_section
 from stages.render.metrics import bench_metrics
-from stages.workloads.distributed import ddp_mlp
+from stages.workloads import ddp_mlp
 
 from .projects import ROOT
 from .records import BUSY, DELTA, bench, process
 
-TARGET = "stages.workloads.distributed.ddp_mlp"
+TARGET = "stages.workloads.ddp_mlp"
 
 
 def job(ranks=2, slow=None, timeout_s=60.0, device="cpu", threads=2, **kwargs) -> Job:

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from stages.core import config
-from stages.core.config.launcher import Launcher
+from stages.core.config.settings import Launcher
 from stages.core.errors import UserError
 from stages.core.records import load_record, write_record
 from stages.core.records.parts import joined

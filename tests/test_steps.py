@@ -11,9 +11,8 @@ import torch
 import yaml
 
 from stages.compose import compose
-from stages.core.config import DeviceSpec, PrecisionSpec
+from stages.core.config import DeviceSpec, PrecisionSpec, expand
 from stages.core.config.settings import WorkloadSpec
-from stages.core.config.sweeps import expand
 from stages.core.records.job import Job, Timing
 from stages.core.records.schema import Busy, ModeTiming
 from stages.core.vocabulary import Verdict

@@ -29,9 +29,8 @@ import yaml
 from stages.arms import checkout, locks, venv
 from stages.arms.cache import cache_root, tidy
 from stages.core.baseline import git, load_baseline, load_current
-from stages.core.config import Config, parse_workloads
+from stages.core.config import Config, expand, parse_workloads
 from stages.core.config.settings import WorkloadSpec
-from stages.core.config.sweeps import expand
 from stages.core.config.targets import module_paths
 from stages.core.errors import UserError
 from stages.core.records.dotted import changed

@@ -71,7 +71,7 @@ Distributed units
 A workload with `_ranks_: N` runs each mode as N data-parallel ranks that the worker starts and
 drives in lock-step (`ranks.py`, `rank.py`): one call of the unit's step is one step of every
 rank, timed on the host clock as above. Each rank times its all-reduce per step with a DDP
-communication hook (`comm.py`) and its time to the collective; after the steady state they
+communication hook (`rank.py`) and its time to the collective; after the steady state they
 report, and the record keeps the all-reduce of the last rank to arrive, the bus bandwidth and
 the straggler (core.records.schema.Ranks). Peak memory is the largest rank's; graph breaks are rank 0's.
 

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from stages.core.config.gpu import CudaTiming
+from stages.core.config.settings import CudaTiming
 from stages.core.numbers import median
 from stages.core.records.schema import GpuMode, GpuSeries
 from stages.measure.gpu_rules import (

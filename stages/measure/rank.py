@@ -6,7 +6,7 @@ first pipe and answers each on the second. The first line is its order (the job,
 rank, the world size, the worker's rendezvous port, its threads); the rank then joins the
 process group (gloo on the CPU, nccl on CUDA) through the worker's FileStore, a private file,
 within `bench.rank_timeout_s`, builds the workload with `rank`, `world_size` and `ddp`
-(DistributedDataParallel with the timed all-reduce hook, measure.comm), and answers "ready".
+(DistributedDataParallel with the timed all-reduce hook below), and answers "ready".
 Then each "step" runs one step and answers once the device finished it; "report K" answers its
 last K steps' times; "stop", or the end of the pipe, ends it. A failure is its one-line answer
 (`error`), and it exits. Imports torch and the measure and core rooms only.
@@ -36,12 +36,102 @@ from stages.core.numbers import median
 from stages.core.records.job import Job
 from stages.core.typed import from_data, to_data
 from stages.measure.build import build, configure, use_code
-from stages.measure.comm import TimedAllReduce, Timeline
 from stages.measure.device import peak_memory_bytes, peak_memory_reset
 from stages.measure.dynamo import DynamoLog, reset_dynamo
 
 WINDOW = 16          # the slowed rank's own time: the median of its last steps
 SPIN_S = 2e-4        # ... and the end of its hold, spun rather than slept
+
+
+# ---- the timed all-reduce ---------------------------------------------------------------
+# The DDP communication hook a rank registers, and the step's timeline its marks are read on.
+# The hook all-reduces each gradient bucket as DDP's default hook does (the average over the
+# ranks) and marks when it was launched and when it completed. On the CPU (gloo) the marks are
+# host clocks: the launch when DDP hands the bucket over (the backward pass computed it
+# synchronously), the completion in the callback gloo runs as the collective ends. On CUDA
+# (nccl) they are CUDA events: the launch recorded on the current stream before the
+# collective, so it stamps when the gradients were ready; the completion recorded in the
+# future's callback, whose current stream waits for the collective (the CUDA semantics of
+# torch.futures). Either is read as seconds since the step's start once the step has ended
+# and the device was synchronized. A step's all-reduce time is the union of its buckets'
+# spans: buckets in flight together count once.
+class Timeline:
+    """Marks within one step: host clocks on the CPU, CUDA events on a GPU, each read as
+    seconds since the step's start."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self.origin: Any = None
+
+    def mark(self) -> Any:
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter()
+
+    def start(self) -> None:
+        self.origin = self.mark()
+
+    def synchronize(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def seconds(self, mark: Any) -> float:
+        """After `synchronize`: the mark's time since the step's start."""
+        if self.cuda:
+            return self.origin.elapsed_time(mark) * 1e-3
+        return mark - self.origin
+
+
+class TimedAllReduce:
+    """DDP's all-reduce (the mean of the ranks' gradients), each bucket's launch and completion
+    marked on the timeline: `ddp.register_comm_hook(None, timed.allreduce)`."""
+
+    def __init__(self, timeline: Timeline):
+        self.timeline = timeline
+        self.spans: list[list[Any]] = []     # [launch, completion] per bucket of this step
+        self.bytes = 0                       # all-reduced in this step
+
+    def begin_step(self) -> None:
+        self.spans, self.bytes = [], 0
+
+    def allreduce(self, state, bucket):    # unannotated: DDP checks annotations as types
+        tensor = bucket.buffer()
+        span = [self.timeline.mark(), None]
+        self.spans.append(span)
+        self.bytes += tensor.numel() * tensor.element_size()
+        tensor.div_(dist.get_world_size())
+        future = dist.all_reduce(tensor, async_op=True).get_future()
+
+        def done(fut):
+            span[1] = self.timeline.mark()   # gloo: its thread, as the collective ends
+            return fut.value()[0]
+
+        return future.then(done)
+
+    def seconds(self) -> float:
+        """This step's all-reduce time, once the step has ended and been synchronized."""
+        return union([(self.timeline.seconds(a), self.timeline.seconds(b))
+                      for a, b in self.spans if b is not None])
+
+    def ready(self) -> float | None:
+        """When this step's last bucket was launched: the rank's backward pass done (None:
+        nothing was all-reduced)."""
+        return self.timeline.seconds(self.spans[-1][0]) if self.spans else None
+
+
+def union(spans: list[tuple[float, float]]) -> float:
+    """The length of the union of intervals: overlapping spans count once."""
+    total, end = 0.0, None
+    for a, b in sorted(spans):
+        if end is None or a > end:
+            total += b - a
+            end = b
+        elif b > end:
+            total += b - end
+            end = b
+    return total
 
 
 def one_line(exc: BaseException) -> str:

@@ -5,7 +5,7 @@ unit's step as it times any other.
 Placement and threads: the ranks are the worker's children, in its process group, so they run
 where the worker runs (one node, under the Ray backend too, which asks for their CPUs:
 launch.ray_placement) and end with it. Each gets the unit's threads divided among the ranks
-(core.config.ranks.rank_threads), so that N ranks fit the CPUs one process would use; on CUDA
+(core.config.rank_threads), so that N ranks fit the CPUs one process would use; on CUDA
 rank r takes device r (a machine with fewer devices than ranks SKIPS the unit, saying so).
 
 Rendezvous: the ranks join a FileStore in a folder of the worker's private scratch (no socket
@@ -15,7 +15,7 @@ process group and each collective.
 
 Each call of the unit's step sends "step" to every rank and returns when all have answered,
 after their device finished: the step of the slowest rank, and the pipes' round trip. After the steady state each rank reports its steady steps: its step time and
-its all-reduce time and its time to reach it per step (measure.comm), from which `reduce` makes
+its all-reduce time and its time to reach it per step (measure.rank), from which `reduce` makes
 the record (core.records.schema.Ranks: the all-reduce of the last rank to arrive, bus bandwidth, each
 rank's time to the collective, the straggler).
 
@@ -43,7 +43,7 @@ import torch
 import torch.distributed
 
 from stages.core import machine, scratch
-from stages.core.config.ranks import rank_threads
+from stages.core.config import rank_threads
 from stages.core.lifetime import killed_by
 from stages.core.numbers import median
 from stages.core.records.job import Job

@@ -22,6 +22,13 @@ batch already on the device. The harness then makes each step: wait for the next
 its tensors to the device (`non_blocking`: pinned memory overlaps), call `step`; and times
 the three parts apart (the measure room's docstring, "Where the step goes").
 
+A distributed workload takes three more arguments, which torchgate passes to each rank of a
+unit whose YAML sets `_ranks_: N`: `rank`, `world_size` and `ddp`, the wrapper to put around
+its model (DistributedDataParallel, all-reducing the gradients through torchgate's timed hook).
+Give them the defaults of `ddp_mlp` below (rank 0 of 1, `ddp` the identity), so that the
+workload also runs as one process: the numerics stage runs it so, against its float64
+reference.
+
 A workload that cannot run on this device or dtype by design (float8 on a GPU without float8
 tensor cores) raises `Unsupported` from its factory: its modes are SKIPPED with the message,
 not failed. Anything else it raises is a failure.
@@ -107,6 +114,43 @@ def mlp_train(*, device: torch.device, dtype: torch.dtype, compile: Callable, se
     # The matmuls: forward, and backward's weight gradients of both layers and the input
     # gradient of the second (the first layer's input needs none).
     flops = 2.0 * batch * (2 * 128 * 256 + 3 * 256 * 10)
+    return Workload(step=step, items=batch, flops=flops, train_steps=train_steps,
+                    state=lambda: {n: p.detach() for n, p in model.named_parameters()})
+
+
+def _alone(module: nn.Module) -> nn.Module:
+    return module
+
+
+def ddp_mlp(*, device: torch.device, dtype: torch.dtype, compile: Callable, seed: int,
+            rank: int = 0, world_size: int = 1, ddp: Callable[[nn.Module], nn.Module] = _alone,
+            batch: int = 64, features: int = 128, width: int = 256, layers: int = 2,
+            lr: float = 1e-3, train_steps: int = 5) -> Workload:
+    """Data-parallel training: one AdamW step of an MLP (`layers` hidden layers of `width`,
+    GELU) on this rank's batch, its gradients averaged over the ranks. Every rank builds the
+    same weights from `seed` (DDP also broadcasts rank 0's) and trains on a shard of its own:
+    its inputs drawn from `seed` and its rank."""
+    _positive("ddp_mlp", batch=batch, features=features, width=width, layers=layers,
+              train_steps=train_steps)
+    torch.manual_seed(seed)
+    dims = [features] + [width] * layers + [10]
+    blocks: list[nn.Module] = []
+    for i, (a, b) in enumerate(zip(dims, dims[1:])):
+        blocks += [nn.Linear(a, b)] + ([nn.GELU()] if i < len(dims) - 2 else [])
+    model = nn.Sequential(*blocks)
+    gen = torch.Generator().manual_seed(seed + 1 + rank)      # this rank's shard
+    x = _random(batch, features, seed_gen=gen).to(device, dtype)
+    y = torch.randint(0, 10, (batch,), generator=gen).to(device)
+    model = ddp(model.to(device, dtype))
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    forward = compile(model)
+
+    step = classifier_step(forward, opt, x, y)
+
+    # The matmuls: forward, every layer's weight gradient, and the input gradient of every
+    # layer but the first (its input needs none).
+    pairs = [a * b for a, b in zip(dims, dims[1:])]
+    flops = 2.0 * batch * (2 * sum(pairs) + sum(pairs[1:]))
     return Workload(step=step, items=batch, flops=flops, train_steps=train_steps,
                     state=lambda: {n: p.detach() for n, p in model.named_parameters()})
 

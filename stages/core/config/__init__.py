@@ -5,10 +5,15 @@ dataclass checked by `typed`: an unknown key, a wrong type (the string "no" for 
 string for a list) or a bad value is one line that names the key and what to put there.
 Imports nothing beyond the standard library at load time: the worker of another interpreter
 reads the specs below with torch alone.
+
+Two workload keys make more than one process of a workload. `sweep.<parameter>: [values]`
+makes each value its own unit of the matrix (expand); `_ranks_: N` runs each of a workload's
+units as N data-parallel ranks inside its one worker process (parse_ranks).
 """
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import os
 import re
@@ -17,31 +22,32 @@ from pathlib import Path
 from typing import Any
 
 from stages.core import machine
-from stages.core.config.gpu import CudaTiming, check_timing
-from stages.core.config.launcher import Launcher, Placement
-from stages.core.config.migration import parse_pairs
-from stages.core.config.ranks import parse_ranks
 from stages.core.config.settings import (
+    CUDA_SERIES,
     GATE_CHOICES,
     INSTALLERS,
     MEASURE,
+    PEAK_MATHS,
     Arms,
     Baseline,
     BenchSettings,
     Candidate,
     Cells,
     CompareSettings,
+    CudaTiming,
     Gate,
     HistorySettings,
+    Launcher,
     MachineSettings,
     Matrix,
     MigrationSettings,
     NumericsSettings,
+    Placement,
     Recommend,
     StatsSettings,
     WorkloadSpec,
+    parse_pairs,
 )
-from stages.core.config.sweeps import expand
 from stages.core.errors import UserError
 from stages.core.metrics import TIMINGS
 from stages.core.typed import from_data
@@ -106,7 +112,7 @@ class Config:
     arms: Arms = field(default_factory=Arms)
     history: HistorySettings = field(default_factory=HistorySettings)
     recommend: Recommend = field(default_factory=Recommend)
-    sweep: dict[str, Any] = field(default_factory=dict)   # parameter -> values (core.sweeps)
+    sweep: dict[str, Any] = field(default_factory=dict)   # parameter -> values (expand)
     launcher: Launcher = field(default_factory=Launcher)
     machine: MachineSettings = field(default_factory=MachineSettings)
     migration: MigrationSettings = field(default_factory=MigrationSettings)
@@ -194,8 +200,46 @@ def _device(name: str, body: Any) -> DeviceSpec:
     else:
         _at_least(spec.threads, f"{where}.threads", inclusive=True)
     _at_least(spec.price_per_hour, f"{where}.price_per_hour", inclusive=True)
-    return check_timing(spec, where)
+    return _check_timing(spec, where)
 
+
+
+def _check_timing(spec: DeviceSpec, where: str) -> DeviceSpec:
+    """The device spec, its `timing` (a CUDA device's series, stopping rule, throttling and
+    peaks) checked; a bad value is one line naming the key."""
+    timing: CudaTiming | None = spec.timing
+    if timing is None:
+        return spec
+    where = f"{where}.timing"
+    if spec.type != "cuda":
+        raise UserError(f"{where} applies to CUDA devices only (this device's type is "
+                        f"{spec.type!r}); remove it")
+    for i, name in enumerate(timing.series):
+        if name not in CUDA_SERIES:
+            raise UserError(f"{where}.series[{i}] is {name!r}; valid choices: "
+                            f"{', '.join(CUDA_SERIES)}")
+    if "hot" not in timing.series:
+        raise UserError(f"{where}.series must include hot (steady_s is the hot series), got "
+                        f"{list(timing.series)}")
+    for key in ("flush_mib", "max_samples", "timeout_s"):
+        if getattr(timing, key) <= 0:
+            raise UserError(f"{where}.{key} must be > 0, got {getattr(timing, key)}")
+    for key in ("max_rel_sd", "throttle_redos", "roofline_margin"):
+        if getattr(timing, key) < 0:
+            raise UserError(f"{where}.{key} must be >= 0, got {getattr(timing, key)}")
+    if not 0 <= timing.throttle_clock < 1:
+        raise UserError(f"{where}.throttle_clock must be in [0, 1), got "
+                        f"{timing.throttle_clock}")
+    for kind, peak in timing.peak_tflops.items():
+        if kind not in PEAK_MATHS:
+            raise UserError(f"unknown key {where}.peak_tflops.{kind}; valid keys: "
+                            f"{', '.join(PEAK_MATHS)}")
+        if peak <= 0:
+            raise UserError(f"{where}.peak_tflops.{kind} must be > 0, got {peak}")
+    if timing.peak_gbps is not None and timing.peak_gbps <= 0:
+        raise UserError(f"{where}.peak_gbps must be > 0, got {timing.peak_gbps}")
+    return dataclasses.replace(spec, timing=dataclasses.replace(
+        timing, series=tuple(dict.fromkeys(timing.series))))
 
 def _precision(name: str, body: Any) -> PrecisionSpec:
     where = f"precision.{name}"
@@ -256,11 +300,110 @@ def _own_tolerance(value: Any, where: str) -> dict[str, float]:
     return {str(name): float(tol) for name, tol in found.items()}
 
 
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def parse_ranks(body: dict, where: str) -> dict[str, Any]:
+    """The WorkloadSpec fields of `_ranks_` and `_slow_rank_: {rank: R, factor: F}`.
+
+    Distributed units: `_ranks_: N` in a workload's YAML runs each of its units as N
+    data-parallel ranks (processes) inside the unit's one worker process, and `_slow_rank_`
+    slows one of them on purpose, a test knob for the straggler report (measure.ranks)."""
+    ranks, slow = body.get("_ranks_"), body.get("_slow_rank_")
+    if ranks is not None and (not _whole(ranks) or ranks < 1):
+        raise UserError(f"{where}._ranks_ must be a whole number >= 1 (data-parallel ranks "
+                        f"per unit), got {ranks!r}")
+    if slow is None:
+        return {"ranks": ranks}
+    if ranks is None:
+        raise UserError(f"{where}._slow_rank_ needs {where}._ranks_: it slows one of them")
+    if not isinstance(slow, dict) or set(slow) != {"rank", "factor"}:
+        raise UserError(f"{where}._slow_rank_ must be {{rank: R, factor: F}} (rank R's steps "
+                        f"made F times as long), got {slow!r}")
+    rank, factor = slow["rank"], slow["factor"]
+    if not _whole(rank) or not 0 <= rank < ranks:
+        raise UserError(f"{where}._slow_rank_.rank must be a rank from 0 to {ranks - 1}, "
+                        f"got {rank!r}")
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) \
+            or not 1 <= factor < math.inf:
+        raise UserError(f"{where}._slow_rank_.factor must be a number >= 1, got {factor!r}")
+    return {"ranks": ranks, "slow_rank": rank, "slow_factor": float(factor)}
+
+
+def rank_threads(threads: int, ranks: int) -> int:
+    """Torch threads per rank: the unit's threads shared among its ranks, at least one each,
+    so that N ranks fit the CPUs one process would have used."""
+    return max(1, threads // max(ranks, 1))
+
+
 def parse_workloads(section: dict) -> dict[str, WorkloadSpec]:
     """The `workload` section: name -> spec."""
     if not isinstance(section, dict):
         raise UserError(f"workload must be a mapping of workloads, got {section!r}")
     return {str(n): _workload(str(n), b) for n, b in section.items()}
+
+
+# ---- sweeps ---------------------------------------------------------------------------
+# A workload parameter given several values, each value its own unit of the matrix.
+# `sweep.batch: [16, 32, 64]` makes every selected workload that takes a `batch` three units,
+# `mlp_train[batch=16]`, `mlp_train[batch=32]`, ...; `sweep.threads: [1, 2]` sets torch's
+# thread count per unit (every workload). Several sweeps multiply. Each unit is measured,
+# compared with the baseline's unit of the same name and judged like any other; the report
+# draws the units of one workload as a curve and recommends one.
+
+THREADS = "threads"       # not a workload argument: torch.set_num_threads in the worker
+# Swept parameters that count something: each value must be a whole number > 0.
+SWEPT_COUNTS = (THREADS, "batch")
+
+
+def _swept_values(key: str, values: Any) -> list:
+    if not isinstance(values, list) or not values:
+        raise UserError(f"sweep.{key} must be a non-empty list of values, e.g. [16, 32, 64], "
+                        f"got {values!r}")
+    for v in values:
+        if isinstance(v, (list, dict)) or v is None:
+            raise UserError(f"sweep.{key} holds {v!r}; each value must be a number or a string")
+        if isinstance(v, float) and not math.isfinite(v):
+            raise UserError(f"sweep.{key} holds {v!r}; each number must be finite")
+    if key in SWEPT_COUNTS and not all(isinstance(v, int) and not isinstance(v, bool) and v > 0
+                                       for v in values):
+        raise UserError(f"sweep.{key} must list whole numbers > 0, got {values!r}")
+    if len(set(map(str, values))) != len(values):
+        raise UserError(f"sweep.{key} lists a value twice: {values!r}")
+    return values
+
+
+def unit_name(name: str, point: tuple[tuple[str, Any], ...]) -> str:
+    return f"{name}[{','.join(f'{k}={v}' for k, v in point)}]" if point else name
+
+
+def expand(workloads: dict[str, WorkloadSpec], sweep: dict | None,
+           strict: bool = True) -> dict[str, WorkloadSpec]:
+    """Every workload times every combination of the swept values that apply to it; strict:
+    a sweep that applies to no workload is an error (this run's), else it is let be (another
+    revision's workloads)."""
+    axes = {key: _swept_values(key, values) for key, values in (sweep or {}).items()
+            if values is not None}
+    if not axes:
+        return workloads
+    out: dict[str, WorkloadSpec] = {}
+    for name, spec in workloads.items():
+        mine = [(k, v) for k, v in axes.items() if k == THREADS or k in spec.kwargs]
+        if not mine:
+            out[name] = spec
+            continue
+        for combo in itertools.product(*(v for _, v in mine)):
+            point = tuple((k, value) for (k, _), value in zip(mine, combo))
+            kwargs = {**spec.kwargs, **{k: v for k, v in point if k != THREADS}}
+            threads = dict(point).get(THREADS)
+            out[unit_name(name, point)] = dataclasses.replace(
+                spec, name=unit_name(name, point), kwargs=kwargs, threads=threads,
+                family=name, point=point)
+    if strict and all(spec.point == () for spec in out.values()):
+        raise UserError(f"no selected workload takes {', '.join(axes)}; sweep a parameter "
+                        "that a workload's config lists (e.g. batch), or threads")
+    return out
 
 
 INSTRUCTIONS = ("auto", "always", "never")     # bench.instructions

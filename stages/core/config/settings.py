@@ -1,13 +1,19 @@
 """The sections of the configuration that tune a run (bench, numerics, stats, history, the
-arms, the gate): typed, frozen, with their defaults. `config` parses them; they are re-exported
-in the settings module only (no defaults elsewhere; the δ of each metric is core.metrics').
-Standard library only.
+arms, the launcher, the migrations, the gate): typed, frozen, with their defaults. `config`
+parses them; they are re-exported in the settings module only (no defaults elsewhere; the δ of
+each metric is core.metrics'). A section whose values bound one another checks itself when it
+is built (Launcher, Placement); the migration pairs, whose keys `from` and `to` are Python
+keywords, are read here by hand (parse_pairs). Standard library only.
 """
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from stages.core import machine
+from stages.core.errors import UserError
 from stages.core.metrics import Delta as Delta  # stats.delta: one field per tested metric
 from stages.core.vocabulary import VERDICTS, Verdict
 
@@ -24,13 +30,13 @@ class WorkloadSpec:
     # nature than a precision's (quantization; a deep net in bfloat16), per precision name,
     # "*" for every precision; it only ever loosens the precision's.
     rel_l2_tol: dict[str, float] = field(default_factory=dict)
-    # A sweep's unit (core.sweeps): torch threads for it, the workload it was made from and
-    # its swept values, e.g. (("batch", 64), ("threads", 2)).
+    # A sweep's unit (core.config.expand): torch threads for it, the workload it was made
+    # from and its swept values, e.g. (("batch", 64), ("threads", 2)).
     threads: int | None = None
     family: str | None = None
     point: tuple[tuple[Any, ...], ...] = ()
-    # `_ranks_`: data-parallel ranks per unit (core.config.ranks); `_slow_rank_`: one of them
-    # slowed on purpose by a factor (a test knob for the straggler report).
+    # `_ranks_`: data-parallel ranks per unit (core.config.parse_ranks); `_slow_rank_`: one of
+    # them slowed on purpose by a factor (a test knob for the straggler report).
     ranks: int | None = None
     slow_rank: int | None = None
     slow_factor: float | None = None
@@ -100,6 +106,39 @@ class BenchSettings:
     instructions_timeout_s: float = 900.0   # per counts process (valgrind runs ~5-50x slower)
 
 
+# How a CUDA device is timed: `device.<name>.timing` in params.yaml (conf/device/cuda.yaml),
+# checked by core.config. The series each mode measures (hot, cold, graph), the noise-based
+# stopping rule, throttle handling and the roofline check's peaks. Without a `timing` section
+# a CUDA device is timed as any other: `bench.samples` batched samples between CUDA events.
+CUDA_SERIES = ("hot", "cold", "graph")
+PEAK_MATHS = ("fp64", "fp32", "tf32", "bf16", "fp16")   # the arithmetic a peak is quoted for
+
+
+@dataclass(frozen=True)
+class CudaTiming:
+    # hot: back-to-back calls between one event pair (steady_s); cold: the L2 cache flushed
+    # before each call, one call per event pair (cold_s); graph: the step captured as a CUDA
+    # graph and replayed back to back (graph_s).
+    series: tuple[str, ...] = ("hot", "cold")
+    flush_mib: int = 256            # zeroed before each cold call, outside the timed window
+    # A series stops once it has bench.samples samples whose relative SD is at most
+    # max_rel_sd (0: exactly bench.samples), else at max_samples or after timeout_s.
+    max_rel_sd: float = 0.005
+    max_samples: int = 100
+    timeout_s: float = 1.0
+    # A sample window whose SM clock is under throttle_clock x the reference clock, or that
+    # a thermal or hardware slowdown hit, is taken again up to throttle_redos times per
+    # series; beyond that it is kept and flagged.
+    throttle_clock: float = 0.75
+    throttle_redos: int = 3
+    # Achieved TFLOP/s (GB/s) beyond the peak x (1 + roofline_margin) is a measurement error.
+    # Peaks per arithmetic (fp32, tf32, bf16, fp16, fp64) and the memory bandwidth; unset:
+    # the datasheet's, for the GPUs torchgate knows (stages/measure/gpu_rules.py).
+    roofline_margin: float = 0.05
+    peak_tflops: dict[str, float] = field(default_factory=dict)
+    peak_gbps: float | None = None
+
+
 @dataclass(frozen=True)
 class NumericsSettings:
     timeout_s: float = 300.0
@@ -152,9 +191,98 @@ INSTALLERS = ("auto", "uv", "pip")
 @dataclass(frozen=True)
 class MigrationSettings:
     """Cells compared with each other, device against device or machine against machine
-    (stages/migration.py): pair name -> core.config.migration.MigrationPair, read from
-    {from: [machine/]cell, to: [machine/]cell, modes: [...]}."""
+    (stages/migration.py): pair name -> MigrationPair, read from
+    {from: [machine/]cell, to: [machine/]cell, modes: [...]} by parse_pairs."""
     pairs: dict[str, Any] = field(default_factory=dict)
+
+
+# ---- migration pairs ------------------------------------------------------------------
+# The migrations a run reports on: named pairs `from -> to`, each side a cell of a machine.
+#
+#     migration:
+#       pairs:
+#         fp32_to_bf16: {from: cpu-fp32, to: cpu-bf16}
+#         to_box_b: {from: box-a/cpu-fp32, to: box-b/cpu-fp32, modes: [eager]}
+#
+# A side is `[machine/]cell`: the cell as in reports/<machine>/bench/<cell>.json, the machine
+# omitted for this run's. Each pair is one `migration@<name>` stage (dvc.yaml's `foreach`), so
+# that no pair declared is no stage.
+
+PAIR_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+PAIR_CELL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*-[A-Za-z0-9_.]+$")
+PAIR_KEYS = ("from", "to", "modes")
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a migration: a cell, on a machine (None: this run's)."""
+    cell: str
+    machine: str | None = None
+
+    def label(self, here: str | None = None) -> str:
+        """`cell` on this run's machine (`here`), else `machine/cell`."""
+        return self.cell if self.machine in (None, here) else f"{self.machine}/{self.cell}"
+
+    def on(self, here: str) -> Side:
+        """The side with its machine named (this run's where it was omitted)."""
+        return Side(self.cell, self.machine or here)
+
+
+@dataclass(frozen=True)
+class MigrationPair:
+    name: str
+    source: Side
+    target: Side
+    modes: tuple[str, ...] = ()        # () : every mode both sides measured
+
+
+def side(text: Any, where: str) -> Side:
+    if not isinstance(text, str) or text.count("/") > 1:
+        raise UserError(f"{where} must be a cell, `[machine/]cell` (e.g. cpu-fp32 or "
+                        f"box-b/cpu-fp32), got {text!r}")
+    host, _, cell = text.rpartition("/")
+    if host:
+        why = machine.check_name(host)
+        if why:
+            raise UserError(f"{where}: {why.replace('machine.name', 'the machine')}")
+    if not PAIR_CELL.match(cell):
+        raise UserError(f"{where} names the cell {cell!r}; a cell is <device>-<precision> as in "
+                        "reports/<machine>/bench/<cell>.json (e.g. cpu-fp32)")
+    return Side(cell, host or None)
+
+
+def parse_pairs(pairs: Any, modes: tuple[str, ...]) -> dict[str, MigrationPair]:
+    """`migration.pairs` as Pairs; one line naming the key for anything malformed. `modes`:
+    the valid mode names."""
+    if pairs is None:
+        return {}
+    if not isinstance(pairs, dict):
+        raise UserError(f"migration.pairs must map a name to {{from: <cell>, to: <cell>}}, "
+                        f"got {pairs!r}")
+    found = {}
+    for name, body in pairs.items():
+        where = f"migration.pairs.{name}"
+        if not isinstance(name, str) or not PAIR_NAME.match(name):
+            raise UserError(f"{where}: a pair's name names its stage and files; use letters, "
+                            "digits, '.', '_' and '-' (at most 64)")
+        if not isinstance(body, dict):
+            raise UserError(f"{where} must be {{from: <cell>, to: <cell>}}, got {body!r}")
+        unknown = sorted(set(body) - set(PAIR_KEYS))
+        if unknown:
+            raise UserError(f"unknown key {where}.{unknown[0]}; valid keys: "
+                            f"{', '.join(PAIR_KEYS)}")
+        for key in ("from", "to"):
+            if key not in body:
+                raise UserError(f"{where}.{key} is missing; give a cell such as cpu-fp32")
+        chosen = body.get("modes") or ()
+        if not isinstance(chosen, (list, tuple)) or any(m not in modes for m in chosen):
+            raise UserError(f"{where}.modes must list modes among {', '.join(modes)}, "
+                            f"got {chosen!r}")
+        source, target = side(body["from"], f"{where}.from"), side(body["to"], f"{where}.to")
+        if source == target:
+            raise UserError(f"{where} goes from {body['from']} to itself; name two cells")
+        found[name] = MigrationPair(name, source, target, tuple(chosen))
+    return found
 
 
 @dataclass(frozen=True)
@@ -194,6 +322,99 @@ class Arms:
     cache_dir: str | None = None    # default $TORCHGATE_CACHE, else ~/.cache/torchgate
     installer: str = "auto"         # auto: uv when it is on PATH, else pip
     cache_max_gb: float | None = 40.0   # after a build, evict least recently used; None: keep
+
+
+# ---- the launcher ---------------------------------------------------------------------
+# Where worker processes run, and what a device asks of a cluster node (its Placement); how
+# that becomes a Ray request is launch.ray_backend's. `launcher.backend: local` starts every
+# worker process on this machine. `ray` sends each unit (one worker process, or a lock-step
+# pair as a whole) to a node of a Ray cluster as one task, whose resource request comes from
+# the cell's device: `num_cpus` from its thread count, `num_gpus`, `accelerator_type` and
+# custom `resources` naming the hardware. The worker of a torch-only interpreter reads device
+# specs, Placement among them, through core.config.
+
+BACKENDS = ("local", "ray")
+SHARD = re.compile(r"(\d+)/(\d+)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Placement:
+    """What a device's cells ask of a cluster node (ignored by the local backend).
+
+    num_gpus: whole GPUs per unit; None: 1 for cuda and xpu, else 0. accelerator_type: the
+    node's accelerator type as Ray names it (H100, A100, ...). resources: custom resources that
+    the nodes offering this hardware were started with (`ray start --resources`)."""
+    num_gpus: float | None = None
+    accelerator_type: str | None = None
+    resources: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """Whole GPUs only: two units given shares of one GPU would time each other."""
+        where = f"device.{getattr(self, 'name', '?')}"
+        gpus = self.num_gpus
+        if gpus is not None and (gpus < 0 or not float(gpus).is_integer()):
+            raise UserError(f"{where}.num_gpus must be a whole number >= 0, got {gpus:g}: "
+                            "units sharing a GPU would time each other")
+        for name, amount in self.resources.items():
+            if amount <= 0 or not math.isfinite(amount):
+                raise UserError(f"{where}.resources.{name} must be a number > 0, got {amount}")
+
+
+@dataclass(frozen=True)
+class RaySettings:
+    # auto: the cluster this machine has joined (RAY_ADDRESS, or `ray start` here);
+    # ray://host:port: Ray Client; host:port: the head's GCS; local: a one-node cluster
+    # started for this stage.
+    address: str = "auto"
+    excludes: tuple[str, ...] = ()       # more paths not shipped with the code (gitignore style)
+    connect_timeout_s: float = 60.0      # to join, the project folder's upload included
+    # The first bench stage measures every cell of the matrix at once (launch.fleet).
+    fleet: bool = True
+    # Units a node runs at once: 1 unless its devices are independent of each other.
+    units_per_node: int = 1
+
+
+@dataclass(frozen=True)
+class Launcher:
+    backend: str = "local"
+    ray: RaySettings = field(default_factory=RaySettings)
+    # "i/n": this job measures the i-th of n parts of every cell's workloads (a check split
+    # across runners by a CI job matrix; `python -m stages.merge` joins the parts). None: all.
+    shard: str | None = None
+    # The reports folders (reports/<machine>/ as each job left them) of a split check's n
+    # jobs: the bench and numerics stages join them (core.records.parts) instead of measuring.
+    parts: tuple[str, ...] = ()
+
+    @property
+    def part(self) -> tuple[int, int] | None:
+        """(i, n) of `shard`; None: every workload is this job's."""
+        if self.shard is None:
+            return None
+        i, n = map(int, self.shard.split("/"))
+        return i, n
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise UserError(f"launcher.backend is {self.backend!r}; set it to local (worker "
+                            "processes on this machine) or ray (units on a Ray cluster at "
+                            "launcher.ray.address)")
+        if self.ray.connect_timeout_s <= 0:
+            raise UserError("launcher.ray.connect_timeout_s must be > 0, got "
+                            f"{self.ray.connect_timeout_s}")
+        if self.ray.units_per_node < 1:
+            raise UserError("launcher.ray.units_per_node must be >= 1, got "
+                            f"{self.ray.units_per_node}")
+        if self.shard is not None and not (
+                (found := SHARD.fullmatch(str(self.shard)))
+                and 1 <= int(found[1]) <= int(found[2])):
+            raise UserError(f"launcher.shard is {self.shard!r}; give i/n, this job's part of n "
+                            "(1 <= i <= n, e.g. 2/3), or null for every workload")
+        if self.shard is not None and self.parts:
+            raise UserError("launcher.shard and launcher.parts are both set: a job measures "
+                            "its part (shard) or joins the parts (parts), not both")
+        if not self.ray.address.strip():
+            raise UserError("launcher.ray.address is empty; give auto, ray://host:port, "
+                            "host:port or local")
 
 
 @dataclass(frozen=True)
