@@ -1,16 +1,13 @@
 """Custom operators: a user's extension appears in the op coverage under its own namespace;
 one without a kernel for the device, or one that does not load, is a FAILED unit with the
 loader's message in one line."""
-import dataclasses
+import functools
 import random
 
 import pytest
 import torch
 
-from stages.core.config import DeviceSpec, PrecisionSpec
-from stages.core.config.settings import WorkloadSpec
 from stages.core.config.targets import load_target
-from stages.core.records.job import Job, Timing
 from stages.core.records.outputs import Coverage, extensions, namespaces
 from stages.core.records.schema import ModeNumerics
 from stages.core.vocabulary import Verdict
@@ -22,17 +19,16 @@ from stages.measure.worker import run_bench
 from stages.render.numerics import ops as ops_section
 
 from .custom_op_workloads import scaled
+from .jobs import BRIEF, job
 from .records import DELTA, bench, numerics, process
 
-
-def job(**kwargs) -> Job:
-    spec = WorkloadSpec("scaled", "tests.custom_op_workloads.scaled", kwargs)
-    return Job("numerics", 0, DeviceSpec("cpu", "cpu"), PrecisionSpec("fp32", "float32"),
-               (spec,), ("eager",), Timing(2, 0.002, 0.01, 2, 1.0))
+# The user's op as the numerics stage runs it.
+scaled_job = functools.partial(job, "tests.custom_op_workloads.scaled", name="scaled",
+                               kind="numerics", timing=BRIEF)
 
 
 def test_a_user_extension_appears_in_the_op_coverage_under_its_own_namespace():
-    coverage = op_coverage(job(), scaled, torch.device("cpu"), torch.float32)
+    coverage = op_coverage(scaled_job(), scaled, torch.device("cpu"), torch.float32)
     assert "userlib.scale.default" in coverage.ops and "aten.mm.default" in coverage.ops
     assert extensions(coverage) == {"userlib": ["userlib.scale.default"]}
     assert list(namespaces(coverage)) == ["aten", "userlib"]
@@ -46,7 +42,7 @@ def test_a_user_extension_appears_in_the_op_coverage_under_its_own_namespace():
 
 
 def test_the_same_op_without_a_cpu_kernel_fails_the_unit_with_one_clear_line():
-    m = run_bench(dataclasses.replace(job(gpu_only=True), kind="bench")).modes["eager"]
+    m = run_bench(scaled_job({"gpu_only": True}, kind="bench")).modes["eager"]
     assert m.status == "ERROR"
     assert m.error == ("NotImplementedError: operator userlib::scale_gpu_only has no kernel for "
                        "the CPU backend (it has kernels for CUDA only): the extension does not "
@@ -56,7 +52,7 @@ def test_the_same_op_without_a_cpu_kernel_fails_the_unit_with_one_clear_line():
     row = bench_rows("cpu-fp32", now, failed, DELTA)[0]
     assert row.verdict == Verdict.FAILED and "has no kernel for the CPU backend" in row.note
     with pytest.raises(NotImplementedError) as err:    # op coverage says the same
-        op_coverage(job(gpu_only=True), scaled, torch.device("cpu"), torch.float32)
+        op_coverage(scaled_job({"gpu_only": True}), scaled, torch.device("cpu"), torch.float32)
     assert failure(err.value).error == m.error
     cov = Coverage("ERROR", error=m.error)
     rows = numerics_rows("c", numerics({"scaled": {"eager": ModeNumerics("PASS")}},

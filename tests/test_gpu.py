@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from stages.core.config import DeviceSpec, PrecisionSpec
-from stages.core.config.settings import CudaTiming, WorkloadSpec
-from stages.core.records.job import Job, Timing
+from stages.core.config.settings import CudaTiming
+from stages.core.records.job import Timing
 from stages.core.records.schema import BenchProcess
 from stages.core.typed import from_data
 from stages.launch.local import run_worker
@@ -19,20 +19,23 @@ from stages.measure.worker import bench_mode
 from stages.workloads import elementwise, matmul_relu, mlp_train
 from stages.workloads.loader import loader_train
 
+from .jobs import job
+
 pytestmark = pytest.mark.gpu
 
 FP32 = PrecisionSpec("fp32", "float32")
 BF16 = PrecisionSpec("bf16", "bfloat16", rel_l2_tol=0.02, compiled_multiplier=3.0)
+# 12 samples of about 20 ms, after a warm-up of at least 100 ms and 3 calls.
+SAMPLED = Timing(12, 0.02, 0.1, 3)
 
 
-def job(factory, precision=FP32, series=("hot", "cold"), mode="eager", **kwargs) -> Job:
-    spec = WorkloadSpec(factory.__name__, f"stages.workloads.{factory.__name__}", kwargs)
-    device = DeviceSpec("cuda", "cuda", timing=CudaTiming(series=series))
-    return Job("bench", 0, device, precision, (spec,), (mode,), Timing(12, 0.02, 0.1, 3))
+def cuda(series=("hot", "cold")) -> DeviceSpec:
+    return DeviceSpec("cuda", "cuda", timing=CudaTiming(series=series))
 
 
 def measure(factory, precision=FP32, series=("hot", "cold"), **kwargs):
-    j = job(factory, precision, series, **kwargs)
+    j = job(f"stages.workloads.{factory.__name__}", kwargs, name=factory.__name__,
+            device=cuda(series), precision=precision, timing=SAMPLED)
     configure(j)
     gpu = GpuProcess.open(torch, j)
     m = bench_mode(j, factory, torch.device("cuda"), "eager", gpu=gpu)
@@ -75,7 +78,9 @@ def test_a_step_that_may_not_be_captured_leaves_hot_and_cold_standing():
 
 def test_the_worker_process_times_the_series_of_a_compiled_mode():
     """Through the launcher: the job's timing settings travel to a fresh worker as JSON."""
-    raw = run_worker(job(matmul_relu, mode="compiled", size=1024), timeout_s=300)
+    compiled = job("stages.workloads.matmul_relu", {"size": 1024}, name="matmul_relu",
+                   modes=("compiled",), device=cuda(), timing=SAMPLED)
+    raw = run_worker(compiled, timeout_s=300)
     result = from_data(BenchProcess, raw, "worker")
     m = result.modes["compiled"]
     assert result.status == "OK" and m.status == "OK", (result.error, m.error)
@@ -107,10 +112,9 @@ def test_the_environment_names_the_gpu_its_driver_and_clocks():
 def test_an_input_pipeline_is_timed_part_by_part_on_the_device():
     """loader_train with pinned batches: the copy is timed by CUDA events, its bytes are the
     batch's tensors, and the parts add up to a step."""
-    spec = WorkloadSpec("loader_train", "stages.workloads.loader.loader_train",
-                        {"batch": 256, "features": 1024, "pin_memory": True, "num_workers": 2})
-    j = Job("bench", 0, DeviceSpec("cuda", "cuda", timing=CudaTiming(series=("hot", "graph"))),
-            FP32, (spec,), ("eager",), Timing(12, 0.02, 0.1, 3))
+    j = job("stages.workloads.loader.loader_train",
+            {"batch": 256, "features": 1024, "pin_memory": True, "num_workers": 2},
+            name="loader_train", device=cuda(("hot", "graph")), timing=SAMPLED)
     configure(j)
     m = bench_mode(j, loader_train, torch.device("cuda"), "eager", gpu=GpuProcess.open(torch, j))
     assert m.status == "OK", m.error

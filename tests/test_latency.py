@@ -5,9 +5,6 @@ import random
 import pytest
 import torch
 
-from stages.core.config import DeviceSpec, PrecisionSpec
-from stages.core.config.settings import WorkloadSpec
-from stages.core.records.job import Job, Timing
 from stages.core.vocabulary import Verdict
 from stages.judge.summary import summarize
 from stages.judge.timings import bench_rows
@@ -17,6 +14,7 @@ from stages.measure.worker import bench_mode
 from stages.render.bench import latency as latency_table
 from stages.render.numbers import cell_table
 
+from .jobs import job, quick
 from .latency_workloads import sleepy
 from .records import BUSY, DELTA, bench, process
 from .test_timing import FakeClock
@@ -46,15 +44,13 @@ def test_single_calls_are_timed_one_by_one():
     assert found["latency_p99_s"] == pytest.approx(0.02)
 
 
-def job(**kwargs) -> Job:
-    spec = WorkloadSpec("sleepy", "tests.latency_workloads.sleepy", kwargs, latency=True)
-    return Job("bench", 0, DeviceSpec("cpu", "cpu"), PrecisionSpec("fp32", "float32"), (spec,),
-               ("eager",), Timing(3, 0.002, 0.01, 3, 1.0, latency_calls=200, latency_s=0.01))
-
-
 def test_a_workload_that_sleeps_on_one_call_in_fifty_has_a_slow_p99_and_a_fast_median():
     """For real, in this process (eager: nothing to compile)."""
-    m = bench_mode(job(sleep_every=50, sleep_s=0.02), sleepy, torch.device("cpu"), "eager")
+    sleeps = job("tests.latency_workloads.sleepy", {"sleep_every": 50, "sleep_s": 0.02},
+                 name="sleepy", latency=True,
+                 timing=quick(sample_target_s=0.002, warmup_s=0.01, min_warmup_calls=3,
+                              latency_calls=200, latency_s=0.01))
+    m = bench_mode(sleeps, sleepy, torch.device("cpu"), "eager")
     assert m.status == "OK" and m.latency_calls == 200
     assert m.latency_p99_s >= 0.02                   # 4 of the 200 calls slept
     # A call takes microseconds (milliseconds when a shared machine throttles this process).

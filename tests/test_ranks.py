@@ -14,10 +14,10 @@ import torch
 import yaml
 
 from stages.core import config, records
-from stages.core.config import DeviceSpec, PrecisionSpec, rank_threads
+from stages.core.config import DeviceSpec, rank_threads
 from stages.core.config.settings import WorkloadSpec
 from stages.core.errors import UserError
-from stages.core.records.job import Job, Timing
+from stages.core.records.job import Job
 from stages.core.records.schema import BenchRecord, Ranks, RankTiming
 from stages.core.vocabulary import Verdict
 from stages.judge.summary import summarize
@@ -33,18 +33,20 @@ from stages.render.bench import page, ranks_section
 from stages.render.metrics import bench_metrics
 from stages.workloads import ddp_mlp
 
+from .jobs import job, quick
 from .projects import ROOT
 from .records import BUSY, DELTA, bench, process
 
 TARGET = "stages.workloads.ddp_mlp"
 
 
-def job(ranks=2, slow=None, timeout_s=60.0, device="cpu", threads=2, **kwargs) -> Job:
-    spec = WorkloadSpec("ddp", TARGET, {"batch": 16, "width": 32, **kwargs}, ranks=ranks,
-                        slow_rank=slow and slow[0], slow_factor=slow and slow[1])
-    return Job("bench", 0, DeviceSpec(device, device, threads=threads),
-               PrecisionSpec("fp32", "float32"), (spec,), ("eager",),
-               Timing(5, 0.01, 0.02, 3, 2.0, rank_timeout_s=timeout_s))
+def ddp_job(ranks=2, slow=None, timeout_s=60.0, device="cpu", threads=2) -> Job:
+    """A small ddp_mlp of `ranks` ranks; `slow`: (rank, factor), the `_slow_rank_` knob."""
+    return job(TARGET, {"batch": 16, "width": 32}, name="ddp", ranks=ranks,
+               slow_rank=slow and slow[0], slow_factor=slow and slow[1],
+               device=DeviceSpec(device, device, threads=threads),
+               timing=quick(samples=5, sample_target_s=0.01, min_warmup_calls=3,
+                            warmup_max_s=2.0, rank_timeout_s=timeout_s))
 
 
 # ---- configuration ----------------------------------------------------------------------
@@ -123,7 +125,7 @@ def test_the_collective_is_the_all_reduce_of_the_last_rank_to_arrive():
 
 
 def test_a_distributed_workload_runs_alone_without_ddp_as_numerics_runs_it():
-    workload = build(job(), ddp_mlp, torch.device("cpu"), torch.float32, "eager")
+    workload = build(ddp_job(), ddp_mlp, torch.device("cpu"), torch.float32, "eager")
     assert workload.step().shape == () and workload.items == 16
 
 
@@ -200,28 +202,28 @@ def test_a_distributed_unit_asks_ray_for_every_ranks_threads_and_gpu():
     backend = RayBackend.__new__(RayBackend)        # what __init__ sets, without a cluster
     backend.device = cpu
     backend.asked = ray_placement.request("cpu", 4, cpu)
-    assert backend._asked([(job(threads=4), None)])["num_cpus"] == 4
-    assert backend._asked([(job(ranks=4, threads=1), None)])["num_cpus"] == 4
-    assert backend._asked([(dataclasses.replace(job(), workloads=(
+    assert backend._asked([(ddp_job(threads=4), None)])["num_cpus"] == 4
+    assert backend._asked([(ddp_job(ranks=4, threads=1), None)])["num_cpus"] == 4
+    assert backend._asked([(dataclasses.replace(ddp_job(), workloads=(
         WorkloadSpec("w", "m.f"),)), None)]) is backend.asked
 
 
 def test_a_cuda_unit_needs_a_device_per_rank():
-    check_ranks(job())
+    check_ranks(ddp_job())
     if torch.cuda.device_count() < 2:
         with pytest.raises(Unavailable, match="runs 2 ranks, one per CUDA device; this machine"):
-            check_ranks(job(device="cuda"))
+            check_ranks(ddp_job(device="cuda"))
     with pytest.raises(Unavailable, match="distributed units run on cpu"):
-        check_ranks(job(device="mps"))
+        check_ranks(ddp_job(device="mps"))
 
 
 def test_a_cpu_unit_needs_a_core_per_rank(monkeypatch):
     """200 ranks on 2 cores would start 200 processes that each import torch: SKIPPED first."""
     monkeypatch.setattr("stages.core.machine.usable_cores", lambda: 2)
-    check_ranks(job(ranks=2))
+    check_ranks(ddp_job(ranks=2))
     with pytest.raises(Unavailable, match="runs 3 ranks, a core each at least; this process "
                                           "may use 2: lower its _ranks_"):
-        check_ranks(job(ranks=3))
+        check_ranks(ddp_job(ranks=3))
 
 
 # ---- ranks that fail, end or hang: stand-in ranks, without torch -------------------------
@@ -251,13 +253,13 @@ time.sleep(600)
 ])
 def test_a_rank_that_fails_ends_or_hangs_fails_its_mode_in_one_line(how, message):
     with pytest.raises(RankError) as err:
-        RankGroup(job(timeout_s=2), "eager", 2, command=(sys.executable, "-c", FAKE, how))
+        RankGroup(ddp_job(timeout_s=2), "eager", 2, command=(sys.executable, "-c", FAKE, how))
     assert str(err.value) == message
 
 
 def test_a_hung_step_fails_within_the_timeout_and_its_ranks_are_killed():
     with pytest.raises(RankError, match="rank 0 of 2 did not finish a step within 3 s"):
-        with RankGroup(job(timeout_s=3), "eager", 2,
+        with RankGroup(ddp_job(timeout_s=3), "eager", 2,
                        command=(sys.executable, "-c", FAKE, "ready")) as group:
             assert group.unit.items == 8
             started = time.monotonic()
@@ -269,7 +271,7 @@ def test_a_hung_step_fails_within_the_timeout_and_its_ranks_are_killed():
 
 def test_two_gloo_ranks_time_their_all_reduce_and_name_the_rank_held_back():
     from stages.measure.worker import run_bench
-    m = run_bench(job(slow=(1, 3.0))).modes["eager"]
+    m = run_bench(ddp_job(slow=(1, 3.0))).modes["eager"]
     assert m.status == "OK", m
     r = m.ranks
     assert (r.backend, r.world_size, r.threads) == ("gloo", 2, 1)
@@ -287,7 +289,7 @@ def test_a_cuda_rank_times_its_nccl_all_reduce_with_events():
     """One rank per device; a machine with one GPU runs a unit of one (nccl, world size 1)."""
     from stages.measure.worker import run_bench
     n = min(torch.cuda.device_count(), 2)
-    m = run_bench(job(ranks=n, device="cuda")).modes["eager"]
+    m = run_bench(ddp_job(ranks=n, device="cuda")).modes["eager"]
     assert m.status == "OK", m
     r = m.ranks
     assert (r.backend, r.world_size) == ("nccl", n) and r.bytes_per_step > 0
@@ -322,7 +324,7 @@ def test_the_ranks_listen_on_loopback_only():
     """The rendezvous is a private file (no store on a port anyone can reach) and the ranks'
     collectives bind the loopback device: nothing beyond this machine can join the group."""
     loopback = ("0100007F:", "00000000000000000000000001000000:")   # 127.0.0.1, ::1
-    with RankGroup(job(), "eager", 2) as group:
+    with RankGroup(ddp_job(), "eager", 2) as group:
         group.step()
         pids = [os.getpid(), *(p.pid for p in group.procs)]
         assert Path(group.store).parent.stat().st_mode & 0o077 == 0     # this user's alone

@@ -3,13 +3,14 @@ its reason, not FAILED (stages.workloads.Unsupported); one whose error is larger
 than its precision's is judged by its own tolerance (`_rel_l2_tol_`)."""
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
-from stages.core.config import DeviceSpec, PrecisionSpec, parse_workloads
+from stages.core.config import PrecisionSpec, parse_workloads
 from stages.core.config.settings import WorkloadSpec
 from stages.core.errors import UserError
-from stages.core.records.job import Job, Timing
 from stages.core.records.outputs import ModeOutputs, OutputError
 from stages.core.records.schema import ModeNumerics, NumericsRecord, Tolerance
 from stages.core.vocabulary import BAD, Check, Status, Verdict
@@ -27,16 +28,14 @@ from stages.render.numerics import errors
 from stages.render.summary import numerics_section
 from stages.workloads import Unsupported
 
+from .jobs import BRIEF, job
 from .records import BUSY, DELTA, bench, numerics
 
 FP32 = PrecisionSpec("fp32", "float32")
 BF16 = PrecisionSpec("bf16", "bfloat16", rel_l2_tol=2e-2)
 
-
-def job(kind: str, target: str, **kwargs) -> Job:
-    spec = WorkloadSpec("w", target, kwargs)
-    return Job(kind, 0, DeviceSpec("cpu", "cpu"), FP32, (spec,), ("eager", "compiled"),
-               Timing(2, 0.002, 0.01, 2, 1.0))
+# A workload run in both modes, briefly: here it is skipped or fails, whatever the timing.
+in_both_modes = functools.partial(job, modes=("eager", "compiled"), timing=BRIEF)
 
 
 def test_unsupported_is_skipped_by_name_whichever_revision_raised_it():
@@ -50,7 +49,7 @@ def test_unsupported_is_skipped_by_name_whichever_revision_raised_it():
 
 def test_a_workload_unsupported_here_is_skipped_in_bench_and_numerics_with_its_reason():
     target = "stages.workloads.lowp.fp8_matmul"
-    proc = run_bench(job("bench", target, size=16))
+    proc = run_bench(in_both_modes(target, {"size": 16}))
     assert {m: r.status for m, r in proc.modes.items()} == {
         "eager": Status.SKIPPED, "compiled": Status.SKIPPED}
     assert "float8 matmul needs a GPU" in proc.modes["eager"].error
@@ -64,7 +63,7 @@ def test_a_workload_unsupported_here_is_skipped_in_bench_and_numerics_with_its_r
                       finish(bench_rows("cpu-fp32", now, None, DELTA), alpha=0.05,
                              power=0.8).rows)
     assert "| SKIPPED " in page and "float8 matmul needs a GPU" in page
-    out = run_numerics(job("numerics", target, size=16))
+    out = run_numerics(in_both_modes(target, {"size": 16}, kind="numerics"))
     assert {m: r.status for m, r in out.modes.items()} == {
         "eager": Status.SKIPPED, "compiled": Status.SKIPPED}
     ev = evaluate(out.modes["eager"], FP32)
@@ -76,7 +75,7 @@ def test_a_workload_unsupported_here_is_skipped_in_bench_and_numerics_with_its_r
 
 
 def test_a_workload_without_a_reference_skips_every_numerics_mode():
-    out = run_numerics(job("numerics", "tests.unsupported_workloads.nowhere"))
+    out = run_numerics(in_both_modes("tests.unsupported_workloads.nowhere", kind="numerics"))
     assert {m: (r.status, r.error) for m, r in out.modes.items()} == {
         m: (Status.SKIPPED, "needs hardware nobody has; this is cpu")
         for m in ("eager", "compiled")}

@@ -10,9 +10,6 @@ import dataclasses
 import pytest
 import torch
 
-from stages.core.config import DeviceSpec, PrecisionSpec
-from stages.core.config.settings import WorkloadSpec
-from stages.core.records.job import Job, Timing
 from stages.core.records.schema import BenchProcess
 from stages.core.scratch import private
 from stages.core.typed import from_data
@@ -24,6 +21,7 @@ from stages.measure.ops import count_work
 from stages.render.metrics import bench_metrics
 from stages.workloads import mlp_train
 
+from .jobs import job, quick
 from .records import BUSY, DELTA, bench, process
 
 MM, RELU, TANH = "aten.mm.default", "aten.relu.default", "aten.tanh.default"
@@ -108,12 +106,6 @@ def test_a_record_without_counts_compares_its_timings_and_counts_nothing():
     assert "aten_ops" not in rows and rows["steady_s"].shift is not None   # tested
 
 
-def _job(size: int, modes=("eager",)) -> Job:
-    spec = WorkloadSpec("matmul_relu", "stages.workloads.matmul_relu", {"size": size})
-    return Job("bench", 0, DeviceSpec("cpu", "cpu"), PrecisionSpec("fp32", "float32"), (spec,),
-               tuple(modes), Timing(3, 0.005, 0.02, 3, 1.0))
-
-
 COUNTS = ("aten_ops", "aten_ops_by_op", "flops_per_call", "flops_by_op", "unique_graphs",
           "graph_breaks", "recompiles", "inductor_kernels", "inductor_bytes")
 
@@ -125,10 +117,11 @@ def test_two_worker_processes_of_the_same_code_count_the_same_work(tmp_path, mon
     test_the_flops_of_a_call_are_its_matmuls_and_grow_with_its_work)."""
     cache = private(tmp_path / "inductor")
     monkeypatch.setattr(local.scratch, "inductor_cache", lambda: cache)
+    matmul = job("stages.workloads.matmul_relu", {"size": 32}, name="matmul_relu",
+                 modes=("eager", "compiled"), timing=quick(min_warmup_calls=3))
     records = []
     for _ in range(2):
-        raw = local.run_worker(_job(32, ("eager", "compiled")), timeout_s=300,
-                               fresh_compile_cache=False)
+        raw = local.run_worker(matmul, timeout_s=300, fresh_compile_cache=False)
         assert raw["status"] == "OK", raw
         records.append(from_data(BenchProcess, raw, "result"))
     assert [r.modes["compiled"].compile_cache for r in records] == ["cold", "warm"]

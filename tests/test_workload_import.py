@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 
 from stages.compose import compose
-from stages.core.config import DeviceSpec, PrecisionSpec, targets
+from stages.core.config import targets
 from stages.core.config.settings import WorkloadSpec
 from stages.core.config.targets import check_workloads, load_target, signatures
 from stages.core.errors import UserError
-from stages.core.records.job import Job, Timing
 from stages.launch import local
+
+from .jobs import job, quick
 
 MODULES = {
     "exits_at_import": "import sys\nsys.exit(0)\n",
@@ -129,12 +130,6 @@ def test_a_bench_stage_measures_the_others_and_records_each_import_failure(proje
         "hangs"]["error"]
 
 
-def _job(target: str, import_limit_s: float) -> Job:
-    return Job("bench", 0, DeviceSpec("cpu", "cpu"), PrecisionSpec("fp32", "float32"),
-               (WorkloadSpec("w", target),), ("eager",),
-               Timing(3, 0.005, 0.02, 2, 1.0, import_timeout_s=import_limit_s))
-
-
 @pytest.mark.parametrize("paired", [False, True])
 def test_a_worker_hanging_at_a_plain_defs_import_stops_at_the_import_limit(tmp_path,
                                                                            monkeypatch, paired):
@@ -144,10 +139,10 @@ def test_a_worker_hanging_at_a_plain_defs_import_stops_at_the_import_limit(tmp_p
     (tmp_path / "plain_hang.py").write_text("import time\ntime.sleep(3600)\n\n"
                                             "def build(device, dtype):\n    pass\n")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    hangs = _job("plain_hang.build", 6)
+    hangs = job("plain_hang.build", timing=quick(import_timeout_s=6))
     started = time.perf_counter()
     if paired:
-        good = _job("stages.workloads.matmul_relu", 60)
+        good = job("stages.workloads.matmul_relu", timing=quick(import_timeout_s=60))
         raw, other = local.run_interleaved([(hangs, None), (good, None)], timeout_s=120)
         assert other["status"] == "OK", other
     else:
