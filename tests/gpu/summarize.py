@@ -19,13 +19,13 @@ import sys
 from pathlib import Path
 
 from stages.core import config, records
+from stages.core.metrics import BY_NAME
 from stages.core.numbers import median
 from stages.core.records.rows import CompareRecord
 from stages.core.records.schema import BenchRecord
 from stages.core.vocabulary import Status
 from stages.judge import stats
 from stages.judge.steps import breakdown
-from stages.judge.timings import process_values
 from stages.render.markdown import markdown_table, mde, seconds
 
 MATMUL, ELEMENTWISE = "matmul_relu_xl", "elementwise"
@@ -33,13 +33,11 @@ SERIES = {"steady_s": "hot", "cold_s": "cold", "graph_s": "graph"}
 
 
 def modes_of(record: BenchRecord, workload: str, mode: str) -> list:
-    run = record.workloads.get(workload)
-    return [m for p in (run.processes if run else ()) if p.status == Status.OK
-            for m in [p.modes.get(mode)] if m is not None and m.status == Status.OK]
+    return record.unit(workload, mode).modes()
 
 
 def _median(record, workload, mode, metric) -> float | None:
-    values = process_values(record, workload, mode, metric)
+    values = record.unit(workload, mode).values(BY_NAME[metric])
     return median(values)
 
 
@@ -75,7 +73,7 @@ def detectable(cfg, bench: dict[str, BenchRecord], tests: int) -> str:
     for cell, record in bench.items():
         for mode in record.modes:
             for metric, series in SERIES.items():
-                values = process_values(record, MATMUL, mode, metric)
+                values = record.unit(MATMUL, mode).values(BY_NAME[metric])
                 if len(values) < 2:
                     continue
                 spread = statistics.stdev(math.log(v) for v in values)
