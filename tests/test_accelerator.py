@@ -63,7 +63,7 @@ def test_a_device_type_without_a_backend_is_unavailable_with_the_reason():
     with pytest.raises(Unavailable, match="its backend module 'no_such_backend' could not be "
                                           "imported .ModuleNotFoundError: No module named"):
         resolve_device(DeviceSpec("trn", "neuron", modules=("no_such_backend",)))
-    assert accelerator.notes("cpu") == {}
+    assert accelerator.notes("cpu") == accelerator.Notes()
 
 
 @pytest.mark.slow     # real worker processes
@@ -198,9 +198,9 @@ def test_on_the_cuda_build_without_a_gpu_only_the_absent_devices_cells_are_skipp
     assert proc.status == "OK" and proc.modes["eager"].status == "OK"
     assert len(proc.modes["eager"].steady_s) == 2 and proc.modes["eager"].peak_bytes > 0
     assert resolve_device(DeviceSpec("cpu", "cpu")) == torch.device("cpu")
-    assert accelerator.notes("cpu") == {}
+    assert accelerator.notes("cpu") == accelerator.Notes()
     # Another device type is never asked about through torch.accelerator: that is CUDA's.
     assert accelerator.synchronizer("tgmissing") is None
-    assert accelerator.notes("tgmissing")["unmeasured"] == {
+    assert accelerator.notes("tgmissing").unmeasured == {
         "peak_bytes": "the tgmissing backend keeps no memory statistics "
                       "(torch.tgmissing.memory_stats raised AttributeError)"}

@@ -48,33 +48,33 @@ def test_rapl_sums_the_packages_across_a_wrap_and_leaves_subzones_and_psys_out(t
     clock.now += 0.5
     meter.stop()
     found = meter.record(items_per_interval=70)
-    assert found["joules_per_item"] == pytest.approx(7.0 / 70)
-    assert found["watts"] == pytest.approx(14.0) and found["unmeasured"] == {}
+    assert found.joules_per_item == pytest.approx(7.0 / 70)
+    assert found.watts == pytest.approx(14.0) and found.unmeasured == {}
 
 
 def test_without_rapl_the_energy_says_why(tmp_path):
     missing = open_meter("cpu", powercap=str(tmp_path / "nowhere")).record(10)
-    assert "joules_per_item" not in missing
-    assert missing["unmeasured"] == {"joules_per_item": f"no {tmp_path / 'nowhere'}: RAPL is not "
+    assert missing.joules_per_item is None
+    assert missing.unmeasured == {"joules_per_item": f"no {tmp_path / 'nowhere'}: RAPL is not "
                                                         "exposed here (a VM, or not Linux)"}
-    assert open_meter("cpu", powercap=str(tmp_path)).record(10)["unmeasured"][
+    assert open_meter("cpu", powercap=str(tmp_path)).record(10).unmeasured[
         "joules_per_item"] == f"no RAPL zone under {tmp_path} (a VM, or a CPU without RAPL)"
     zone(tmp_path, "intel-rapl:0", "package-0", "locked")
-    why = open_meter("cpu", powercap=str(tmp_path)).record(10)["unmeasured"]["joules_per_item"]
+    why = open_meter("cpu", powercap=str(tmp_path)).record(10).unmeasured["joules_per_item"]
     assert why.endswith("energy_uj is not readable by this user (root only since Linux 5.10)")
-    assert open_meter("mps").record(10)["unmeasured"] == {
+    assert open_meter("mps").record(10).unmeasured == {
         "joules_per_item": "no energy counter is read on mps devices"}
 
 
 def test_a_counter_that_does_not_move_or_fails_is_no_reading():
     still = Meter(lambda: (5.0,))
     still.start(), still.stop()
-    assert still.record(1)["unmeasured"]["joules_per_item"].startswith(
+    assert still.record(1).unmeasured["joules_per_item"].startswith(
         "the energy counter did not advance over")
     readings = iter([(1.0,), None])
     broken = Meter(lambda: next(readings))
     broken.start(), broken.stop()
-    assert broken.record(1)["unmeasured"] == {"joules_per_item": "an energy counter reading "
+    assert broken.record(1).unmeasured == {"joules_per_item": "an energy counter reading "
                                                                  "failed"}
 
 
@@ -122,18 +122,18 @@ def test_on_cuda_the_energy_and_utilization_are_read_around_the_hot_samples_alon
     assert meter.intervals == len(hot.samples) + hot.redone
     found = meter.record(items_per_interval=phases.calls_per_sample)
     # 500 W while a call of HOT seconds runs: the cold calls' misses and flushes left out.
-    assert found["joules_per_item"] == pytest.approx(500.0 * HOT, rel=0.02)
-    assert found["sm_util"] == 0.9 and found["mem_util"] == 0.4 and found["unmeasured"] == {}
+    assert found.joules_per_item == pytest.approx(500.0 * HOT, rel=0.02)
+    assert found.sm_util == 0.9 and found.mem_util == 0.4 and found.unmeasured == {}
 
 
 def test_on_cuda_what_nvml_cannot_give_is_said():
     class Absent:
         available = False
-    assert open_meter("cuda", Absent()).record(1)["unmeasured"] == {
+    assert open_meter("cuda", Absent()).record(1).unmeasured == {
         "joules_per_item": NO_NVML, "sm_util": NO_NVML}
     meter, _, phases = gpu_mode({"power_w": None, "rates": None}, series=("hot",))
     found = meter.record(phases.calls_per_sample)
-    assert "joules_per_item" not in found and "sm_util" not in found
-    assert found["unmeasured"] == {
+    assert found.joules_per_item is None and found.sm_util is None
+    assert found.unmeasured == {
         "joules_per_item": "NVML gives no energy counter for this GPU (one before Volta)",
         "sm_util": "NVML gave no utilization rates for this GPU"}

@@ -42,11 +42,11 @@ def run_mode(gpu, spec=CudaTiming(), *, sensor=None, process=None, flops=None,
 def test_cold_and_hot_are_each_recovered_within_one_percent():
     gpu = FakeGpu(hot=HOT, miss=MISS, noise=0.002)
     phases, record = run_mode(gpu)
-    hot, cold = statistics.median(phases.steady_s), statistics.median(record["cold_s"])
+    hot, cold = statistics.median(phases.steady_s), statistics.median(record.cold_s)
     assert hot == pytest.approx(HOT, rel=0.01)
     assert cold == pytest.approx(HOT + MISS, rel=0.01)
     assert phases.calls_per_sample > 50                  # hot: batches of calls
-    assert record["gpu"].series["cold"].stop == QUIET
+    assert record.gpu.series["cold"].stop == QUIET
 
 
 def test_reading_nvml_puts_no_host_time_inside_a_window():
@@ -55,7 +55,7 @@ def test_reading_nvml_puts_no_host_time_inside_a_window():
     gpu = FakeGpu(hot=HOT, miss=MISS)
     phases, record = run_mode(gpu, sensor=FakeSensor(gpu=gpu, read_s=1e-3))
     assert statistics.median(phases.steady_s) == pytest.approx(HOT, rel=0.01)
-    assert statistics.median(record["cold_s"]) == pytest.approx(HOT + MISS, rel=0.01)
+    assert statistics.median(record.cold_s) == pytest.approx(HOT + MISS, rel=0.01)
 
 
 def test_the_flush_never_lands_inside_a_timed_window_and_is_allocated_once():
@@ -66,7 +66,7 @@ def test_the_flush_never_lands_inside_a_timed_window_and_is_allocated_once():
     for _ in range(2):                                 # two modes, one process
         _, record = run_mode(gpu, process=process)
     assert gpu.allocations == 1 and process.held_bytes == 256 << 20
-    assert record["gpu"].flush_bytes == 256 << 20
+    assert record.gpu.flush_bytes == 256 << 20
     assert len(gpu.flushes) >= 24 and gpu.windows
     for start, end in gpu.windows:
         for f_start, f_end in gpu.flushes:
@@ -76,9 +76,9 @@ def test_the_flush_never_lands_inside_a_timed_window_and_is_allocated_once():
 def test_the_graph_series_replays_a_captured_step():
     gpu = FakeGpu(hot=2e-6, launch_s=4e-6, graph_launch_s=0.5e-6)   # launch-bound eagerly
     phases, record = run_mode(gpu, CudaTiming(series=("hot", "graph")))
-    assert gpu.captured == 1 and record["cold_s"] == ()
+    assert gpu.captured == 1 and record.cold_s == ()
     assert statistics.median(phases.steady_s) == pytest.approx(4e-6, rel=0.02)
-    assert statistics.median(record["graph_s"]) == pytest.approx(2e-6, rel=0.02)
+    assert statistics.median(record.graph_s) == pytest.approx(2e-6, rel=0.02)
 
 
 def test_a_step_that_cannot_be_captured_leaves_hot_and_cold_standing():
@@ -88,8 +88,8 @@ def test_a_step_that_cannot_be_captured_leaves_hot_and_cold_standing():
         raise RuntimeError("operation not permitted when stream is capturing")
     gpu.capture = refuse
     _, record = run_mode(gpu, CudaTiming(series=("hot", "cold", "graph")))
-    assert record["graph_s"] == () and len(record["cold_s"]) >= 12
-    assert "not permitted" in record["gpu"].graph_error
+    assert record.graph_s == () and len(record.cold_s) >= 12
+    assert "not permitted" in record.gpu.graph_error
 
 
 # ---- the stopping rule --------------------------------------------------------------------
@@ -97,27 +97,27 @@ def test_a_step_that_cannot_be_captured_leaves_hot_and_cold_standing():
 def test_the_stopping_rule_stops_early_on_quiet_data():
     gpu = FakeGpu(hot=HOT, miss=MISS, noise=0.001)
     phases, record = run_mode(gpu)
-    assert len(phases.steady_s) == 12 and len(record["cold_s"]) == 12
-    assert {s.stop for s in record["gpu"].series.values()} == {QUIET}
-    assert record["gpu"].series["hot"].rel_sd < 0.005
+    assert len(phases.steady_s) == 12 and len(record.cold_s) == 12
+    assert {s.stop for s in record.gpu.series.values()} == {QUIET}
+    assert record.gpu.series["hot"].rel_sd < 0.005
 
 
 def test_the_stopping_rule_reports_a_timeout_on_noisy_data():
     gpu = FakeGpu(hot=HOT, miss=MISS, spikes=0.05)        # 5 % of calls take 3x as long
     spec = CudaTiming(max_samples=100_000, timeout_s=0.05)
     phases, record = run_mode(gpu, spec)
-    hot = record["gpu"].series["hot"]
+    hot = record.gpu.series["hot"]
     assert hot.stop == TIMEOUT and 0.05 <= hot.elapsed_s < 0.06
     assert 12 < len(phases.steady_s) < 100_000
-    assert record["gpu"].series["cold"].stop == TIMEOUT
+    assert record.gpu.series["cold"].stop == TIMEOUT
 
 
 def test_the_stopping_rule_caps_samples_and_can_be_turned_off():
     noisy = FakeGpu(hot=HOT, miss=MISS, spikes=0.05)
     phases, record = run_mode(noisy, CudaTiming(max_samples=30, timeout_s=100))
-    assert len(phases.steady_s) == 30 and record["gpu"].series["hot"].stop == MAX_SAMPLES
+    assert len(phases.steady_s) == 30 and record.gpu.series["hot"].stop == MAX_SAMPLES
     phases, record = run_mode(FakeGpu(hot=HOT, spikes=0.05), CudaTiming(max_rel_sd=0))
-    assert len(phases.steady_s) == 12 and record["gpu"].series["hot"].stop == FIXED
+    assert len(phases.steady_s) == 12 and record.gpu.series["hot"].stop == FIXED
 
 
 def test_stop_rule_as_a_function():
@@ -172,21 +172,21 @@ def test_the_record_says_what_nvml_read_and_what_was_flagged():
     script = (lambda i: Window(1200.0, 83.0, 690.0, 0x44) if i % 2 else
               Window(1900.0, 70.0, 650.0, 0x4))
     _, record = run_mode(gpu, CudaTiming(throttle_redos=1), sensor=FakeSensor(script, gpu=gpu))
-    hot = record["gpu"].series["hot"]
+    hot = record.gpu.series["hot"]
     # Reads alternate; the first throttled one is redone, the later ones kept and flagged.
     assert hot.redone == 1 and hot.throttled == (2, 4, 6, 8, 10)
     assert hot.sm_clock_mhz[:4] == (1900.0, 1900.0, 1200.0, 1900.0)
     assert hot.temperature_c == 83.0 and hot.power_w == 690.0
     assert hot.reasons == ("sw_power_cap", "hw_thermal_slowdown")
-    assert record["gpu"].reference_sm_clock_mhz == 1980.0
+    assert record.gpu.reference_sm_clock_mhz == 1980.0
 
 
 def test_without_nvml_nothing_is_read_and_nothing_is_flagged():
     gpu = FakeGpu(hot=HOT, miss=MISS)
     _, record = run_mode(gpu, sensor=FakeSensor(lambda i: Window(), reference_mhz=None))
-    hot = record["gpu"].series["hot"]
+    hot = record.gpu.series["hot"]
     assert hot.sm_clock_mhz == () and hot.temperature_c is None and hot.throttled == ()
-    assert record["gpu"].reference_sm_clock_mhz is None
+    assert record.gpu.reference_sm_clock_mhz is None
 
 
 # ---- the roofline ----------------------------------------------------------------------
@@ -197,17 +197,17 @@ MATMUL_8192 = 2.0 * 8192 ** 3
 def test_an_impossible_tflops_is_flagged():
     gpu = FakeGpu(hot=0.5e-3)                 # 2,199 TFLOP/s: beyond a 989 TFLOP/s peak
     _, record = run_mode(gpu, flops=MATMUL_8192)
-    hot = record["gpu"].series["hot"]
+    hot = record.gpu.series["hot"]
     assert hot.tflops == pytest.approx(2199, rel=0.01)
     assert "beyond the peak of 989" in hot.impossible and "measurement error" in hot.impossible
-    assert record["gpu"].impossible and record["gpu"].peak_tflops == 989.0
+    assert record.gpu.impossible and record.gpu.peak_tflops == 989.0
 
 
 def test_a_possible_tflops_passes():
     gpu = FakeGpu(hot=1.4e-3)                 # 785 TFLOP/s, as measured on an H200
     _, record = run_mode(gpu, flops=MATMUL_8192)
-    assert record["gpu"].series["hot"].tflops == pytest.approx(785, rel=0.01)
-    assert record["gpu"].impossible == []
+    assert record.gpu.series["hot"].tflops == pytest.approx(785, rel=0.01)
+    assert record.gpu.impossible == []
 
 
 def test_bandwidth_is_checked_on_the_cold_series_only():

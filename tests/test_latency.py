@@ -38,10 +38,10 @@ def test_single_calls_are_timed_one_by_one():
 
     turns = []
     found = time_latency(step, clock, 200, turn=lambda: turns.append(1))
-    assert found["latency_calls"] == 200 and turns == [1]
-    assert found["latency_p50_s"] == pytest.approx(1e-3)
-    assert found["latency_p90_s"] == pytest.approx(1e-3)
-    assert found["latency_p99_s"] == pytest.approx(0.02)
+    assert found.calls == 200 and turns == [1]
+    assert found.p50_s == pytest.approx(1e-3)
+    assert found.p90_s == pytest.approx(1e-3)
+    assert found.p99_s == pytest.approx(0.02)
 
 
 def test_a_workload_that_sleeps_on_one_call_in_fifty_has_a_slow_p99_and_a_fast_median():

@@ -134,10 +134,10 @@ def test_the_probe_reads_shares_of_the_cpus_it_may_use(tmp_path):
     got = probe.summary()
     # Others took 13 CPU-s; the quota leaves them 1 CPU (10 s), so 3 s ate into this
     # process's 1-CPU quota: 30 %.
-    assert got["other_cpu"] == pytest.approx(0.3)
-    assert got["steal"] == pytest.approx(2 / 20)
-    assert got["run_queue"] == pytest.approx(0.5)
-    assert got["cpus"] == 1.0
+    assert got.other_cpu == pytest.approx(0.3)
+    assert got.steal == pytest.approx(2 / 20)
+    assert got.run_queue == pytest.approx(0.5)
+    assert got.cpus == 1.0
 
 
 def test_the_probe_is_none_where_nothing_can_be_read(tmp_path):

@@ -117,12 +117,12 @@ def test_each_part_is_timed_by_its_clock_over_epochs_and_the_bytes_are_the_tenso
     found = time_breakdown(pipeline, Ticking(host, 1e-3), Ticking(host, 5e-3), 10,
                            turn=lambda: turns.append(1), wall=lambda: host.now)
     assert turns == [1] and batches.epochs == 3 and len(seen) == 10     # 4 + 4 + 2
-    assert found["breakdown_calls"] == 10
-    assert found["input_wait_s"] == pytest.approx(2e-3)
-    assert found["copy_s"] == pytest.approx(1e-3) and found["compute_s"] == pytest.approx(5e-3)
-    assert found["copy_bytes"] == batch_bytes(seen[0]) == 4 * 8 * 4 + 4 * 8
+    assert found.calls == 10
+    assert found.input_wait_s == pytest.approx(2e-3)
+    assert found.copy_s == pytest.approx(1e-3) and found.compute_s == pytest.approx(5e-3)
+    assert found.copy_bytes == batch_bytes(seen[0]) == 4 * 8 * 4 + 4 * 8
     none = time_breakdown(pipeline, None, Ticking(host, 5e-3), 3, wall=lambda: host.now)
-    assert none["copy_s"] is None and none["copy_bytes"] is None
+    assert none.copy_s is None and none.copy_bytes is None
 
 
 def test_the_pipeline_is_a_step_like_any_other_and_a_spent_generator_says_so():

@@ -153,12 +153,12 @@ def test_busy_machine_sees_other_programs_but_not_this_one():
         loaded, = probe_while(False)
     finally:
         stop(others)
-    assert loaded["other_cpu"] > 0.6            # every CPU was taken by someone else
+    assert loaded.other_cpu > 0.6            # every CPU was taken by someone else
     # Its own work is not "other": spinning reads no more than sleeping beside it (counted as
     # other, one busy thread would add 1/ncpu).
     alone, idle = probe_while(True, False)
-    assert alone["other_cpu"] < idle["other_cpu"] + 0.5 / ncpu
-    assert 0 <= alone["steal"] <= 1 and alone["run_queue"] >= 0 and alone["cpus"] <= ncpu
+    assert alone.other_cpu < idle.other_cpu + 0.5 / ncpu
+    assert 0 <= alone.steal <= 1 and alone.run_queue >= 0 and alone.cpus <= ncpu
     assert BusyMachine().summary() is None
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
@@ -159,14 +160,18 @@ def peak_bytes(device_type: str, which: str = "peak") -> int | None:
     return None if value is None else int(value)
 
 
-def notes(device_type: str) -> dict:
-    """For a ModeTiming on a generic device: how its calls were timed, and what the backend
-    could not provide (metric -> why)."""
+@dataclass(frozen=True)
+class Notes:
+    """What a mode's record says of its device's backend: how its calls were timed (None: a
+    device known by name) and what the backend could not provide (metric -> why)."""
+    clock: str | None = None
+    unmeasured: dict[str, str] = field(default_factory=dict)
+
+
+def notes(device_type: str) -> Notes:
+    """The notes of a generic device; none for a device known by name."""
     if device_type in KNOWN:
-        return {}
-    unmeasured = {}
+        return Notes()
     why = _memory_stats(device_type)[1]
-    if why:
-        unmeasured["peak_bytes"] = why
-    return {"clock": "events" if has_timing_events(device_type) else "synchronize",
-            "unmeasured": unmeasured}
+    return Notes("events" if has_timing_events(device_type) else "synchronize",
+                 {"peak_bytes": why} if why else {})

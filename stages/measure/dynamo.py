@@ -9,6 +9,7 @@ import re
 import torch
 
 from stages.core.records.outputs import Dynamo
+from stages.measure.ops import WorkCounts
 
 
 def dynamo_counts() -> dict:
@@ -49,21 +50,22 @@ def compile_source() -> str:
             "compiled in this process" if misses else "not cached")
 
 
-def inductor_counts() -> dict:
+def inductor_counts() -> WorkCounts:
     """The kernels inductor generated since `reset_dynamo`, and the bytes they access by its
-    own count, as ModeTiming fields. Exact and the same in every process: a compile cache's
-    hit replays the counts of the compile it saved (inductor's CachedMetricsDeltas). The CPU
-    backend counts no bytes: said in `unmeasured`, not recorded as 0."""
+    own count. Exact and the same in every process: a compile cache's hit replays the counts
+    of the compile it saved (inductor's CachedMetricsDeltas). The CPU backend counts no
+    bytes: said in `unmeasured`, not recorded as 0."""
     try:
         from torch._inductor import metrics
     except ImportError:
-        return {"unmeasured": {"inductor_kernels": "this torch has no inductor"}}
+        return WorkCounts(unmeasured={"inductor_kernels": "this torch has no inductor"})
     kernels = int(getattr(metrics, "generated_kernel_count", 0))
     accessed = int(getattr(metrics, "num_bytes_accessed", 0))
-    return {"inductor_kernels": kernels, **(
-        {"inductor_bytes": accessed} if accessed else
-        {"unmeasured": {"inductor_bytes": "inductor counts no bytes accessed for this "
-                                          "backend's kernels (its CPU code)"}})}
+    if accessed:
+        return WorkCounts(inductor_kernels=kernels, inductor_bytes=accessed)
+    return WorkCounts(inductor_kernels=kernels, unmeasured={
+        "inductor_bytes": "inductor counts no bytes accessed for this backend's kernels "
+                          "(its CPU code)"})
 
 
 class DynamoLog(logging.Handler):

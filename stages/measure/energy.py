@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -79,6 +80,18 @@ def _name(zone: Path) -> str:
         return ""
 
 
+@dataclass(frozen=True)
+class Energy:
+    """A mode's steady state as a meter read it: joules per item and mean power (the energy
+    counter), NVML's median SM and memory utilization (shares), and metric -> why for what
+    could not be read."""
+    joules_per_item: float | None = None
+    watts: float | None = None
+    sm_util: float | None = None
+    mem_util: float | None = None
+    unmeasured: dict[str, str] = field(default_factory=dict)
+
+
 class Meter:
     """A probe (start/stop around each sample) that sums an energy counter's differences
     and keeps a utilization reading per sample. `read`: the counters, in joules (None: no
@@ -115,26 +128,26 @@ class Meter:
         if found is not None:
             self.utilizations.append(found)
 
-    def record(self, items_per_interval: float | None) -> dict:
-        """ModeTiming's fields: joules_per_item, watts, sm_util, mem_util, and `unmeasured`
-        (metric -> why) for those it could not give."""
-        out: dict[str, Any] = {"unmeasured": dict(self.unmeasured)}
+    def record(self, items_per_interval: float | None) -> Energy:
+        """What the meter read, with the reasons of what it could not give."""
+        unmeasured = dict(self.unmeasured)
+        joules_per_item = watts = sm_util = mem_util = None
         if self._read is not None:
             if self.failed or not self.intervals:
-                out["unmeasured"]["joules_per_item"] = "an energy counter reading failed"
+                unmeasured["joules_per_item"] = "an energy counter reading failed"
             elif self.joules <= 0:
-                out["unmeasured"]["joules_per_item"] = (
+                unmeasured["joules_per_item"] = (
                     f"the energy counter did not advance over {self.seconds:.3g} s of samples")
             else:
                 items = self.intervals * (items_per_interval or 0)
-                out["joules_per_item"] = self.joules / items if items else None
-                out["watts"] = self.joules / self.seconds if self.seconds > 0 else None
+                joules_per_item = self.joules / items if items else None
+                watts = self.joules / self.seconds if self.seconds > 0 else None
         if self.utilizations:
-            out["sm_util"] = median(u[0] for u in self.utilizations)
-            out["mem_util"] = median(u[1] for u in self.utilizations)
+            sm_util = median(u[0] for u in self.utilizations)
+            mem_util = median(u[1] for u in self.utilizations)
         elif self._utilization is not None:
-            out["unmeasured"]["sm_util"] = "NVML gave no utilization rates for this GPU"
-        return out
+            unmeasured["sm_util"] = "NVML gave no utilization rates for this GPU"
+        return Energy(joules_per_item, watts, sm_util, mem_util, unmeasured)
 
 
 def open_meter(device_type: str, sensor: Sensor | None = None, torch_module: Any = None,

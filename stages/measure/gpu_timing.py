@@ -189,6 +189,16 @@ class GpuProcess:
         return GpuSampler(self, flops, bytes_moved, meter)
 
 
+@dataclass(frozen=True)
+class GpuTimes:
+    """A mode's series beside the hot one (steady_s): per call, the cold and graph samples
+    (empty where not taken), and how every series ended. Empty: not timed by series (a
+    device other than CUDA, or without `timing`)."""
+    cold_s: tuple[float, ...] = ()
+    graph_s: tuple[float, ...] = ()
+    gpu: GpuMode | None = None
+
+
 class GpuSampler:
     """measure()'s steady-state hook for one mode: the hot series (returned, as steady_s),
     then cold and graph as configured; `record()` gives the mode's GPU fields. `meter`
@@ -230,16 +240,15 @@ class GpuSampler:
                 self.series["graph"] = run(graph_sample(p.ops, p.sensor, graph, calls))
         return self.series["hot"].samples
 
-    def record(self) -> dict:
-        """ModeTiming's GPU fields: cold_s, graph_s and gpu."""
+    def record(self) -> GpuTimes:
         p = self.process
         found = {name: self._series(name, s) for name, s in self.series.items()}
-        return {
-            "cold_s": tuple(self.series["cold"].samples) if "cold" in self.series else (),
-            "graph_s": tuple(self.series["graph"].samples) if "graph" in self.series else (),
-            "gpu": GpuMode(found, p.reference_mhz,
-                           p.ops.flush_bytes if "cold" in p.spec.series else None, p.kind,
-                           p.limit.tflops, p.limit.gbps, p.limit.source, self.graph_error)}
+        return GpuTimes(
+            tuple(self.series["cold"].samples) if "cold" in self.series else (),
+            tuple(self.series["graph"].samples) if "graph" in self.series else (),
+            GpuMode(found, p.reference_mhz,
+                    p.ops.flush_bytes if "cold" in p.spec.series else None, p.kind,
+                    p.limit.tflops, p.limit.gbps, p.limit.source, self.graph_error))
 
     def _series(self, name: str, s: TakenSeries) -> GpuSeries:
         p = self.process

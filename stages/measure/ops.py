@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -85,6 +85,27 @@ class Work:
     convolutions, attention; elementwise ops count none), by operator."""
     ops: dict[str, int]
     flops: dict[str, int]
+
+
+@dataclass(frozen=True)
+class WorkCounts:
+    """The exact counts of one call's work as a mode's record keeps them: eager, the
+    operators it dispatches and their FLOPs, in all and by name; compiled, the kernels
+    inductor generated and the bytes they access; on CUDA, the kernels a call launches.
+    `unmeasured`: count -> why it is not given."""
+    aten_ops: int | None = None
+    aten_ops_by_op: dict[str, int] = field(default_factory=dict)
+    flops_per_call: int | None = None
+    flops_by_op: dict[str, int] = field(default_factory=dict)
+    inductor_kernels: int | None = None
+    inductor_bytes: int | None = None
+    kernel_launches: int | None = None
+    unmeasured: dict[str, str] = field(default_factory=dict)
+
+
+def eager_counts(work: Work) -> WorkCounts:
+    return WorkCounts(aten_ops=sum(work.ops.values()), aten_ops_by_op=work.ops,
+                      flops_per_call=sum(work.flops.values()), flops_by_op=work.flops)
 
 
 def count_work(step) -> Work:

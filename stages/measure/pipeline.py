@@ -16,12 +16,15 @@ and the diagnosis are the judge's (judge.steps).
 """
 from __future__ import annotations
 
+import dataclasses
 import time
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 import torch
 
 from stages.core.machine import usable_cores
+from stages.core.records.schema import Busy
 from stages.measure.clocks import Clock
 from stages.measure.timing import BusyMachine, latency_calls
 
@@ -78,11 +81,30 @@ class Pipeline:
         return self.compute(to_device(self.next_batch(), self.device))
 
 
+@dataclass(frozen=True)
+class Breakdown:
+    """The breakdown phase of a mode: over `calls` single steps, each part's mean per step
+    (`copy_s`, `copy_bytes` None: nothing was copied), what else took the CPU meanwhile, and
+    what contends for the cores: the loader's worker processes (None: no DataLoader), torch's
+    threads, the CPUs the process may use. `unmeasured`: part -> why it was not timed.
+    Empty: the phase did not run (the workload has no input pipeline)."""
+    calls: int | None = None
+    input_wait_s: float | None = None
+    copy_s: float | None = None
+    copy_bytes: float | None = None
+    compute_s: float | None = None
+    busy: Busy | None = None
+    loader_workers: int | None = None
+    torch_threads: int | None = None
+    cores: int | None = None
+    unmeasured: dict[str, str] = field(default_factory=dict)
+
+
 def time_breakdown(pipeline: Pipeline, copy: Clock | None, compute: Clock, calls: int,
                    turn: Callable[[], None] = lambda: None, busy: Any = None,
-                   wall: Callable[[], float] = time.perf_counter) -> dict:
-    """`calls` steps, each part timed (`copy` None: nothing is copied, the CPU); the
-    ModeTiming fields of their means per step. One turn of a lock-step pair covers all."""
+                   wall: Callable[[], float] = time.perf_counter) -> Breakdown:
+    """`calls` steps, each part timed (`copy` None: nothing is copied, the CPU), as their
+    means per step. One turn of a lock-step pair covers all."""
     turn()
     if busy is not None:
         busy.start()
@@ -105,24 +127,22 @@ def time_breakdown(pipeline: Pipeline, copy: Clock | None, compute: Clock, calls
     if busy is not None:
         busy.stop()
     workers = getattr(pipeline.batches, "num_workers", None)
-    return {"breakdown_calls": calls, "input_wait_s": waited / calls,
-            "copy_s": copied / calls if copy is not None else None,
-            "copy_bytes": moved / calls if copy is not None else None,
-            "compute_s": computed / calls,
-            "busy_breakdown": busy.summary() if busy is not None else None,
-            "loader_workers": workers if isinstance(workers, int) else None,
-            "torch_threads": torch.get_num_threads(), "cores": usable_cores()}
-
+    return Breakdown(calls, waited / calls,
+                     copied / calls if copy is not None else None,
+                     moved / calls if copy is not None else None, computed / calls,
+                     busy=busy.summary() if busy is not None else None,
+                     loader_workers=workers if isinstance(workers, int) else None,
+                     torch_threads=torch.get_num_threads(), cores=usable_cores())
 
 
 def measure_breakdown(pipeline: Pipeline, device_type: str, clock: Callable[[], Clock],
                       per_call_s: float, *, min_calls: int, target_s: float,
-                      turn: Callable[[], None] = lambda: None) -> dict:
+                      turn: Callable[[], None] = lambda: None) -> Breakdown:
     """The breakdown phase of a mode whose steady state ran at `per_call_s` per step;
     `clock` makes the device's clock (device.clock_for)."""
     calls = latency_calls(per_call_s, min_calls, target_s)
     found = time_breakdown(pipeline, None if device_type == "cpu" else clock(), clock(), calls,
                            turn, BusyMachine())
     if device_type == "cpu":
-        found["unmeasured"] = {"copy_s": NO_COPY}
+        return dataclasses.replace(found, unmeasured={"copy_s": NO_COPY})
     return found

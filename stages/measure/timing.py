@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from stages.core.config.settings import BenchSettings
 from stages.core.numbers import median
-from stages.core.records.schema import Sentinel, ShapeRun
+from stages.core.records.schema import Busy, Sentinel, ShapeRun
 from stages.measure.clocks import Clock, SyncClock
 from stages.measure.proc import (
     CGROUP,
@@ -87,19 +87,19 @@ class BusyMachine:
             total = self.totals[key]
             self.totals[key] = None if total is None or value is None else total + value
 
-    def summary(self) -> dict | None:
-        """Shares of the CPU time this process could use while it was timed: "other_cpu",
-        "steal", "run_queue" (its threads' waiting time per second, summed over threads) and
-        "cpus" (the capacity the shares are of); None when nothing was read, or too little
-        time for /proc's clock ticks to tell (then the judge goes by the steady samples')."""
+    def summary(self) -> Busy | None:
+        """Shares of the CPU time this process could use while it was timed: other programs',
+        the hypervisor's steal, its threads' waiting time per second (summed over threads)
+        and the capacity the shares are of; None when nothing was read, or too little time
+        for /proc's clock ticks to tell (then the judge goes by the steady samples')."""
         t = self.totals
         if self.wall <= 0 or t["busy"] is None or self._rounding() > MAX_ROUNDING:
             return None
         others = max(t["busy"] - t["own"], 0.0) - (self.cpus - self.limit) * self.wall
-        return {"other_cpu": _share(others, self.limit * self.wall),
-                "steal": _share(t["steal"], self.cpus * self.wall),
-                "run_queue": None if t["queue"] is None else max(t["queue"], 0.0) / self.wall,
-                "cpus": self.limit}
+        return Busy(other_cpu=_share(others, self.limit * self.wall),
+                    steal=_share(t["steal"], self.cpus * self.wall),
+                    run_queue=None if t["queue"] is None else max(t["queue"], 0.0) / self.wall,
+                    cpus=self.limit)
 
     def _rounding(self) -> float:
         """The SD of other_cpu that /proc's whole clock ticks alone cause: over every interval
@@ -310,7 +310,19 @@ def batched_samples(step: Callable[[], Any], clock: Clock, calls: int, samples: 
 # wait, launch overhead included) and keeps their 50th, 90th and 99th percentiles: one summary
 # per process per percentile, compared across processes like the steady state.
 
-QUANTILES = {"latency_p50_s": 0.50, "latency_p90_s": 0.90, "latency_p99_s": 0.99}
+QUANTILES = (0.50, 0.90, 0.99)
+
+
+@dataclass(frozen=True)
+class Latency:
+    """The latency phase of a mode: how many single calls, their 50th, 90th and 99th
+    percentiles, and what else took the CPU meanwhile. Empty: the phase did not run (the
+    workload asks for no `_latency_`)."""
+    calls: int | None = None
+    p50_s: float | None = None
+    p90_s: float | None = None
+    p99_s: float | None = None
+    busy: Busy | None = None
 
 
 def percentile(ordered: list[float], q: float) -> float:
@@ -326,10 +338,10 @@ def latency_calls(per_call_s: float, min_calls: int, target_s: float) -> int:
 
 
 def time_latency(step: Callable[[], Any], clock: Clock, calls: int,
-                 turn: Callable[[], None] = lambda: None, busy=None) -> dict:
-    """Time `calls` single calls; the ModeTiming fields of their percentiles. `clock` must
-    synchronize the device around each call (a SyncClock); `busy` reads what else took the
-    CPU meanwhile. One turn of a lock-step pair covers all calls."""
+                 turn: Callable[[], None] = lambda: None, busy=None) -> Latency:
+    """Time `calls` single calls. `clock` must synchronize the device around each call (a
+    SyncClock); `busy` reads what else took the CPU meanwhile. One turn of a lock-step pair
+    covers all calls."""
     turn()
     if busy is not None:
         busy.start()
@@ -341,14 +353,13 @@ def time_latency(step: Callable[[], Any], clock: Clock, calls: int,
     if busy is not None:
         busy.stop()
     times.sort()
-    return {"latency_calls": calls,
-            **{name: percentile(times, q) for name, q in QUANTILES.items()},
-            "busy_latency": busy.summary() if busy is not None else None}
+    return Latency(calls, *(percentile(times, q) for q in QUANTILES),
+                   busy=busy.summary() if busy is not None else None)
 
 
 def measure_latency(step: Callable[[], Any], sync: Callable[[], None], per_call_s: float, *,
                     min_calls: int, target_s: float,
-                    turn: Callable[[], None] = lambda: None) -> dict:
+                    turn: Callable[[], None] = lambda: None) -> Latency:
     """The latency phase of a mode whose steady state ran at `per_call_s` per call."""
     return time_latency(step, SyncClock(sync), latency_calls(per_call_s, min_calls, target_s),
                         turn, BusyMachine())

@@ -15,6 +15,7 @@ import os
 import random
 import sys
 import time
+from dataclasses import dataclass
 
 from stages.core.lifetime import hold_launcher
 
@@ -26,18 +27,21 @@ import torch
 from stages.core.config.targets import load_target
 from stages.core.records import dumps, write_text
 from stages.core.records.job import IMPORTED, Job
-from stages.core.records.outputs import Coverage, FreshOutputs, ModeOutputs, VersusEager
+from stages.core.records.outputs import Coverage, Dynamo, FreshOutputs, ModeOutputs, VersusEager
 from stages.core.records.schema import (
     COMPILE_STATE,
     BenchProcess,
+    Busy,
     Counter,
     ModeTiming,
     NumericsProcess,
+    Ranks,
+    ShapeRun,
 )
 from stages.core.typed import from_data, to_data
 from stages.core.vocabulary import Status
 from stages.measure import callgrind
-from stages.measure.accelerator import Unavailable
+from stages.measure.accelerator import Notes, Unavailable
 from stages.measure.accelerator import notes as device_notes
 from stages.measure.accuracy import (
     digest,
@@ -57,15 +61,23 @@ from stages.measure.device import (
     sync_for,
 )
 from stages.measure.dynamo import DynamoLog, compile_source, inductor_counts, reset_dynamo
-from stages.measure.energy import SHORT_FOR_TICKS, busy_share, open_meter
-from stages.measure.gpu_timing import GpuProcess
-from stages.measure.ops import count_work, kernel_launches, op_coverage
-from stages.measure.pipeline import Pipeline, measure_breakdown
+from stages.measure.energy import SHORT_FOR_TICKS, Energy, busy_share, open_meter
+from stages.measure.gpu_timing import GpuProcess, GpuTimes
+from stages.measure.ops import (
+    WorkCounts,
+    count_work,
+    eager_counts,
+    kernel_launches,
+    op_coverage,
+)
+from stages.measure.pipeline import Breakdown, Pipeline, measure_breakdown
 from stages.measure.probe import process_host
 from stages.measure.ranks import RankGroup, check_ranks
 from stages.measure.timing import (
     PHASES,
     BusyMachine,
+    Latency,
+    Phases,
     SentinelProbe,
     measure,
     measure_latency,
@@ -156,74 +168,119 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
         ranks, rank_peak, rank_dynamo = group.report(
             phases.calls_per_sample * len(phases.steady_s)) if group else (None, None, None)
         # After the steady state, so that it stays comparable with runs without these.
-        tail = measure_latency(workload.step, sync_for(device.type if group is None else "cpu"),
-                               min(phases.steady_s), min_calls=job.timing.latency_calls,
-                               target_s=job.timing.latency_s, turn=turn) \
-            if job.workload.latency else {}
-        parts = measure_breakdown(workload.step, device.type, lambda: clock_for(device.type),
-                                  min(phases.steady_s), min_calls=job.timing.breakdown_calls,
-                                  target_s=job.timing.breakdown_s, turn=turn) \
-            if isinstance(workload.step, Pipeline) else {}
+        latency = measure_latency(workload.step, sync_for(device.type if group is None else "cpu"),
+                                  min(phases.steady_s), min_calls=job.timing.latency_calls,
+                                  target_s=job.timing.latency_s, turn=turn) \
+            if job.workload.latency else Latency()
+        breakdown = measure_breakdown(workload.step, device.type, lambda: clock_for(device.type),
+                                      min(phases.steady_s), min_calls=job.timing.breakdown_calls,
+                                      target_s=job.timing.breakdown_s, turn=turn) \
+            if isinstance(workload.step, Pipeline) else Breakdown()
         # The first shape's peak (the others may be larger), less the GPU's flush buffer.
         peak = peak_memory_bytes(device) if group is None else rank_peak  # None: no statistics
         if gpu is not None:
             peak, start = (None if v is None else v - gpu.held_bytes for v in (peak, start))
         # The work of one more call, counted: after every timing, at the first shape.
-        work = work_counts(workload.step, device.type, compiled) if group is None else {}
+        work = work_counts(workload.step, device.type, compiled) if group is None \
+            else WorkCounts()
         shapes = run_shapes(workload.shapes, clock, lambda: dynamo.recompiles, turn) \
             if compiled else ()
     bad = sum(nonfinite_count(t) for t in flatten(phases.first_output).values())
     if bad:
         return ModeTiming(Status.NONFINITE, error=f"first call returned {bad} NaN/Inf values")
-    counts = (rank_dynamo or dynamo.summary()) if compiled else None
-    cpu = busy_share(busy["steady_s"], torch.get_num_threads())
-    return mode_record(
-        tail, parts, device_notes(device.type),
-        meter.record(phases.calls_per_sample * workload.items),
-        sampler.record() if sampler is not None else {},
-        {} if cpu is not None else {"unmeasured": {"cpu_busy": SHORT_FOR_TICKS}},
-        {} if counts is None else {
-            "graph_breaks": counts.graph_breaks, "graph_break_reasons": counts.graph_break_reasons,
-            "recompiles": counts.recompiles, "recompile_reasons": counts.recompile_reasons,
-            "unique_graphs": counts.unique_graphs}, work,
-        status=Status.OK, first_call_s=phases.first_call_s, warmup_s=phases.warmup_s,
-        warmup_calls=phases.warmup_calls, warmup_excess_s=phases.warmup_excess_s,
-        warmup_settled=phases.warmup_settled, calls_per_sample=phases.calls_per_sample,
-        steady_s=phases.steady_s, peak_bytes=peak, start_bytes=start, shapes=shapes,
-        cpu_busy=cpu, items=workload.items, flops=workload.flops, bytes_moved=bytes_moved,
-        busy_machine=busy["steady_s"].summary(), compile_cache=cache if compiled else None,
-        busy_first_call=busy["first_call_s"].summary(), busy_warmup=busy["warmup_s"].summary(),
-        ranks=ranks)
+    return checked(mode_timing(ModeParts(
+        phases, workload.items, workload.flops, bytes_moved,
+        busy={phase: probe.summary() for phase, probe in busy.items()},
+        cpu_busy=busy_share(busy["steady_s"], torch.get_num_threads()),
+        energy=meter.record(phases.calls_per_sample * workload.items),
+        notes=device_notes(device.type), peak_bytes=peak, start_bytes=start,
+        compile_cache=cache if compiled else None, latency=latency, breakdown=breakdown,
+        gpu=sampler.record() if sampler is not None else GpuTimes(),
+        dynamo=(rank_dynamo or dynamo.summary()) if compiled else None, work=work,
+        shapes=shapes, ranks=ranks)))
 
 
-def work_counts(step, device_type: str, compiled: bool) -> dict:
-    """The exact counts of one call's work, as ModeTiming fields (measure.ops): eager, the
-    operators it dispatches and their FLOPs; compiled, the kernels inductor generated for it
-    (read before any further shape compiles more); on CUDA, the kernels a call launches."""
-    fields = inductor_counts() if compiled else {}
-    if not compiled:
-        work = count_work(step)
-        fields.update(aten_ops=sum(work.ops.values()), aten_ops_by_op=work.ops,
-                      flops_per_call=sum(work.flops.values()), flops_by_op=work.flops)
-    if device_type == "cuda":
-        fields["kernel_launches"] = kernel_launches(step, sync_for(device_type))
-    return fields
+@dataclass(frozen=True)
+class ModeParts:
+    """What a mode's phases measured, each phase's own result, before they are its record."""
+    phases: Phases
+    items: int | None
+    flops: float | None
+    bytes_moved: float | None
+    busy: dict[str, Busy | None]          # per timed phase (timing.PHASES)
+    cpu_busy: float | None                # None: too short for /proc's clock ticks
+    energy: Energy
+    notes: Notes
+    peak_bytes: int | None
+    start_bytes: int | None
+    compile_cache: str | None
+    latency: Latency
+    breakdown: Breakdown
+    gpu: GpuTimes
+    dynamo: Dynamo | None                 # compiled modes only
+    work: WorkCounts
+    shapes: tuple[ShapeRun, ...]
+    ranks: Ranks | None                   # a distributed unit's
 
 
-def mode_record(*parts: dict, **fields) -> ModeTiming:
-    """A mode's record, built once from what its phases measured: each part holds ModeTiming's
-    own fields, and a field that two parts give is a bug, said here; their `unmeasured`
-    reasons are merged. Checked field by field (core.typed) in the worker itself."""
-    merged, unmeasured = dict(fields), {}
-    for part in parts:
-        for key, value in part.items():
-            if key == "unmeasured":
-                unmeasured.update(value)
-            elif key in merged:
-                raise ValueError(f"ModeTiming.{key} measured twice")
-            else:
-                merged[key] = value
-    return from_data(ModeTiming, to_data({**merged, "unmeasured": unmeasured}), "mode")
+def mode_timing(m: ModeParts) -> ModeTiming:
+    """A mode's record, each field from the part that measured it; the parts' reasons for
+    what they could not measure are merged."""
+    p, lat, br, energy, work, dyn = m.phases, m.latency, m.breakdown, m.energy, m.work, m.dynamo
+    return ModeTiming(
+        Status.OK, first_call_s=p.first_call_s, warmup_s=p.warmup_s,
+        warmup_calls=p.warmup_calls, warmup_excess_s=p.warmup_excess_s,
+        warmup_settled=p.warmup_settled, compile_cache=m.compile_cache,
+        calls_per_sample=p.calls_per_sample, steady_s=tuple(p.steady_s),
+        cold_s=m.gpu.cold_s, graph_s=m.gpu.graph_s, gpu=m.gpu.gpu,
+        peak_bytes=m.peak_bytes, start_bytes=m.start_bytes,
+        items=m.items, flops=m.flops, bytes_moved=m.bytes_moved,
+        busy_machine=m.busy["steady_s"], busy_first_call=m.busy["first_call_s"],
+        busy_warmup=m.busy["warmup_s"],
+        graph_breaks=dyn.graph_breaks if dyn else None,
+        graph_break_reasons=dyn.graph_break_reasons if dyn else (),
+        recompiles=dyn.recompiles if dyn else None,
+        recompile_reasons=dyn.recompile_reasons if dyn else (),
+        unique_graphs=dyn.unique_graphs if dyn else None,
+        aten_ops=work.aten_ops, aten_ops_by_op=work.aten_ops_by_op,
+        flops_per_call=work.flops_per_call, flops_by_op=work.flops_by_op,
+        inductor_kernels=work.inductor_kernels, inductor_bytes=work.inductor_bytes,
+        kernel_launches=work.kernel_launches,
+        latency_calls=lat.calls, latency_p50_s=lat.p50_s, latency_p90_s=lat.p90_s,
+        latency_p99_s=lat.p99_s, busy_latency=lat.busy, shapes=m.shapes,
+        breakdown_calls=br.calls, input_wait_s=br.input_wait_s, copy_s=br.copy_s,
+        copy_bytes=br.copy_bytes, compute_s=br.compute_s, busy_breakdown=br.busy,
+        loader_workers=br.loader_workers, torch_threads=br.torch_threads, cores=br.cores,
+        cpu_busy=m.cpu_busy, sm_util=energy.sm_util, mem_util=energy.mem_util,
+        joules_per_item=energy.joules_per_item, watts=energy.watts,
+        unmeasured=merged(br.unmeasured, m.notes.unmeasured, energy.unmeasured,
+                          {} if m.cpu_busy is not None else {"cpu_busy": SHORT_FOR_TICKS},
+                          work.unmeasured),
+        clock=m.notes.clock, ranks=m.ranks)
+
+
+def merged(*reasons: dict[str, str]) -> dict[str, str]:
+    """Metric -> why it was not measured, from every part that says."""
+    found: dict[str, str] = {}
+    for part in reasons:
+        found.update(part)
+    return found
+
+
+def checked(timing: ModeTiming) -> ModeTiming:
+    """The record as the launcher will read it, checked field by field (core.typed) here,
+    where a workload's value of the wrong type is its mode's failure, not the cell's."""
+    return from_data(ModeTiming, to_data(timing), "mode")
+
+
+def work_counts(step, device_type: str, compiled: bool) -> WorkCounts:
+    """The exact counts of one call's work (measure.ops): eager, the operators it dispatches
+    and their FLOPs; compiled, the kernels inductor generated for it (read before any further
+    shape compiles more); on CUDA, the kernels a call launches."""
+    found = inductor_counts() if compiled else eager_counts(count_work(step))
+    if device_type != "cuda":
+        return found
+    return dataclasses.replace(found, kernel_launches=kernel_launches(step, sync_for(device_type)))
 
 
 def run_bench(job: Job) -> BenchProcess:
