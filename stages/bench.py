@@ -73,13 +73,12 @@ def measure(cfg, cell, arms, where, inputs, progress: Progress | None = None):
         return look
     committed = inputs.pairs.get(("bench", cell.name))
     return measure_bench(
-        cfg, cell, log=lambda *line: print(bench_line(*line), flush=True),
+        cfg, cell, arms, run=where.run, run_pair=where.run_pair, capture=where.capture_env,
+        log=lambda *line: print(bench_line(*line), flush=True), say=say, progress=progress,
         pending=looked(lambda result: pending_units(result, cfg.bench.max_processes,
                                                      cfg.bench.adaptive_metrics)),
         undecided_counts=looked(undecided_counts),
-        arms=arms.arms, note=arms.note, rebuilt=arms.rebuilt, unchanged=arms.unchanged,
-        run=where.run, run_pair=where.run_pair, capture=where.capture_env, progress=progress,
-        say=say, baseline=committed.base if committed is not None else None,
+        baseline=committed.base if committed is not None else None,
         baseline_at=short(inputs.commit) if inputs.commit else None)
 
 

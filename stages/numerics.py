@@ -23,17 +23,16 @@ from stages.core.records.schema import NumericsRecord
 from stages.judge.run import compare_run
 from stages.judge.tolerance import numerics_record, own_tolerances
 from stages.launch.backends import backend
-from stages.launch.cells import NOW, measure_numerics
+from stages.launch.cells import ALONE, measure_numerics
 from stages.launch.local import run_worker
 from stages.render import numerics as page
 from stages.render.progress import numerics_line, numerics_process_line
 
 
-def run_cell(cfg: Config, cell: Cell, run=run_worker, arms: Plan | None = None,
+def run_cell(cfg: Config, cell: Cell, arms: Plan = ALONE, *, run=run_worker,
              log=lambda *line: None) -> NumericsRecord:
     started = time.perf_counter()
-    arms = arms or Plan(NOW, "")
-    measured = measure_numerics(cfg, cell, run=run, arms=arms.arms, log=log)
+    measured = measure_numerics(cfg, cell, arms, run=run, log=log)
     return numerics_record(cfg, cell, measured, arms.rebuilt, time.perf_counter() - started)
 
 
@@ -51,7 +50,7 @@ def main(argv: list[str] | None = None) -> None:
         else:
             arms = plan(cfg, log=say)
             with backend(cfg, cell, arms.arms, log=say) as where:
-                record = run_cell(cfg, cell, run=where.run, arms=arms, log=lambda *line: print(
+                record = run_cell(cfg, cell, arms, run=where.run, log=lambda *line: print(
                     numerics_process_line(*line), flush=True))
         for name, modes in record.workloads.items():
             for mode, ev in modes.items():

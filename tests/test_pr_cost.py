@@ -10,6 +10,7 @@ import threading
 
 import pytest
 
+from stages.arms.plan import Plan
 from stages.core import config
 from stages.core.records.job import NOW_ARM, Arm
 from stages.core.records.schema import WorkloadRun
@@ -57,7 +58,7 @@ def test_an_unchanged_workload_is_the_a_a_control_and_is_counted_once(counting):
     cfg = config.parse(RAW)
     worker = Worker()
     arms = arms_where_a_changed(cfg)
-    record = measure_bench(cfg, cfg.cells()[0], run=worker, run_pair=None, arms=arms)
+    record = measure_bench(cfg, cfg.cells()[0], Plan(arms, ""), run=worker, run_pair=None)
     # a changed: every round in both arms; b did not: 2 rounds, the first alone cold.
     assert len(worker.of("bench", "a")) == 8 and len(worker.of("bench", "b")) == 4
     assert [j.compile_cache_cold for j in worker.of("bench", "b")] == [True, True, False, False]
@@ -81,8 +82,8 @@ def test_counts_a_committed_record_took_with_the_same_inputs_are_carried(countin
     committed = measure_bench(cfg, cfg.cells()[0], run=first, run_pair=None)   # main's run
     assert committed.workloads["a"].counts_key and len(first.of("instructions", "a")) == 1
     worker = Worker()
-    record = measure_bench(cfg, cfg.cells()[0], run=worker, run_pair=None,
-                           arms=arms_where_a_changed(cfg), baseline=committed,
+    record = measure_bench(cfg, cfg.cells()[0], Plan(arms_where_a_changed(cfg), ""),
+                           run=worker, run_pair=None, baseline=committed,
                            baseline_at="abc1234567")
     # Now's a and both arms' b have main's inputs: carried; the baseline arm's a is counted.
     counted = [(j.workload.name, j.workload.kwargs["size"]) for j in worker.jobs
@@ -163,8 +164,8 @@ def test_beyond_the_controls_an_unchanged_workload_is_not_measured_and_says_so(c
            "bench": {**RAW["bench"], "unchanged_controls": 1}}
     cfg = config.parse(raw)
     worker = Worker()
-    record = measure_bench(cfg, cfg.cells()[0], run=worker, run_pair=None,
-                           arms=arms_where_a_changed(cfg))
+    record = measure_bench(cfg, cfg.cells()[0], Plan(arms_where_a_changed(cfg), ""),
+                           run=worker, run_pair=None)
     assert len(worker.of("bench", "b")) == 4 and worker.of("bench", "c") == []
     assert worker.of("instructions", "c") == []         # nothing counted to carry
     assert record.workloads["c"].processes == () and "not measured, the check's A/A " \
@@ -193,7 +194,7 @@ def test_numerics_of_an_unchanged_workload_run_once_and_the_arms_of_a_changed_on
         if job.workload.name == "a":
             together.wait()
         return {"status": "OK", "modes": {}}
-    run = measure_numerics(cfg, cfg.cells()[0], run=worker, arms=arms_where_a_changed(cfg))
+    run = measure_numerics(cfg, cfg.cells()[0], Plan(arms_where_a_changed(cfg), ""), run=worker)
     assert sorted(j.workload.name for j in jobs) == ["a", "a", "b"]
     assert not together.broken
     assert run.results["baseline"]["b"] == run.results["now"]["b"]

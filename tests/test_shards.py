@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 
+from stages.arms.plan import Plan
 from stages.core import config
 from stages.core.config.settings import Launcher
 from stages.core.errors import UserError
@@ -44,7 +45,7 @@ def test_the_parts_cover_every_workload_once_the_costliest_apart(counting):
     and the workload not measured at all share the other; every job plans the same."""
     cfg = config.parse(THREE)
     arms = arms_where_a_changed(cfg)
-    whole = measure_bench(cfg, cfg.cells()[0], run=Worker(), run_pair=None, arms=arms)
+    whole = measure_bench(cfg, cfg.cells()[0], Plan(arms, ""), run=Worker(), run_pair=None)
     parts = [shard_of(sharded(cfg, f"{i}/2"), arms, whole) for i in (1, 2)]
     assert parts == [{"a"}, {"b", "c"}]
     three = [shard_of(sharded(cfg, f"{i}/3"), arms, whole) for i in (1, 2, 3)]
@@ -57,11 +58,11 @@ def test_the_parts_cover_every_workload_once_the_costliest_apart(counting):
 def test_joined_parts_are_the_record_one_job_writes(counting):
     cfg = config.parse(THREE)
     arms, cell = arms_where_a_changed(cfg), cfg.cells()[0]
-    whole = measure_bench(cfg, cell, run=Worker(), run_pair=None, arms=arms)
+    whole = measure_bench(cfg, cell, Plan(arms, ""), run=Worker(), run_pair=None)
     workers, parts = [Worker(), Worker()], []
     for i, worker in zip((1, 2), workers):
-        parts.append(measure_bench(sharded(cfg, f"{i}/2"), cell, run=worker, run_pair=None,
-                                   arms=arms))
+        parts.append(measure_bench(sharded(cfg, f"{i}/2"), cell, Plan(arms, ""), run=worker,
+                                   run_pair=None))
     assert {j.workload.name for j in workers[0].jobs} == {"a"}
     assert {j.workload.name for j in workers[1].jobs} == {"b"}     # c: not measured
     assert set(parts[0].workloads) == {"a"} and set(parts[1].workloads) == {"b", "c"}
@@ -73,16 +74,16 @@ def test_joined_parts_are_the_record_one_job_writes(counting):
         ab=dataclasses.replace(whole.ab, baseline=one.ab.baseline))
     # Numerics too: each part its own workloads, the fresh process on each part's.
     numerics = [numerics_record(cfg, cell, measure_numerics(
-        sharded(cfg, f"{i}/2"), cell, run=lambda job, **_: {"status": "OK", "modes": {}},
-        arms=arms)) for i in (1, 2)]
+        sharded(cfg, f"{i}/2"), cell, Plan(arms, ""),
+        run=lambda job, **_: {"status": "OK", "modes": {}})) for i in (1, 2)]
     assert set(joined(numerics, ["p1", "p2"], set(cfg.workloads)).workloads) == {"a", "b", "c"}
 
 
 def test_a_part_missing_twice_given_or_of_another_check_is_one_line(counting):
     cfg = config.parse(THREE)
     arms, cell = arms_where_a_changed(cfg), cfg.cells()[0]
-    first, second = (measure_bench(sharded(cfg, f"{i}/2"), cell, run=Worker(), run_pair=None,
-                                   arms=arms) for i in (1, 2))
+    first, second = (measure_bench(sharded(cfg, f"{i}/2"), cell, Plan(arms, ""), run=Worker(),
+                                   run_pair=None) for i in (1, 2))
     names = ["shards/1", "shards/2"]
     with pytest.raises(UserError, match=r"cell cpu-fp32: no part measured b, c; give every job"):
         joined([first], names[:1], set(cfg.workloads))

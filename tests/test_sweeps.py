@@ -3,6 +3,7 @@ judged like any other unit), drawn as a curve with a recommended point that move
 hardware's best point does."""
 import pytest
 
+from stages.arms.plan import Plan
 from stages.core import config
 from stages.core.config.settings import CompareSettings, Recommend
 from stages.core.errors import UserError
@@ -114,8 +115,8 @@ def test_a_baseline_measured_beside_the_sweep_has_its_own_curve():
 
     def run(job, timeout_s, python=None, fresh_compile_cache=True):
         return (before if python == "/baseline/python" else after)(job, timeout_s)
-    record = measure_bench(cfg, cell, run=run, run_pair=None,
-                           arms=(Arm("baseline", "/baseline/python"), Arm("now")))
+    record = measure_bench(cfg, cell, Plan((Arm("baseline", "/baseline/python"), Arm("now")), ""),
+                           run=run, run_pair=None)
     # The record carries its baseline arm: the summary reads it from there.
     assert record.ab is not None and ab_baseline(record) is not None
     text = "\n".join(sweeps_section(

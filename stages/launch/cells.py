@@ -15,8 +15,10 @@ import shutil
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Callable
 
+from stages.arms.plan import Plan
 from stages.core import scratch
 from stages.core.config import Cell, Config
 from stages.core.errors import UserError
@@ -53,6 +55,7 @@ from stages.launch.reuse import (
 from stages.measure import callgrind
 
 NOW = (NOW_ARM,)
+ALONE = Plan(NOW, "")       # this run's arm alone, compared with the baseline's record
 # The fresh-process check reruns every workload a cell ran: twice the time its processes
 # took, plus a worker's start (importing torch).
 FRESH_START_S = 30
@@ -163,11 +166,11 @@ class CellRun:
             ran = (self.run(job, timeout_s=timeout_s, python=python,
                             fresh_compile_cache=self.fresh) for job, python in jobs)
         for arm, raw in zip(order, ran):
-            if raw.get("status") == Status.SKIPPED:
-                self.skipped = str(raw.get("error"))
+            result = parsed(self.kind, raw, f"{self.cell.name} {name} process {round_ + 1}",
+                            round_)
+            if result.status == Status.SKIPPED:
+                self.skipped = str(result.error)
                 return
-            result = parsed(self.kind, {**raw, "round": round_},
-                            f"{self.cell.name} {name} process {round_ + 1}")
             for each in (self.arms if shared else (arm,)):
                 self.torch[each.name] = self.torch[each.name] or result.torch
                 self.results[each.name][name].append(result)
@@ -209,21 +212,43 @@ class CellRun:
         return ArmId(portable(arm.python or sys.executable), self.torch[arm.name], arm.rev)
 
 
-def bench_record(run: CellRun, note: str | None = None, rebuilt: bool = False,
-                 **extra) -> BenchRecord:
+@dataclass(frozen=True)
+class Sampling:
+    """What adaptive sampling did in a cell: the looks it planned, the interim looks that
+    named units, and the processes their rounds added to the reported arm."""
+    looks_planned: int = 1
+    looks: tuple[Look, ...] = ()
+    adaptive_processes: int = 0
+
+
+def bench_record(run: CellRun, plan: Plan, *, instructions: str | None = None,
+                 sampling: Sampling = Sampling(), env_candidate: dict | None = None,
+                 wall_s: float | None = None) -> BenchRecord:
+    """The cell's record as measured so far; a skipped cell's names why, and nothing else
+    that was asked."""
     cell, cfg = run.cell, run.cfg
-    base = dict(cell=cell.name, device=to_data(cell.device), precision=to_data(cell.precision),
-                modes=cfg.modes, arms_note=note)
+    note = plan.note or None        # a plan without one (a test's, selfcheck's): no empty note
     if run.skipped:
-        return BenchRecord(status=Status.SKIPPED, reason=run.skipped, **base)
-    ab = None
-    if len(run.arms) > 1:
-        first = run.arms[0]
-        ab = BenchAB(BenchArm(**vars(run.arm_id(first)), workloads=workload_runs(run, first)),
-                     run.arm_id(run.arms[-1]), interleaved=run.run_pair is not None,
-                     rebuilt=rebuilt)
-    return BenchRecord(status=Status.OK, settings=to_data(cfg.bench), ab=ab, **base,
-                       workloads=workload_runs(run, run.arms[-1]), **extra)
+        return BenchRecord(cell.name, Status.SKIPPED, cfg.modes, run.skipped,
+                           to_data(cell.device), to_data(cell.precision), arms_note=note)
+    return BenchRecord(
+        cell.name, Status.OK, cfg.modes, device=to_data(cell.device),
+        precision=to_data(cell.precision), settings=to_data(cfg.bench),
+        workloads=workload_runs(run, run.arms[-1]), looks_planned=sampling.looks_planned,
+        adaptive_processes=sampling.adaptive_processes, looks=sampling.looks,
+        env_candidate=env_candidate, ab=bench_ab(run, plan.rebuilt), arms_note=note,
+        unchanged=plan.unchanged, wall_s=wall_s, instructions=instructions)
+
+
+def bench_ab(run: CellRun, rebuilt: bool) -> BenchAB | None:
+    """With two arms, the first (the baseline, or this environment beside a candidate)."""
+    if len(run.arms) < 2:
+        return None
+    first = run.arm_id(run.arms[0])
+    return BenchAB(BenchArm(first.python, first.torch, first.rev,
+                            workloads=workload_runs(run, run.arms[0])),
+                   run.arm_id(run.arms[-1]), interleaved=run.run_pair is not None,
+                   rebuilt=rebuilt)
 
 
 def workload_runs(run: CellRun, arm: Arm) -> dict[str, WorkloadRun]:
@@ -248,16 +273,16 @@ Wanted = tuple[Pending, int | None]    # a pending timing, and the processes tha
 
 
 def extend(run: CellRun, pending: Callable[[BenchRecord], list[Wanted]],
-           record: Callable[..., BenchRecord]) -> list[Look]:
+           record: Callable[[], BenchRecord]) -> list[Look]:
     """Adaptive sampling: at each look, the rounds `fund` grants the units `pending` names
-    (each with the processes per side its interim look says would decide it), until decided,
-    out of budget or out of looks. Rounds go to the funded workloads in turn. Returns the
-    looks that named units."""
+    (each with the processes per side its interim look says would decide it) in the record
+    so far, until decided, out of budget or out of looks. Rounds go to the funded workloads
+    in turn. Returns the looks that named units."""
     bench = run.cfg.bench
     deadline = time.perf_counter() + bench.adaptive_budget_s
     looks, round_ = [], bench.processes
     for _ in range(bench.max_looks - 1):
-        wanted = pending(record(looks_planned=bench.max_looks))
+        wanted = pending(record())
         if not wanted:
             break
         have = min((len(arm[u.workload]) for arm in run.results.values() for u, _ in wanted
@@ -365,64 +390,64 @@ def fund(run: CellRun, wanted: list[Wanted], left_s: float
     return plan, skipped
 
 
-def measure_bench(cfg: Config, cell: Cell, *, run=run_worker, log=lambda *line: None,
+def measure_bench(cfg: Config, cell: Cell, plan: Plan = ALONE, *, run=run_worker,
+                  run_pair=run_interleaved, capture: Callable[[str], dict] | None = None,
+                  log=lambda *line: None, say: Callable[[str], None] = lambda line: None,
+                  progress: Progress | None = None,
                   pending: Callable[[BenchRecord], list[Wanted]] | None = None,
-                  run_pair=run_interleaved, arms: tuple[Arm, ...] = NOW,
-                  note: str | None = None, rebuilt: bool = False,
-                  unchanged: bool = False, progress: Progress | None = None,
-                  capture: Callable[[str], dict] | None = None,
-                  say: Callable[[str], None] = lambda line: None,
-                  baseline: BenchRecord | None = None, baseline_at: str | None = None,
-                  undecided_counts: Callable[[BenchRecord], list[str]] | None = None
+                  undecided_counts: Callable[[BenchRecord], list[str]] | None = None,
+                  baseline: BenchRecord | None = None, baseline_at: str | None = None
                   ) -> BenchRecord:
-    """Every process of one bench cell; with `pending`, adaptive sampling. `capture`
-    describes the candidate's environment where its processes ran (default: here).
-    `baseline`: the committed record (from the reports at `baseline_at`) whose counts a
-    workload with the same inputs takes instead of counting again. `undecided_counts`: the
-    workloads whose counts an interim look leaves undecided, counted again
-    (launch.counting.recount)."""
+    """Every process of one bench cell, the arms `plan` names; with `pending`, adaptive
+    sampling. `capture` describes the candidate's environment where its processes ran
+    (default: here). `baseline`: the committed record (from the reports at `baseline_at`)
+    whose counts a workload with the same inputs takes instead of counting again.
+    `undecided_counts`: the workloads whose counts an interim look leaves undecided, counted
+    again (launch.counting.recount)."""
     started = time.perf_counter()
-    cell_run = CellRun(cfg, cell, "bench", run, log, run_pair=run_pair, arms=arms,
+    cell_run = CellRun(cfg, cell, "bench", run, log, run_pair=run_pair, arms=plan.arms,
                        progress=progress, say=say)
     try:
-        return _measure_bench(cfg, cell_run, pending, arms, note, rebuilt, unchanged, started,
-                              capture or capture_env, baseline, baseline_at, undecided_counts)
+        why_not = not_counted(cfg, cell)      # first: `always` fails before measuring
+        first_rounds(cell_run, baseline)
+        if not cell_run.skipped and why_not is None:
+            # Before the adaptive rounds, whose looks leave to the counts the units they
+            # decide (judge.adaptive); a counts process never runs beside a timed one.
+            counting.count(cell_run, recorded_counts(baseline), baseline_at)
+            if undecided_counts is not None and cfg.bench.instruction_processes > 1:
+                counting.recount(cell_run, undecided_counts(bench_record(cell_run, plan)))
+        sampling = more_rounds(cell_run, plan, pending)
+        python = plan.arms[-1].python if len(plan.arms) > 1 else None
+        candidate = (capture or capture_env)(python) \
+            if not plan.rebuilt and python and not cell_run.skipped else None
+        return bench_record(cell_run, plan, instructions=why_not, sampling=sampling,
+                            env_candidate=candidate, wall_s=time.perf_counter() - started)
     finally:
         cell_run.close()
 
 
-def _measure_bench(cfg: Config, cell_run: CellRun, pending, arms: tuple[Arm, ...],
-                   note: str | None, rebuilt: bool, unchanged: bool, started: float,
-                   capture: Callable[[str], dict], baseline: BenchRecord | None = None,
-                   baseline_at: str | None = None, undecided_counts=None) -> BenchRecord:
-    why_not = not_counted(cfg, cell_run.cell)      # first: `always` fails before measuring
+def first_rounds(cell_run: CellRun, baseline: BenchRecord | None) -> None:
+    """The bench.processes rounds every cell runs: of the workloads this job measures
+    (launcher.shard), an unchanged one's fewer, a carried one's none (launch.reuse)."""
+    cfg = cell_run.cfg
     cell_run.unchanged, cell_run.carried = unchanged_plan(cfg, cell_run.arms, baseline)
     cell_run.mine = shard_of(cfg, cell_run.arms, baseline)
     for line in plan_lines(cfg, cell_run.unchanged, cell_run.carried, cell_run.mine):
         cell_run.say(f"{cell_run.cell.name}: {line}")
     cell_run.rounds(cfg.bench.processes)
 
-    def record(**extra) -> BenchRecord:
-        return bench_record(cell_run, note, rebuilt, unchanged=unchanged, **extra)
-    extra: dict = {}
-    # Counted before the adaptive rounds, whose looks leave to the counts the units they
-    # decide (judge.adaptive); a counts process never runs beside a timed one.
-    if not cell_run.skipped:
-        extra["instructions"] = why_not
-        if why_not is None:
-            counting.count(cell_run, recorded_counts(baseline), baseline_at)
-            if undecided_counts is not None and cfg.bench.instruction_processes > 1:
-                counting.recount(cell_run, undecided_counts(record()))
-    if not cell_run.skipped and pending is not None and cfg.bench.adaptive_budget_s > 0:
-        extra["looks_planned"] = cfg.bench.max_looks
-        before = sum(map(len, cell_run.results[cell_run.now].values()))
-        extra["looks"] = tuple(extend(cell_run, pending, record))
-        extra["adaptive_processes"] = sum(map(len, cell_run.results[cell_run.now].values())
-                                          ) - before
-    python = arms[-1].python if len(arms) > 1 else None
-    if not rebuilt and python and not cell_run.skipped:
-        extra["env_candidate"] = capture(python)
-    return record(wall_s=time.perf_counter() - started, **extra)
+
+def more_rounds(cell_run: CellRun, plan: Plan,
+                pending: Callable[[BenchRecord], list[Wanted]] | None) -> Sampling:
+    """Adaptive sampling, where it is asked for and has a budget (`extend`)."""
+    bench = cell_run.cfg.bench
+    if cell_run.skipped or pending is None or bench.adaptive_budget_s <= 0:
+        return Sampling()
+    interim = Sampling(looks_planned=bench.max_looks)
+    before = sum(map(len, cell_run.results[cell_run.now].values()))
+    looks = extend(cell_run, pending, lambda: bench_record(cell_run, plan, sampling=interim))
+    return Sampling(bench.max_looks, tuple(looks),
+                    sum(map(len, cell_run.results[cell_run.now].values())) - before)
 
 
 def not_counted(cfg: Config, cell: Cell) -> str | None:
@@ -438,12 +463,12 @@ def not_counted(cfg: Config, cell: Cell) -> str | None:
     return f"not counted: {why}" if why else None
 
 
-def measure_numerics(cfg: Config, cell: Cell, *, run=run_worker, log=lambda *line: None,
-                     arms: tuple[Arm, ...] = NOW, progress: Progress | None = None
-                     ) -> NumericsRun:
-    """One numerics process per workload and arm, then one more for the cell: the eager
-    outputs of the workloads that ran cleanly in the reported arm, computed first thing in a
-    fresh process (determinism across processes)."""
+def measure_numerics(cfg: Config, cell: Cell, plan: Plan = ALONE, *, run=run_worker,
+                     log=lambda *line: None, progress: Progress | None = None) -> NumericsRun:
+    """One numerics process per workload and arm `plan` names, then one more for the cell:
+    the eager outputs of the workloads that ran cleanly in the reported arm, computed first
+    thing in a fresh process (determinism across processes)."""
+    arms = plan.arms
     cell_run = CellRun(cfg, cell, "numerics", run, log, fresh_compile_cache=False, arms=arms,
                        progress=progress)
     cell_run.unchanged = same_inputs(cfg, arms)

@@ -46,13 +46,14 @@ def recorded(spec: WorkloadSpec | None) -> RecordedWorkload | None:
                      "workload")
 
 
-def parsed(kind: str, raw: dict, where: str):
-    """A worker's result as its process record; a result that does not parse is the
-    process's failure, not the stage's."""
+def parsed(kind: str, raw: dict, where: str, round_: int | None = None):
+    """A worker's result as its process record, of the lock-step round `round_`; a result
+    that does not parse is the process's failure, not the stage's (and of no round)."""
     try:
-        return from_data(PROCESS[kind], raw, where)
+        found = from_data(PROCESS[kind], raw, where)
     except UserError as exc:
         return PROCESS[kind](Status.ERROR, error=clip(f"unreadable worker result: {exc}"))
+    return found if round_ is None else dataclasses.replace(found, round=round_)
 
 
 def cores_for(jobs: list) -> int:
