@@ -132,3 +132,37 @@ def test_a_first_call_is_split_by_the_compiles_phases_each_sides_median():
                 Change(1.5, 1.4, 1.6, 0.95, 1e-4, 2, 2, 0.01, "Welch t"), "",
                 attribution=found)
     assert attributed(first).startswith("where (phases): +1.05 s: 100% `build`")
+
+
+def test_a_mode_is_profiled_by_operator_after_its_timed_samples():
+    import torch
+
+    from stages.core.config.targets import load_target
+    from stages.measure.worker import bench_mode
+
+    from .jobs import job, quick
+    target = "tests.count_workloads.chain"
+    m = bench_mode(job(target, {"layers": 4}), load_target(target), torch.device("cpu"), "eager")
+    assert {"aten::mm", "aten::tanh"} <= m.operator_s.keys()
+    assert all(0 < s < min(m.steady_s) for s in m.operator_s.values())   # per call, each a part
+    off = bench_mode(job(target, {"layers": 4}, timing=quick(profile_calls=0)),
+                     load_target(target), torch.device("cpu"), "eager")
+    assert off.operator_s == {} and off.compile_phases == {}
+
+
+@pytest.mark.slow
+def test_a_compiled_first_call_is_split_into_the_compiles_phases():
+    import torch
+
+    from stages.core.config.targets import load_target
+    from stages.measure.worker import bench_mode
+
+    from .jobs import job
+    target = "tests.count_workloads.chain"
+    m = bench_mode(job(target, {"layers": 4}, modes=("compiled",)), load_target(target),
+                   torch.device("cpu"), "compiled")
+    phases = m.compile_phases
+    assert {"tracing", "AOT autograd", "lowering", "codegen", "build and load", "guards",
+            "rest"} == phases.keys()
+    assert phases["tracing"] > 0 and sum(phases.values()) == pytest.approx(m.first_call_s,
+                                                                          rel=0.05)

@@ -73,6 +73,14 @@ class Role(Word):
     MIGRATED = "migrated"      # compared by the migration stage, where both sides measured it
 
 
+class Parts(Word):
+    """What a metric's change is traced to (judge.timings, judge.counts; core.records.rows.
+    Contribution): the record holds each process's parts."""
+    FUNCTIONS = "function"     # host instructions by function and library (callgrind)
+    OPERATORS = "operator"     # self time by operator, in a profiling pass (measure.profile)
+    PHASES = "phase"           # a first call by the compile's phases (measure.dynamo)
+
+
 class Reduce(Word):
     """How a unit's processes give the number its summary shows."""
     MEDIAN = "median"
@@ -104,8 +112,7 @@ class Metric:
     #                                    layouts: (relative, per √count), judge.counts
     roles: frozenset[Role] = frozenset()
     title: str | None = None           # a section's heading (history.md); default: its label
-    attributed: bool = False           # its change is traced to functions (judge.counts)
-    phased: bool = False               # its change is traced to the compile's phases
+    parts: Parts | None = None         # what its change is traced to
 
     @property
     def heading(self) -> str:
@@ -151,16 +158,17 @@ def _counted(name: str, label: str, family: Family, **more) -> Metric:
 METRICS: tuple[Metric, ...] = (
     _timing("steady_s", "steady", 0.05, series="hot", exported=("steady_ms", 1e3),
             roles=frozenset({Role.HEADLINE, Role.INJECTED, Role.WHOLE_MODE, Role.CALLS,
-                             Role.HISTORY}), title="Steady state (per call)"),
+                             Role.HISTORY}), title="Steady state (per call)",
+            parts=Parts.OPERATORS),
     # The first call with empty compile caches (a first start; every eager first call), and
     # with the caches an earlier process of the unit left (a second start).
     _timing("first_call_s", "first call", 0.2, "busy_first_call", cache="cold",
             exported=("first_call_s", 1), roles=frozenset({Role.HISTORY, Role.MIGRATED}),
-            phased=True,
+            parts=Parts.PHASES,
             title="First call (the compile in compiled modes, cold caches)"),
     _timing("first_call_warm_s", "first call (warm caches)", 0.2, "busy_first_call",
             source="first_call_s", cache="warm", exported=("first_call_warm_s", 1),
-            roles=frozenset({Role.MIGRATED}), phased=True,
+            roles=frozenset({Role.MIGRATED}), parts=Parts.PHASES,
             title="First call with warm compile caches (a second start)"),
     _timing("warmup_s", "warm-up", 0.25, "busy_warmup", exported=("warmup_s", 1),
             roles=frozenset({Role.CALLS, Role.MIGRATED})),
@@ -211,7 +219,8 @@ METRICS: tuple[Metric, ...] = (
     # is 1.3 times that, as an SD from 8 processes may be 25 % short.
     Metric("instructions", Family.WORK, Rule.BANDED, Unit.COUNT, "host instructions per call",
            0.005, reduce=Reduce.MAX, exported=("instructions", 1), counted_apart=True,
-           layout_noise=(0.0013, 1.43), roles=frozenset({Role.HISTORY}), attributed=True,
+           layout_noise=(0.0013, 1.43), roles=frozenset({Role.HISTORY}),
+           parts=Parts.FUNCTIONS,
            title="Host instructions per call (callgrind)"),
     # A compiled mode's first call in the counts process, with the counts' kept caches: the
     # host work of a second start's compile (bench.instructions_compile), which its time

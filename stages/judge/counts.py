@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from stages.core.metrics import Metric
+from stages.core.metrics import Metric, Parts
 from stages.core.numbers import geometric_mean, median
 from stages.core.records.rows import Contribution
 from stages.core.records.schema import Spent
@@ -120,7 +120,7 @@ def where_it_went(base: Sequence[Sequence[Spent]], now: Sequence[Sequence[Spent]
     functions = sorted(((f, lib, sides[0].get((f, lib), 0.0), sides[1].get((f, lib), 0.0))
                         for f, lib in sides[0].keys() | sides[1].keys()),
                        key=lambda x: (-abs(x[3] - x[2]), x[0], x[1]))
-    found = [Contribution(f, "function", b, n, lib) for f, lib, b, n in functions
+    found = [Contribution(f, Parts.FUNCTIONS, b, n, lib) for f, lib, b, n in functions
              [:FUNCTIONS_SHOWN] if n != b]
     moved = sorted(((lib, libraries[0].get(lib, 0.0), libraries[1].get(lib, 0.0))
                     for lib in libraries[0].keys() | libraries[1].keys()),

@@ -139,7 +139,7 @@ def carried_notes(cell: str, record: BenchRecord) -> list[str]:
 MEASURED_SETTINGS = ("samples", "sample_target_s", "warmup_s", "min_warmup_calls",
                      "warmup_max_s", "latency_calls", "latency_s", "breakdown_calls",
                      "breakdown_s", "pin_pairs", "seed", "instruction_calls",
-                     "instructions_compile")
+                     "instructions_compile", "profile_calls")
 
 
 def configuration_moved(base: BenchRecord, now: BenchRecord) -> list[str]:

@@ -14,7 +14,7 @@ from typing import Callable
 from scipy import stats as sps
 
 from stages.core.config.settings import CompareSettings, StatsSettings
-from stages.core.metrics import BY_NAME, HEADLINE, METRICS, Delta, Family, Metric, Rule
+from stages.core.metrics import BY_NAME, HEADLINE, METRICS, Delta, Family, Metric, Parts, Rule
 from stages.core.numbers import geometric_mean, median
 from stages.core.records.rows import Contribution, Row
 from stages.core.records.schema import BenchRecord, ModeTiming
@@ -237,7 +237,7 @@ def _banded_row(key: UnitKey, found: Metric, base: BenchUnit, now: BenchUnit, de
                      note="counted another way: " + counter_change(*ways))
     same = base.counts == now.counts
     return counts.count_draft(key, found, b, n, delta, processes, same=same, attribution=() if
-                              same or not found.attributed else counts.where_it_went(
+                              same or found.parts != Parts.FUNCTIONS else counts.where_it_went(
                                   *([m.instructions_by for m in u.modes(found)]
                                     for u in (base, now))))
 
@@ -308,10 +308,41 @@ def _timing_row(key: UnitKey, metric: Metric, now: BenchUnit, base: BenchUnit, d
             verdict = Verdict.NOT_COMPARABLE
     if not_comparable:
         verdict, note = Verdict.NOT_COMPARABLE, not_comparable
-    attribution = by_phase(base.modes(metric, busy_share), now.modes(metric, busy_share)) \
-        if metric.phased else ()
+    attribution = traced(metric, base.modes(metric, busy_share), now.modes(metric, busy_share))
     return Draft(key, verdict, shift=shift, delta=delta, note=note, attribution=attribution,
                  **numbers)
+
+
+def traced(metric: Metric, base: list[ModeTiming], now: list[ModeTiming]
+           ) -> tuple[Contribution, ...]:
+    """A timing's change by its parts, where the table names them (core.metrics.Parts)."""
+    if metric.parts == Parts.PHASES:
+        return by_phase(base, now)
+    if metric.parts == Parts.OPERATORS:
+        return by_operator(base, now)
+    return ()
+
+
+OPERATORS_SHOWN = 8
+
+
+def by_operator(base: list[ModeTiming], now: list[ModeTiming]) -> tuple[Contribution, ...]:
+    """A steady state's change by operator: each process's self time per call of each
+    operator in its profiling pass after the timed samples (measure.profile), each side's
+    median, the largest change first; each operator tested like a timing (Welch on the logs
+    of its processes), Holm-adjusted over the unit's operators (`p`). An operator one side
+    never ran is new or gone, untested. Empty where a side profiled none."""
+    sides = [[m.operator_s for m in modes if m.operator_s] for modes in (base, now)]
+    if not all(sides):
+        return ()
+    names = dict.fromkeys(op for side in sides for found in side for op in found)
+    values = {op: [[found.get(op, 0.0) for found in side] for side in sides] for op in names}
+    tests = {op: s for op, (b, n) in values.items() if (s := stats.shift(b, n)) is not None}
+    adjusted = dict(zip(tests, stats.holm_adjust([s.p_value for s in tests.values()])))
+    found = [Contribution(op, Parts.OPERATORS, median(b), median(n), p=adjusted.get(op))
+             for op, (b, n) in values.items()]
+    found.sort(key=lambda c: -abs(c.change))
+    return tuple(found[:OPERATORS_SHOWN])
 
 
 def by_phase(base: list[ModeTiming], now: list[ModeTiming]) -> tuple[Contribution, ...]:
@@ -323,7 +354,7 @@ def by_phase(base: list[ModeTiming], now: list[ModeTiming]) -> tuple[Contributio
     if not all(sides):
         return ()
     names = dict.fromkeys(name for side in sides for phases in side for name in phases)
-    found = [Contribution(name, "phase", *(median([p.get(name, 0.0) for p in side])
+    found = [Contribution(name, Parts.PHASES, *(median([p.get(name, 0.0) for p in side])
                                            for side in sides)) for name in names]
     return tuple(sorted(found, key=lambda c: -abs(c.change)))
 

@@ -30,6 +30,7 @@ def job_for(cfg: Config, cell: Cell, workloads: list[WorkloadSpec], kind: str,
                       breakdown_calls=b.breakdown_calls, breakdown_s=b.breakdown_s,
                       instruction_calls=b.instruction_calls,
                       instructions_compile=b.instructions_compile,
+                      profile_calls=b.profile_calls,
                       # a counts process imports what its unit's timed processes imported
                       import_timeout_s=None if kind == "instructions" else b.import_timeout_s,
                       pin_pairs=b.pin_pairs),

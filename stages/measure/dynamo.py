@@ -68,6 +68,47 @@ def inductor_counts() -> WorkCounts:
                           "(its CPU code)"})
 
 
+# The compile's phases, from the regions dynamo and inductor time (torch._dynamo.utils.
+# compilation_time_metrics: seconds per named region, nested): each phase its regions less
+# the regions inside them that are phases of their own; "rest" is the first call less them
+# (dynamo's other work, cache lookups, running the call). A region a torch version does not
+# time is 0: the rest then holds it.
+COMPILE_PHASES = (
+    ("tracing", ("bytecode_tracing",), ()),
+    ("AOT autograd", ("create_aot_dispatcher_function",), ("fx_codegen_and_compile",)),
+    ("lowering", ("fx_codegen_and_compile",), ("GraphLowering.codegen",
+                                               "PyCodeCache.load_by_key_path")),
+    ("codegen", ("GraphLowering.codegen",), ()),
+    ("build and load", ("PyCodeCache.load_by_key_path",), ()),
+    ("guards", ("build_guards",), ()),
+)
+
+
+def compile_times() -> dict[str, float]:
+    """Seconds per timed region of the compiles so far in this process."""
+    try:
+        from torch._dynamo.utils import compilation_time_metrics
+    except ImportError:
+        return {}
+    return {name: float(sum(times)) for name, times in compilation_time_metrics.items()}
+
+
+def compile_phases(before: dict[str, float], after: dict[str, float],
+                   first_call_s: float) -> dict[str, float]:
+    """The first call's seconds per phase (COMPILE_PHASES), from the region times before and
+    after it; {} where no region was timed (nothing compiled, or a torch that times none)."""
+    spent = {name: after[name] - before.get(name, 0.0) for name in after}
+    if not any(v > 0 for v in spent.values()):
+        return {}
+
+    def of(names: tuple[str, ...]) -> float:
+        return sum(spent.get(n, 0.0) for n in names)
+    found = {phase: max(0.0, of(regions) - of(inside)) for phase, regions, inside
+             in COMPILE_PHASES}
+    found["rest"] = max(0.0, first_call_s - sum(found.values()))
+    return found
+
+
 class DynamoLog(logging.Handler):
     """Graph breaks and recompiles of one compiled run, with their reasons, read from dynamo's
     `graph_breaks` and `recompiles` log artifacts (the TORCH_LOGS names). Dynamo's counters
@@ -80,6 +121,8 @@ class DynamoLog(logging.Handler):
         self.breaks: list[str] = []
         self.recompiles: list[str] = []
         self.frames_after_first: int | None = None
+        self.times_before: dict[str, float] = {}
+        self.times_after_first: dict[str, float] = {}
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -101,6 +144,7 @@ class DynamoLog(logging.Handler):
         self._loggers = [logging.getLogger(n) for n in names] or [logging.getLogger("torch")]
         for logger in self._loggers:
             logger.addHandler(self)
+        self.times_before = compile_times()
         return self
 
     def __exit__(self, *exc) -> None:
@@ -113,6 +157,11 @@ class DynamoLog(logging.Handler):
 
     def mark_first(self) -> None:
         self.frames_after_first = dynamo_counts()["frames"]
+        self.times_after_first = compile_times()
+
+    def phases(self, first_call_s: float) -> dict[str, float]:
+        """The first call's compile by phase (compile_phases)."""
+        return compile_phases(self.times_before, self.times_after_first, first_call_s)
 
     def summary(self) -> Dynamo:
         counted = dynamo_counts()

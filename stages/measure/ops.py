@@ -149,6 +149,37 @@ _LAUNCHES = frozenset({"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKerne
                        "cuLaunchKernelEx", "cudaLaunchCooperativeKernel", "cudaGraphLaunch"})
 
 
+OPERATORS_KEPT = 40          # the largest operators a process keeps ...
+OPERATOR_SHARE = 0.002       # ... of at least this share of the pass's self time
+
+
+def operator_times(step, sync, calls: int, cuda: bool = False) -> dict[str, float]:
+    """Self time per call by operator, in seconds, over `calls` calls of `step` under
+    torch.profiler: what each operator itself took, its callees apart, so that the unit's
+    change can be traced to operators (judge.timings.by_operator). On a CUDA device each
+    kernel's device time too ("cuda: <kernel>"). After the timed samples, never during
+    them: the profiler adds its own cost to every operator it records (a few µs each), which
+    both arms pay alike."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        for _ in range(calls):
+            step()
+        sync()
+    found: dict[str, float] = {}
+    for event in prof.key_averages():
+        if event.self_cpu_time_total > 0:
+            found[event.key] = found.get(event.key, 0.0) + event.self_cpu_time_total
+        device = getattr(event, "self_device_time_total", 0) or 0
+        if cuda and device > 0:
+            found[f"cuda: {event.key}"] = found.get(f"cuda: {event.key}", 0.0) + device
+    total = sum(found.values())
+    kept = sorted(((us, name) for name, us in found.items() if us >= OPERATOR_SHARE * total),
+                  reverse=True)[:OPERATORS_KEPT]
+    return {name: us * 1e-6 / calls for us, name in kept}
+
+
 def kernel_launches(step, sync) -> int:
     """The kernels one call of `step` launches on a CUDA device, from the profiler's record of
     the runtime calls (CUPTI): the launch overhead a fusion removes and a decomposition adds,

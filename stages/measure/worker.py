@@ -16,6 +16,7 @@ import random
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from stages.core.lifetime import hold_launcher
 
@@ -37,6 +38,7 @@ from stages.core.records.schema import (
     NumericsProcess,
     Ranks,
     ShapeRun,
+    Spent,
 )
 from stages.core.typed import from_data, to_data
 from stages.core.vocabulary import Status
@@ -69,6 +71,7 @@ from stages.measure.ops import (
     eager_counts,
     kernel_launches,
     op_coverage,
+    operator_times,
 )
 from stages.measure.pipeline import Breakdown, Pipeline, measure_breakdown
 from stages.measure.probe import process_host
@@ -183,6 +186,9 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
         # The work of one more call, counted: after every timing, at the first shape.
         work = work_counts(workload.step, device.type, compiled) if group is None \
             else WorkCounts()
+        operators = operator_times(workload.step, sync_for(device.type),
+                                   job.timing.profile_calls, cuda=device.type == "cuda") \
+            if group is None and job.timing.profile_calls else {}
         shapes = run_shapes(workload.shapes, clock, lambda: dynamo.recompiles, turn) \
             if compiled else ()
     bad = sum(nonfinite_count(t) for t in flatten(phases.first_output).values())
@@ -197,7 +203,9 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
         compile_cache=cache if compiled else None, latency=latency, breakdown=breakdown,
         gpu=sampler.record() if sampler is not None else GpuTimes(),
         dynamo=(rank_dynamo or dynamo.summary()) if compiled else None, work=work,
-        shapes=shapes, ranks=ranks)))
+        shapes=shapes, ranks=ranks, operators=operators,
+        compile_phases=dynamo.phases(phases.first_call_s) if compiled and group is None
+        else {})))
 
 
 @dataclass(frozen=True)
@@ -221,6 +229,8 @@ class ModeParts:
     work: WorkCounts
     shapes: tuple[ShapeRun, ...]
     ranks: Ranks | None                   # a distributed unit's
+    operators: dict[str, float]           # self seconds per call by operator (ops)
+    compile_phases: dict[str, float]      # the first call by the compile's phases (dynamo)
 
 
 def mode_timing(m: ModeParts) -> ModeTiming:
@@ -256,7 +266,8 @@ def mode_timing(m: ModeParts) -> ModeTiming:
         unmeasured=merged(br.unmeasured, m.notes.unmeasured, energy.unmeasured,
                           {} if m.cpu_busy is not None else {"cpu_busy": SHORT_FOR_TICKS},
                           work.unmeasured),
-        clock=m.notes.clock, ranks=m.ranks)
+        clock=m.notes.clock, ranks=m.ranks, operator_s=m.operators,
+        compile_phases=m.compile_phases)
 
 
 def merged(*reasons: dict[str, str]) -> dict[str, str]:
@@ -326,10 +337,12 @@ def run_instructions(job: Job) -> BenchProcess:
     modes, states = {}, []
     for mode in job.modes:
         try:
-            calls_total, compile_total, state = count_instructions(job, factory, device, mode,
-                                                                   client, dumps)
-            modes[mode] = ModeTiming(Status.OK, instructions=round(calls_total / calls),
-                                     compile_instructions=compile_total)
+            counted, compile_total, state = count_instructions(job, factory, device, mode,
+                                                               client, dumps)
+            modes[mode] = ModeTiming(
+                Status.OK, instructions=round(callgrind.totals(counted) / calls),
+                compile_instructions=compile_total, instructions_by=tuple(
+                    Spent(*found) for found in callgrind.spent([counted], calls)))
             states += [f"{mode}{COMPILE_STATE}{state}"] if state else []
         except Exception as exc:    # one mode failing must not hide the others
             modes[mode] = ModeTiming(*failure(exc))
@@ -340,9 +353,9 @@ def run_instructions(job: Job) -> BenchProcess:
 
 
 def count_instructions(job: Job, factory, device, mode: str, client: callgrind.Client,
-                       dumps: callgrind.Dumps) -> tuple[int, int | None, str | None]:
-    """(the instructions of the counted calls, of the compile where it is counted, the
-    compile cache state they were counted in: None for eager).
+                       dumps: callgrind.Dumps) -> tuple[Path, int | None, str | None]:
+    """(the dump of the counted calls, the instructions of the compile where it is counted,
+    the compile cache state they were counted in: None for eager).
 
     A compiled mode is counted in one state: compiled in the process (the launcher gives a
     counts process an empty compile cache), dynamo reset, built again and loaded from the
@@ -367,7 +380,7 @@ def count_instructions(job: Job, factory, device, mode: str, client: callgrind.C
         del workload
         workload = built()
         if job.timing.instructions_compile:
-            compile_count = _counted(workload.step, 1, client, dumps)
+            compile_count = callgrind.totals(_counted(workload.step, 1, client, dumps))
         else:
             workload.step()
         state = f"{first}, then {compile_source()}"
@@ -379,8 +392,8 @@ def count_instructions(job: Job, factory, device, mode: str, client: callgrind.C
             compile_count, state)
 
 
-def _counted(step, calls: int, client: callgrind.Client, dumps: callgrind.Dumps) -> int:
-    """The instructions of `calls` calls of `step`, instrumented only meanwhile."""
+def _counted(step, calls: int, client: callgrind.Client, dumps: callgrind.Dumps) -> Path:
+    """The dump of `calls` calls of `step`, instrumented only meanwhile."""
     client.start_instrumentation()
     gc.collect()
     gc.disable()     # a collection lands on whichever call crosses its threshold
@@ -392,7 +405,7 @@ def _counted(step, calls: int, client: callgrind.Client, dumps: callgrind.Dumps)
     finally:
         gc.enable()
         client.stop_instrumentation()
-    return callgrind.totals(dumps.next())
+    return dumps.next()
 
 
 def outputs_after_steps(job: Job, factory, device, dtype, mode, after_first=None,

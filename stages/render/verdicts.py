@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 from stages.core.metrics import BY_NAME, Rule, Unit, names
-from stages.core.records.rows import CompareRecord, Row
+from stages.core.records.rows import CompareRecord, Contribution, Row
 from stages.core.vocabulary import Verdict
 from stages.render.markdown import (
     ORDER,
@@ -62,9 +62,10 @@ def attributed(row: Row) -> str:
     def amount(x: float) -> str:
         return ("+" if x > 0 else "−") + (seconds(abs(x)) if timed else compact(abs(x)))
     kind = parts[0].kind
-    said = [f"{c.change / total:.0%} `{c.what}`" + (f" ({c.library})" if c.library else "")
-            for c in parts if c.change * total > 0][:4]
-    against = [f"{amount(c.change)} `{c.what}`" for c in parts if c.change * total < 0]
+    said = [f"{c.change / total:.0%} `{c.what}`" + _about(c) for c in parts
+            if c.change * total > 0][:4]
+    against = [f"{amount(c.change)} `{c.what}`" + _about(c) for c in parts
+               if c.change * total < 0]
     libraries = [f"{c.what} {amount(c.change)}" for c in row.attribution if c.kind == "library"]
     explained = sum(c.change for c in parts) / total
     line = f"where ({kind}s): {amount(total)}{'' if timed else ' a call'}: " + ", ".join(said)
@@ -77,6 +78,18 @@ def attributed(row: Row) -> str:
                  + (" (the rest is spread over functions below 0.1 % of the count each)"
                     if kind == "function" else ""))
     return line
+
+
+def _about(part: Contribution) -> str:
+    """What a part's name leaves out: its library, that it is new or gone, its test."""
+    said = [part.library] if part.library else []
+    if part.kind != "library" and not part.base:
+        said.append("new")
+    elif part.kind != "library" and not part.now:
+        said.append("gone")
+    elif part.p is not None:
+        said.append(f"p {pvalue(part.p)}")
+    return f" ({', '.join(said)})" if said else ""
 
 
 def evidence(row: Row) -> str:

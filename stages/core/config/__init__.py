@@ -416,7 +416,7 @@ def _check_bench(bench: BenchSettings) -> None:
                 "instruction_calls", "instruction_processes", "instructions_timeout_s"):
         _at_least(getattr(bench, key), f"bench.{key}")
     for key in ("warmup_s", "adaptive_budget_s", "min_warmup_calls", "cold_compile_processes",
-                "latency_s", "breakdown_s"):
+                "latency_s", "breakdown_s", "profile_calls"):
         _at_least(getattr(bench, key), f"bench.{key}", inclusive=True)
     _choice(bench.instructions, INSTRUCTIONS, "bench.instructions")
     for metric in bench.adaptive_metrics or ():

@@ -102,6 +102,9 @@ class BenchSettings:
     # up to this many processes a side (judge.counts): a size fixed in advance.
     instruction_processes: int = 4
     instruction_calls: int = 2        # counted calls per mode, after its warm-up
+    # Calls per process profiled by operator after its timed samples (the steady state's
+    # change traced to operators; measure.ops.operator_times); 0: none profiled.
+    profile_calls: int = 10
     instructions_compile: bool = False   # also a compiled mode's first call (warm caches)
     instructions_timeout_s: float = 900.0   # per counts process (valgrind runs ~5-50x slower)
 

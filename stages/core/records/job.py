@@ -23,6 +23,7 @@ class Timing:
     breakdown_s: float = BenchSettings.breakdown_s
     instruction_calls: int = BenchSettings.instruction_calls
     instructions_compile: bool = BenchSettings.instructions_compile
+    profile_calls: int = BenchSettings.profile_calls
     import_timeout_s: float | None = None   # None: within the unit's time limit alone
     pin_pairs: bool = BenchSettings.pin_pairs
 

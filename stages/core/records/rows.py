@@ -38,10 +38,11 @@ class Contribution:
     """Where part of a unit's change went: a function of a library (host instructions), an
     operator (time) or a compile phase, with each side's value per call in the row's unit."""
     what: str
-    kind: str                          # "function", "library", "operator" or "phase"
+    kind: str                          # core.metrics.Parts, or "library"
     base: float
     now: float
     library: str = ""                  # a function's shared object
+    p: float | None = None             # an operator's test, Holm-adjusted over its unit's
 
     @property
     def change(self) -> float:

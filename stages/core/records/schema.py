@@ -221,6 +221,9 @@ class ModeTiming:
     # The first call's compile by phase, in seconds (measure.dynamo.compile_phases): tracing,
     # AOT, lowering, codegen, build, guards, and the rest of the call
     compile_phases: dict[str, float] = field(default_factory=dict)
+    # The steady state by operator: each one's self time per call, in seconds, in a
+    # profiling pass after the timed samples (measure.profile; bench.profile_calls)
+    operator_s: dict[str, float] = field(default_factory=dict)
     calls_per_sample: int | None = None
     steady_s: tuple[float, ...] = ()      # per call, one entry per sample (on a GPU: hot)
     cold_s: tuple[float, ...] = ()        # CUDA: L2 flushed before each call, one per sample
