@@ -166,3 +166,32 @@ def test_a_compiled_first_call_is_split_into_the_compiles_phases():
             "rest"} == phases.keys()
     assert phases["tracing"] > 0 and sum(phases.values()) == pytest.approx(m.first_call_s,
                                                                           rel=0.05)
+
+
+def test_a_regressed_steady_state_names_the_operator_that_took_the_time():
+    import random
+
+    from stages.judge.timings import bench_rows
+    from stages.judge.verdicts import finish
+
+    from .records import DELTA, bench, process
+
+    def side(steady: float, mm: float, seed: int, extra: dict | None = None):
+        rng = random.Random(seed)
+        return bench({"w": [process(steady, rng=rng, operator_s={
+            "aten::mm": mm * rng.uniform(0.99, 1.01), "aten::tanh": 4e-4 * rng.uniform(0.99, 1.01),
+            **(extra or {})}) for _ in range(8)]})
+    base = side(1e-3, 5e-4, 1)
+    now = side(1.1e-3, 6e-4, 2, {"aten::_to_copy": 2e-6})
+    rows = {r.metric: r for r in finish(bench_rows("c", now, base, DELTA), alpha=0.05,
+                                        power=0.8).rows}
+    steady = rows["steady_s"]
+    assert steady.verdict == "REGRESSED"
+    first = steady.attribution[0]
+    assert first.what == "aten::mm" and first.change == pytest.approx(1e-4, rel=0.05)
+    assert first.p < 0.05                                  # tested, Holm over the unit's ops
+    tanh = next(c for c in steady.attribution if c.what == "aten::tanh")
+    assert tanh.p > 0.05                                   # unchanged: not significant
+    line = attributed(steady)
+    assert line.startswith("where (operators): +") and "`aten::mm` (p " in line
+    assert "`aten::_to_copy` (new)" in line
