@@ -98,7 +98,8 @@ def cell_table(summary: CellSummary, rows: list[Row]) -> str:
         verdict = "" if steady is None else (
             "possible slowdown" if steady.possible_slowdown else steady.verdict)
         moved = change(steady) if steady is not None else ""
-        also = "; ".join(filter(None, [_flags(mine), left_out(n)]))
+        also = "; ".join(filter(None, [attributed(steady) if steady is not None else "",
+                                       _flags(mine), left_out(n)]))
         if not n.measured or n.too_busy:
             skipped = next((r for r in mine if r.verdict == Verdict.SKIPPED), None)
             why = "FAILED" if n.failures else "busy machine" if n.processes_busy else \

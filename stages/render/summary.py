@@ -18,7 +18,7 @@ from stages.render.bench import ranks_section
 from stages.render.environment import cell as env_cell
 from stages.render.markdown import counts, markdown_table, pictures_note, value
 from stages.render.numbers import environment_change, numbers_section
-from stages.render.verdicts import VERDICTS_LINK, by_effect, change, evidence
+from stages.render.verdicts import VERDICTS_LINK, attributed, by_effect, change, evidence
 
 # The verdicts of a comparison made.
 COMPARED = (Verdict.REGRESSED, Verdict.IMPROVED, Verdict.EQUIVALENT, Verdict.INCONCLUSIVE)
@@ -52,7 +52,8 @@ def summary(matrix: str, compare: CompareRecord, changes: list, env_note: str | 
     if bad:
         lines += ["## Regressions and failures", "",
                   markdown_table([[r.verdict, r.stage, r.cell, r.workload, r.mode, r.metric,
-                                   change(r), r.note] for r in by_effect(bad)],
+                                   change(r), "; ".join(filter(None, [r.note, attributed(r)]))]
+                                  for r in by_effect(bad)],
                                  ["verdict", "stage", "cell", "workload", "mode", "metric",
                                   "change", "detail"]), ""]
     lines += slowdowns_section(rows)
