@@ -21,13 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stages.core.records.migration import MigrationRecord
-from stages.core.records.outputs import (
-    Coverage,
-    Dynamo,
-    Fingerprint,
-    FreshOutputs,
-    ModeOutputs,
-)
+from stages.core.records.outputs import Coverage, Dynamo, Fingerprint, FreshOutputs, ModeOutputs
 from stages.core.records.rows import CompareRecord
 from stages.core.records.unit import BenchUnit
 from stages.core.vocabulary import Check
@@ -218,11 +212,9 @@ class ModeTiming:
     # The inductor caches the first call found: "cold" (empty: a first start) or "warm" (as
     # an earlier process of the same unit left them: a second start); None in eager modes.
     compile_cache: str | None = None
-    # The first call's compile by phase, in seconds (measure.dynamo.compile_phases): tracing,
-    # AOT, lowering, codegen, build, guards, and the rest of the call
+    # Where the time goes, in seconds: the first call by the compile's phases
+    # (measure.dynamo.compile_phases), a call by operator (self time; measure.ops.operator_times)
     compile_phases: dict[str, float] = field(default_factory=dict)
-    # The steady state by operator: each one's self time per call, in seconds, in a
-    # profiling pass after the timed samples (measure.profile; bench.profile_calls)
     operator_s: dict[str, float] = field(default_factory=dict)
     calls_per_sample: int | None = None
     steady_s: tuple[float, ...] = ()      # per call, one entry per sample (on a GPU: hot)
