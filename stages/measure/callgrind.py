@@ -247,6 +247,7 @@ def short_name(symbol: str, most: int = 100) -> str:
     text = text.split()[-1] if text.strip() else text
     for name, mark in kept.items():
         text = text.replace(mark, name)
+    text = re.sub(r"^0x0+(?=[0-9a-f])", "0x", text)      # an unnamed function's address
     return text if len(text) <= most else text[:most - 1] + "…"
 
 
