@@ -205,3 +205,20 @@ def test_a_compiled_graphs_call_is_named_alike_on_both_sides():
         == operator_name("## Call CompiledFxGraph f7cwegobkwbnuo7yf4uftjen6hkiw6c3ovzzaovu ##") \
         == "Call CompiledFxGraph …"
     assert operator_name("aten::_log_softmax_backward_data") == "aten::_log_softmax_backward_data"
+
+
+def test_a_function_callgrind_named_by_its_address_is_named_from_the_exported_table(tmp_path):
+    from pathlib import Path
+
+    import torch
+
+    from stages.measure.callgrind import _named, elf_functions
+    lib = str(Path(torch.__file__).parent / "lib" / "libc10.so")
+    table = elf_functions(lib)
+    address, _, name = next(t for t in table if t[1] > 16)
+    assert _named(f"0x{address:016x}", lib, {}) in {n for a, _, n in table if a == address}
+    assert _named(f"0x{address + 8:016x}", lib, {}) != f"0x{address + 8:016x}"  # inside it
+    assert _named("0x0000000000000001", lib, {}) == "0x0000000000000001"   # nothing there
+    assert elf_functions(str(tmp_path / "missing.so")) == []
+    (tmp_path / "text.so").write_text("not an ELF")
+    assert elf_functions(str(tmp_path / "text.so")) == []

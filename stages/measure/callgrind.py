@@ -22,6 +22,7 @@ Standard library only: the launcher builds the command without torch.
 """
 from __future__ import annotations
 
+import bisect
 import ctypes
 import mmap
 import os
@@ -29,6 +30,7 @@ import platform
 import random
 import re
 import shutil
+import struct
 import subprocess
 from pathlib import Path
 
@@ -171,6 +173,15 @@ KEPT_MOST = 60              # and at most this many, the largest
 ANONYMOUS = "(anonymous namespace)"
 
 
+_HASH = re.compile(r"\b(?=[0-9a-z]*\d)[0-9a-z]{20,}\b")
+
+
+def library(ob: str) -> str:
+    """A shared object's file name, a generated one's cache key cut (inductor's kernels:
+    `c45gacx….main.so` differs wherever the code does)."""
+    return ob if ob == "???" else _HASH.sub("…", Path(ob).name)
+
+
 def self_costs(path: Path) -> dict[tuple[str, str], int]:
     """(function, shared object) -> its own instructions in one dump, every function."""
     names: dict[tuple[str, str], str] = {}
@@ -251,15 +262,66 @@ def short_name(symbol: str, most: int = 100) -> str:
     return text if len(text) <= most else text[:most - 1] + "…"
 
 
+def elf_functions(path: str) -> list[tuple[int, int, str]]:
+    """(address, size, name) of each symbol an ELF shared object exports for code or untyped
+    (its .dynsym), by address; [] where the file is not a readable 64-bit little-endian ELF. Callgrind names a
+    function it found no symbol for by its address, which the exported table may still name
+    (MKL's kernels inside libtorch_cpu.so: `0xdcf2770` is mkl_blas_mc3_sgemm_kernel_1_0)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            if head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
+                return []
+            shoff, = struct.unpack_from("<Q", head, 0x28)
+            shentsize, shnum = struct.unpack_from("<HH", head, 0x3A)
+            f.seek(shoff)
+            table = f.read(shentsize * shnum)
+            sections = [struct.unpack_from("<IIQQQQIIQQ", table, i * shentsize)
+                        for i in range(shnum)]
+            dynsym = next((sec for sec in sections if sec[1] == 11), None)   # SHT_DYNSYM
+            if dynsym is None:
+                return []
+            strtab = sections[dynsym[6]]
+            f.seek(dynsym[4])
+            symbols = f.read(dynsym[5])
+            f.seek(strtab[4])
+            names = f.read(strtab[5])
+    except (OSError, struct.error, IndexError):
+        return []
+    found = []
+    for name, info, _, shndx, value, size in struct.iter_unpack("<IBBHQQ", symbols):
+        # A function, an indirect one, or an untyped symbol (MKL's assembly kernels: size 0)
+        if info & 0xF in (0, 2, 10) and shndx and value:
+            end = names.find(b"\0", name)
+            found.append((value, size, names[name:end].decode(errors="replace")))
+    return sorted(found)
+
+
+def _named(fn: str, ob: str, tables: dict[str, list]) -> str:
+    """A function callgrind named by its address, by the object's exported name for it."""
+    if not re.fullmatch(r"0x[0-9a-f]+", fn) or ob == "???":
+        return fn
+    if ob not in tables:
+        tables[ob] = elf_functions(ob)
+    address = int(fn, 16)
+    i = bisect.bisect_right(tables[ob], (address, float("inf"), "")) - 1
+    if i >= 0:
+        start, size, name = tables[ob][i]
+        if start == address or start <= address < start + size:
+            return name
+    return fn
+
+
 def spent(paths: list[Path], calls: int) -> tuple[tuple[str, str, int], ...]:
     """The largest functions of the counted calls, by their own instructions per call:
     (function, shared object's file name, instructions), at least KEPT_SHARE of the total
     each, at most KEPT_MOST; the same function under several names (template instances,
     clones) summed under its short name."""
     merged: dict[tuple[str, str], int] = {}
+    tables: dict[str, list] = {}
     for path in paths:
         for (fn, ob), n in self_costs(path).items():
-            key = (short_name(fn), Path(ob).name if ob != "???" else ob)
+            key = (short_name(_named(fn, ob, tables)), library(ob))
             merged[key] = merged.get(key, 0) + n
     total = sum(merged.values())
     kept = sorted(((fn, ob, round(n / calls)) for (fn, ob), n in merged.items()
