@@ -23,6 +23,7 @@ from stages.core import scratch
 from stages.core.config import Cell, Config
 from stages.core.errors import UserError
 from stages.core.machine import portable
+from stages.core.metrics import HEADLINE
 from stages.core.records.cost import process_seconds
 from stages.core.records.job import NOW_ARM, Arm
 from stages.core.records.outputs import FreshOutputs
@@ -358,7 +359,7 @@ def fund(run: CellRun, wanted: list[Wanted], left_s: float
         group = 0 if needed is None else 1 if needed <= bench.max_processes else 2
         if more:
             asks.append(((changed is not None and unit.workload not in changed, group,
-                          unit.metric != "steady_s",
+                          unit.metric != HEADLINE.name,
                           more * process_cost(run, unit.workload, {unit.mode})), unit, more))
         else:
             skipped.append((name, f"at bench.max_processes ({bench.max_processes}) already"))

@@ -38,8 +38,9 @@ def job_for(cfg: Config, cell: Cell, workloads: list[WorkloadSpec], kind: str,
 
 
 def recorded(spec: WorkloadSpec | None) -> RecordedWorkload | None:
-    """The record's snapshot of a workload: a setting the snapshot lacks is a record shape
-    change (a schema version), and fails here loudly rather than being dropped."""
+    """The record's snapshot of a workload: a setting the snapshot lacks fails here loudly
+    rather than being dropped (a new one with a default is a field of RecordedWorkload, no
+    schema version: core.records.upgrades)."""
     if spec is None:
         return None
     # Its numerics tolerance is the numerics record's business, not the bench record's.

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from stages.core.config.settings import BenchSettings
+from stages.core.metrics import PHASES  # the timed phases, as metrics
 from stages.core.numbers import median
 from stages.core.records.schema import Busy, Sentinel, ShapeRun
 from stages.measure.clocks import Clock, SyncClock
@@ -150,7 +151,6 @@ class SentinelProbe:
         return Sentinel(min(self.loop), min(self.copy), self.METHOD)
 
 
-PHASES = ("first_call_s", "warmup_s", "steady_s")   # the timed phases, as metrics
 
 
 class _NoProbe:

@@ -26,6 +26,7 @@ if __name__ == "__main__":
 import torch
 
 from stages.core.config.targets import load_target
+from stages.core.metrics import PHASES
 from stages.core.records import dumps, write_text
 from stages.core.records.job import IMPORTED, Job
 from stages.core.records.outputs import Coverage, Dynamo, FreshOutputs, ModeOutputs, VersusEager
@@ -77,7 +78,6 @@ from stages.measure.pipeline import Breakdown, Pipeline, measure_breakdown
 from stages.measure.probe import process_host
 from stages.measure.ranks import RankGroup, check_ranks
 from stages.measure.timing import (
-    PHASES,
     BusyMachine,
     Latency,
     Phases,
@@ -215,7 +215,7 @@ class ModeParts:
     items: int | None
     flops: float | None
     bytes_moved: float | None
-    busy: dict[str, Busy | None]          # per timed phase (timing.PHASES)
+    busy: dict[str, Busy | None]          # per timed phase (core.metrics.PHASES)
     cpu_busy: float | None                # None: too short for /proc's clock ticks
     energy: Energy
     notes: Notes
