@@ -187,7 +187,7 @@ _HASH = re.compile(r"\b(?=[0-9a-z]*\d)[0-9a-z]{20,}\b")
 def operator_name(key: str) -> str:
     """An event's name as both sides call it: a compiled graph's call ("## Call
     CompiledFxGraph fydtdus… ##") without its cache key, which differs wherever the code does."""
-    return _HASH.sub("…", key).strip("# ") or key
+    return _HASH.sub("…", key).strip(" #") or key
 
 
 def kernel_launches(step, sync) -> int:
