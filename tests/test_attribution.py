@@ -222,3 +222,13 @@ def test_a_function_callgrind_named_by_its_address_is_named_from_the_exported_ta
     assert elf_functions(str(tmp_path / "missing.so")) == []
     (tmp_path / "text.so").write_text("not an ELF")
     assert elf_functions(str(tmp_path / "text.so")) == []
+
+
+def test_the_moved_units_parts_are_drawn_as_diverging_bars():
+    from stages.render.plots import pictures, where
+    parts = (Contribution("sgemm", "function", 1000, 1100, "libmkl.so"),
+             Contribution("copy", "function", 100, 90, "libc.so.6"),
+             Contribution("libmkl.so", "library", 1000, 1100))
+    assert where([row(2000, 2090, parts)]).startswith(b"\x89PNG")
+    assert where([row(2000, 2090, parts, verdict="EQUIVALENT")]) is None
+    assert pictures({}, [row(2000, 2090, ())])["where.png"] is None

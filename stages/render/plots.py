@@ -18,6 +18,7 @@ from stages.core.numbers import median
 from stages.core.records.rows import Row
 from stages.core.vocabulary import BASELINE, Verdict
 from stages.judge.results import CellSummary
+from stages.render.verdicts import MOVED, by_effect
 
 COLOURS = {Verdict.REGRESSED: "#c62828", Verdict.IMPROVED: "#2e7d32", Verdict.EQUIVALENT: "#607d8b",
            Verdict.INCONCLUSIVE: "#ef6c00"}
@@ -233,6 +234,38 @@ def csv_text(header: list[str], rows: list[list]) -> str:
     return out.getvalue()
 
 
+WHERE_PANELS, WHERE_BARS = 6, 6
+
+
+def where(rows) -> bytes | None:
+    """For each moved unit with an attribution (the largest changes first), a diverging bar
+    per part: its share of the unit's change, added work or time right, removed left."""
+    found = [r for r in by_effect(rows) if r.verdict in MOVED and r.attribution
+             and isinstance(r.now, (int, float)) and isinstance(r.base, (int, float))
+             and r.now != r.base][:WHERE_PANELS]
+    if not found:
+        return None
+    fig = Figure(figsize=(9, 1.0 + 1.6 * len(found)))
+    for i, r in enumerate(found):
+        total = r.now - r.base
+        parts = [c for c in r.attribution if c.kind != "library"][:WHERE_BARS][::-1]
+        ax = fig.add_subplot(len(found), 1, i + 1)
+        shares = [c.change / total for c in parts]
+        ax.barh(range(len(parts)), shares, color=[COLOURS.get(r.verdict, "#000000")
+                                                  if s > 0 else "#9e9e9e" for s in shares])
+        ax.axvline(0, color="#424242", lw=0.8)
+        ax.set_yticks(range(len(parts)), [_short(c.what) for c in parts], fontsize=7)
+        ax.xaxis.set_major_formatter(lambda x, _: f"{x:.0%}")
+        ax.set_title(f"{unit_label(r)}: {r.verdict}, where ({parts[0].kind}s)", fontsize=8)
+    fig.supxlabel("share of the unit's change (grey: against it)", fontsize=8)
+    fig.tight_layout()
+    return png(fig)
+
+
+def _short(name: str, most: int = 48) -> str:
+    return name if len(name) <= most else name[:most - 1] + "…"
+
+
 def plot_data(bench: dict[str, CellSummary], rows) -> dict[str, str]:
     """The pictures' data as CSV files, for `dvc plots diff` (the `plots:` of dvc.yaml)."""
     changes = csv_text(["unit", "ratio", "ci_low", "ci_high", "delta", "verdict"], [
@@ -249,9 +282,10 @@ def pictures(bench: dict[str, CellSummary], rows) -> dict[str, bytes | None]:
     """file name -> PNG bytes, None where there is nothing to draw (no baseline, one mode);
     `bench`: each cell's judge.summary, this run's arm and the baseline's."""
     return {"changes.png": forest(rows), "steady.png": medians(bench),
-            "speedup.png": speedup(bench)}
+            "speedup.png": speedup(bench), "where.png": where(rows)}
 
 
 CAPTIONS = {"changes.png": "Every tested change against the baseline, with its interval",
             "steady.png": "Steady state per call, every worker process: baseline and this run",
-            "speedup.png": "Compiled over eager, per cell"}
+            "speedup.png": "Compiled over eager, per cell",
+            "where.png": "Where each moved unit's change went: its parts' shares"}
