@@ -65,6 +65,8 @@ def test_a_dump_gives_each_function_its_own_instructions_not_its_callees(tmp_pat
     ("operator new(unsigned long)", "operator new"),
     ("at::foo::operator()(long) const", "at::foo::operator()"),
     ("mkl_blas_avx2_sgemm_kernel", "mkl_blas_avx2_sgemm_kernel"),
+    ("void at::native::cpu_kernel_vec<at::F>(at::TensorIteratorBase&, long) [clone .isra.0]",
+     "at::native::cpu_kernel_vec<…>"),
     ("0x00000000004fee40'2", "0x4fee40"),
 ])
 def test_symbols_are_shown_as_users_search_them(symbol, shown):

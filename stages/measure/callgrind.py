@@ -229,7 +229,8 @@ def short_name(symbol: str, most: int = 100) -> str:
     """A symbol as users search it: its parameter list dropped, template arguments cut to
     `<…>`, at most `most` characters (callgrind has demangled it already)."""
     out, depth, paren = [], 0, 0
-    for ch in re.sub(r"'\d+$", "", symbol):      # a recursion level (--separate-recs)
+    # A recursion level (--separate-recs), a compiler's clone ("[clone .isra.0]")
+    for ch in re.sub(r"(\s*\[clone [^\]]*\])+$", "", re.sub(r"'\d+$", "", symbol)):
         if ch == "<":
             depth += 1
             if depth == 1:

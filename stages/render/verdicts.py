@@ -83,10 +83,11 @@ def attributed(row: Row) -> str:
 def _about(part: Contribution) -> str:
     """What a part's name leaves out: its library, that it is new or gone, its test."""
     said = [part.library] if part.library else []
+    kept = " above 0.1 %" if part.kind == "function" else ""   # a function below it is not kept
     if part.kind != "library" and not part.base:
-        said.append("new")
+        said.append("new" + kept)
     elif part.kind != "library" and not part.now:
-        said.append("gone")
+        said.append("gone" + kept.replace("above", "below"))
     elif part.p is not None:
         said.append(f"p {pvalue(part.p)}")
     return f" ({', '.join(said)})" if said else ""
