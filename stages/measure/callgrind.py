@@ -173,13 +173,18 @@ KEPT_MOST = 60              # and at most this many, the largest
 ANONYMOUS = "(anonymous namespace)"
 
 
-_HASH = re.compile(r"\b(?=[0-9a-z]*\d)[0-9a-z]{20,}\b")
+_CACHE_KEY = re.compile(r"\b(?=[0-9a-z]*\d)[0-9a-z]{20,}\b")
+
+
+def without_keys(name: str) -> str:
+    """A generated thing's name without its cache key, which differs wherever the code does
+    (inductor's kernels `c45gacx….main.so`, a compiled graph's call)."""
+    return _CACHE_KEY.sub("…", name)
 
 
 def library(ob: str) -> str:
-    """A shared object's file name, a generated one's cache key cut (inductor's kernels:
-    `c45gacx….main.so` differs wherever the code does)."""
-    return ob if ob == "???" else _HASH.sub("…", Path(ob).name)
+    """A shared object's file name, a generated one's without its cache key."""
+    return ob if ob == "???" else without_keys(Path(ob).name)
 
 
 def self_costs(path: Path) -> dict[tuple[str, str], int]:

@@ -13,6 +13,7 @@ import torch
 from stages.core.records.job import Job
 from stages.core.records.outputs import Coverage
 from stages.measure.build import build
+from stages.measure.callgrind import without_keys
 from stages.measure.device import sync_for
 
 _PHASES = ("fwd", "bwd")
@@ -181,13 +182,10 @@ def operator_times(step, sync, calls: int, cuda: bool = False) -> dict[str, floa
     return {name: us * 1e-6 / calls for us, name in kept}
 
 
-_HASH = re.compile(r"\b(?=[0-9a-z]*\d)[0-9a-z]{20,}\b")
-
-
 def operator_name(key: str) -> str:
     """An event's name as both sides call it: a compiled graph's call ("## Call
     CompiledFxGraph fydtdus… ##") without its cache key, which differs wherever the code does."""
-    return _HASH.sub("…", key).strip(" #") or key
+    return without_keys(key).strip(" #") or key
 
 
 def kernel_launches(step, sync) -> int:
