@@ -234,3 +234,34 @@ def test_the_moved_units_parts_are_drawn_as_diverging_bars():
     assert where([row(2000, 2090, parts)]).startswith(b"\x89PNG")
     assert where([row(2000, 2090, parts, verdict="EQUIVALENT")]) is None
     assert pictures({}, [row(2000, 2090, ())])["where.png"] is None
+
+
+def test_the_summary_and_so_the_pr_comment_says_where_a_regressed_unit_went():
+    """summary.md is the pull-request comment: the unit's row and its regressions table say
+    where, and compare.md's evidence too."""
+    import random
+
+    from stages.core.records.rows import CompareRecord
+    from stages.judge.summary import summarize
+    from stages.judge.timings import bench_rows
+    from stages.judge.verdicts import finish
+    from stages.render.summary import summary
+    from stages.render.verdicts import table
+
+    from .records import BUSY, DELTA, bench, process
+
+    def side(steady: float, mm: float, seed: int):
+        rng = random.Random(seed)
+        return bench({"w": [process(steady, rng=rng, operator_s={
+            "aten::mm": mm * rng.uniform(0.99, 1.01), "aten::relu": 3e-4}) for _ in range(6)]})
+    base, now = side(1e-3, 5e-4, 1), side(1.3e-3, 8e-4, 2)
+    result = finish(bench_rows("cpu-fp32", now, base, DELTA), alpha=0.05, power=0.8,
+                    has_baseline=True)
+    compare = CompareRecord("HEAD", True, 0.05, result.tests, rows=tuple(result.rows))
+    page = summary("cpu", compare, [], None, ["cpu-fp32"], ("REGRESSED",),
+                   {"cpu-fp32": summarize("cpu-fp32", now, 0.36, BUSY, base)})
+    row = next(line for line in page.splitlines() if line.startswith("| w "))
+    assert "where (operators): +" in row and "`aten::mm` (p " in row
+    regressions = page.split("## Regressions and failures")[1].split("##")[0]
+    assert "where (operators)" in regressions
+    assert "where (operators)" in table(compare.rows)
