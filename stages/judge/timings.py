@@ -308,36 +308,45 @@ def _timing_row(key: UnitKey, metric: Metric, now: BenchUnit, base: BenchUnit, d
             verdict = Verdict.NOT_COMPARABLE
     if not_comparable:
         verdict, note = Verdict.NOT_COMPARABLE, not_comparable
-    attribution = traced(metric, base.modes(metric, busy_share), now.modes(metric, busy_share))
+    attribution = traced(metric, *base.paired_modes(now, metric, busy_share), paired=True) \
+        if paired else traced(metric, base.modes(metric, busy_share),
+                              now.modes(metric, busy_share))
     return Draft(key, verdict, shift=shift, delta=delta, note=note, attribution=attribution,
                  **numbers)
 
 
-def traced(metric: Metric, base: list[ModeTiming], now: list[ModeTiming]
-           ) -> tuple[Contribution, ...]:
-    """A timing's change by its parts, where the table names them (core.metrics.Parts)."""
+def traced(metric: Metric, base: list[ModeTiming], now: list[ModeTiming],
+           paired: bool = False) -> tuple[Contribution, ...]:
+    """A timing's change by its parts, where the table names them (core.metrics.Parts);
+    `paired`: the sides' modes are lock-step pairs, round by round."""
     if metric.parts == Parts.PHASES:
         return by_phase(base, now)
     if metric.parts == Parts.OPERATORS:
-        return by_operator(base, now)
+        return by_operator(base, now, paired)
     return ()
 
 
 OPERATORS_SHOWN = 8
 
 
-def by_operator(base: list[ModeTiming], now: list[ModeTiming]) -> tuple[Contribution, ...]:
+def by_operator(base: list[ModeTiming], now: list[ModeTiming], paired: bool = False
+                ) -> tuple[Contribution, ...]:
     """A steady state's change by operator: each process's self time per call of each
-    operator in its profiling pass after the timed samples (measure.profile), each side's
-    median, the largest change first; each operator tested like a timing (Welch on the logs
-    of its processes), Holm-adjusted over the unit's operators (`p`). An operator one side
-    never ran is new or gone, untested. Empty where a side profiled none."""
+    operator in its profiling pass after the timed samples (measure.ops.operator_times), each
+    side's median, the largest change first; each operator tested like a timing (Welch on
+    the logs of its processes; `paired`, lock-step pairs: the paired test on each pair's log
+    ratio), Holm-adjusted over the unit's operators (`p`). An operator one side never ran is
+    new or gone, untested. Empty where a side profiled none."""
+    if paired:      # a pair counts where both of its processes profiled
+        kept = [(b, n) for b, n in zip(base, now) if b.operator_s and n.operator_s]
+        base, now = [b for b, _ in kept], [n for _, n in kept]
     sides = [[m.operator_s for m in modes if m.operator_s] for modes in (base, now)]
     if not all(sides):
         return ()
     names = dict.fromkeys(op for side in sides for found in side for op in found)
     values = {op: [[found.get(op, 0.0) for found in side] for side in sides] for op in names}
-    tests = {op: s for op, (b, n) in values.items() if (s := stats.shift(b, n)) is not None}
+    test = stats.paired_shift if paired else stats.shift
+    tests = {op: s for op, (b, n) in values.items() if (s := test(b, n)) is not None}
     adjusted = dict(zip(tests, stats.holm_adjust([s.p_value for s in tests.values()])))
     found = [Contribution(op, Parts.OPERATORS, median(b), median(n), p=adjusted.get(op))
              for op, (b, n) in values.items()]

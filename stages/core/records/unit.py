@@ -105,6 +105,16 @@ class BenchUnit:
         return {proc.round: v for proc, m, v in self.measured(metric)
                 if proc.round is not None and not busy(m, share, metric)}
 
+    def paired_modes(self, other: BenchUnit, metric: Metric, busy_share: float | None = None
+                     ) -> tuple[list[ModeTiming], list[ModeTiming]]:
+        """Both arms' mode results in the rounds where both kept a value, round by round."""
+        share = busy_share if metric.timed else None
+        b, n = ({proc.round: m for proc, m, _ in unit.measured(metric)
+                 if proc.round is not None and not busy(m, share, metric)}
+                for unit in (self, other))
+        rounds = sorted(b.keys() & n.keys())
+        return [b[r] for r in rounds], [n[r] for r in rounds]
+
     def pairs(self, other: BenchUnit, metric: Metric, busy_share: float | None = None
               ) -> tuple[list[float], list[float]]:
         """Interleaved A/B, this unit the baseline arm: both arms' values in the rounds where
