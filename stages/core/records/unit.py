@@ -78,19 +78,23 @@ class BenchUnit:
             elif value is not None:
                 yield proc, m, value
 
-    def values(self, metric: Metric, busy_share: float | None = None) -> list[float]:
-        """One number per process that measured it; with `busy_share`, a timing's processes
-        whose phase ran on a busy machine are left out (other metrics keep every process)."""
+    def kept(self, metric: Metric, busy_share: float | None = None
+             ) -> Iterator[tuple[BenchProcess, ModeTiming, float]]:
+        """`measured`, with `busy_share`, less a timing's processes whose phase ran on a busy
+        machine (other metrics keep every process)."""
         share = busy_share if metric.timed else None
-        return [v for _, m, v in self.measured(metric) if not busy(m, share, metric)]
+        return ((p, m, v) for p, m, v in self.measured(metric) if not busy(m, share, metric))
+
+    def values(self, metric: Metric, busy_share: float | None = None) -> list[float]:
+        """One number per process that measured it (`kept`)."""
+        return [v for _, _, v in self.kept(metric, busy_share)]
 
     def modes(self, metric: Metric | None = None, busy_share: float | None = None
               ) -> list[ModeTiming]:
         """The mode's result in every process where it ran (that measured `metric`, if given,
-        its busy processes left out as `values` leaves them)."""
+        as `kept`)."""
         if metric is not None:
-            share = busy_share if metric.timed else None
-            return [m for _, m, _ in self.measured(metric) if not busy(m, share, metric)]
+            return [m for _, m, _ in self.kept(metric, busy_share)]
         return [m for p in self.processes if p.status == Status.OK
                 for m in [p.modes.get(self.mode)] if m is not None and m.status == Status.OK]
 
@@ -99,29 +103,25 @@ class BenchUnit:
         process where the mode ran and recorded it."""
         return [v for m in self.modes() if (v := getattr(m, name)) is not None]
 
-    def by_round(self, metric: Metric, busy_share: float | None = None) -> dict[int, float]:
-        """A lock-step arm's values by the round its process ran in."""
-        share = busy_share if metric.timed else None
-        return {proc.round: v for proc, m, v in self.measured(metric)
-                if proc.round is not None and not busy(m, share, metric)}
-
-    def paired_modes(self, other: BenchUnit, metric: Metric, busy_share: float | None = None
-                     ) -> tuple[list[ModeTiming], list[ModeTiming]]:
-        """Both arms' mode results in the rounds where both kept a value, round by round."""
-        share = busy_share if metric.timed else None
-        b, n = ({proc.round: m for proc, m, _ in unit.measured(metric)
-                 if proc.round is not None and not busy(m, share, metric)}
-                for unit in (self, other))
-        rounds = sorted(b.keys() & n.keys())
-        return [b[r] for r in rounds], [n[r] for r in rounds]
+    def paired(self, other: BenchUnit, metric: Metric, busy_share: float | None = None
+               ) -> list[tuple[tuple[ModeTiming, float], tuple[ModeTiming, float]]]:
+        """Interleaved A/B, this unit the baseline arm: each lock-step round where both arms'
+        processes kept a value (`kept`), in order: ((mode, value) of this arm, of the other)."""
+        b, n = ({p.round: (m, v) for p, m, v in unit.kept(metric, busy_share)
+                 if p.round is not None} for unit in (self, other))
+        return [(b[r], n[r]) for r in sorted(b.keys() & n.keys())]
 
     def pairs(self, other: BenchUnit, metric: Metric, busy_share: float | None = None
               ) -> tuple[list[float], list[float]]:
-        """Interleaved A/B, this unit the baseline arm: both arms' values in the rounds where
-        both processes succeeded (and neither ran on a busy machine), round by round."""
-        b, n = self.by_round(metric, busy_share), other.by_round(metric, busy_share)
-        rounds = sorted(b.keys() & n.keys())
-        return [b[r] for r in rounds], [n[r] for r in rounds]
+        """Both arms' values, round by round (`paired`)."""
+        found = self.paired(other, metric, busy_share)
+        return [b[1] for b, _ in found], [n[1] for _, n in found]
+
+    def paired_modes(self, other: BenchUnit, metric: Metric, busy_share: float | None = None
+                     ) -> tuple[list[ModeTiming], list[ModeTiming]]:
+        """Both arms' mode results, round by round (`paired`)."""
+        found = self.paired(other, metric, busy_share)
+        return [b[0] for b, _ in found], [n[0] for _, n in found]
 
     def failures(self) -> list[Failure]:
         """How each process that failed the mode failed: the process, or the mode in it."""
