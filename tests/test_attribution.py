@@ -287,3 +287,22 @@ def test_in_lock_step_each_operator_is_tested_on_its_pairs():
     paired = {c.what: c.p for c in by_operator(base, now, paired=True)}
     assert apart["aten::mm"] > 0.05 and paired["aten::mm"] < 0.01
     assert paired["aten::relu"] > 0.05
+
+
+def test_a_profiler_that_fails_leaves_the_mode_measured_and_says_why(monkeypatch):
+    import torch
+
+    from stages.core.config.targets import load_target
+    from stages.measure import ops
+    from stages.measure.worker import bench_mode
+
+    from .jobs import job
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no profiler for this device")
+    monkeypatch.setattr(ops, "operator_times", broken)
+    target = "tests.count_workloads.chain"
+    m = bench_mode(job(target, {"layers": 2}), load_target(target), torch.device("cpu"), "eager")
+    assert m.status == "OK" and m.steady_s and m.operator_s == {}
+    assert m.unmeasured["operator_s"] == ("the profiler failed: RuntimeError: no profiler for "
+                                          "this device")

@@ -72,7 +72,7 @@ from stages.measure.ops import (
     eager_counts,
     kernel_launches,
     op_coverage,
-    operator_times,
+    profiled,
 )
 from stages.measure.pipeline import Breakdown, Pipeline, measure_breakdown
 from stages.measure.probe import process_host
@@ -186,9 +186,9 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
         # The work of one more call, counted: after every timing, at the first shape.
         work = work_counts(workload.step, device.type, compiled) if group is None \
             else WorkCounts()
-        operators = operator_times(workload.step, sync_for(device.type),
-                                   job.timing.profile_calls, cuda=device.type == "cuda") \
-            if group is None and job.timing.profile_calls else {}
+        operators = profiled(workload.step, sync_for(device.type), job.timing.profile_calls,
+                             cuda=device.type == "cuda") \
+            if group is None and job.timing.profile_calls else ({}, {})
         shapes = run_shapes(workload.shapes, clock, lambda: dynamo.recompiles, turn) \
             if compiled else ()
     bad = sum(nonfinite_count(t) for t in flatten(phases.first_output).values())
@@ -229,7 +229,8 @@ class ModeParts:
     work: WorkCounts
     shapes: tuple[ShapeRun, ...]
     ranks: Ranks | None                   # a distributed unit's
-    operators: dict[str, float]           # self seconds per call by operator (ops)
+    operators: tuple[dict[str, float], dict[str, str]]   # self seconds per call by operator,
+    #                                                        and why not (ops.profiled)
     compile_phases: dict[str, float]      # the first call by the compile's phases (dynamo)
 
 
@@ -265,8 +266,8 @@ def mode_timing(m: ModeParts) -> ModeTiming:
         joules_per_item=energy.joules_per_item, watts=energy.watts,
         unmeasured=merged(br.unmeasured, m.notes.unmeasured, energy.unmeasured,
                           {} if m.cpu_busy is not None else {"cpu_busy": SHORT_FOR_TICKS},
-                          work.unmeasured),
-        clock=m.notes.clock, ranks=m.ranks, operator_s=m.operators,
+                          work.unmeasured, m.operators[1]),
+        clock=m.notes.clock, ranks=m.ranks, operator_s=m.operators[0],
         compile_phases=m.compile_phases)
 
 
