@@ -88,9 +88,9 @@ def compile_times() -> dict[str, float]:
     """Seconds per timed region of the compiles so far in this process."""
     try:
         from torch._dynamo.utils import compilation_time_metrics
-    except ImportError:
+        return {name: float(sum(times)) for name, times in compilation_time_metrics.items()}
+    except (ImportError, TypeError, AttributeError):   # a torch that keeps them otherwise
         return {}
-    return {name: float(sum(times)) for name, times in compilation_time_metrics.items()}
 
 
 def compile_phases(before: dict[str, float], after: dict[str, float],
