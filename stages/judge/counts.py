@@ -98,8 +98,9 @@ def count_draft(key: UnitKey, metric: Metric, base: Sequence[float], now: Sequen
         return Draft(key, Verdict.EQUIVALENT, delta=delta,
                      note="the same inputs on both sides: counted once", **shown)
     shift = count_shift(metric, base, now)
-    return Draft(key, Verdict.INCONCLUSIVE, shift=shift, delta=delta, attribution=attribution, looks=looks(processes), note=f"{len(base)} and {len(now)} "
-                 "counts processes, each in a layout of its own", **shown)
+    return Draft(key, Verdict.INCONCLUSIVE, shift=shift, delta=delta, looks=looks(processes),
+                 note=f"{len(base)} and {len(now)} counts processes, each in a layout of its own",
+                 attribution=attribution, **shown)
 
 
 # ---- where a count went ----------------------------------------------------------------------

@@ -270,9 +270,10 @@ def short_name(symbol: str, most: int = 100) -> str:
 
 def elf_functions(path: str) -> list[tuple[int, int, str]]:
     """(address, size, name) of each symbol an ELF shared object exports for code or untyped
-    (its .dynsym), by address; [] where the file is not a readable 64-bit little-endian ELF. Callgrind names a
-    function it found no symbol for by its address, which the exported table may still name
-    (MKL's kernels inside libtorch_cpu.so: `0xdcf2770` is mkl_blas_mc3_sgemm_kernel_1_0)."""
+    (its .dynsym), by address; [] where the file is not a readable 64-bit little-endian ELF.
+    Callgrind names a function it found no symbol for by its address, which the exported
+    table may still name (MKL's kernels inside libtorch_cpu.so: `0xdcf2770` is
+    mkl_blas_mc3_sgemm_kernel_1_0)."""
     try:
         with open(path, "rb") as f:
             head = f.read(64)
