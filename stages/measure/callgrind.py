@@ -169,7 +169,7 @@ def totals(path: Path) -> int:
 _NAMED = re.compile(r"^(ob|fl|fi|fe|fn|cob|cfi|cfl|cfn)=(?:\((\d+)\))?\s*(.*)$")
 _SPACE = {"ob": "ob", "cob": "ob", "fn": "fn", "cfn": "fn"}   # the rest are files
 KEPT_SHARE = 0.001          # a function kept in the record: at least 0.1 % of the dump's total
-KEPT_MOST = 60              # and at most this many, the largest
+KEPT_MOST = 30              # and at most this many, the largest
 ANONYMOUS = "(anonymous namespace)"
 
 
