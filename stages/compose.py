@@ -4,7 +4,8 @@
     torchgate compose matrix=smoke           # any Hydra override: matrix=pr, 'device=[cpu,cuda]',
                                              # bench.processes=6; the groups and keys: conf/
 
-Uses DVC's own composition, so the result equals what `dvc exp run -S ...` writes.
+Composes as DVC does (Hydra's compose, resolved, dumped by OmegaConf), so the result equals what
+`dvc exp run -S ...` writes; a test holds the two equal.
 """
 from __future__ import annotations
 
@@ -32,8 +33,10 @@ def project_conf() -> Path:
 def compose(output: Path, overrides: list[str], conf: Path = CONF) -> str:
     """Write params.yaml; return the machine it names."""
     import yaml
-    from dvc.utils.hydra import compose_and_dump
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
     from hydra.errors import HydraException
+    from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
     # The plugin's resolvers, also where Hydra scanned for plugins earlier in this process
     # (its scan runs once a process).
@@ -41,7 +44,10 @@ def compose(output: Path, overrides: list[str], conf: Path = CONF) -> str:
     # Composed beside it and checked first: a refused composition leaves params.yaml as it was.
     composing = output.with_name(f".{output.name}.composing.yaml")
     try:
-        compose_and_dump(composing, str(conf), None, "config", str(PLUGINS), overrides)
+        with initialize_config_dir(str(conf), version_base=None):
+            composed = hydra_compose(config_name="config", overrides=overrides)
+        OmegaConf.resolve(composed)
+        composing.write_text(OmegaConf.to_yaml(composed), encoding="utf-8")
         name = name_machine(composing)
         config.parse(yaml.safe_load(composing.read_text(encoding="utf-8")))  # the stages' checks
         os.replace(composing, output)

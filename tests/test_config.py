@@ -23,6 +23,19 @@ def test_committed_params_equal_the_composition_of_conf():
         "params.yaml is stale: run `python -m stages.compose` and commit it")
 
 
+
+@pytest.mark.parametrize("overrides", [[], ["matrix=pr", "workload=[mlp_train]"],
+                                       ['candidate.pip=["torch==2.14.1"]']])
+def test_compose_writes_what_dvc_exp_run_composes(tmp_path, overrides):
+    """compose uses Hydra's public API; `dvc exp run -S` DVC's own composition: the same file."""
+    from dvc.utils.hydra import compose_and_dump
+
+    from stages.compose import CONF, PLUGINS
+    ours, dvcs = tmp_path / "params.yaml", tmp_path / "dvc.yaml"
+    compose(ours, overrides)
+    compose_and_dump(dvcs, str(CONF), None, "config", str(PLUGINS), overrides)
+    assert ours.read_text() == dvcs.read_text()
+
 def test_a_machine_is_named_by_config_else_the_variable_else_its_hardware(tmp_path, monkeypatch):
     out = tmp_path / "params.yaml"
     assert compose(out, ["machine.name=gpu-box"]) == "gpu-box"
