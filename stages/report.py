@@ -75,11 +75,17 @@ def main(argv: list[str] | None = None) -> None:
         if why is None and base is None:
             why = "no baseline environment"
         changes = diff(base.env, now.env) if now is not None and base is not None else []
+        # A what-if's timings compare the candidate with this environment, not the baseline.
+        candidate = next((cell for cell, r in bench.items()
+                          if r.env_candidate and "error" not in r.env_candidate), None)
+        if candidate and now is not None:
+            changes, why = diff(now.env, bench[candidate].env_candidate), None
         write_text(args.reports / "summary.md", summary(cfg.matrix.name, compare, changes, why,
                                                         [c.name for c in cfg.cells()],
                                                         cfg.gate.fail_on, summaries, images, env,
                                                         sweeps_section(sweeps, cfg.recommend,
-                                                                       curves, **decided)))
+                                                                       curves, **decided),
+                                                        candidate and f"bench/{candidate}.md"))
         print(f"torchgate report: wrote {args.reports / 'summary.md'}, metrics.json, numbers.json "
               f"and {len(images) + len(curves)} picture(s) in {args.reports / PICTURES / PAGE}")
 

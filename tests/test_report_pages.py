@@ -91,6 +91,22 @@ def test_the_numbers_come_first_with_throughput_cost_and_the_regression_on_top()
     assert "| NEW " in first
 
 
+
+def test_a_what_ifs_summary_names_both_builds_it_measured_not_the_baselines():
+    """The timings compare the candidate with this environment: "unchanged against the
+    baseline" above an A/B of two torch builds read as if nothing had moved."""
+    now, _, compare = run(NOW, BASE)
+    page = summary("cpu", compare, [("torch.version", "2.13.0+cpu", "2.14.1"),
+                                    ("os.release", "6.1", "6.1-b")], None, ["cpu-fp32"], (),
+                   summaries(now), candidate="bench/cpu-fp32.md")
+    assert ("Environment: torch 2.13.0+cpu → 2.14.1 (this environment → the candidate; "
+            "and 1 more field, see [bench/cpu-fp32.md](bench/cpu-fp32.md)).") in page
+    assert "2 field(s) differ between this environment and the candidate" in page
+    same = summary("cpu", compare, [], None, ["cpu-fp32"], (), summaries(now),
+                   candidate="bench/cpu-fp32.md")
+    assert "Environment: no field differs (this environment → the candidate)." in same
+    assert "The candidate's environment is this one's." in same
+
 def test_the_environment_line_names_what_an_upgrade_changed():
     line = environment_change([("hardware.nvidia_driver", "550.1", "560.2"),
                                ("python.version", "3.11.7", "3.12.1"),

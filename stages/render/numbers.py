@@ -21,22 +21,27 @@ HEADLINE_FIELDS = (("torch.version", "torch"), ("torch.cuda", "CUDA"),
                    ("python.version", "Python"), ("hardware.gpu_names", "GPU"),
                    ("hardware.cpu_model", "CPU"), ("torch.num_threads", "threads"))
 COUNTED = names(rule=Rule.COUNTED)
-def environment_change(changes: list, note: str | None, now: dict | None = None) -> str:
-    """One line: "torch 2.13.0+cpu → 2.14.1; Python 3.11.7 → 3.12.1 (and 12 more fields)";
-    with no baseline to diff against (`note` says why), this run's own versions."""
+def environment_change(changes: list, note: str | None, now: dict | None = None,
+                       sides: str | None = None, see: str = "[env/env.md](env/env.md)") -> str:
+    """One line: "torch 2.13.0+cpu → 2.14.1; Python 3.11.7 → 3.12.1 (and 12 more fields)",
+    against the baseline, or between the `sides` a what-if measured ("this environment → the
+    candidate"); with nothing to diff against (`note` says why), this run's own versions."""
     if note:
         mine = [f"{label} {_shown(get(now, key))}" for key, label in HEADLINE_FIELDS
                 if now and get(now, key) not in (None, [], "")]
         return f"Environment: {', '.join(mine)} ({note})." if mine else f"Environment: {note}."
     if not changes:
-        return "Environment: unchanged against the baseline."
+        return f"Environment: no field differs ({sides})." if sides else \
+            "Environment: unchanged against the baseline."
     found = {key: (a, b) for key, a, b in changes}
     named = [f"{label} {_shown(found[key][0])} → {_shown(found[key][1])}"
              for key, label in HEADLINE_FIELDS if key in found]
     rest = len(changes) - len(named)
-    more = f" ({'and ' if named else ''}{rest} more field{'s' * (rest != 1)}, see " \
-           "[env/env.md](env/env.md))" if rest else ""
-    return f"Environment: {'; '.join(named) or 'changed'}{more}."
+    said = [sides] if sides else []
+    if rest:
+        said.append(f"{'and ' if named else ''}{rest} more field{'s' * (rest != 1)}, see {see}")
+    return f"Environment: {'; '.join(named) or 'changed'}" + \
+        (f" ({'; '.join(said)})." if said else ".")
 
 
 def _shown(v) -> str:

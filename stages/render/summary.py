@@ -28,16 +28,20 @@ def summary(matrix: str, compare: CompareRecord, changes: list, env_note: str | 
             cells: list[str], fail_on: tuple[str, ...] = (),
             bench: dict[str, CellSummary] | None = None,
             images: list[tuple[str, str]] = (), env: dict | None = None,
-            sweeps: list[str] = ()) -> str:
+            sweeps: list[str] = (), candidate: str | None = None) -> str:
     """`fail_on`: gate.fail_on, to say what the gate stage decides on the same record;
     `bench`: cell -> its judge.summary, for the numbers;
     `images`: (caption, path relative to the reports folder) embedded after the numbers;
     `env`: this run's environment, named when there is no baseline's to diff against;
-    `sweeps`: the sweeps' section (render.sweeps), after the numbers and pictures."""
+    `sweeps`: the sweeps' section (render.sweeps), after the numbers and pictures;
+    `candidate`: a what-if's bench page, where `changes` are this environment's against the
+    candidate measured beside it (what the timings compare), not the baseline's."""
     rows = compare.findings()
     lines = [f"# torchgate summary: matrix `{matrix}`", ""]
     lines += [f"> {n}" for n in compare.notes] + ([""] if compare.notes else [])
-    lines += [environment_change(changes, env_note, env), ""]
+    sides = "this environment → the candidate" if candidate else None
+    lines += [environment_change(changes, env_note, env, sides, f"[{candidate}]({candidate})"
+                                 if candidate else "[env/env.md](env/env.md)"), ""]
     bad = [r for r in rows if r.verdict in BAD]
     lines += [headline(compare, bad) + " " + ", ".join(
         f"{n} {v}" for v, n in counts(r.verdict for r in rows).items()), ""]
@@ -62,11 +66,14 @@ def summary(matrix: str, compare: CompareRecord, changes: list, env_note: str | 
     if env_note:
         lines.append(f"Environment change: {env_note}.")
     elif changes:
-        lines += [f"{len(changes)} field(s) changed against the baseline "
+        lines += [f"{len(changes)} field(s) differ between this environment and the candidate "
+                  f"(see [{candidate}]({candidate})):" if candidate else
+                  f"{len(changes)} field(s) changed against the baseline "
                   "(see [env/env.md](env/env.md)):", ""]
         lines += [f"- `{k}`: {env_cell(a)} → {env_cell(b)}" for k, a, b in changes[:20]]
     else:
-        lines.append("No environment change against the baseline.")
+        lines.append("The candidate's environment is this one's." if candidate else
+                     "No environment change against the baseline.")
     lines += ["", "## Reports", "", f"- [compare.md](compare.md): every verdict "
               f"({compare.tests} tested metrics, decided together at α = {compare.alpha})",
               "- [env/env.md](env/env.md)"]
