@@ -15,11 +15,11 @@ from stages.arms.plan import plan
 from stages.core import cli
 from stages.core.baseline import load_env_pair, load_run
 from stages.core.errors import one_line_errors
-from stages.core.records import write_record, write_text
+from stages.core.records import out_of_git, write_record, write_text
 from stages.core.records.inputs import with_record
 from stages.core.records.parts import from_parts
 from stages.core.records.schema import BenchRecord
-from stages.core.vocabulary import short
+from stages.core.vocabulary import Status, short
 from stages.judge.adaptive import pending_units, undecided_counts
 from stages.judge.environment import diff
 from stages.judge.run import compare_run
@@ -132,6 +132,8 @@ def main(argv: list[str] | None = None) -> None:
         write_text(out / f"{cell.name}.md", page.page(
             summary, compare_run(cfg, with_record(inputs, "bench", cell.name, record)),
             candidate_env(here.env if here else None, record.env_candidate)))
+        out_of_git(out, [f"{cell.name}.json", f"{cell.name}.md"],
+                   record.status == Status.SKIPPED)
         print(f"torchgate bench: wrote {out / cell.name}.json and .md")
 
 

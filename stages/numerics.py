@@ -17,9 +17,10 @@ from stages.core import cli
 from stages.core.baseline import load_run
 from stages.core.config import Cell, Config
 from stages.core.errors import one_line_errors
-from stages.core.records import write_record, write_text
+from stages.core.records import out_of_git, write_record, write_text
 from stages.core.records.parts import from_parts
 from stages.core.records.schema import NumericsRecord
+from stages.core.vocabulary import Status
 from stages.judge.run import compare_run
 from stages.judge.tolerance import numerics_record, own_tolerances
 from stages.launch.backends import backend
@@ -63,6 +64,8 @@ def main(argv: list[str] | None = None) -> None:
                                            given={("numerics", cell.name): record}))
         write_text(out / f"{cell.name}.md",
                    page.page(record, result, own_tolerances(cfg, cell.name)))
+        out_of_git(out, [f"{cell.name}.json", f"{cell.name}.md"],
+                   record.status == Status.SKIPPED)
         print(f"torchgate numerics: wrote {out / cell.name}.json and .md")
 
 

@@ -149,9 +149,12 @@ def test_a_mode_is_profiled_by_operator_after_its_timed_samples():
     assert all(s > 0 for s in m.operator_s.values())
     # Per call: 4 matmuls a call, each a small part of it (the profiler's own cost included)
     assert m.operator_s["aten::mm"] < 10 * max(m.steady_s)
+    # What the pass cost is kept: at least its calls' own time, seconds at most here.
+    calls = job(target, {"layers": 4}).timing.profile_calls
+    assert calls * min(m.steady_s) < m.profile_s < 30
     off = bench_mode(job(target, {"layers": 4}, timing=quick(profile_calls=0)),
                      load_target(target), torch.device("cpu"), "eager")
-    assert off.operator_s == {} and off.compile_phases == {}
+    assert off.operator_s == {} and off.compile_phases == {} and off.profile_s is None
 
 
 @pytest.mark.slow

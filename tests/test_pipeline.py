@@ -109,6 +109,9 @@ def test_dvc_repro_twice_with_a_baseline(nested, monkeypatch):
 
     git("add", "-A", cwd=project)
     git("commit", "-qm", "baseline", cwd=project)
+    committed = git("ls-files", "reports", cwd=project).stdout
+    assert "bench/cpu-fp32.json" in committed and "cuda-fp32" not in committed  # no device here
+    assert (project / "reports/test-box/bench/cuda-fp32.json").is_file()        # DVC's output
     assert_a_no_op(repository)
     assert_a_clone_only_draws(repository, project.relative_to(repository))
 
@@ -181,14 +184,18 @@ def assert_a_no_op(repository: Path) -> None:
 
 def assert_a_clone_only_draws(repository: Path, project: Path) -> None:
     """A fresh clone has no pictures (never committed): `dvc repro` draws them by running the
-    two stages that draw, measuring nothing, and the pages and the lock stay the committed."""
+    two stages that draw, measuring nothing, and the pages and the lock stay the committed.
+    A cell this machine cannot run (no CUDA) is found so again: its record, never committed,
+    comes out byte for byte the lock's, and nothing after it runs."""
     assert not [f for f in git("ls-files", cwd=repository).stdout.split() if f.endswith(".png")]
     clone = repository.parent / f"{repository.name}-clone"
     git("clone", "-q", str(repository), str(clone), cwd=repository.parent)
     drawn = dvc("repro", cwd=clone / project, check=False)
     ran = [line for line in drawn.stdout.splitlines() if line.startswith("Running stage")]
-    assert ran == ["Running stage 'reports/env/dvc.yaml:env':", "Running stage 'report':",
-                   "Running stage 'history':"], drawn.stdout + drawn.stderr
+    assert ran == ["Running stage 'reports/env/dvc.yaml:env':",
+                   "Running stage 'bench@cuda-fp32':", "Running stage 'numerics@cuda-fp32':",
+                   "Running stage 'report':", "Running stage 'history':"], \
+        drawn.stdout + drawn.stderr
     drawn_here, drawn_there = (
         sorted(p.name for p in (where / "reports/test-box/pictures").rglob("*.png"))
         for where in (repository / project, clone / project))

@@ -147,3 +147,14 @@ def test_a_numerics_cell_counts_the_fresh_process_too():
     assert lines[0].startswith("torchgate numerics: [1/3 0:03, ~0:06 left] cpu-fp32 ")
     assert lines[-1] == f"torchgate numerics: [3/3 0:09] cpu-fp32 {FRESH}: ran [1.0 s]"
     assert not any(CONTROL.search(line) for line in lines)
+
+
+def test_a_process_line_says_what_its_profiling_pass_cost():
+    from stages.core.records.schema import BenchProcess, ModeTiming
+    modes = {"eager": ModeTiming("OK", first_call_s=0.1, steady_s=(1e-3,), profile_s=0.25),
+             "compiled": ModeTiming("OK", first_call_s=9.0, steady_s=(1e-3,), profile_s=0.5)}
+    line = bench_line("cpu-fp32", "w", "now", 0, BenchProcess("OK", modes=modes, wall_s=12.0))
+    assert line.endswith("[12.0 s, 0.8 s of it profiling]")
+    off = {mode: ModeTiming("OK", first_call_s=0.1, steady_s=(1e-3,)) for mode in modes}
+    assert bench_line("cpu-fp32", "w", "now", 0,
+                      BenchProcess("OK", modes=off, wall_s=12.0)).endswith("[12.0 s]")

@@ -136,7 +136,7 @@ def numerics_record(cfg: Config, cell: Cell, run: NumericsRun, rebuilt: bool = F
     into the reported arm's eager results, op coverage, the tolerances used; with two arms,
     the first as `ab.baseline`."""
     if run.skipped:
-        return NumericsRecord(cell.name, Status.SKIPPED, reason=run.skipped, wall_s=wall_s)
+        return NumericsRecord(cell.name, Status.SKIPPED, reason=run.skipped)  # as each rerun
     evaluated = {a: {name: evaluate_modes(list(procs), own_tolerance(
         cell.precision, cfg.workloads.get(name)), cfg.modes) for name, procs in per_arm.items()}
         for a, per_arm in run.results.items()}

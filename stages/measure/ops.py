@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import re
+import time
 import warnings
 from dataclasses import dataclass, field
 
@@ -183,14 +184,25 @@ def operator_times(step, sync, calls: int, cuda: bool = False) -> dict[str, floa
     return {name: float(f"{us * 1e-6 / calls:.4g}") for us, name in kept}
 
 
-def profiled(step, sync, calls: int, cuda: bool = False
-             ) -> tuple[dict[str, float], dict[str, str]]:
-    """`operator_times`, and why there are none where the profiler failed (an accelerator it
-    does not support): the pass's loss, said in the record, never the mode's failure."""
+@dataclass(frozen=True)
+class Profiled:
+    """A profiling pass: self seconds per call by operator, why there are none, what it cost."""
+    operator_s: dict[str, float] = field(default_factory=dict)
+    unmeasured: dict[str, str] = field(default_factory=dict)
+    wall_s: float | None = None
+
+
+def profiled(step, sync, calls: int, cuda: bool = False) -> Profiled:
+    """`operator_times`, its wall time, and why there are none where the profiler failed (an
+    accelerator it does not support): the pass's loss, said in the record, never the mode's
+    failure."""
+    started = time.perf_counter()
     try:
-        return operator_times(step, sync, calls, cuda), {}
+        found = operator_times(step, sync, calls, cuda)
     except Exception as exc:  # the timings before it stand
-        return {}, {"operator_s": f"the profiler failed: {type(exc).__name__}: {exc}"[:300]}
+        return Profiled(unmeasured={
+            "operator_s": f"the profiler failed: {type(exc).__name__}: {exc}"[:300]})
+    return Profiled(found, wall_s=float(f"{time.perf_counter() - started:.3g}"))
 
 
 def operator_name(key: str) -> str:

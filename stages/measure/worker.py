@@ -67,6 +67,7 @@ from stages.measure.dynamo import DynamoLog, compile_source, inductor_counts, re
 from stages.measure.energy import SHORT_FOR_TICKS, Energy, busy_share, open_meter
 from stages.measure.gpu_timing import GpuProcess, GpuTimes
 from stages.measure.ops import (
+    Profiled,
     WorkCounts,
     count_work,
     eager_counts,
@@ -188,7 +189,7 @@ def bench_mode(job: Job, factory, device: torch.device, mode: str,
             else WorkCounts()
         operators = profiled(workload.step, sync_for(device.type), job.timing.profile_calls,
                              cuda=device.type == "cuda") \
-            if group is None and job.timing.profile_calls else ({}, {})
+            if group is None and job.timing.profile_calls else Profiled()
         shapes = run_shapes(workload.shapes, clock, lambda: dynamo.recompiles, turn) \
             if compiled else ()
     bad = sum(nonfinite_count(t) for t in flatten(phases.first_output).values())
@@ -229,8 +230,7 @@ class ModeParts:
     work: WorkCounts
     shapes: tuple[ShapeRun, ...]
     ranks: Ranks | None                   # a distributed unit's
-    operators: tuple[dict[str, float], dict[str, str]]   # self seconds per call by operator,
-    #                                                        and why not (ops.profiled)
+    operators: Profiled                   # self seconds per call by operator (ops.profiled)
     compile_phases: dict[str, float]      # the first call by the compile's phases (dynamo)
 
 
@@ -266,8 +266,9 @@ def mode_timing(m: ModeParts) -> ModeTiming:
         joules_per_item=energy.joules_per_item, watts=energy.watts,
         unmeasured=merged(br.unmeasured, m.notes.unmeasured, energy.unmeasured,
                           {} if m.cpu_busy is not None else {"cpu_busy": SHORT_FOR_TICKS},
-                          work.unmeasured, m.operators[1]),
-        clock=m.notes.clock, ranks=m.ranks, operator_s=m.operators[0],
+                          work.unmeasured, m.operators.unmeasured),
+        clock=m.notes.clock, ranks=m.ranks, operator_s=m.operators.operator_s,
+        profile_s=m.operators.wall_s,
         compile_phases=m.compile_phases)
 
 

@@ -42,7 +42,9 @@ def bench_line(cell: str, workload: str, arm: str, round_: int, result: BenchPro
             f"{m.first_call_s:.2f} s{', warm caches' if m.compile_cache == 'warm' else ''})"
             if m.steady_s else f"{mode} OK"
             for mode, m in result.modes.items())
-    wall = f" [{result.wall_s:.1f} s]" if result.wall_s is not None else ""
+    profiling = sum(m.profile_s or 0.0 for m in result.modes.values())
+    wall = f" [{result.wall_s:.1f} s" + (f", {profiling:.1f} s of it profiling" if profiling
+                                          else "") + "]" if result.wall_s is not None else ""
     node = result.host.node if result.host is not None else None
     where = f" on node {node[:8]}" if node else ""
     return (f"torchgate bench: {counter(tick)}{cell} {workload}{label} {which}"

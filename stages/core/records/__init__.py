@@ -79,6 +79,29 @@ def _unwritten(path: Path, exc: OSError) -> Exception:
                      f"{_FULL[exc.errno]}")
 
 
+# A cell this machine cannot run (its device is absent: `matrix=gpu` on a CPU box) writes its
+# SKIPPED record where DVC wants its outputs, listed here, so that `git add reports` leaves
+# it out (this file too): nothing else would tell a reviewer it is not a measurement.
+NOT_RUN = "# cells this machine cannot run: their records stay out of git\n/.gitignore\n"
+
+
+def out_of_git(folder: str | Path, names: list[str], out: bool) -> None:
+    """List `names` in the folder's .gitignore (out) or take them off (a cell that ran)."""
+    ignore = Path(folder) / ".gitignore"
+    listed = [line for line in (ignore.read_text(encoding="utf-8").splitlines()
+                                if ignore.exists() else []) if line.startswith("/")
+              and line != "/.gitignore"]
+    these = {f"/{name}" for name in names}
+    wanted = sorted(set(listed) | these) if out else [line for line in listed
+                                                     if line not in these]
+    if wanted == listed:
+        return
+    if wanted:
+        write_text(ignore, NOT_RUN + "".join(f"{line}\n" for line in wanted))
+    else:
+        ignore.unlink()
+
+
 # A picture folder ignores itself (its .gitignore included): whatever the reports root,
 # nothing drawn is committed.
 IGNORE_ALL = "*\n"

@@ -216,6 +216,7 @@ class ModeTiming:
     # (measure.dynamo.compile_phases), a call by operator (self time; measure.ops.operator_times)
     compile_phases: dict[str, float] = field(default_factory=dict)
     operator_s: dict[str, float] = field(default_factory=dict)
+    profile_s: float | None = None        # the wall time of the profiling pass: its cost
     calls_per_sample: int | None = None
     steady_s: tuple[float, ...] = ()      # per call, one entry per sample (on a GPU: hot)
     cold_s: tuple[float, ...] = ()        # CUDA: L2 flushed before each call, one per sample
