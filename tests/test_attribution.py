@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from stages.core.records.rows import Change, Contribution, Row
-from stages.core.records.schema import Spent
+from stages.core.records.schema import REST, Spent
 from stages.judge.counts import where_it_went
 from stages.measure.callgrind import self_costs, short_name, spent
 from stages.render.verdicts import attributed, evidence
@@ -43,7 +43,8 @@ totals: 1700
 """
 
 
-def test_a_dump_gives_each_function_its_own_instructions_not_its_callees(tmp_path):
+def test_a_dump_gives_each_function_its_own_instructions_not_its_callees(tmp_path,
+                                                                        monkeypatch):
     path = tmp_path / "callgrind.out.1"
     path.write_text(DUMP)
     found = self_costs(path)
@@ -55,6 +56,10 @@ def test_a_dump_gives_each_function_its_own_instructions_not_its_callees(tmp_pat
     assert kept[0] == ("mkl_blas_sgemm", "libmkl_def.so", 90)
     assert ("at::native::(anonymous namespace)::tanh_kernel", "libtorch_cpu.so", 45) in kept
     assert ("at::vec::map<…>", "libtorch_cpu.so", 35) in kept
+    # A library's functions not kept one by one (here: past KEPT_MOST) still count toward it.
+    monkeypatch.setattr("stages.measure.callgrind.KEPT_MOST", 1)
+    assert spent([path], calls=10) == (("mkl_blas_sgemm", "libmkl_def.so", 90),
+                                       (REST, "libtorch_cpu.so", 80))
 
 
 @pytest.mark.parametrize("symbol, shown", [
@@ -94,6 +99,12 @@ def test_the_functions_that_moved_most_come_first_with_each_sides_median():
     libraries = {c.what: c.change for c in found if c.kind == "library"}
     assert libraries == {"libmkl.so": pytest.approx(100), "libtorch_cpu.so": pytest.approx(70)}
     assert where_it_went(base, [()]) == ()       # a side that kept no functions: none
+    # A library's smaller functions move the library, never show as a function.
+    rest = [(*s, Spent(REST, "libtorch_cpu.so", 50)) for s in now]
+    found = where_it_went(base, rest)
+    assert REST not in [c.what for c in found if c.kind == "function"]
+    assert {c.what: c.change for c in found if c.kind == "library"}["libtorch_cpu.so"] == \
+        pytest.approx(120)
 
 
 def row(base: float, now: float, attribution, verdict="REGRESSED") -> Row:

@@ -26,7 +26,7 @@ from typing import Sequence
 from stages.core.metrics import Metric, Parts
 from stages.core.numbers import geometric_mean, median
 from stages.core.records.rows import Contribution
-from stages.core.records.schema import Spent
+from stages.core.records.schema import REST, Spent
 from stages.core.vocabulary import UnitKey, Verdict
 from stages.judge import stats
 from stages.judge.verdicts import Draft
@@ -113,13 +113,14 @@ def where_it_went(base: Sequence[Sequence[Spent]], now: Sequence[Sequence[Spent]
     libraries', the largest change first: each side's value the median over its counts
     processes (measure.callgrind.spent). A function a process did not keep (under 0.1 % of its
     count) is 0 there: a bound of 0.1 % of the count per function. Empty where a side kept
-    none (a record from before the counts kept their functions)."""
+    none (a record from before the counts kept their functions). A library's smaller
+    functions (REST) count toward the library, never as a function."""
     if not any(base) or not any(now):
         return ()
     sides = [_medians(side, lambda s: (s.function, s.library)) for side in (base, now)]
     libraries = [_medians(side, lambda s: s.library) for side in (base, now)]
     functions = sorted(((f, lib, sides[0].get((f, lib), 0.0), sides[1].get((f, lib), 0.0))
-                        for f, lib in sides[0].keys() | sides[1].keys()),
+                        for f, lib in sides[0].keys() | sides[1].keys() if f != REST),
                        key=lambda x: (-abs(x[3] - x[2]), x[0], x[1]))
     found = [Contribution(f, Parts.FUNCTIONS, b, n, lib) for f, lib, b, n in functions
              [:FUNCTIONS_SHOWN] if n != b]

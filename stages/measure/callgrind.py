@@ -34,6 +34,8 @@ import struct
 import subprocess
 from pathlib import Path
 
+from stages.core.records.schema import REST
+
 # Options that decide what a count means: part of the record (Counter.settings).
 OPTIONS = ("--tool=callgrind", "--cache-sim=no", "--instr-atstart=no", "--collect-atstart=no")
 # The worker's environment under valgrind: the same hash seeds and thread count in every
@@ -170,6 +172,8 @@ _NAMED = re.compile(r"^(ob|fl|fi|fe|fn|cob|cfi|cfl|cfn)=(?:\((\d+)\))?\s*(.*)$")
 _SPACE = {"ob": "ob", "cob": "ob", "fn": "fn", "cfn": "fn"}   # the rest are files
 KEPT_SHARE = 0.001          # a function kept in the record: at least 0.1 % of the dump's total
 KEPT_MOST = 30              # and at most this many, the largest
+# A library's instructions in functions not kept are one entry a library (REST, at least
+# KEPT_SHARE): "by library" then sums all of each library's work, not its largest functions'.
 ANONYMOUS = "(anonymous namespace)"
 
 
@@ -323,7 +327,7 @@ def spent(paths: list[Path], calls: int) -> tuple[tuple[str, str, int], ...]:
     """The largest functions of the counted calls, by their own instructions per call:
     (function, shared object's file name, instructions), at least KEPT_SHARE of the total
     each, at most KEPT_MOST; the same function under several names (template instances,
-    clones) summed under its short name."""
+    clones) summed under its short name; then each library's other functions as one REST."""
     merged: dict[tuple[str, str], int] = {}
     tables: dict[str, list] = {}
     for path in paths:
@@ -331,9 +335,16 @@ def spent(paths: list[Path], calls: int) -> tuple[tuple[str, str, int], ...]:
             key = (short_name(_named(fn, ob, tables)), library(ob))
             merged[key] = merged.get(key, 0) + n
     total = sum(merged.values())
-    kept = sorted(((fn, ob, round(n / calls)) for (fn, ob), n in merged.items()
-                   if n >= KEPT_SHARE * total), key=lambda x: (-x[2], x[0], x[1]))
-    return tuple(kept[:KEPT_MOST])
+    kept = sorted(((fn, ob, n) for (fn, ob), n in merged.items()
+                   if n >= KEPT_SHARE * total), key=lambda x: (-x[2], x[0], x[1]))[:KEPT_MOST]
+    rest: dict[str, int] = {}
+    for (fn, ob), n in merged.items():
+        rest[ob] = rest.get(ob, 0) + n
+    for _, ob, n in kept:
+        rest[ob] -= n
+    kept += sorted(((REST, ob, n) for ob, n in rest.items() if n >= KEPT_SHARE * total),
+                   key=lambda x: (-x[2], x[1]))
+    return tuple((fn, ob, round(n / calls)) for fn, ob, n in kept)
 
 
 # ---- client requests --------------------------------------------------------------------

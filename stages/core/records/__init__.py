@@ -82,7 +82,8 @@ def _unwritten(path: Path, exc: OSError) -> Exception:
 # A cell this machine cannot run (its device is absent: `matrix=gpu` on a CPU box) writes its
 # SKIPPED record where DVC wants its outputs, listed here, so that `git add reports` leaves
 # it out (this file too): nothing else would tell a reviewer it is not a measurement.
-NOT_RUN = "# cells this machine cannot run: their records stay out of git\n/.gitignore\n"
+NOT_RUN = ("#torchgate: cells this machine cannot run (no device); records kept out of git\n"
+           "/.gitignore\n")
 
 
 def out_of_git(folder: str | Path, names: list[str], out: bool) -> None:
