@@ -267,3 +267,27 @@ def test_a_run_whose_processes_were_all_busy_is_named_not_dropped_silently():
                 if x.startswith("- w · eager"))
     assert line.endswith("; 1 run(s) without a point, every process timed on a busy machine: "
                          + f"{1:040x}"[:10]), line
+
+
+def test_a_point_some_busy_processes_were_left_out_of_is_marked_and_drawn_hollow(monkeypatch):
+    rng = random.Random(4)
+    quiet = [bench({"w": [process(rng=rng) for _ in range(3)]}) for _ in range(2)]
+    part = bench({"w": [process(rng=rng), process(rng=rng),
+                        process(rng=rng, busy=0.9)]})
+    runs = [Run(f"{i:040x}", "2026-12-01", r, None) for i, r in
+            enumerate([quiet[0], part, quiet[1]])]
+    (steady,) = [s for s in series({"c": runs}, HistorySettings(), BUSY, Delta())
+                 if s.metric == "steady_s"]
+    assert [p.busy for p in steady.points] == [0, 1, 0]
+    from matplotlib.axes import Axes
+
+    from stages.render.history import BUSY_POINT, trend
+    labels = []
+    original = Axes.legend
+    monkeypatch.setattr(Axes, "legend", lambda ax, *a, **k: labels.append(
+        [t.get_text() for t in original(ax, *a, **k).get_texts()]))
+    assert trend([steady], "t") is not None and labels == [[BUSY_POINT]]
+    labels.clear()
+    quiet_only = dataclasses.replace(steady, points=tuple(
+        dataclasses.replace(p, busy=0) for p in steady.points))
+    assert trend([quiet_only], "t") is not None and labels == []   # no legend over the points

@@ -193,6 +193,7 @@ class RunPoint:
     torch: str | None = None
     driver: str | None = None
     changes: tuple[str, ...] = ()   # what changed since the series' previous point
+    busy: int = 0               # processes the busy rule left out: the point is the others'
 
 
 @dataclass(frozen=True)

@@ -104,7 +104,8 @@ def _era_series(cell: str, era: int, runs: list[tuple[int, Run]], settings: Hist
                     changes = _changes(last[key], now, name) if key in last else ()
                     last[key] = now
                     units.setdefault(key, []).append(RunPoint(
-                        index, run.commit, run.date, value, torch, driver, changes))
+                        index, run.commit, run.date, value, torch, driver, changes,
+                        unit.processes_busy))
     hw = hardware(runs[0][1].env)
     return [Trend(cell, name, mode, metric, hw, era, tuple(points), tuple(change_points(
                 [p.value for p in points], max_pvalue=settings.max_pvalue,

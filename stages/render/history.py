@@ -28,6 +28,9 @@ def _label(point) -> str:
     return THIS_RUN if point.commit is None else short(point.commit)
 
 
+BUSY_POINT = "hollow: processes left out (busy machine)"
+
+
 def trend(found: list[Trend], title: str) -> bytes | None:
     """Small multiples, one per series (own y scale: workloads differ a hundredfold), the runs
     oldest first; a dashed line where a lasting shift began, the level either side drawn."""
@@ -41,7 +44,15 @@ def trend(found: list[Trend], title: str) -> bytes | None:
         xs = list(range(len(s.points)))
         scale, unit = _scale(s.metric, max(p.value for p in s.points))
         values = [p.value / scale for p in s.points]
-        ax.plot(xs, values, "o-", color=LINE, ms=3, lw=1)
+        ax.plot(xs, values, "-", color=LINE, lw=1)
+        busy = [p.busy > 0 for p in s.points]
+        for hollow in (False, True):    # a point some busy processes were left out of: hollow
+            at = [i for i in xs if busy[i] == hollow]
+            ax.plot(at, [values[i] for i in at], "o", ms=3.5 if hollow else 3, color=LINE,
+                    mfc="white" if hollow else LINE, ls="none",
+                    label=BUSY_POINT if hollow and at else None)
+        if any(busy):
+            ax.legend(fontsize=6, frameon=False, loc="best")
         cuts = [0, *(shift.index for shift in s.shifts), len(values)]
         for start, stop in zip(cuts, cuts[1:]):
             level = median(values[start:stop])
@@ -263,8 +274,9 @@ def history(found: list[Trend], cells: list[str], settings: HistorySettings,
     lines = ["# Baseline history", "",
              f"Each cell's newest `history.runs` = {settings.runs} runs, oldest first: the "
              "committed ones (`git log reports/<machine>/bench/<cell>.json`), then this "
-             f"run, named \"{THIS_RUN}\" whether it is committed yet or not. One point per run: the "
-             "median over its worker processes of their medians. A change of hardware starts "
+             f"run, named \"{THIS_RUN}\" whether it is committed yet or not. One point per "
+             "run: the median over its worker processes of their medians (drawn hollow where "
+             "the busy rule left some of them out). A change of hardware starts "
              "a new series. A lasting shift is where a series' level changed and stayed "
              f"changed for at least {settings.min_points} runs: Apache Otava's method "
              f"(E-divisive means, then a t-test at p ≤ {settings.max_pvalue:g}, Bonferroni over "
