@@ -70,6 +70,22 @@ def _record_file(path: Path) -> tuple[str, object, EnvRecord | None]:
     return kind, load_record(path, KINDS[kind]), load_current(env, EnvRecord)
 
 
+def same_run(base: str, now: str, reports: Path) -> str | None:
+    """Where BASE and NOW hold one run (one record file's bytes, or one tree of this
+    machine's records at two revisions), what it is: there is nothing to compare, and
+    testing a sample against itself would read its noise as "undecided"."""
+    if Path(base).is_file() or Path(now).is_file():
+        same = Path(base).is_file() and Path(now).is_file() and \
+            Path(base).read_bytes() == Path(now).read_bytes()
+        return f"{now} holds the same bytes as {base}" if same else None
+    commits = [git.resolve_rev(rev, setting=name) for rev, name in ((base, "BASE"),
+                                                                     (now, "NOW"))]
+    trees = [tuple(git.object_id(c, reports / stage) for stage in KINDS) for c in commits]
+    if commits[1] is not None and trees[0] == trees[1] and any(trees[1]):
+        return f"{base} and {now} hold the same records in {reports}/"
+    return None
+
+
 def compare_two(cfg, base: str, now: str, reports: Path) -> CompareRecord:
     """Two runs compared as the compare stage compares a run with its baseline, with `cfg`'s
     statistics: two record files (bench or numerics, of one cell; each with the

@@ -53,13 +53,17 @@ def compare(argv: list[str]) -> None:
     shown.add_argument("--json", action="store_true", help="the comparison as compare.json")
     shown.add_argument("--md", action="store_true", help="the page compare.md would hold")
     args = parser.parse_args(argv)
-    from stages.compare import compare_two
+    from stages.compare import compare_two, same_run
     from stages.core.errors import one_line_errors
     from stages.core.records import dumps, record_data
     from stages.judge.gate import gate_failures
     from stages.render.verdicts import page, terse
     with one_line_errors("compare"):
         cfg = _params_of(args.now, args.params)
+        same = None if args.json else same_run(args.base, args.now, args.reports or cfg.reports)
+        if same:
+            print(f"Nothing changed: {same}.")
+            return
         result = compare_two(cfg, args.base, args.now, args.reports or cfg.reports)
         title = f"torchgate compare {args.base} {args.now}"
         print(dumps(record_data(result)) if args.json else page(result, title) if args.md

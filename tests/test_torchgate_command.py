@@ -40,16 +40,17 @@ def test_compare_two_record_files_prints_a_line_a_unit_within_100_columns(tmp_pa
     base, now = written(tmp_path / "a", 1e-3, 0), written(tmp_path / "b", 1.3e-3, 1)
     torchgate.main(["compare", str(base), str(now), "--params", PARAMS])
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split() == ["verdict", "unit", "metric", "baseline", "→", "now", "change",
+    assert out[0] == "cell c"                  # one cell: named once, the units below
+    assert out[1].split() == ["verdict", "unit", "metric", "baseline", "→", "now", "change",
                               "[CI]"]
     row = next(line for line in out if " steady_s " in line)
     change = re.search(r" ([+-][\d.]+) % \[", row)
-    assert row.startswith("REGRESSED ") and "c w eager" in row, row
+    assert row.startswith("REGRESSED ") and " w eager " in row, row
     assert 20 < float(change.group(1)) < 40 and "ms →" in row, row
     assert out[-1].startswith("1 REGRESSED") and max(map(len, out)) <= 100
     torchgate.main(["compare", str(base), str(now), "--params", PARAMS, "--only-changed"])
     changed = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in changed[1:-1]] == ["REGRESSED"]
+    assert [line.split()[0] for line in changed[2:-1]] == ["REGRESSED"]
     assert changed[-1].endswith("unchanged not shown)")
     torchgate.main(["compare", str(base), str(now), "--params", PARAMS, "--md"])
     page = capsys.readouterr().out
@@ -79,7 +80,32 @@ def test_a_lock_step_record_compared_with_itself_reads_no_change(tmp_path, capsy
     write_record(path, with_ab(slow, fast, interleaved=True))
     torchgate.main(["compare", str(path), str(path), "--params", PARAMS, "--gate"])
     out = capsys.readouterr().out       # --gate passed: no SystemExit
-    assert "REGRESSED " not in out and "\nEQUIVALENT " in out, out
+    assert out == f"Nothing changed: {path} holds the same bytes as {path}.\n"
+    torchgate.main(["compare", str(path), str(path), "--params", PARAMS, "--json"])
+    rows = json.loads(capsys.readouterr().out)["rows"]   # compared all the same
+    assert "REGRESSED" not in {r["verdict"] for r in rows} and \
+        "EQUIVALENT" in {r["verdict"] for r in rows}
+
+
+def test_two_revisions_holding_the_same_records_read_nothing_changed(tmp_path, monkeypatch,
+                                                                    capsys):
+    from .projects import git, init_repo
+    init_repo(tmp_path)
+    written(tmp_path, 1e-3, 0)
+    git("add", "-A", cwd=tmp_path)
+    git("commit", "-qm", "run", cwd=tmp_path)
+    (tmp_path / "notes.txt").write_text("a commit that brings no run\n")
+    git("add", "-A", cwd=tmp_path)
+    git("commit", "-qm", "notes", cwd=tmp_path)
+    monkeypatch.chdir(tmp_path)
+    args = ["--params", PARAMS, "--reports", "reports/m"]
+    torchgate.main(["compare", "HEAD~1", "HEAD", *args])
+    assert capsys.readouterr().out == ("Nothing changed: HEAD~1 and HEAD hold the same records "
+                                       "in reports/m/.\n")
+    written(tmp_path, 1.3e-3, 1)
+    git("commit", "-qam", "another run", cwd=tmp_path)
+    torchgate.main(["compare", "HEAD~1", "HEAD", *args])
+    assert "REGRESSED" in capsys.readouterr().out
 
 
 def test_compare_judges_and_gates_with_the_params_now_was_measured_with(tmp_path,

@@ -63,8 +63,8 @@ def value(metric: str, v) -> str:
         return nbytes(v)
     if unit == Unit.RATIO and isinstance(v, float):   # slowest over fastest: its lag
         return f"{(v - 1) * 100:.1f} % lag"
-    if unit == Unit.COUNT:
-        return f"{v:,}" if isinstance(v, int) else f"{v:g}"
+    if unit == Unit.COUNT:     # a median or mean of counts is a float: whole where large
+        return f"{v:,}" if isinstance(v, int) else f"{v:,.0f}" if abs(v) >= 1e4 else f"{v:g}"
     if isinstance(v, float):
         return f"{v:.1e}" if v and (abs(v) < 1e-3 or abs(v) >= 1e4) else f"{v:g}"
     return str(v)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 
 from stages.core.metrics import BY_NAME, Rule, Unit, names
 from stages.core.records.rows import CompareRecord, Contribution, Row
@@ -153,27 +154,47 @@ CHANGED = (Verdict.REGRESSED, Verdict.IMPROVED, Verdict.FAILED, Verdict.NEW, Ver
 
 def terse(result: CompareRecord, only_changed: bool = False, width: int = 100) -> str:
     """A line a unit, most serious first, within `width` columns (asv's and pyperf's
-    `compare`): verdict, unit, metric, baseline → now, change [CI]; then the tally. The page
-    (`page`) has the tests, p-values and evidence."""
+    `compare`): verdict, unit, metric, baseline → now, change [CI]; then the tally. The unit
+    is workload and mode (the cell too where there are several), its workload cut first; a
+    moved row's attribution is wrapped below it. The page (`page`) has the tests, p-values
+    and evidence."""
     found = result.findings()
     shown = [r for r in by_effect(found) if not only_changed or r.verdict in CHANGED]
-    lines = [[r.verdict, " ".join(filter(None, (r.cell, r.workload, r.mode))), r.metric,
+    cells = len({r.cell for r in found}) > 1
+    lines = [[r.verdict, (r.cell if cells else "", r.workload, r.mode), r.metric,
               _moved(r), change(r) if r.change is not None or r.metric in RELATIVE else ""]
              for r in shown]
-    head = ["verdict", "unit", "metric", "baseline → now", "change [CI]"]
-    widths = [max(len(str(x)) for x in column) for column in zip(head, *lines)]
+    head = ["verdict", ("", "unit", ""), "metric", "baseline → now", "change [CI]"]
+    widths = [max(len(_unit(x) if isinstance(x, tuple) else str(x)) for x in column)
+              for column in zip(head, *lines)]
     over = sum(widths) + 2 * (len(widths) - 1) - width
     if over > 0:        # the unit's name gives way first
-        widths[1] = max(widths[1] - over, 12)
-    out = ["  ".join(_cell(str(x), w) for x, w in zip(row, widths)).rstrip()
-           for row in (head, *lines)]
-    # Each moved row's attribution on the line below it, indented (it may be wider).
+        widths[1] = max(widths[1] - over, 16)
+    out = ["  ".join(_unit(x, w) if isinstance(x, tuple) else _cell(str(x), w)
+                     for x, w in zip(row, widths)).rstrip() for row in (head, *lines)]
+    # Each moved row's attribution below it, indented, wrapped to the width.
     for i in reversed(range(len(shown))):
         if where := attributed(shown[i]):
-            out.insert(i + 2, "    " + where)
+            out[i + 2:i + 2] = textwrap.wrap(where, width, initial_indent="    ",
+                                             subsequent_indent="      ",
+                                             break_on_hyphens=False)
     left = len(found) - len(shown)
+    if found and not cells:      # one cell: named once, above the table
+        out.insert(0, f"cell {found[0].cell}")
     return "\n".join(out + [tally(r.verdict for r in found) + (
         f" ({left} unchanged not shown)" if left else "")])
+
+
+def _unit(parts: tuple[str, str, str], width: int | None = None) -> str:
+    """"cpu-fp32 chain compiled" in `width`: the workload's name cut, never the mode."""
+    cell, workload, mode = parts
+    text = " ".join(filter(None, parts))
+    if width is None or len(text) <= width:
+        return text if width is None else text.ljust(width)
+    room = width - len(" ".join(filter(None, (cell, mode)))) - 1
+    if room < 4:
+        return _cell(text, width)
+    return " ".join(filter(None, (cell, _cell(workload, room).rstrip(), mode))).ljust(width)
 
 
 def _moved(row: Row) -> str:

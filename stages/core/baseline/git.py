@@ -156,3 +156,12 @@ def names_in(commit: str | None, path: str | Path, root: Path = Path(".")) -> li
         return []
     found = _git("ls-tree", "--name-only", f"{commit}:./{Path(path).as_posix()}", root=root)
     return sorted(found.stdout.splitlines()) if found.returncode == 0 else []
+
+
+def object_id(commit: str | None, path: str | Path, root: Path = Path(".")) -> str | None:
+    """The id of `path`'s tree or blob at `commit`: equal ids, equal contents."""
+    if commit is None:
+        return None
+    found = _git("rev-parse", "-q", "--verify", f"{commit}:./{Path(path).as_posix()}",
+                 root=root)
+    return found.stdout.strip() or None if found.returncode == 0 else None
