@@ -30,7 +30,7 @@ from stages.launch.fleet import measure_all, staging
 from stages.launch.progress import Progress
 from stages.measure.proc import sibling_runs
 from stages.render import bench as page
-from stages.render.progress import bench_line
+from stages.render.progress import bench_line, others_measuring
 
 
 def say(line: str) -> None:
@@ -110,9 +110,8 @@ def main(argv: list[str] | None = None) -> None:
     """Plan the arms, measure, write the record, judge it once, write its page."""
     with one_line_errors("bench"):
         cfg, cell, reports = cli.cell_stage("bench", __doc__, argv)
-        for pid, command in sibling_runs():
-            say(f"another torchgate run is measuring on this machine (pid {pid}: {command}): "
-                "its load moves this run's timings; run one at a time (`dvc queue start -j 1`)")
+        if others := sibling_runs():
+            say(others_measuring(others))
         inputs = baseline_of(cfg, cell, reports)
         if cfg.launcher.parts:      # a split check's last job: the parts its jobs measured
             say(f"{cell.name}: joined from {len(cfg.launcher.parts)} jobs' parts "

@@ -158,3 +158,12 @@ def test_a_process_line_says_what_its_profiling_pass_cost():
     off = {mode: ModeTiming("OK", first_call_s=0.1, steady_s=(1e-3,)) for mode in modes}
     assert bench_line("cpu-fp32", "w", "now", 0,
                       BenchProcess("OK", modes=off, wall_s=12.0)).endswith("[12.0 s]")
+
+
+def test_another_run_is_one_warning_however_many_of_its_processes_measure():
+    from stages.render.progress import others_measuring
+    line = others_measuring([(101, "python -m stages.bench --device cpu --precision fp32"),
+                             (102, "python -m stages.measure.worker job.json result.json")])
+    assert "\n" not in line and "pids 101, 102" in line
+    assert line.startswith("another torchgate run is measuring on this machine (python -m "
+                           "stages.bench --device cpu --precision fp32; pids 101, 102)")

@@ -72,3 +72,11 @@ def numerics_line(cell: str, workload: str, mode: str, ev: ModeNumerics) -> str:
             + (f", max rel. L2 {worst:.2e}" if worst is not None else "")
             + "".join(f", {e}" for e in extra)
             + (f" ({'; '.join(ev.problems)})" if ev.problems else ""))
+
+
+def others_measuring(found: list[tuple[int, str]]) -> str:
+    """One warning for every other measuring process (a run's stage and its workers alike):
+    the first one's command, every pid."""
+    pids = ("pids " if len(found) > 1 else "pid ") + ", ".join(str(pid) for pid, _ in found)
+    return (f"another torchgate run is measuring on this machine ({found[0][1]}; {pids}): its "
+            "load moves this run's timings; run one at a time (`dvc queue start -j 1`)")
