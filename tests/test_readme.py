@@ -155,3 +155,59 @@ def test_torchgate_compose_reads_the_conf_of_the_project_it_runs_in(project):
     assert done.returncode == 0, done.stderr
     assert list(yaml.safe_load((project / "params.yaml").read_text())["workload"]) == [
         "only_here"]
+
+
+INLINE = re.compile(r"`((?:torchgate|python3? -m) [^`]+)`")
+
+
+def doc_commands() -> list[tuple[str, list[str]]]:
+    """(doc, words) of every simple command in the docs' shell blocks and inline code that
+    starts `torchgate ` or `python -m `, an env prefix (`TORCHGATE_MACHINE=x torchgate ...`)
+    dropped; a placeholder (`<tool>`) is no command."""
+    found = []
+    for name in DOCS:
+        text = (ROOT / name).read_text(encoding="utf-8")
+        inline = [" ".join(span.split()) for span in INLINE.findall(text)
+                  if not re.match(r"\S+ \S+:", span)]     # a line it prints: "torchgate gate: …"
+        for block in shell_blocks(name) + [line for line in inline if "<" not in line]:
+            for words in install_commands.commands(block):
+                while words and re.match(r"^\w+=", words[0]):
+                    words = words[1:]
+                if words:
+                    found.append((name, words))
+    return found
+
+
+def test_every_torchgate_and_module_command_in_the_docs_exists_with_its_options():
+    """A tool renamed or retired, an option gone: the docs' line fails here, not a user's
+    paste. `torchgate <tool>` is a tool its --help lists and each --option one that tool's
+    --help names; `python -m <module>` a module that imports."""
+    import importlib.util
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = str(Path(sys.executable).with_name("torchgate"))
+    helps: dict[str, str] = {}
+
+    def help_of(tool: str) -> str:
+        if tool not in helps:
+            shown = subprocess.run([script, *([tool] if tool else []), "--help"],
+                                   capture_output=True, text=True)
+            assert shown.returncode == 0, (tool, shown.stderr)
+            helps[tool] = shown.stdout
+        return helps[tool]
+
+    checked = 0
+    for doc, words in doc_commands():
+        if words[0] == "torchgate":
+            tool = words[1] if len(words) > 1 and not words[1].startswith("-") else ""
+            assert not tool or f"torchgate {tool}" in help_of(""), (doc, words)
+            for option in (w.split("=")[0] for w in words[1:] if w.startswith("--")):
+                assert option in help_of(tool), (doc, words, option)
+            checked += 1
+        elif words[:2] in (["python", "-m"], ["python3", "-m"]) and len(words) > 2 \
+                and words[2] not in ("pip", "venv", "pytest"):
+            assert importlib.util.find_spec(words[2]) is not None, (doc, words)
+            checked += 1
+    assert checked >= 10, checked
