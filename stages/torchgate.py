@@ -8,6 +8,8 @@
     torchgate gate                        pass or fail this run on gate.fail_on
     torchgate compare BASE NOW            two runs' verdicts: two commits of this machine's
                                           reports, or two record files
+    torchgate exps [DVC EXP SHOW ...]     `dvc exp show` with the columns that say what each
+                                          experiment asked and what it decided
 
 `dvc repro` runs the stages themselves; each tool here is also `python -m stages.<name>`, and
 `torchgate <tool> --help` says its options; `torchgate --version` the installed version.
@@ -24,6 +26,28 @@ from stages.core import cli
 TOOLS = {"compose": "stages.compose", "lock": "stages.lock", "selfcheck": "stages.selfcheck",
          "comment": "stages.comment", "cache": "stages.arms.cache", "gate": "stages.gate"}
 assert tuple(TOOLS) == cli.TOOLS, "a tool's usage line names it (core.cli.TOOLS)"
+
+
+# What `torchgate exps` shows of `dvc exp show`'s 120-180 columns (every params leaf and
+# metric): what an experiment changed that users change, and what its run decided. DVC has
+# no setting for its default columns; `dvc exp show` itself still shows every one.
+EXP_COLUMNS = ("Experiment", "Created", "gate_failed", r"verdicts\.(regressed|improved|failed|"
+               r"inconclusive|not_comparable)", r"matrix\.(name|modes)", r"cells\..*",
+               r"candidate\.(pip|python|rev)", r"baseline\.rev", r"bench\.processes")
+
+
+def exps(argv: list[str]) -> None:
+    """`torchgate exps`: `dvc exp show` narrowed to EXP_COLUMNS; any of its options after."""
+    import subprocess
+    if argv[:1] in (["-h"], ["--help"]):
+        print("usage: torchgate exps [DVC EXP SHOW OPTION ...]\n\n`dvc exp show` with only "
+              "the columns that say what each experiment asked (matrix, cells, candidate, "
+              "baseline.rev, bench.processes) and decided (gate_failed, verdict counts); "
+              "options such as -A, --md, --json, --keep REGEX pass through to it.")
+        return
+    keep = "^(" + "|".join(EXP_COLUMNS) + ")$"
+    raise SystemExit(subprocess.call(["dvc", "exp", "show", "--drop", ".*", "--keep", keep,
+                                      *argv]))
 
 
 def compare(argv: list[str]) -> None:
@@ -104,9 +128,11 @@ def main(argv: list[str] | None = None) -> None:
     tool, rest = argv[0], argv[1:]
     if tool == "compare":
         return compare(rest)
+    if tool == "exps":
+        return exps(rest)
     if tool not in TOOLS:
         print(f"torchgate: error: no tool {tool!r}; the tools: "
-              f"{', '.join([*TOOLS, 'compare'])} (torchgate --help)", file=sys.stderr)
+              f"{', '.join([*TOOLS, 'compare', 'exps'])} (torchgate --help)", file=sys.stderr)
         raise SystemExit(2)
     importlib.import_module(TOOLS[tool]).main(rest)
 

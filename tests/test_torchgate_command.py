@@ -164,3 +164,27 @@ def test_the_console_script_names_its_tools_and_refuses_an_unknown_one():
         assert helped.returncode == 0 and "torchgate" in helped.stdout, (tool, helped.stderr)
     version = subprocess.run([str(script), "--version"], capture_output=True, text=True)
     assert re.fullmatch(r"torchgate \d+\.\d+\.\d+\n", version.stdout), version.stdout
+
+
+def test_exps_shows_dvc_exp_show_with_the_declared_columns_each_of_which_exists(monkeypatch):
+    """Each column `torchgate exps` keeps is one `dvc exp show` has: a params.yaml key or a
+    metrics.json key of a run (a key renamed would silently vanish from the view)."""
+    import yaml
+
+    from stages.core.records.rows import CompareRecord
+    from stages.render.metrics import decisions
+    called = []
+    monkeypatch.setattr("subprocess.call", lambda argv: called.append(argv) or 0)
+    with pytest.raises(SystemExit) as done:
+        torchgate.main(["exps", "-A", "--md"])
+    assert done.value.code == 0
+    assert called[0][:5] == ["dvc", "exp", "show", "--drop", ".*"]
+    assert called[0][5] == "--keep" and called[0][7:] == ["-A", "--md"]
+
+    def leaves(tree, prefix=""):
+        for key, v in tree.items():
+            yield from leaves(v, f"{prefix}{key}.") if isinstance(v, dict) else [prefix + key]
+    columns = [*leaves(yaml.safe_load(Path(PARAMS).read_text())),
+               *leaves(decisions(CompareRecord("HEAD", True, 0.05, 0), []))]
+    for pattern in torchgate.EXP_COLUMNS[2:]:
+        assert any(re.fullmatch(pattern, c) for c in columns), pattern
