@@ -312,3 +312,17 @@ def test_no_import_circles():
     for node in sorted(graph):
         if node not in state:
             visit(node)
+
+
+def test_the_code_needs_no_python_newer_than_the_floor_pyproject_states():
+    """CI runs 3.11; the floor is pyproject's requires-python. vermin reads every module for
+    the syntax and standard-library names it needs (tomllib, typing.Self: 3.11's), so that
+    code needing more fails here, not on a 3.10 user's first import."""
+    floor = re.search(r'^requires-python = "([^"]+)"', (ROOT / "pyproject.toml").read_text(
+        encoding="utf-8"), re.M).group(1)        # no tomllib: it is 3.11's
+    assert floor == ">=3.10", floor             # the target below
+    vermin = str(Path(sys.executable).with_name("vermin"))     # the test extra's script
+    found = subprocess.run([vermin, "-q", "-t=3.10-", "--violations",
+                            "--eval-annotations", "--no-tips", "--no-parse-comments",
+                            str(PACKAGE), str(ROOT / "tests")], capture_output=True, text=True)
+    assert found.returncode == 0, found.stdout + found.stderr
