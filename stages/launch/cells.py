@@ -229,9 +229,9 @@ def bench_record(run: CellRun, plan: Plan, *, instructions: str | None = None,
     that was asked."""
     cell, cfg = run.cell, run.cfg
     note = plan.note or None        # a plan without one (a test's, selfcheck's): no empty note
-    if run.skipped:
+    if run.skipped:     # no arms note: nothing was measured, and it would vary by baseline
         return BenchRecord(cell.name, Status.SKIPPED, cfg.modes, run.skipped,
-                           to_data(cell.device), to_data(cell.precision), arms_note=note)
+                           to_data(cell.device), to_data(cell.precision))
     return BenchRecord(
         cell.name, Status.OK, cfg.modes, device=to_data(cell.device),
         precision=to_data(cell.precision), settings=to_data(cfg.bench),

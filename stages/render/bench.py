@@ -341,9 +341,9 @@ def waiting(summary: CellSummary) -> str:
 def page(summary: CellSummary, result: CompareRecord, ab_env: str = "") -> str:
     """`summary`: the cell's judge.summary; `result`: its rows (judge.run)."""
     lines = [f"# bench: {summary.cell}", ""]
-    lines += [f"> {note}" for note in result.notes] + ([""] if result.notes else [])
-    if summary.status != Status.OK:
+    if summary.status != Status.OK:     # nothing measured: no notes on a baseline, as each rerun
         return "\n".join(lines + [f"**{summary.status}**: {summary.reason}", ""])
+    lines += [f"> {note}" for note in result.notes] + ([""] if result.notes else [])
     gpu = gpu_section(summary)
     threads = threads_line(summary)
     lines += ["## Measured", "", measured(summary), "", *([threads, ""] if threads else []),

@@ -167,6 +167,8 @@ def page(record: NumericsRecord, result: CompareRecord,
     """Findings against the baseline (this cell's rows), then errors against float64,
     compiled against eager, determinism, drift and the size of what is kept for it, op
     coverage, graph breaks and recompiles. `own`: the workloads' own tolerances."""
+    if record.status == Status.SKIPPED:    # nothing computed: no baseline named, as each rerun
+        return f"# numerics: {record.cell}\n\n**{record.status}**: {record.reason}\n"
     rows = result.rows
     parts = [errors(record, own), compiled(record), determinism(record), drift(record, rows),
              ops(record, rows), graph_breaks(record)]
