@@ -97,7 +97,7 @@ run_url() {
 # {path}, each link's; else one page for all; IMAGES: the pictures', with {path}), as the
 # comment's are (stages/comment.py).
 absolute_links() {
-  python -c 'import sys; from stages.comment import with_reports_at as at
+  python -c 'import sys; from torchgate.comment import with_reports_at as at
 sys.stdout.write(at(sys.stdin.read(), *sys.argv[1:]))' "$@"
 }
 

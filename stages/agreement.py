@@ -1,9 +1,9 @@
 """Does torchgate's steady-state number agree with torch.utils.benchmark?
 
-    python -m stages.agreement [--size 256] [--rounds 8] [--threads 0]
+    python -m torchgate.agreement [--size 256] [--rounds 8] [--threads 0]
 
 Each round is a fresh process that builds `matmul_relu` exactly as the bench worker does and
-times it twice, back to back: with torchgate's measurement (`stages.timing.measure`, the bench
+times it twice, back to back: with torchgate's measurement (`torchgate.timing.measure`, the bench
 defaults of conf/config.yaml) and with `torch.utils.benchmark.Timer(...).blocked_autorange()`,
 alternating which goes first. Timing both in one process matters on a shared machine: its
 speed moves by tens of percent from one second to the next, far more than the tools differ.
@@ -17,16 +17,16 @@ import os
 import subprocess
 import sys
 
-from stages.core.numbers import median
-from stages.launch.local import ROOT
+from torchgate.core.numbers import median
+from torchgate.launch.local import ROOT
 
 ROUND = """
 import json, sys, torch
 from torch.utils.benchmark import Timer
-from stages.core.numbers import median
-from stages.measure.clocks import SyncClock
-from stages.measure.timing import measure
-from stages.workloads import matmul_relu
+from torchgate.core.numbers import median
+from torchgate.measure.clocks import SyncClock
+from torchgate.measure.timing import measure
+from torchgate.workloads import matmul_relu
 size, threads, seed, timer_first = (int(a) for a in sys.argv[1:5])
 if threads:
     torch.set_num_threads(threads)
@@ -58,7 +58,7 @@ def one_round(size: int, threads: int, seed: int, timer_first: bool) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m stages.agreement", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m torchgate.agreement", description=__doc__)
     parser.add_argument("--size", type=int, default=256)
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--threads", type=int, default=0)

@@ -1,6 +1,6 @@
 """Stage `bench`: measure one cell (device x precision) of the matrix.
 
-    python -m stages.bench --device cpu --precision fp32
+    python -m torchgate.bench --device cpu --precision fp32
 
 Every sample of every worker process goes to <reports>/bench/<cell>.json; <reports>/bench/<cell>.md
 shows what was measured and how it differs from the baseline (the verdicts are compare's).
@@ -11,26 +11,26 @@ cluster, the first bench stage of a `dvc repro` measures every cell at once (lau
 """
 from __future__ import annotations
 
-from stages.arms.plan import plan
-from stages.core import cli
-from stages.core.baseline import load_env_pair, load_run
-from stages.core.errors import one_line_errors
-from stages.core.records import out_of_git, write_record, write_text
-from stages.core.records.inputs import with_record
-from stages.core.records.parts import from_parts
-from stages.core.records.schema import BenchRecord
-from stages.core.vocabulary import Status, short
-from stages.judge.adaptive import pending_units, undecided_counts
-from stages.judge.environment import diff
-from stages.judge.run import compare_run
-from stages.judge.summary import summarize
-from stages.launch.backends import connection, on
-from stages.launch.cells import measure_bench
-from stages.launch.fleet import measure_all, staging
-from stages.launch.progress import Progress
-from stages.measure.proc import sibling_runs
-from stages.render import bench as page
-from stages.render.progress import bench_line, others_measuring
+from torchgate.arms.plan import plan
+from torchgate.core import cli
+from torchgate.core.baseline import load_env_pair, load_run
+from torchgate.core.errors import one_line_errors
+from torchgate.core.records import out_of_git, write_record, write_text
+from torchgate.core.records.inputs import with_record
+from torchgate.core.records.parts import from_parts
+from torchgate.core.records.schema import BenchRecord
+from torchgate.core.vocabulary import Status, short
+from torchgate.judge.adaptive import pending_units, undecided_counts
+from torchgate.judge.environment import diff
+from torchgate.judge.run import compare_run
+from torchgate.judge.summary import summarize
+from torchgate.launch.backends import connection, on
+from torchgate.launch.cells import measure_bench
+from torchgate.launch.fleet import measure_all, staging
+from torchgate.launch.progress import Progress
+from torchgate.measure.proc import sibling_runs
+from torchgate.render import bench as page
+from torchgate.render.progress import bench_line, others_measuring
 
 
 def say(line: str) -> None:

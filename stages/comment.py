@@ -1,6 +1,6 @@
 """Post a run's report on its pull request as one comment that later runs edit in place.
 
-    python -m stages.comment --repo owner/name --pr 12 --body-file comment.md
+    python -m torchgate.comment --repo owner/name --pr 12 --body-file comment.md
 
 Talks to GitHub's REST API at $GITHUB_API_URL (default https://api.github.com; GitHub
 Enterprise sets it in its runners) with the token in $GITHUB_TOKEN, which goes to that host
@@ -25,8 +25,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from stages.core import cli
-from stages.core.errors import UserError, one_line_errors
+from torchgate.core import cli
+from torchgate.core.errors import UserError, one_line_errors
 
 MARKER = "<!-- torchgate -->"
 MAX_BODY = 65536          # GitHub refuses a longer comment

@@ -1,6 +1,6 @@
 """Stage `compare`: every cell and metric of this run against the baseline.
 
-    python -m stages.compare
+    python -m torchgate.compare
 
 Writes <reports>/compare.md (every verdict, decided over the whole run: judge/__init__.py),
 <reports>/compare.json (the same rows, for the report and gate stages) and <reports>/env/env.md
@@ -13,18 +13,18 @@ import dataclasses
 import json
 from pathlib import Path
 
-from stages.core import cli
-from stages.core.baseline import KINDS, git, load_current, load_env_pair, load_run, run_stamp
-from stages.core.errors import UserError, one_line_errors
-from stages.core.records import load_record, write_record, write_text
-from stages.core.records.inputs import RunInputs, own_arm, pair
-from stages.core.records.rows import CompareRecord
-from stages.core.records.schema import EnvRecord
-from stages.judge.environment import diff, hardware_changes, hardware_first
-from stages.judge.run import compare_run
-from stages.render.environment import render_md
-from stages.render.markdown import tally
-from stages.render.verdicts import page
+from torchgate.core import cli
+from torchgate.core.baseline import KINDS, git, load_current, load_env_pair, load_run, run_stamp
+from torchgate.core.errors import UserError, one_line_errors
+from torchgate.core.records import load_record, write_record, write_text
+from torchgate.core.records.inputs import RunInputs, own_arm, pair
+from torchgate.core.records.rows import CompareRecord
+from torchgate.core.records.schema import EnvRecord
+from torchgate.judge.environment import diff, hardware_changes, hardware_first
+from torchgate.judge.run import compare_run
+from torchgate.render.environment import render_md
+from torchgate.render.markdown import tally
+from torchgate.render.verdicts import page
 
 
 def env_md(base: dict | None, now: dict, label: str, error: str | None = None) -> str:

@@ -15,8 +15,8 @@ import runpy
 import sys
 from pathlib import Path
 
-from stages.core import config, machine
-from stages.core.errors import UserError, one_line_errors
+from torchgate.core import config, machine
+from torchgate.core.errors import UserError, one_line_errors
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 # The Hydra plugins `dvc exp run` loads (.dvc/config hydra.plugins_path): the machine's name.

@@ -1,13 +1,13 @@
 """Stage `env`: record the environment that timings were taken in.
 
-    python -m stages.env
+    python -m torchgate.env
 
 Three files in this machine's reports/<machine>/env/ (under --reports where given):
 
 - env.json, which every bench and numerics stage depends on: stable fields only
   (measure.probe), its `distributions` the packages that matter, torch's dependency closure
   and the distributions of the modules a worker imports (torch, the harness and the workloads
-  of params.yaml, imported in a child process, stages.core.config.targets.imports: a workload
+  of params.yaml, imported in a child process, torchgate.core.config.targets.imports: a workload
   that does not import is left to the bench stage to report). Rewritten only when its content
   changed, so `pip install pytest` re-measures nothing and an unchanged environment leaves it
   byte-identical.
@@ -36,15 +36,15 @@ import json
 import os
 import sys
 
-from stages.core import cli, machine
-from stages.core.errors import UserError, one_line_errors
-from stages.measure.fingerprint import fingerprint
+from torchgate.core import cli, machine
+from torchgate.core.errors import UserError, one_line_errors
+from torchgate.measure.fingerprint import fingerprint
 
 ENV_SCHEMA = 2      # records.SCHEMA["env"], not imported: importing records costs 0.06 s
 ENV, PACKAGES, FINGERPRINT = "env.json", "packages.json", "fingerprint.json"
 # What a worker imports before its workload (measure.worker; the modules of the workloads'
 # `_target_`s follow).
-WORKER_MODULES = ["torch", "stages.measure.worker"]
+WORKER_MODULES = ["torch", "torchgate.measure.worker"]
 
 
 def _digest(path: str) -> str | None:
@@ -96,8 +96,8 @@ def worker_imports(params: str) -> tuple[list[str], list[str], str | None]:
     not read), read in a child process: a workload module that fails, hangs or ends the
     process is the bench stage's to report, and this stage's own imports (yaml) are not a
     worker's."""
-    from stages.core import config
-    from stages.core.config.targets import imports, module_paths
+    from torchgate.core import config
+    from torchgate.core.config.targets import imports, module_paths
 
     try:
         cfg = config.load(params)
@@ -125,7 +125,7 @@ def worker_imports(params: str) -> tuple[list[str], list[str], str | None]:
 def _write_if_changed(path: str, text: str) -> bool:
     """Write `text` (atomically) unless the file holds it already: an unchanged file keeps
     its bytes and its time."""
-    from stages.core.records import write_text
+    from torchgate.core.records import write_text
     try:
         with open(path, encoding="utf-8") as fh:
             if fh.read() == text:
@@ -138,8 +138,8 @@ def _write_if_changed(path: str, text: str) -> bool:
 
 def _before(path: str) -> dict | None:
     """The environment env.json held, upgraded to this schema; None if unreadable."""
-    from stages.core.records import parse_record
-    from stages.core.records.schema import EnvRecord
+    from torchgate.core.records import parse_record
+    from torchgate.core.records.schema import EnvRecord
     try:
         with open(path, encoding="utf-8") as fh:
             return parse_record(fh.read(), EnvRecord, path).env
@@ -152,10 +152,10 @@ def _capture(out: str, params: str, environment: dict) -> str:
     and say what changed since the record it replaces."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from stages.core.records import dumps, record_data, write_text
-    from stages.core.records.schema import EnvRecord
-    from stages.judge.environment import diff, hardware_changes
-    from stages.measure.probe import capture, distributions
+    from torchgate.core.records import dumps, record_data, write_text
+    from torchgate.core.records.schema import EnvRecord
+    from torchgate.judge.environment import diff, hardware_changes
+    from torchgate.measure.probe import capture, distributions
 
     with ThreadPoolExecutor(1) as pool:     # the child imports while this process does
         child = pool.submit(worker_imports, params)
@@ -202,10 +202,10 @@ def check_machine(name: str, derived: bool) -> None:
     declared = os.environ.get(machine.ENV_VAR)
     if declared and declared != name:
         raise UserError(f"{machine.ENV_VAR}={declared} but params.yaml names machine {name!r}: "
-                        "run `python -m stages.compose` to compose params.yaml for this machine")
+                        "run `python -m torchgate.compose` to compose params.yaml for this machine")
     if derived and not declared and name != machine.derived_name():
         raise UserError(f"params.yaml names machine {name!r}, composed on other hardware (this "
-                        f"is {machine.derived_name()!r}): run `python -m stages.compose` here, "
+                        f"is {machine.derived_name()!r}): run `python -m torchgate.compose` here, "
                         f"or name this machine with {machine.ENV_VAR}")
 
 

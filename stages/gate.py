@@ -1,7 +1,7 @@
 """Stage `gate`: the run's pass or fail, for CI. It runs last, after `report`, so that a red
 gate always leaves this run's <reports>/summary.md behind.
 
-    python -m stages.gate
+    python -m torchgate.gate
 
 Reads <reports>/compare.json and exits 1 when it holds any verdict that `gate.fail_on` lists,
 or, with NOTHING_COMPARABLE listed, when the run had a baseline but not one timing could be
@@ -16,12 +16,12 @@ from __future__ import annotations
 import os
 import sys
 
-from stages.core import cli
-from stages.core.baseline import run_stamp
-from stages.core.errors import UserError, one_line_errors
-from stages.core.records import load_record
-from stages.core.records.rows import CompareRecord
-from stages.judge.gate import gate_checked, gate_failures
+from torchgate.core import cli
+from torchgate.core.baseline import run_stamp
+from torchgate.core.errors import UserError, one_line_errors
+from torchgate.core.records import load_record
+from torchgate.core.records.rows import CompareRecord
+from torchgate.judge.gate import gate_checked, gate_failures
 
 EXPERIMENT = "DVC_EXP_NAME"     # set by `dvc exp run` in its stages' environment
 
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> None:
                                        args.reports):
             raise UserError(f"{path} is not this run's comparison: it was made from other "
                             "records, cells or baseline than this run's; run `dvc repro` (or "
-                            "`python -m stages.compare`) before the gate")
+                            "`python -m torchgate.compare`) before the gate")
         failures = gate_failures(compare, cfg.gate.fail_on)
         for reason in failures:
             print(f"torchgate gate: failed: {reason} (see {args.reports / 'summary.md'})",

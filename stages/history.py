@@ -2,7 +2,7 @@
 workload, mode and timing, one hardware per series) and the commit where each lasting shift
 began, with the environment change at each step.
 
-    python -m stages.history
+    python -m torchgate.history
 
 It reads git as well as this run's files, yet DVC runs it only when those files change, not
 after every commit: this run is the last point whether it is committed yet or not
@@ -18,14 +18,14 @@ rebase) show on the next run, or now with `dvc repro -s -f history` (this stage 
 """
 from __future__ import annotations
 
-from stages.core import cli
-from stages.core.baseline import git, load_timeline
-from stages.core.errors import one_line_errors
-from stages.core.records import drop_pictures, replace_pictures, write_text
-from stages.core.vocabulary import PICTURES
-from stages.judge.results import KEY_METRICS
-from stages.judge.trends import Run, chance, failure_rates, series
-from stages.render.history import history, trend_images
+from torchgate.core import cli
+from torchgate.core.baseline import git, load_timeline
+from torchgate.core.errors import one_line_errors
+from torchgate.core.records import drop_pictures, replace_pictures, write_text
+from torchgate.core.vocabulary import PICTURES
+from torchgate.judge.results import KEY_METRICS
+from torchgate.judge.trends import Run, chance, failure_rates, series
+from torchgate.render.history import history, trend_images
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,8 +1,8 @@
 """Write this machine's declared environment, conf/env/<machine>.txt, from this interpreter.
 
-    python -m stages.lock            # write (or rewrite) the lock of params.yaml's machine
-    python -m stages.lock --check    # exit 1, naming what differs, when this venv is not it
-    python -m stages.lock --machine ci-cpu --python-platform x86_64-manylinux_2_28 \
+    python -m torchgate.lock            # write (or rewrite) the lock of params.yaml's machine
+    python -m torchgate.lock --check    # exit 1, naming what differs, when this venv is not it
+    python -m torchgate.lock --machine ci-cpu --python-platform x86_64-manylinux_2_28 \
         --python-version 3.11 --torch-backend cpu
                                      # a machine you cannot log in to (a hosted runner):
                                      # resolved by uv for its platform, not read from here
@@ -23,11 +23,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from stages.arms import locks, venv
-from stages.arms.venv import NOT_PINNED
-from stages.core import cli, machine
-from stages.core.errors import UserError, one_line_errors
-from stages.measure.probe import distributions
+from torchgate.arms import locks, venv
+from torchgate.arms.venv import NOT_PINNED
+from torchgate.core import cli, machine
+from torchgate.core.errors import UserError, one_line_errors
+from torchgate.measure.probe import distributions
 
 
 def this_environment() -> locks.Lock:
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
             locked = locks.read(name)
             if locked is None:
                 print(f"torchgate lock: {path} does not exist; write it with "
-                      "`python -m stages.lock`")
+                      "`python -m torchgate.lock`")
                 sys.exit(1)
             differ = locks.changes(locked.pins, now.pins)
             if locks.minor(locked.python) != locks.minor(now.python):
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
                   + ", ".join(differ[:8]) + (f" and {len(differ) - 8} more"
                                              if len(differ) > 8 else ""))
             sys.exit(1 if differ else 0)
-        from stages.core.records import write_text
+        from torchgate.core.records import write_text
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text(path, locks.text_of(now, name))
         print(f"torchgate lock: wrote {path} ({len(now.pins)} pinned packages, "

@@ -2,7 +2,7 @@
 `migration.pairs`), compared workload by workload: reports/<machine>/migration/<name>.md and
 .json, and its picture in pictures/migration-<name>/ (never committed).
 
-    python -m stages.migration --pair fp32_to_bf16
+    python -m torchgate.migration --pair fp32_to_bf16
 
 A side on this machine is this run's record; a side on another machine (`box-b/cpu-fp32`)
 is that machine's record as committed at HEAD, with the environment committed beside it.
@@ -14,20 +14,20 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from stages.arms import locks
-from stages.core import cli, config, machine
-from stages.core.baseline import git, load_baseline, load_current, load_history
-from stages.core.config.settings import MigrationPair, Side
-from stages.core.errors import UserError, one_line_errors
-from stages.core.records import replace_pictures, write_record, write_text
-from stages.core.records.schema import BenchRecord, EnvRecord, NumericsRecord
-from stages.core.vocabulary import PICTURES, short
-from stages.judge.migration import SideInput, migrate
-from stages.judge.moderation import run_spreads
-from stages.judge.run_to_run import unit_runs
-from stages.judge.summary import summarize
-from stages.judge.sweeps import decide
-from stages.render.migration import PICTURE, figure, page
+from torchgate.arms import locks
+from torchgate.core import cli, config, machine
+from torchgate.core.baseline import git, load_baseline, load_current, load_history
+from torchgate.core.config.settings import MigrationPair, Side
+from torchgate.core.errors import UserError, one_line_errors
+from torchgate.core.records import replace_pictures, write_record, write_text
+from torchgate.core.records.schema import BenchRecord, EnvRecord, NumericsRecord
+from torchgate.core.vocabulary import PICTURES, short
+from torchgate.judge.migration import SideInput, migrate
+from torchgate.judge.moderation import run_spreads
+from torchgate.judge.run_to_run import unit_runs
+from torchgate.judge.summary import summarize
+from torchgate.judge.sweeps import decide
+from torchgate.render.migration import PICTURE, figure, page
 
 
 def pair_of(cfg: config.Config, name: str) -> MigrationPair:

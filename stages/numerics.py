@@ -1,6 +1,6 @@
 """Stage `numerics`: errors of one cell's workloads against a float64 CPU reference.
 
-    python -m stages.numerics --device cpu --precision bf16
+    python -m torchgate.numerics --device cpu --precision bf16
 
 Per workload and mode, in a worker process: relative L2, max abs error, cosine similarity and
 NaN/Inf count of every output (for training: the loss and parameters after N steps), the
@@ -12,22 +12,22 @@ from __future__ import annotations
 
 import time
 
-from stages.arms.plan import Plan, plan
-from stages.core import cli
-from stages.core.baseline import load_run
-from stages.core.config import Cell, Config
-from stages.core.errors import one_line_errors
-from stages.core.records import out_of_git, write_record, write_text
-from stages.core.records.parts import from_parts
-from stages.core.records.schema import NumericsRecord
-from stages.core.vocabulary import Status
-from stages.judge.run import compare_run
-from stages.judge.tolerance import numerics_record, own_tolerances
-from stages.launch.backends import backend
-from stages.launch.cells import ALONE, measure_numerics
-from stages.launch.local import run_worker
-from stages.render import numerics as page
-from stages.render.progress import numerics_line, numerics_process_line
+from torchgate.arms.plan import Plan, plan
+from torchgate.core import cli
+from torchgate.core.baseline import load_run
+from torchgate.core.config import Cell, Config
+from torchgate.core.errors import one_line_errors
+from torchgate.core.records import out_of_git, write_record, write_text
+from torchgate.core.records.parts import from_parts
+from torchgate.core.records.schema import NumericsRecord
+from torchgate.core.vocabulary import Status
+from torchgate.judge.run import compare_run
+from torchgate.judge.tolerance import numerics_record, own_tolerances
+from torchgate.launch.backends import backend
+from torchgate.launch.cells import ALONE, measure_numerics
+from torchgate.launch.local import run_worker
+from torchgate.render import numerics as page
+from torchgate.render.progress import numerics_line, numerics_process_line
 
 
 def run_cell(cfg: Config, cell: Cell, arms: Plan = ALONE, *, run=run_worker,

@@ -2,7 +2,7 @@
 will decide), <reports>/metrics.json, what the run decided, for `dvc metrics diff`, and
 <reports>/numbers.json, the medians the pages show.
 
-    python -m stages.report
+    python -m torchgate.report
 
 Its pictures go to pictures/summary/ beside the page, never committed (their data is, in
 plots/): in a fresh clone the folder is missing, so `dvc repro` runs this stage again to draw
@@ -13,27 +13,27 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stages.core import cli
-from stages.core.baseline import compared_commit, load_current, load_env_pair, load_run
-from stages.core.errors import one_line_errors
-from stages.core.records import (
+from torchgate.core import cli
+from torchgate.core.baseline import compared_commit, load_current, load_env_pair, load_run
+from torchgate.core.errors import one_line_errors
+from torchgate.core.records import (
     drop_pictures,
     dumps,
     load_record,
     replace_pictures,
     write_text,
 )
-from stages.core.records.rows import CompareRecord
-from stages.core.records.schema import BenchRecord, NumericsRecord
-from stages.core.vocabulary import PICTURES
-from stages.judge.environment import diff, hardware_key
-from stages.judge.gate import gate_failures
-from stages.judge.summary import summarize
-from stages.judge.sweeps import decide
-from stages.render.metrics import decisions, numbers
-from stages.render.plots import CAPTIONS, pictures, plot_data
-from stages.render.summary import summary
-from stages.render.sweeps import sweep_pictures, sweeps_section
+from torchgate.core.records.rows import CompareRecord
+from torchgate.core.records.schema import BenchRecord, NumericsRecord
+from torchgate.core.vocabulary import PICTURES
+from torchgate.judge.environment import diff, hardware_key
+from torchgate.judge.gate import gate_failures
+from torchgate.judge.summary import summarize
+from torchgate.judge.sweeps import decide
+from torchgate.render.metrics import decisions, numbers
+from torchgate.render.plots import CAPTIONS, pictures, plot_data
+from torchgate.render.summary import summary
+from torchgate.render.sweeps import sweep_pictures, sweeps_section
 
 PAGE = "summary"        # this page's pictures: <reports>/pictures/summary/
 

@@ -1,6 +1,6 @@
 """Self-check: this machine's real false-alarm rate and detection rate for the selected matrix.
 
-    python -m stages.selfcheck [--splits 200] [--slowdown 0.10] [--repeat 0] [--pool N]
+    python -m torchgate.selfcheck [--splits 200] [--slowdown 0.10] [--repeat 0] [--pool N]
 
 Measures every cell with `--pool` worker processes per unit (by default 40: twice the 20 a
 side of pyperf's design, the largest of the peers'), then, many times over, splits each
@@ -23,15 +23,15 @@ import dataclasses
 import random
 import time
 
-from stages.core import cli
-from stages.core.errors import UserError, one_line_errors
-from stages.core.records import write_text
-from stages.core.vocabulary import Status, Verdict
-from stages.judge.rules import RULES
-from stages.judge.selfcheck import check, split, take, verdicts
-from stages.launch.cells import measure_bench
-from stages.render.progress import bench_line
-from stages.render.selfcheck import report
+from torchgate.core import cli
+from torchgate.core.errors import UserError, one_line_errors
+from torchgate.core.records import write_text
+from torchgate.core.vocabulary import Status, Verdict
+from torchgate.judge.rules import RULES
+from torchgate.judge.selfcheck import check, split, take, verdicts
+from torchgate.launch.cells import measure_bench
+from torchgate.render.progress import bench_line
+from torchgate.render.selfcheck import report
 
 
 def _log(*line) -> None:

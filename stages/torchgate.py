@@ -1,17 +1,17 @@
 """The `torchgate` command: the tools around the pipeline under one name.
 
-    torchgate compose [OVERRIDE ...]      params.yaml from conf/ (python -m stages.compose)
+    torchgate compose [OVERRIDE ...]      params.yaml from conf/ (python -m torchgate.compose)
     torchgate lock                        this machine's lock, conf/env/<machine>.txt
     torchgate selfcheck                   false alarms and power of this machine's timings
     torchgate comment                     the pull-request comment of this machine's run
-    torchgate cache [--evict ...]         the rebuilt arms' cache (python -m stages.arms.cache)
+    torchgate cache [--evict ...]         the rebuilt arms' cache (python -m torchgate.arms.cache)
     torchgate gate                        pass or fail this run on gate.fail_on
     torchgate compare BASE NOW            two runs' verdicts: two commits of this machine's
                                           reports, or two record files
     torchgate exps [DVC EXP SHOW ...]     `dvc exp show` with the columns that say what each
                                           experiment asked and what it decided
 
-`dvc repro` runs the stages themselves; each tool here is also `python -m stages.<name>`, and
+`dvc repro` runs the stages themselves; each tool here is also `python -m torchgate.<name>`, and
 `torchgate <tool> --help` says its options; `torchgate --version` the installed version.
 """
 from __future__ import annotations
@@ -21,10 +21,10 @@ import importlib
 import sys
 from pathlib import Path
 
-from stages.core import cli
+from torchgate.core import cli
 
-TOOLS = {"compose": "stages.compose", "lock": "stages.lock", "selfcheck": "stages.selfcheck",
-         "comment": "stages.comment", "cache": "stages.arms.cache", "gate": "stages.gate"}
+TOOLS = {"compose": "torchgate.compose", "lock": "torchgate.lock", "selfcheck": "torchgate.selfcheck",
+         "comment": "torchgate.comment", "cache": "torchgate.arms.cache", "gate": "torchgate.gate"}
 assert tuple(TOOLS) == cli.TOOLS, "a tool's usage line names it (core.cli.TOOLS)"
 
 
@@ -77,11 +77,11 @@ def compare(argv: list[str]) -> None:
     shown.add_argument("--json", action="store_true", help="the comparison as compare.json")
     shown.add_argument("--md", action="store_true", help="the page compare.md would hold")
     args = parser.parse_args(argv)
-    from stages.compare import compare_two, same_run
-    from stages.core.errors import one_line_errors
-    from stages.core.records import dumps, record_data
-    from stages.judge.gate import gate_failures
-    from stages.render.verdicts import page, terse
+    from torchgate.compare import compare_two, same_run
+    from torchgate.core.errors import one_line_errors
+    from torchgate.core.records import dumps, record_data
+    from torchgate.judge.gate import gate_failures
+    from torchgate.render.verdicts import page, terse
     with one_line_errors("compare"):
         cfg = _params_of(args.now, args.params)
         same = None if args.json else same_run(args.base, args.now, args.reports or cfg.reports)
@@ -104,8 +104,8 @@ def _params_of(now: str, given: str | None):
     measured with (committed at that revision), else the working tree's."""
     import yaml
 
-    from stages.core import config
-    from stages.core.baseline import git
+    from torchgate.core import config
+    from torchgate.core.baseline import git
     if given is None and not Path(now).is_file():
         text = git.read_file(git.resolve_rev(now, setting="NOW"), "params.yaml")
         if text is not None:

@@ -53,7 +53,7 @@ def project(tmp_path, monkeypatch):
 @pytest.fixture
 def counting(monkeypatch):
     """valgrind as if installed, and an environment record as if the env stage had run."""
-    from stages.launch import cells, reuse
+    from torchgate.launch import cells, reuse
     monkeypatch.setattr(cells.callgrind, "missing", lambda: None)
     monkeypatch.setattr(reuse.callgrind, "version", lambda: "3.19.0")
     monkeypatch.setattr(reuse, "_read_bytes", lambda path: b'{"env": "this machine"}')

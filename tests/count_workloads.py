@@ -2,7 +2,7 @@
 5 % more work than 20)."""
 import torch
 
-from stages.workloads import Workload
+from torchgate.workloads import Workload
 
 
 def chain(*, device, dtype, compile, seed, layers=20, width=32):

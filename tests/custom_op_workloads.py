@@ -1,7 +1,7 @@
 """A user's extension: custom operators defined with torch.library in the user's module."""
 import torch
 
-from stages.workloads import Workload
+from torchgate.workloads import Workload
 
 
 @torch.library.custom_op("userlib::scale", mutates_args=())

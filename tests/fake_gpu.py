@@ -132,7 +132,7 @@ class FakeSensor:
     def __init__(self, script=None, reference_mhz: float | None = 1980.0, gpu=None,
                  read_s: float = 30e-6, power_w: float | None = 500.0,
                  rates: tuple[float, float] | None = (0.9, 0.4)):
-        from stages.measure.gpu_rules import Window
+        from torchgate.measure.gpu_rules import Window
         self.script = script or (lambda i: Window(1980.0, 60.0, 500.0, 0))
         self.reference, self.gpu, self.read_s, self.reads = reference_mhz, gpu, read_s, 0
         self.power_w, self.rates = power_w, rates

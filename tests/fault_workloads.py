@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from stages.workloads import Workload, matmul_relu
+from torchgate.workloads import Workload, matmul_relu
 
 
 def good(*, device, dtype, compile, seed, size=32):

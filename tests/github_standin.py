@@ -1,4 +1,4 @@
-"""A stand-in for the few GitHub REST calls that stages.comment makes, on 127.0.0.1: issue
+"""A stand-in for the few GitHub REST calls that torchgate.comment makes, on 127.0.0.1: issue
 comments of pull requests (paged by a Link header, as GitHub pages them), creating and editing
 them, a pull request's head commit and the token's user. A token named "read-only" is refused
 writes as a fork's pull request's token is; a token without a user (`users`) is a workflow's

@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from stages.core.config import DeviceSpec, PrecisionSpec
-from stages.core.config.settings import WorkloadSpec
-from stages.core.records.job import Job, Timing
+from torchgate.core.config import DeviceSpec, PrecisionSpec
+from torchgate.core.config.settings import WorkloadSpec
+from torchgate.core.records.job import Job, Timing
 
 CPU = DeviceSpec("cpu", "cpu")
 FP32 = PrecisionSpec("fp32", "float32")

@@ -3,7 +3,7 @@ import time
 
 import torch
 
-from stages.workloads import Workload
+from torchgate.workloads import Workload
 
 
 def sleepy(*, device, dtype, compile, seed, size=32, sleep_every=0, sleep_s=0.02):

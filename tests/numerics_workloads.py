@@ -4,7 +4,7 @@ import os
 
 import torch
 
-from stages.workloads import Workload
+from torchgate.workloads import Workload
 
 _calls = [0]
 

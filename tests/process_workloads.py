@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from stages.workloads import Workload
+from torchgate.workloads import Workload
 
 
 def _child(pid_file: str, own_session: bool = False, clear_env: bool = False) -> None:

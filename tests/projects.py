@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def default_params() -> str:
     """params.yaml as conf/ composes it with no overrides: the README's own `torchgate compose
     matrix=smoke` rewrites the working copy, which the tests must not take for the defaults."""
-    from stages.compose import compose
+    from torchgate.compose import compose
     with tempfile.TemporaryDirectory() as tmp:
         compose(Path(tmp) / "params.yaml", [])
         return (Path(tmp) / "params.yaml").read_text()
@@ -68,7 +68,7 @@ def make_project(where: Path, repository: Path) -> Path:
 
 def enter_project(where: Path, monkeypatch) -> Path:
     """Work in the project `where` as its user would, with this interpreter's tools."""
-    # Stage commands run `python -m stages...`: the interpreter running the tests.
+    # Stage commands run `python -m torchgate...`: the interpreter running the tests.
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     monkeypatch.setenv("DVC_NO_ANALYTICS", "1")
     monkeypatch.setenv("PYTHONPATH", str(ROOT))

@@ -4,8 +4,8 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from stages.core.config.settings import CompareSettings, Delta
-from stages.core.records.schema import (
+from torchgate.core.config.settings import CompareSettings, Delta
+from torchgate.core.records.schema import (
     ArmId,
     BenchAB,
     BenchArm,

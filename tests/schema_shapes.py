@@ -29,8 +29,8 @@ SHAPES = Path(__file__).parent / "fixtures" / "schema" / "shapes.json"
 
 # The one place that names the record modules: `records` (SCHEMA, load_record ...),
 # `schema` (KINDS, the record dataclasses) and `upgrades` (HISTORY, UPGRADES).
-MODULES = {"records": "stages.core.records", "schema": "stages.core.records.schema",
-           "upgrades": "stages.core.records.upgrades"}
+MODULES = {"records": "torchgate.core.records", "schema": "torchgate.core.records.schema",
+           "upgrades": "torchgate.core.records.upgrades"}
 
 
 def module(name: str) -> types.ModuleType:

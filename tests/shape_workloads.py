@@ -2,7 +2,7 @@
 import torch
 from torch import nn
 
-from stages.workloads import Workload
+from torchgate.workloads import Workload
 
 
 class Block(nn.Module):

@@ -6,15 +6,15 @@ import subprocess
 
 import pytest
 
-from stages.core import config
-from stages.core.errors import UserError
+from torchgate.core import config
+from torchgate.core.errors import UserError
 
 from .venvs import child_venv
 
 
 def test_a_candidate_that_is_not_an_interpreter_is_one_line(tmp_path):
     raw = {"device": {"cpu": {"type": "cpu"}}, "precision": {"fp32": {"dtype": "float32"}},
-           "workload": {"w": {"_target_": "stages.workloads.matmul_relu"}},
+           "workload": {"w": {"_target_": "torchgate.workloads.matmul_relu"}},
            "matrix": {"modes": ["eager"]}, "candidate": {"python": str(tmp_path / "nope")}}
     with pytest.raises(UserError, match="candidate.python .* is not an executable file"):
         config.parse(raw)

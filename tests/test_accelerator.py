@@ -10,23 +10,23 @@ from pathlib import Path
 import pytest
 import torch
 
-from stages.core import config
-from stages.core.config import DeviceSpec, PrecisionSpec
-from stages.core.config.settings import WorkloadSpec
-from stages.core.records.job import Job, Timing
-from stages.core.records.schema import BenchProcess, NumericsProcess
-from stages.core.typed import from_data, to_data
-from stages.core.vocabulary import Verdict
-from stages.judge.summary import summarize
-from stages.judge.timings import bench_rows
-from stages.launch.cells import measure_bench
-from stages.launch.local import run_worker
-from stages.measure import accelerator, worker
-from stages.measure.accelerator import Unavailable
-from stages.measure.build import compiler
-from stages.measure.device import resolve_device
-from stages.render.bench import unmeasured
-from stages.render.numbers import numbers_section
+from torchgate.core import config
+from torchgate.core.config import DeviceSpec, PrecisionSpec
+from torchgate.core.config.settings import WorkloadSpec
+from torchgate.core.records.job import Job, Timing
+from torchgate.core.records.schema import BenchProcess, NumericsProcess
+from torchgate.core.typed import from_data, to_data
+from torchgate.core.vocabulary import Verdict
+from torchgate.judge.summary import summarize
+from torchgate.judge.timings import bench_rows
+from torchgate.launch.cells import measure_bench
+from torchgate.launch.local import run_worker
+from torchgate.measure import accelerator, worker
+from torchgate.measure.accelerator import Unavailable
+from torchgate.measure.build import compiler
+from torchgate.measure.device import resolve_device
+from torchgate.render.bench import unmeasured
+from torchgate.render.numbers import numbers_section
 
 from .records import BUSY, DELTA, bench
 
@@ -34,7 +34,7 @@ STANDIN = DeviceSpec("trn", "tgaccel", modules=("tests.accel_standin",))
 
 
 def job(kind: str, device: DeviceSpec = STANDIN) -> Job:
-    spec = WorkloadSpec("matmul_relu", "stages.workloads.matmul_relu", {"size": 32},
+    spec = WorkloadSpec("matmul_relu", "torchgate.workloads.matmul_relu", {"size": 32},
                         latency=True)
     return Job(kind, 0, device, PrecisionSpec("fp32", "float32"), (spec,), ("eager",),
                Timing(3, 0.005, 0.02, 3, 1.0, latency_calls=200, latency_s=0.01))
@@ -43,7 +43,7 @@ def job(kind: str, device: DeviceSpec = STANDIN) -> Job:
 def test_an_unknown_device_type_is_a_valid_device_config():
     raw = {"device": {"trn": {"type": "neuron", "modules": ["torch_neuronx"]}},
            "precision": {"fp32": {"dtype": "float32"}}, "matrix": {"modes": ["eager"]},
-           "workload": {"m": {"_target_": "stages.workloads.matmul_relu"}}}
+           "workload": {"m": {"_target_": "torchgate.workloads.matmul_relu"}}}
     assert config.parse(raw).devices["trn"] == DeviceSpec("trn", "neuron",
                                                           modules=("torch_neuronx",))
 
@@ -110,7 +110,7 @@ def test_a_backend_that_cannot_synchronize_is_skipped(monkeypatch):
 def test_a_cell_whose_backend_is_missing_is_skipped_with_the_reason():
     raw = {"device": {"trn": {"type": "tgmissing"}}, "precision": {"fp32": {"dtype": "float32"}},
            "matrix": {"modes": ["eager"]}, "bench": {"processes": 2},
-           "workload": {"m": {"_target_": "stages.workloads.matmul_relu", "size": 8}}}
+           "workload": {"m": {"_target_": "torchgate.workloads.matmul_relu", "size": 8}}}
     cfg = config.parse(raw)
     record = measure_bench(cfg, cfg.cell("trn", "fp32"))
     assert record.status == "SKIPPED" and "no backend registered for device type 'tgmissing'" \
@@ -173,7 +173,7 @@ def test_on_the_cuda_build_without_a_gpu_only_the_absent_devices_cells_are_skipp
            "precision": {"fp32": {"dtype": "float32"}}, "matrix": {"modes": ["eager"]},
            "bench": {"processes": 1, "cold_compile_processes": 1, "samples": 2,
                      "sample_target_s": 0.002, "warmup_s": 0.0},
-           "workload": {"m": {"_target_": "stages.workloads.matmul_relu", "size": 8}}}
+           "workload": {"m": {"_target_": "torchgate.workloads.matmul_relu", "size": 8}}}
     cfg = config.parse(raw)
     reasons = {
         "cuda": "device 'cuda' (cuda) is not available on this machine with torch "

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from stages.workloads import adapters
+from torchgate.workloads import adapters
 
 CPU = {"device": torch.device("cpu"), "dtype": torch.float32, "compile": lambda m: m, "seed": 0}
 

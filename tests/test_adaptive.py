@@ -7,14 +7,14 @@ import random
 import numpy as np
 import pytest
 
-from stages.core import config
-from stages.core.records.inputs import RecordPair, RunInputs
-from stages.core.vocabulary import UnitKey, Verdict
-from stages.judge import stats
-from stages.judge.adaptive import pending_units
-from stages.judge.run import compare_run
-from stages.judge.verdicts import Draft, finish
-from stages.launch.cells import measure_bench, wanted_more
+from torchgate.core import config
+from torchgate.core.records.inputs import RecordPair, RunInputs
+from torchgate.core.vocabulary import UnitKey, Verdict
+from torchgate.judge import stats
+from torchgate.judge.adaptive import pending_units
+from torchgate.judge.run import compare_run
+from torchgate.judge.verdicts import Draft, finish
+from torchgate.launch.cells import measure_bench, wanted_more
 
 from .test_stats_unit_drift import margin
 
@@ -173,8 +173,8 @@ def test_rounds_sized_in_advance_keep_alpha_where_delta_absorbs_nothing(paired):
 
 
 def _funded(cfg, walls: dict[str, float], wanted, left_s: float, arms=None):
-    from stages.core.records.schema import BenchProcess, ModeTiming
-    from stages.launch.cells import NOW, CellRun, fund
+    from torchgate.core.records.schema import BenchProcess, ModeTiming
+    from torchgate.launch.cells import NOW, CellRun, fund
     run = CellRun(cfg, cfg.cells()[0], "bench", arms=arms or NOW)
     for arm in run.arms:
         for name, wall in walls.items():
@@ -184,7 +184,7 @@ def _funded(cfg, walls: dict[str, float], wanted, left_s: float, arms=None):
 
 
 def _undecided(workload: str, metric: str):
-    from stages.core.records.schema import Pending
+    from torchgate.core.records.schema import Pending
     return Pending(workload, "eager", metric, Verdict.INCONCLUSIVE, 1.05, 0.95, 1.15), 8
 
 
@@ -201,10 +201,10 @@ def test_the_budget_goes_to_the_steady_state_before_a_cheaper_first_call():
 
 def test_the_budget_goes_first_to_the_workloads_whose_code_the_arms_differ_in(tmp_path,
                                                                              monkeypatch):
-    from stages.core.records.job import NOW_ARM, Arm
+    from torchgate.core.records.job import NOW_ARM, Arm
     cfg = config.parse({**RAW, "workload": {
-        "same": {"_target_": "stages.workloads.same.build"},
-        "edited": {"_target_": "stages.workloads.edited.build"}}})
+        "same": {"_target_": "torchgate.workloads.same.build"},
+        "edited": {"_target_": "torchgate.workloads.edited.build"}}})
     for root, edit in ((tmp_path / "base", "1"), (tmp_path / "now", "2")):
         (root / "stages" / "workloads").mkdir(parents=True)
         (root / "stages/workloads/same.py").write_text("def build(): pass\n")
@@ -220,9 +220,9 @@ def test_the_budget_goes_first_to_the_workloads_whose_code_the_arms_differ_in(tm
 
 
 def test_the_bench_page_says_what_each_look_funded_and_what_it_left_out_and_why():
-    from stages.core.records.schema import Look
-    from stages.judge.summary import summarize
-    from stages.render.bench import looks
+    from torchgate.core.records.schema import Look
+    from torchgate.judge.summary import summarize
+    from torchgate.render.bench import looks
     from tests.records import BUSY, bench, process
     pending = [_undecided("a", "steady_s")[0], _undecided("b", "first_call_s")[0]]
     record = dataclasses.replace(bench({"a": [process()] * 4, "b": [process()] * 4}), looks=(
@@ -238,8 +238,8 @@ def test_a_rounds_cost_is_read_from_processes_that_found_warm_caches_as_the_roun
     """The first processes of a cell compile cold (22 s here), the rest warm (8 s): more
     rounds compile warm, so they cost 8 s; priced at the median of all three, a compiled
     mode's rounds were kept out of a budget they fitted in."""
-    from stages.core.records.cost import process_seconds
-    from stages.core.records.schema import BenchProcess, ModeTiming
+    from torchgate.core.records.cost import process_seconds
+    from torchgate.core.records.schema import BenchProcess, ModeTiming
 
     def proc(wall, cache):
         return BenchProcess("OK", wall_s=wall, modes={
@@ -254,8 +254,8 @@ def test_a_rounds_cost_is_read_from_processes_that_found_warm_caches_as_the_roun
 def _two_modes_funded(wall_s: float, processes: int, needed: dict[str, int], left_s: float):
     """`fund` for one workload whose processes ran eager (1 s) and compiled (8 s, warm
     caches), its modes asking for `needed` processes in that order."""
-    from stages.core.records.schema import BenchProcess, ModeTiming, Pending
-    from stages.launch.cells import NOW, CellRun, fund
+    from torchgate.core.records.schema import BenchProcess, ModeTiming, Pending
+    from torchgate.launch.cells import NOW, CellRun, fund
     cfg = config.parse({**RAW, "matrix": {"modes": ["eager", "compiled"]},
                         "workload": {"m": {"_target_": "x.m"}}})
     run = CellRun(cfg, cfg.cells()[0], "bench", arms=NOW)
@@ -289,8 +289,8 @@ def test_a_steady_state_its_host_instructions_decided_gets_no_rounds_and_says_wh
     way but cannot tell: the counts decide them, so no rounds are spent on them; a time
     leaning against its counts, or a first call (a compile, which they do not count), is
     still funded."""
-    from stages.core.records.rows import Change, CompareRecord, Row
-    from stages.judge.adaptive import cost_note
+    from torchgate.core.records.rows import Change, CompareRecord, Row
+    from torchgate.judge.adaptive import cost_note
 
     def timing(workload, metric, ratio):
         return Row("bench", "cpu-fp32", workload, "eager", metric, Verdict.INCONCLUSIVE.value,
@@ -319,8 +319,8 @@ def test_a_steady_state_its_host_instructions_decided_gets_no_rounds_and_says_wh
 def test_adaptive_rounds_fund_only_the_metrics_bench_adaptive_metrics_names():
     """The pr matrix funds the steady state alone: an undecided warm-up or first call is
     left as it is, and its row says which setting kept the rounds from it."""
-    from stages.core.records.rows import Change, CompareRecord, Row
-    from stages.judge.adaptive import cost_note
+    from torchgate.core.records.rows import Change, CompareRecord, Row
+    from torchgate.judge.adaptive import cost_note
 
     def timing(metric):
         return Row("bench", "cpu-fp32", "quiet", "eager", metric, Verdict.INCONCLUSIVE.value,

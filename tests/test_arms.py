@@ -8,21 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from stages.arms import checkout, venv
-from stages.arms.plan import plan, workload_paths
-from stages.core import config
-from stages.core.errors import UserError
-from stages.core.records import write_record
-from stages.core.records.job import Arm
-from stages.core.records.schema import EnvRecord
-from stages.launch.jobs import job_for
-from stages.launch.local import run_worker
+from torchgate.arms import checkout, venv
+from torchgate.arms.plan import plan, workload_paths
+from torchgate.core import config
+from torchgate.core.errors import UserError
+from torchgate.core.records import write_record
+from torchgate.core.records.job import Arm
+from torchgate.core.records.schema import EnvRecord
+from torchgate.launch.jobs import job_for
+from torchgate.launch.local import run_worker
 
 from .projects import git, make_project
 
 WORKLOAD = '''
 import torch
-from stages.workloads import Workload
+from torchgate.workloads import Workload
 
 
 def tagged(*, device, dtype, compile, seed, size=8):
@@ -33,7 +33,7 @@ def tagged(*, device, dtype, compile, seed, size=8):
 
 def raw(**extra):
     return {"device": {"cpu": {"type": "cpu"}}, "precision": {"fp32": {"dtype": "float32"}},
-            "workload": {"t": {"_target_": "stages.workloads.tagged.tagged", "size": 8}},
+            "workload": {"t": {"_target_": "torchgate.workloads.tagged.tagged", "size": 8}},
             "matrix": {"modes": ["eager"]}, "arms": {"cache_dir": extra.pop("cache")}, **extra}
 
 
@@ -88,7 +88,7 @@ def test_a_workload_selected_or_dropped_or_its_time_limit_is_no_change_of_code(r
     limit: the code of what both select is the same, so the recorded numbers decide (`u` is
     NEW there), and the limit is this run's in any arm."""
     data = json.loads((repo / "params.yaml").read_text())
-    other = {"_target_": "stages.workloads.tagged.tagged", "size": 4}
+    other = {"_target_": "torchgate.workloads.tagged.tagged", "size": 4}
     for workload in ({**data["workload"], "u": other}, {"u": other},
                      {"t": {**data["workload"]["t"], "_timeout_s_": 1}}):
         found = plan(config.parse({**data, "workload": workload}))
@@ -109,7 +109,7 @@ def test_edited_workload_code_measures_the_baseline_again_beside_this_run(repo):
     assert "workload code differs" in found.note
     exported = Path(base.code) / "stages" / "workloads" / "tagged.py"
     assert "items=1" in exported.read_text() and not exported.stat().st_mode & 0o222
-    assert base.workloads["t"].target == "stages.workloads.tagged.tagged"
+    assert base.workloads["t"].target == "torchgate.workloads.tagged.tagged"
     again = plan(cfg_of(repo))                       # the checkout is reused
     assert again.arms[0].code == base.code
 
@@ -218,7 +218,7 @@ def test_a_baseline_revision_without_an_environment_is_the_first_run(repo):
 def test_a_run_whose_environment_is_not_recorded_says_what_to_run(repo):
     (repo / "reports" / "test-box" / "env" / "env.json").unlink()
     assert "not recorded by the env stage" in plan(cfg_of(repo)).note
-    with pytest.raises(UserError, match=r"run `python -m stages.env` \(or dvc repro\) first"):
+    with pytest.raises(UserError, match=r"run `python -m torchgate.env` \(or dvc repro\) first"):
         plan(cfg_of(repo, measure="rebuild"))
 
 
@@ -298,7 +298,7 @@ def test_pips_index_settings_reach_uv(monkeypatch):
 
 
 def test_a_full_disk_during_a_build_is_one_line_and_leaves_nothing(tmp_path):
-    from stages.arms.cache import ensure
+    from torchgate.arms.cache import ensure
 
     def build(folder):
         folder.mkdir()
@@ -394,7 +394,7 @@ def test_a_record_names_an_interpreter_without_the_users_absolute_paths(tmp_path
                                                                         monkeypatch):
     """Inside the project, relative to it; in the home folder (a rebuilt arm's venv in
     ~/.cache/torchgate), from `~`; elsewhere as given."""
-    from stages.core.machine import portable
+    from torchgate.core.machine import portable
     home = tmp_path / "home"
     (home / "proj").mkdir(parents=True)
     monkeypatch.chdir(home / "proj")                  # a project in the home folder

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from stages.arms import cache, venv
-from stages.arms.cache import MARKER, complete, ensure, evict, release
-from stages.core.errors import UserError
+from torchgate.arms import cache, venv
+from torchgate.arms.cache import MARKER, complete, ensure, evict, release
+from torchgate.core.errors import UserError
 
 from .projects import ROOT
 
@@ -37,7 +37,7 @@ def folder_builder(calls: list, content: str = "x"):
 BUILDER = """
 import sys, time
 from pathlib import Path
-from stages.arms.cache import ensure
+from torchgate.arms.cache import ensure
 path, log = Path(sys.argv[1]), Path(sys.argv[2])
 def build(folder):
     folder.mkdir()

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from stages.core.records.rows import Change, Contribution, Row
-from stages.core.records.schema import REST, Spent
-from stages.judge.counts import where_it_went
-from stages.measure.callgrind import self_costs, short_name, spent
-from stages.render.verdicts import attributed, evidence
+from torchgate.core.records.rows import Change, Contribution, Row
+from torchgate.core.records.schema import REST, Spent
+from torchgate.judge.counts import where_it_went
+from torchgate.measure.callgrind import self_costs, short_name, spent
+from torchgate.render.verdicts import attributed, evidence
 
 # A dump as callgrind writes it: names compressed, a call's inclusive cost after `calls=`,
 # relative positions, a file switch inside a function (fi=), a recursion level ('2).
@@ -57,7 +57,7 @@ def test_a_dump_gives_each_function_its_own_instructions_not_its_callees(tmp_pat
     assert ("at::native::(anonymous namespace)::tanh_kernel", "libtorch_cpu.so", 45) in kept
     assert ("at::vec::map<…>", "libtorch_cpu.so", 35) in kept
     # A library's functions not kept one by one (here: past KEPT_MOST) still count toward it.
-    monkeypatch.setattr("stages.measure.callgrind.KEPT_MOST", 1)
+    monkeypatch.setattr("torchgate.measure.callgrind.KEPT_MOST", 1)
     assert spent([path], calls=10) == (("mkl_blas_sgemm", "libmkl_def.so", 90),
                                        (REST, "libtorch_cpu.so", 80))
 
@@ -130,8 +130,8 @@ def test_an_attribution_that_explains_little_says_so():
 
 
 def test_a_first_call_is_split_by_the_compiles_phases_each_sides_median():
-    from stages.core.records.schema import ModeTiming
-    from stages.judge.timings import by_phase
+    from torchgate.core.records.schema import ModeTiming
+    from torchgate.judge.timings import by_phase
 
     def mode(build: float) -> ModeTiming:
         return ModeTiming("OK", first_call_s=1.0 + build, compile_phases={
@@ -150,8 +150,8 @@ def test_a_first_call_is_split_by_the_compiles_phases_each_sides_median():
 def test_a_mode_is_profiled_by_operator_after_its_timed_samples():
     import torch
 
-    from stages.core.config.targets import load_target
-    from stages.measure.worker import bench_mode
+    from torchgate.core.config.targets import load_target
+    from torchgate.measure.worker import bench_mode
 
     from .jobs import job, quick
     target = "tests.count_workloads.chain"
@@ -172,8 +172,8 @@ def test_a_mode_is_profiled_by_operator_after_its_timed_samples():
 def test_a_compiled_first_call_is_split_into_the_compiles_phases():
     import torch
 
-    from stages.core.config.targets import load_target
-    from stages.measure.worker import bench_mode
+    from torchgate.core.config.targets import load_target
+    from torchgate.measure.worker import bench_mode
 
     from .jobs import job
     target = "tests.count_workloads.chain"
@@ -189,8 +189,8 @@ def test_a_compiled_first_call_is_split_into_the_compiles_phases():
 def test_a_regressed_steady_state_names_the_operator_that_took_the_time():
     import random
 
-    from stages.judge.timings import bench_rows
-    from stages.judge.verdicts import finish
+    from torchgate.judge.timings import bench_rows
+    from torchgate.judge.verdicts import finish
 
     from .records import DELTA, bench, process
 
@@ -216,7 +216,7 @@ def test_a_regressed_steady_state_names_the_operator_that_took_the_time():
 
 
 def test_a_compiled_graphs_call_is_named_alike_on_both_sides():
-    from stages.measure.ops import operator_name
+    from torchgate.measure.ops import operator_name
     assert operator_name("## Call CompiledFxGraph fydtdusigt5q5nkz3q6vltpdzfrb6zo7i7h2ybdt7 ##") \
         == operator_name("## Call CompiledFxGraph f7cwegobkwbnuo7yf4uftjen6hkiw6c3ovzzaovu ##") \
         == "Call CompiledFxGraph …"
@@ -228,7 +228,7 @@ def test_a_function_callgrind_named_by_its_address_is_named_from_the_exported_ta
 
     import torch
 
-    from stages.measure.callgrind import _named, elf_functions
+    from torchgate.measure.callgrind import _named, elf_functions
     lib = str(Path(torch.__file__).parent / "lib" / "libc10.so")
     table = elf_functions(lib)
     address, _, name = next(t for t in table if t[1] > 16)
@@ -241,7 +241,7 @@ def test_a_function_callgrind_named_by_its_address_is_named_from_the_exported_ta
 
 
 def test_the_moved_units_parts_are_drawn_as_diverging_bars():
-    from stages.render.plots import pictures, where
+    from torchgate.render.plots import pictures, where
     parts = (Contribution("sgemm", "function", 1000, 1100, "libmkl.so"),
              Contribution("copy", "function", 100, 90, "libc.so.6"),
              Contribution("libmkl.so", "library", 1000, 1100))
@@ -255,12 +255,12 @@ def test_the_summary_and_so_the_pr_comment_says_where_a_regressed_unit_went():
     where, and compare.md's evidence too."""
     import random
 
-    from stages.core.records.rows import CompareRecord
-    from stages.judge.summary import summarize
-    from stages.judge.timings import bench_rows
-    from stages.judge.verdicts import finish
-    from stages.render.summary import summary
-    from stages.render.verdicts import table
+    from torchgate.core.records.rows import CompareRecord
+    from torchgate.judge.summary import summarize
+    from torchgate.judge.timings import bench_rows
+    from torchgate.judge.verdicts import finish
+    from torchgate.render.summary import summary
+    from torchgate.render.verdicts import table
 
     from .records import BUSY, DELTA, bench, process
 
@@ -286,8 +286,8 @@ def test_in_lock_step_each_operator_is_tested_on_its_pairs():
     the two sides apart; its pairs show it."""
     import random
 
-    from stages.core.records.schema import ModeTiming
-    from stages.judge.timings import by_operator
+    from torchgate.core.records.schema import ModeTiming
+    from torchgate.judge.timings import by_operator
 
     rng = random.Random(3)
     drift = [rng.uniform(0.8, 1.2) for _ in range(10)]
@@ -306,9 +306,9 @@ def test_in_lock_step_each_operator_is_tested_on_its_pairs():
 def test_a_profiler_that_fails_leaves_the_mode_measured_and_says_why(monkeypatch):
     import torch
 
-    from stages.core.config.targets import load_target
-    from stages.measure import ops
-    from stages.measure.worker import bench_mode
+    from torchgate.core.config.targets import load_target
+    from torchgate.measure import ops
+    from torchgate.measure.worker import bench_mode
 
     from .jobs import job
 

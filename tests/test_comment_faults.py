@@ -1,4 +1,4 @@
-"""stages.comment where GitHub's side goes wrong or is not GitHub: a reply that is not JSON is
+"""torchgate.comment where GitHub's side goes wrong or is not GitHub: a reply that is not JSON is
 one line, the token never leaves the API's host (a next-page link or a redirect to another),
 and only the token's own marked comment is edited, never someone else's that holds the
 marker."""
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from stages import comment
+from torchgate import comment
 from tests.github_standin import GitHubStandIn, one_line_error
 
 

@@ -4,13 +4,13 @@ import dataclasses
 
 import pytest
 
-from stages.core.records.inputs import ab_baseline
-from stages.core.records.schema import Busy, ModeNumerics, ModeTiming
-from stages.core.vocabulary import Verdict
-from stages.judge.numerics import numerics_rows
-from stages.judge.run import busy_note
-from stages.judge.timings import bench_rows
-from stages.judge.verdicts import finish
+from torchgate.core.records.inputs import ab_baseline
+from torchgate.core.records.schema import Busy, ModeNumerics, ModeTiming
+from torchgate.core.vocabulary import Verdict
+from torchgate.judge.numerics import numerics_rows
+from torchgate.judge.run import busy_note
+from torchgate.judge.timings import bench_rows
+from torchgate.judge.verdicts import finish
 
 from .records import DELTA, bench, numerics, process, record, with_ab
 
@@ -73,7 +73,7 @@ def test_new_missing_and_skipped_cells():
 
 
 def test_a_unit_the_baseline_ran_and_this_run_skips_is_failed():
-    """A mode a workload now says it cannot run here (stages.workloads.Unsupported): lost."""
+    """A mode a workload now says it cannot run here (torchgate.workloads.Unsupported): lost."""
     now = record()
     lost = dataclasses.replace(now, workloads={"w": dataclasses.replace(
         now.workloads["w"], processes=tuple(dataclasses.replace(

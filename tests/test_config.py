@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stages.compose import compose
-from stages.core import config, machine
-from stages.core.config.settings import MachineSettings
-from stages.core.errors import UserError
+from torchgate.compose import compose
+from torchgate.core import config, machine
+from torchgate.core.config.settings import MachineSettings
+from torchgate.core.errors import UserError
 
 from .projects import ROOT, committed_params, default_params
 
@@ -20,7 +20,7 @@ def test_committed_params_equal_the_composition_of_conf():
     def unnamed(text):
         return re.sub(r"\nmachine:\n(  .*\n)+", "\n", text)
     assert unnamed(default_params()) == unnamed(committed_params()), (
-        "params.yaml is stale: run `python -m stages.compose` and commit it")
+        "params.yaml is stale: run `python -m torchgate.compose` and commit it")
 
 
 
@@ -30,7 +30,7 @@ def test_compose_writes_what_dvc_exp_run_composes(tmp_path, overrides):
     """compose uses Hydra's public API; `dvc exp run -S` DVC's own composition: the same file."""
     from dvc.utils.hydra import compose_and_dump
 
-    from stages.compose import CONF, PLUGINS
+    from torchgate.compose import CONF, PLUGINS
     ours, dvcs = tmp_path / "params.yaml", tmp_path / "dvc.yaml"
     compose(ours, overrides)
     compose_and_dump(dvcs, str(CONF), None, "config", str(PLUGINS), overrides)
@@ -95,7 +95,7 @@ def test_every_matrix_composes_into_a_valid_config(tmp_path, overrides, cells):
     ("matrix=huge", "Valid options: cpu, gpu, models, models_gpu, pr, smoke."),
 ])
 def test_an_unknown_option_names_the_valid_ones_in_one_line(override, message):
-    run = subprocess.run([sys.executable, "-m", "stages.compose", override], cwd=ROOT.parent,
+    run = subprocess.run([sys.executable, "-m", "torchgate.compose", override], cwd=ROOT.parent,
                          capture_output=True, text=True, env={"PYTHONPATH": str(ROOT),
                                                               "PATH": "/usr/bin:/bin"})
     assert run.returncode == 2
@@ -231,12 +231,12 @@ def test_a_missing_or_broken_params_file_is_one_line(tmp_path):
 
 
 def test_a_workload_key_the_function_does_not_take_is_one_line():
-    from stages.core.config.settings import WorkloadSpec
-    from stages.core.config.targets import check_workloads
-    typo = WorkloadSpec("matmul_relu", "stages.workloads.matmul_relu", {"sise": 64})
+    from torchgate.core.config.settings import WorkloadSpec
+    from torchgate.core.config.targets import check_workloads
+    typo = WorkloadSpec("matmul_relu", "torchgate.workloads.matmul_relu", {"sise": 64})
     mine = WorkloadSpec("mine", "not_a_module.fn", {"x": 1})
     with pytest.raises(UserError, match="workload.matmul_relu has no parameter 'sise'; "
-                                        "stages.workloads.matmul_relu takes: size"):
+                                        "torchgate.workloads.matmul_relu takes: size"):
         check_workloads([mine, typo], 120)
     assert check_workloads([mine], 120) == []     # left to the worker: a FAILED unit
 
@@ -245,7 +245,7 @@ def test_a_workload_key_the_function_does_not_take_is_one_line():
 def test_builtin_workloads_reject_nonpositive_sizes_with_the_key(kwargs):
     import torch
 
-    from stages.workloads import matmul_relu
+    from torchgate.workloads import matmul_relu
     with pytest.raises(ValueError, match=f"workload matmul_relu: size must be a positive "
                                          f"integer, got {kwargs['size']}"):
         matmul_relu(device=torch.device("cpu"), dtype=torch.float32, compile=lambda f: f,

@@ -1,6 +1,6 @@
 """Every settings key is documented in conf/: the configuration reference is conf/'s comments.
 
-The keys come from the typed configuration itself: `stages.core.config.Config` and its
+The keys come from the typed configuration itself: `torchgate.core.config.Config` and its
 dataclass fields, recursively (nested sections such as `stats.delta` and `launcher.ray`, and
 the per-entry dataclasses of the dict sections `device`, `precision` and `workload`). A key is
 documented when, within its section's text in conf/, a comment names it, or its own line
@@ -16,7 +16,7 @@ import typing
 
 import pytest
 
-from stages.core import config
+from torchgate.core import config
 
 from .projects import ROOT
 

@@ -7,11 +7,11 @@ import math
 import pytest
 import yaml
 
-from stages.core import config
-from stages.core.errors import UserError
-from stages.core.records import dumps, parse_record, record_data
-from stages.core.records.schema import BenchRecord
-from stages.core.typed import from_data
+from torchgate.core import config
+from torchgate.core.errors import UserError
+from torchgate.core.records import dumps, parse_record, record_data
+from torchgate.core.records.schema import BenchRecord
+from torchgate.core.typed import from_data
 from tests.records import record
 
 from .projects import default_params
@@ -62,7 +62,7 @@ def test_steady_delta_nan_on_the_command_line_is_refused(tmp_path):
     composes the YAML NaN into params.yaml itself, which the stages then refuse."""
     import yaml
 
-    from stages.compose import compose
+    from torchgate.compose import compose
 
     from .projects import default_params
     out = tmp_path / "params.yaml"

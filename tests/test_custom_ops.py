@@ -7,16 +7,16 @@ import random
 import pytest
 import torch
 
-from stages.core.config.targets import load_target
-from stages.core.records.outputs import Coverage, extensions, namespaces
-from stages.core.records.schema import ModeNumerics
-from stages.core.vocabulary import Verdict
-from stages.judge.numerics import numerics_rows
-from stages.judge.timings import bench_rows
-from stages.measure.build import failure, missing_kernel
-from stages.measure.ops import op_coverage
-from stages.measure.worker import run_bench
-from stages.render.numerics import ops as ops_section
+from torchgate.core.config.targets import load_target
+from torchgate.core.records.outputs import Coverage, extensions, namespaces
+from torchgate.core.records.schema import ModeNumerics
+from torchgate.core.vocabulary import Verdict
+from torchgate.judge.numerics import numerics_rows
+from torchgate.judge.timings import bench_rows
+from torchgate.measure.build import failure, missing_kernel
+from torchgate.measure.ops import op_coverage
+from torchgate.measure.worker import run_bench
+from torchgate.render.numerics import ops as ops_section
 
 from .custom_op_workloads import scaled
 from .jobs import BRIEF, job

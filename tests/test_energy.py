@@ -3,15 +3,15 @@ CUDA (the simulated device of tests/fake_gpu.py), the CPU busy share, and "not m
 the reason wherever a reading cannot be had."""
 import pytest
 
-from stages.core.config.settings import CudaTiming
-from stages.core.records.schema import BenchProcess, ModeTiming
-from stages.core.typed import from_data, to_data
-from stages.judge.summary import summarize
-from stages.measure.energy import NO_NVML, SHORT_FOR_TICKS, Meter, Rapl, busy_share, open_meter
-from stages.measure.gpu_timing import GpuProcess
-from stages.measure.timing import BusyMachine, measure
-from stages.measure.worker import bench_mode
-from stages.workloads.loader import loader_train
+from torchgate.core.config.settings import CudaTiming
+from torchgate.core.records.schema import BenchProcess, ModeTiming
+from torchgate.core.typed import from_data, to_data
+from torchgate.judge.summary import summarize
+from torchgate.measure.energy import NO_NVML, SHORT_FOR_TICKS, Meter, Rapl, busy_share, open_meter
+from torchgate.measure.gpu_timing import GpuProcess
+from torchgate.measure.timing import BusyMachine, measure
+from torchgate.measure.worker import bench_mode
+from torchgate.workloads.loader import loader_train
 from tests.fake_gpu import EventClock, FakeGpu, FakeSensor
 
 from .records import BUSY, bench
@@ -92,8 +92,8 @@ def test_a_cpu_busy_share_too_short_to_read_says_why(monkeypatch):
     long it lasts on this machine (a tick a second)."""
     import torch
 
-    from stages.measure import energy
-    from stages.render.steps import usage_section
+    from torchgate.measure import energy
+    from torchgate.render.steps import usage_section
 
     monkeypatch.setattr(energy, "hz", lambda: 1)
     m = bench_mode(loader_job(), loader_train, torch.device("cpu"), "eager")

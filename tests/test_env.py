@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from stages import compare, env
-from stages.core.records import SCHEMA, dotted, dumps, load_record, packages, record_data
-from stages.core.records.schema import EnvRecord
-from stages.judge import environment
-from stages.measure import fingerprint, probe
+from torchgate import compare, env
+from torchgate.core.records import SCHEMA, dotted, dumps, load_record, packages, record_data
+from torchgate.core.records.schema import EnvRecord
+from torchgate.judge import environment
+from torchgate.measure import fingerprint, probe
 
 from .projects import REPORTS, ROOT
 
@@ -201,8 +201,8 @@ def test_an_unchanged_fingerprint_keeps_the_capture_without_importing_torch(repo
     assert {k: v for k, v in recorded["fingerprint"].items() if k != "sources"} == json.loads(
         json.dumps(fingerprint.fingerprint()))
     # The stage as DVC runs it, in a fresh interpreter: the second run imports no torch.
-    code = ("import runpy, sys; sys.argv = ['stages.env']; "
-            "runpy.run_module('stages.env', run_name='__main__'); "
+    code = ("import runpy, sys; sys.argv = ['torchgate.env']; "
+            "runpy.run_module('torchgate.env', run_name='__main__'); "
             "print('torch imported:', 'torch' in sys.modules)")
     run = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True,
                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
@@ -258,7 +258,7 @@ def test_the_cpu_features_that_decide_a_precisions_kernels_are_recorded(monkeypa
 
 def test_the_committed_fingerprint_names_the_interpreter_without_the_users_path(
         tmp_path, monkeypatch):
-    from stages.measure.fingerprint import fingerprint
+    from torchgate.measure.fingerprint import fingerprint
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("sys.executable", str(tmp_path / ".venv" / "bin" / "python"))
     assert fingerprint()["executable"] == ".venv/bin/python"

@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stages import env
-from stages.arms import plan as plan_module
-from stages.arms.plan import plan
-from stages.core import config
-from stages.core.records import SCHEMA, dotted, dumps, load_record, packages, write_record
-from stages.core.records.schema import EnvRecord
-from stages.judge import environment
-from stages.measure import distributions, probe
+from torchgate import env
+from torchgate.arms import plan as plan_module
+from torchgate.arms.plan import plan
+from torchgate.core import config
+from torchgate.core.records import SCHEMA, dotted, dumps, load_record, packages, write_record
+from torchgate.core.records.schema import EnvRecord
+from torchgate.judge import environment
+from torchgate.measure import distributions, probe
 
 from .projects import MACHINE, default_params, git, make_project
 
@@ -68,7 +68,7 @@ def site(tmp_path):
 
 def test_what_matters_is_torchs_closure_and_what_is_imported(site):
     found = distributions.installed([str(site)])
-    assert distributions.that_matter(["wlpkg.sub", "json", "stages.env"], found) == {
+    assert distributions.that_matter(["wlpkg.sub", "json", "torchgate.env"], found) == {
         "torch", "dep-a", "dep-b", "wl-pkg"}
     assert distributions.that_matter([], found) == {"torch", "dep-a", "dep-b"}
     dist(site, "mine", "0.1", editable=True)          # no index serves it again
@@ -163,7 +163,7 @@ def test_the_workloads_imports_are_read_in_a_child_and_a_broken_one_is_passed_ov
     monkeypatch.syspath_prepend(str(repo))
     modules, files, note = env.worker_imports("params.yaml")
     assert note is None
-    assert {"torch", "stages.measure.worker", "a_good", "wlpkg"} <= set(modules)
+    assert {"torch", "torchgate.measure.worker", "a_good", "wlpkg"} <= set(modules)
     assert "b_raises" not in modules
     assert {"a_good.py", "b_raises.py", "c_exits.py"} <= set(files)   # edits re-read them
     assert not [f for f in files if f.startswith(("/", ".."))]
@@ -228,7 +228,7 @@ def project_repo(tmp_path, monkeypatch):
         "def tagged(*, device, dtype, compile, seed):\n    pass\n")
     (root / "params.yaml").write_text(json.dumps({
         "device": {"cpu": {"type": "cpu"}}, "precision": {"fp32": {"dtype": "float32"}},
-        "workload": {"t": {"_target_": "stages.workloads.tagged.tagged"}},
+        "workload": {"t": {"_target_": "torchgate.workloads.tagged.tagged"}},
         "matrix": {"modes": ["eager"]}, "arms": {"cache_dir": str(tmp_path / "cache")}}))
     monkeypatch.chdir(root)
     built = []

@@ -5,14 +5,14 @@ import json
 import math
 import random
 
-from stages.core import config
-from stages.core.baseline import load_run
-from stages.core.records import write_record
-from stages.core.records.schema import EnvRecord, Look, Pending
-from stages.core.vocabulary import UnitKey, Verdict
-from stages.judge.run import compare_run
-from stages.judge.timings import bench_rows, fresh_since_last_look
-from stages.judge.verdicts import finish
+from torchgate.core import config
+from torchgate.core.baseline import load_run
+from torchgate.core.records import write_record
+from torchgate.core.records.schema import EnvRecord, Look, Pending
+from torchgate.core.vocabulary import UnitKey, Verdict
+from torchgate.judge.run import compare_run
+from torchgate.judge.timings import bench_rows, fresh_since_last_look
+from torchgate.judge.verdicts import finish
 
 from .projects import REPORTS, git, init_repo
 from .records import DELTA, bench, process, record
@@ -116,7 +116,7 @@ def test_the_compare_stage_reads_the_committed_history(tmp_path, monkeypatch):
     """The stage, not only the judge: a recorded comparison's run variance (and with it the
     like reference and the slopes) comes from the committed runs. The stages once read none,
     so the prior decided every recorded comparison whatever the history held."""
-    from stages import compare
+    from torchgate import compare
 
     init_repo(tmp_path)
     monkeypatch.chdir(tmp_path)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from stages.compose import compose
+from torchgate.compose import compose
 
 from .projects import run_module
 
@@ -26,7 +26,7 @@ FAULTS = {  # workload -> (status, words of its message)
     "hang": ("TIMEOUT", "no result within the 4 s time limit"),
     "raises": ("ERROR", "shape mismatch in layer 3"),
     "import_error": ("ERROR", "cannot import workload _target_ "
-                     "'stages.workloads.fault_import_error.build'"),
+                     "'torchgate.workloads.fault_import_error.build'"),
     "returns_nan": ("NONFINITE", "NaN/Inf"),
 }
 
@@ -36,9 +36,9 @@ def write_workloads(project: Path) -> None:
         shutil.copy(HERE / name, project / "stages" / "workloads" / name)
     conf = project / "conf" / "workload"
     for name in ["good", "good_too", *FAULTS]:
-        target = {"import_error": "stages.workloads.fault_import_error.build",
-                  "good_too": "stages.workloads.fault_workloads.good"
-                  }.get(name, f"stages.workloads.fault_workloads.{name}")
+        target = {"import_error": "torchgate.workloads.fault_import_error.build",
+                  "good_too": "torchgate.workloads.fault_workloads.good"
+                  }.get(name, f"torchgate.workloads.fault_workloads.{name}")
         extra = "  _timeout_s_: 4\n" if name == "hang" else ""
         (conf / f"{name}.yaml").write_text(f"{name}:\n  _target_: {target}\n{extra}")
 
@@ -49,11 +49,11 @@ def test_every_failure_kind_is_a_status_and_the_rest_completes(project):
     compose(project / "params.yaml", ["matrix=smoke", f"workload=[good,good_too,{','.join(FAULTS)}]",
                                       "bench.processes=2", "bench.samples=3",
                                       "bench.adaptive_budget_s=0"], conf=project / "conf")
-    run_module("stages.env")
-    run_module("stages.bench", "--device", "cpu", "--precision", "fp32")
-    run_module("stages.numerics", "--device", "cpu", "--precision", "fp32")
-    run_module("stages.compare")
-    run_module("stages.report")
+    run_module("torchgate.env")
+    run_module("torchgate.bench", "--device", "cpu", "--precision", "fp32")
+    run_module("torchgate.numerics", "--device", "cpu", "--precision", "fp32")
+    run_module("torchgate.compare")
+    run_module("torchgate.report")
 
     bench = json.loads((project / "reports/test-box/bench/cpu-fp32.json").read_text())
     for name in ("good", "good_too"):
@@ -83,12 +83,12 @@ def test_an_interrupted_stage_leaves_the_previous_report_and_no_worker(project, 
     write_workloads(project)
     pid_file = tmp_path / "worker.pid"
     (project / "conf/workload/hang.yaml").write_text(
-        f"hang:\n  _target_: stages.workloads.fault_workloads.hang\n  pid_file: {pid_file}\n")
+        f"hang:\n  _target_: torchgate.workloads.fault_workloads.hang\n  pid_file: {pid_file}\n")
     compose(project / "params.yaml", ["matrix=smoke", "workload=[hang]"], conf=project / "conf")
     previous = project / "reports/test-box/bench/cpu-fp32.json"
     previous.parent.mkdir(parents=True)
     previous.write_text('{"previous": true}\n')
-    proc = subprocess.Popen([sys.executable, "-m", "stages.bench", "--device", "cpu",
+    proc = subprocess.Popen([sys.executable, "-m", "torchgate.bench", "--device", "cpu",
                              "--precision", "fp32"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     for _ in range(600):

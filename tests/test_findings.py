@@ -1,10 +1,10 @@
 """One finding, one row: a metric of a unit judged by several stages is counted once."""
 from __future__ import annotations
 
-from stages.core.records.rows import CompareRecord, Row
-from stages.core.vocabulary import Verdict
-from stages.judge.gate import gate_failures
-from stages.render.markdown import tally
+from torchgate.core.records.rows import CompareRecord, Row
+from torchgate.core.vocabulary import Verdict
+from torchgate.judge.gate import gate_failures
+from torchgate.render.markdown import tally
 
 
 def findings(rows: list[Row]) -> list[Row]:

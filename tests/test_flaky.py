@@ -9,14 +9,14 @@ import random
 
 import pytest
 
-from stages.compose import compose
-from stages.core import config
-from stages.core.records.inputs import RecordPair, RunInputs
-from stages.core.records.rows import CompareRecord
-from stages.core.vocabulary import BAD, Verdict
-from stages.judge.gate import gate_failures
-from stages.judge.run import compare_run
-from stages.launch.cells import measure_bench
+from torchgate.compose import compose
+from torchgate.core import config
+from torchgate.core.records.inputs import RecordPair, RunInputs
+from torchgate.core.records.rows import CompareRecord
+from torchgate.core.vocabulary import BAD, Verdict
+from torchgate.judge.gate import gate_failures
+from torchgate.judge.run import compare_run
+from torchgate.launch.cells import measure_bench
 from tests.test_adaptive import RAW, fake_worker
 from tests.test_faults import write_workloads
 
@@ -77,16 +77,16 @@ def test_a_hang_after_a_success_is_flaky_and_not_tried_again():
 def test_the_knob_makes_a_real_workload_flaky_through_the_stages(project):
     write_workloads(project)
     (project / "conf/workload/flaky.yaml").write_text(
-        "flaky:\n  _target_: stages.workloads.fault_workloads.flaky\n  fail_in_process: 2\n"
+        "flaky:\n  _target_: torchgate.workloads.fault_workloads.flaky\n  fail_in_process: 2\n"
         f"  counter: {project / 'processes.txt'}\n")
     compose(project / "params.yaml", ["matrix=smoke", "workload=[flaky]", "bench.processes=4",
                                       "bench.samples=3", "bench.adaptive_budget_s=0"],
             conf=project / "conf")
-    run_module("stages.env")
-    run_module("stages.bench", "--device", "cpu", "--precision", "fp32")
-    run_module("stages.compare")
-    run_module("stages.report")
-    gate = run_module("stages.gate", check=False)
+    run_module("torchgate.env")
+    run_module("torchgate.bench", "--device", "cpu", "--precision", "fp32")
+    run_module("torchgate.compare")
+    run_module("torchgate.report")
+    gate = run_module("torchgate.gate", check=False)
     bench = json.loads((project / "reports/test-box/bench/cpu-fp32.json").read_text())
     assert [p["status"] for p in bench["workloads"]["flaky"]["processes"]] == ["OK"] * 4
     compare = json.loads((project / "reports/test-box/compare.json").read_text())
@@ -98,9 +98,9 @@ def test_the_knob_makes_a_real_workload_flaky_through_the_stages(project):
 
 
 def test_the_failure_rate_over_the_history_counts_failed_processes_and_runs():
-    from stages.core.config.settings import HistorySettings
-    from stages.judge.trends import Run, failure_rates
-    from stages.render.history import history
+    from torchgate.core.config.settings import HistorySettings
+    from torchgate.judge.trends import Run, failure_rates
+    from torchgate.render.history import history
     from tests.records import bench, process
 
     def run(commit, failed, skipped=0):

@@ -11,10 +11,10 @@ import types
 
 import pytest
 
-from stages.core.errors import UserError
-from stages.core.records import kept, record_data
-from stages.launch import fleet
-from stages.launch.ray_placement import NodeLeases
+from torchgate.core.errors import UserError
+from torchgate.core.records import kept, record_data
+from torchgate.launch import fleet
+from torchgate.launch.ray_placement import NodeLeases
 
 from .records import record
 
@@ -69,7 +69,7 @@ def test_the_cells_are_measured_at_once_and_a_cells_error_is_its_result():
 
 
 def test_the_invocation_is_the_dvc_process_and_none_outside_dvc():
-    code = "from stages.launch.fleet import invocation; print(invocation())"
+    code = "from torchgate.launch.fleet import invocation; print(invocation())"
     # As DVC runs a stage: a shell whose child is the stage; the first other ancestor is
     # this test's process, standing in for dvc.
     shell = subprocess.run(["sh", "-c", f'{sys.executable} -c "{code}"; true'],

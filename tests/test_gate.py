@@ -12,18 +12,18 @@ import numpy as np
 import pytest
 import yaml
 
-from stages.compose import compose
-from stages.core import config
-from stages.core.baseline import run_stamp
-from stages.core.config.settings import NOTHING_COMPARABLE, Gate
-from stages.core.errors import UserError
-from stages.core.records import write_record
-from stages.core.records.rows import Change, CompareRecord, Row
-from stages.core.records.schema import BenchRecord
-from stages.judge.gate import gate_failures, nothing_comparable
-from stages.judge.timings import bench_rows
-from stages.judge.verdicts import MISSING_CELL, finish, possible_slowdown
-from stages.render.summary import summary
+from torchgate.compose import compose
+from torchgate.core import config
+from torchgate.core.baseline import run_stamp
+from torchgate.core.config.settings import NOTHING_COMPARABLE, Gate
+from torchgate.core.errors import UserError
+from torchgate.core.records import write_record
+from torchgate.core.records.rows import Change, CompareRecord, Row
+from torchgate.core.records.schema import BenchRecord
+from torchgate.judge.gate import gate_failures, nothing_comparable
+from torchgate.judge.timings import bench_rows
+from torchgate.judge.verdicts import MISSING_CELL, finish, possible_slowdown
+from torchgate.render.summary import summary
 
 from .projects import ROOT, commit_baseline_from_another_cpu, dvc, git, run_module
 from .records import DELTA, bench, process, record
@@ -185,7 +185,7 @@ def gate_stage(tmp_path, fail_on, rows, *extra_gate, stale=False, env=None):
         stamp = ""
     write_record(reports / "compare.json", CompareRecord("HEAD", True, 0.05, 1, rows=tuple(rows),
                                                          inputs="0" * 64 if stale else stamp))
-    return subprocess.run([sys.executable, "-m", "stages.gate", "--params",
+    return subprocess.run([sys.executable, "-m", "torchgate.gate", "--params",
                            str(tmp_path / "params.yaml"), "--reports", str(tmp_path / "reports/test-box")],
                           capture_output=True, text=True, cwd=ROOT,
                           env={**os.environ, **(env or {})})
@@ -198,7 +198,7 @@ def test_the_gate_refuses_a_comparison_of_other_records_than_the_runs(tmp_path):
     assert stale.returncode == 2 and stale.stderr.strip() == (
         f"torchgate gate: error: {tmp_path}/reports/test-box/compare.json is not this run's "
         "comparison: it was made from other records, cells or baseline than this run's; run "
-        "`dvc repro` (or `python -m stages.compare`) before the gate")
+        "`dvc repro` (or `python -m torchgate.compare`) before the gate")
     assert gate_stage(tmp_path, list(DEFAULT), []).returncode == 0
 
 
@@ -246,7 +246,7 @@ def test_a_bad_fail_on_is_one_line(tmp_path, fail_on, extra, message):
 
 MODULE = '''
 import torch
-from stages.workloads import Workload
+from torchgate.workloads import Workload
 
 
 def scaled(*, device, dtype, compile, seed, scale=1.0):
@@ -258,7 +258,7 @@ def scaled(*, device, dtype, compile, seed, scale=1.0):
 
 def select(project, scale):
     (project / "conf/workload/scaled.yaml").write_text(
-        f"scaled:\n  _target_: stages.workloads.my_workloads.scaled\n  scale: {scale}\n")
+        f"scaled:\n  _target_: torchgate.workloads.my_workloads.scaled\n  scale: {scale}\n")
     compose(project / "params.yaml", ["matrix=smoke", "workload=[scaled]", "bench.processes=2",
                                       "bench.samples=3", "bench.adaptive_budget_s=0",
                                       "baseline.measure=recorded"], conf=project / "conf")
@@ -301,8 +301,8 @@ def test_a_red_gate_leaves_this_runs_summary_and_nothing_comparable_fails(projec
     # Then pretend its baseline came from another CPU.
     commit_baseline_from_another_cpu(project)
     for name in ("compare", "report"):
-        run_module(f"stages.{name}")
-    gate = run_module("stages.gate", check=False)
+        run_module(f"torchgate.{name}")
+    gate = run_module("torchgate.gate", check=False)
     assert gate.returncode == 1
     assert "torchgate gate: failed: Nothing could be compared: hardware changed" in gate.stderr
     assert "Some Other CPU 9000" in gate.stderr
@@ -315,9 +315,9 @@ def test_what_the_baseline_had_and_this_run_lacks_fails_the_gate_and_says_why():
     """A workload renamed, a mode or a cell dropped: MISSING rows, which fail the gate with
     the likely cause; a cell measured with other settings (threads 1 → 2) is no unchanged run,
     so not one timing tested is a failure, not a pass."""
-    from stages.core import config
-    from stages.core.records.inputs import RecordPair, RunInputs
-    from stages.judge.run import compare_run
+    from torchgate.core import config
+    from torchgate.core.records.inputs import RecordPair, RunInputs
+    from torchgate.judge.run import compare_run
     cfg = config.parse({"device": {"cpu": {"type": "cpu"}}, "precision": {
         "fp32": {"dtype": "float32"}}, "workload": {"w": {"_target_": "x.w"}},
         "matrix": {"modes": ["eager"]}})

@@ -1,4 +1,4 @@
-"""stages.core.baseline.git: baseline revisions and files, from a subdirectory project and inside
+"""torchgate.core.baseline.git: baseline revisions and files, from a subdirectory project and inside
 the throwaway repositories of `dvc exp run --temp` / `--queue`."""
 import json
 import subprocess
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from stages.core.baseline.git import read_file, resolve_rev
-from stages.core.errors import UserError
+from torchgate.core.baseline.git import read_file, resolve_rev
+from torchgate.core.errors import UserError
 
 from .projects import ROOT, dvc
 
@@ -145,7 +145,7 @@ def test_dvc_exp_run_temp_resolves_a_branch(tmp_path, monkeypatch, sub):
     main = commit_all(repo, "main")
     git("checkout", "-q", "-b", "feature", cwd=repo)
     (project / "probe.py").write_text(
-        "from stages.core.baseline.git import read_file, resolve_rev\n"
+        "from torchgate.core.baseline.git import read_file, resolve_rev\n"
         "rev = resolve_rev('main')\n"
         "open('rev.txt', 'w').write(rev + ' ' + read_file(rev, 'reports/x.json'))\n")
     stage = {"cmd": f'"{sys.executable}" probe.py', "outs": [{"rev.txt": {"cache": False}}]}

@@ -5,11 +5,11 @@ import subprocess
 
 import pytest
 
-from stages.core.baseline import git as baseline_git
-from stages.core.baseline import load_history, load_timeline
-from stages.core.errors import UserError
-from stages.core.records import write_record
-from stages.core.records.schema import EnvRecord
+from torchgate.core.baseline import git as baseline_git
+from torchgate.core.baseline import load_history, load_timeline
+from torchgate.core.errors import UserError
+from torchgate.core.records import write_record
+from torchgate.core.records.schema import EnvRecord
 
 from .projects import REPORTS, git
 from .records import bench, process

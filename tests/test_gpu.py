@@ -5,19 +5,19 @@ import statistics
 import pytest
 import torch
 
-from stages.core.config import DeviceSpec, PrecisionSpec
-from stages.core.config.settings import CudaTiming
-from stages.core.records.job import Timing
-from stages.core.records.schema import BenchProcess
-from stages.core.typed import from_data
-from stages.launch.local import run_worker
-from stages.measure.build import configure
-from stages.measure.gpu_timing import GpuProcess
-from stages.measure.nvml import Sensor
-from stages.measure.probe import capture
-from stages.measure.worker import bench_mode
-from stages.workloads import elementwise, matmul_relu, mlp_train
-from stages.workloads.loader import loader_train
+from torchgate.core.config import DeviceSpec, PrecisionSpec
+from torchgate.core.config.settings import CudaTiming
+from torchgate.core.records.job import Timing
+from torchgate.core.records.schema import BenchProcess
+from torchgate.core.typed import from_data
+from torchgate.launch.local import run_worker
+from torchgate.measure.build import configure
+from torchgate.measure.gpu_timing import GpuProcess
+from torchgate.measure.nvml import Sensor
+from torchgate.measure.probe import capture
+from torchgate.measure.worker import bench_mode
+from torchgate.workloads import elementwise, matmul_relu, mlp_train
+from torchgate.workloads.loader import loader_train
 
 from .jobs import job
 
@@ -34,7 +34,7 @@ def cuda(series=("hot", "cold")) -> DeviceSpec:
 
 
 def measure(factory, precision=FP32, series=("hot", "cold"), **kwargs):
-    j = job(f"stages.workloads.{factory.__name__}", kwargs, name=factory.__name__,
+    j = job(f"torchgate.workloads.{factory.__name__}", kwargs, name=factory.__name__,
             device=cuda(series), precision=precision, timing=SAMPLED)
     configure(j)
     gpu = GpuProcess.open(torch, j)
@@ -78,7 +78,7 @@ def test_a_step_that_may_not_be_captured_leaves_hot_and_cold_standing():
 
 def test_the_worker_process_times_the_series_of_a_compiled_mode():
     """Through the launcher: the job's timing settings travel to a fresh worker as JSON."""
-    compiled = job("stages.workloads.matmul_relu", {"size": 1024}, name="matmul_relu",
+    compiled = job("torchgate.workloads.matmul_relu", {"size": 1024}, name="matmul_relu",
                    modes=("compiled",), device=cuda(), timing=SAMPLED)
     raw = run_worker(compiled, timeout_s=300)
     result = from_data(BenchProcess, raw, "worker")
@@ -112,7 +112,7 @@ def test_the_environment_names_the_gpu_its_driver_and_clocks():
 def test_an_input_pipeline_is_timed_part_by_part_on_the_device():
     """loader_train with pinned batches: the copy is timed by CUDA events, its bytes are the
     batch's tensors, and the parts add up to a step."""
-    j = job("stages.workloads.loader.loader_train",
+    j = job("torchgate.workloads.loader.loader_train",
             {"batch": 256, "features": 1024, "pin_memory": True, "num_workers": 2},
             name="loader_train", device=cuda(("hot", "graph")), timing=SAMPLED)
     configure(j)

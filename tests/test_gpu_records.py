@@ -9,16 +9,16 @@ import pytest
 import torch
 import yaml
 
-from stages.core import config, records
-from stages.core.errors import UserError
-from stages.core.records.schema import BenchRecord, GpuMode, GpuSeries
-from stages.core.vocabulary import Verdict
-from stages.judge.summary import summarize
-from stages.judge.timings import bench_rows
-from stages.measure import nvml
-from stages.render.bench import gpu_section
-from stages.render.metrics import bench_metrics
-from stages.workloads import elementwise, matmul_relu
+from torchgate.core import config, records
+from torchgate.core.errors import UserError
+from torchgate.core.records.schema import BenchRecord, GpuMode, GpuSeries
+from torchgate.core.vocabulary import Verdict
+from torchgate.judge.summary import summarize
+from torchgate.judge.timings import bench_rows
+from torchgate.measure import nvml
+from torchgate.render.bench import gpu_section
+from torchgate.render.metrics import bench_metrics
+from torchgate.workloads import elementwise, matmul_relu
 from tests.records import BUSY, DELTA, bench, process
 
 from .projects import ROOT
@@ -228,7 +228,7 @@ def test_a_cuda_device_without_timing_is_timed_as_before():
 
 
 def test_the_gpu_scripts_params_equal_the_composition_of_conf(tmp_path):
-    from stages.compose import compose
+    from torchgate.compose import compose
     overrides = (ROOT / "tests/gpu/overrides").read_text().split()
     compose(tmp_path / "params.yaml", overrides)
     assert (tmp_path / "params.yaml").read_text() == (ROOT / "tests/gpu/params.yaml").read_text(), (

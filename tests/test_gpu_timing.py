@@ -4,8 +4,8 @@ import statistics
 
 import pytest
 
-from stages.core.config.settings import CudaTiming
-from stages.measure.gpu_rules import (
+from torchgate.core.config.settings import CudaTiming
+from torchgate.measure.gpu_rules import (
     FIXED,
     MAX_SAMPLES,
     QUIET,
@@ -19,8 +19,8 @@ from stages.measure.gpu_rules import (
     roofline,
     throttled,
 )
-from stages.measure.gpu_timing import GpuProcess, take_series
-from stages.measure.timing import measure
+from torchgate.measure.gpu_timing import GpuProcess, take_series
+from torchgate.measure.timing import measure
 from tests.fake_gpu import EventClock, FakeGpu, FakeSensor
 
 H200 = Peak(989.0, 4800.0, "NVIDIA H200 SXM datasheet")
@@ -261,16 +261,16 @@ def test_the_worker_records_the_gpu_series_of_a_mode():
     CPU): the mode's record holds every series, and peak memory leaves the flush out."""
     import torch
 
-    from stages.core.config import DeviceSpec, PrecisionSpec
-    from stages.core.config.settings import WorkloadSpec
-    from stages.core.records.job import Job, Timing
-    from stages.measure.worker import bench_mode
-    from stages.workloads import elementwise
+    from torchgate.core.config import DeviceSpec, PrecisionSpec
+    from torchgate.core.config.settings import WorkloadSpec
+    from torchgate.core.records.job import Job, Timing
+    from torchgate.measure.worker import bench_mode
+    from torchgate.workloads import elementwise
 
     spec = CudaTiming(series=("hot", "cold", "graph"), flush_mib=1, max_samples=20)
     job = Job("bench", 0, DeviceSpec("cuda", "cuda", timing=spec),
               PrecisionSpec("fp32", "float32"),
-              (WorkloadSpec("elementwise", "stages.workloads.elementwise", {"mib": 1}),),
+              (WorkloadSpec("elementwise", "torchgate.workloads.elementwise", {"mib": 1}),),
               ("eager",), Timing(5, 1e-4, 1e-4, 2))
     gpu = FakeGpu(hot=HOT, miss=MISS)
     process = GpuProcess(gpu, FakeSensor(gpu=gpu), spec, min_samples=5, kind="fp32",

@@ -8,14 +8,14 @@ import random
 
 import pytest
 
-from stages.core.config import Config
-from stages.core.config.settings import Matrix, StatsSettings
-from stages.core.metrics import TIMINGS
-from stages.core.records.inputs import RecordPair, RunInputs
-from stages.core.records.schema import Busy, EnvRecord, Sentinel
-from stages.core.vocabulary import Verdict
-from stages.judge.run import compare_run
-from stages.judge.timings import machine_unchanged
+from torchgate.core.config import Config
+from torchgate.core.config.settings import Matrix, StatsSettings
+from torchgate.core.metrics import TIMINGS
+from torchgate.core.records.inputs import RecordPair, RunInputs
+from torchgate.core.records.schema import Busy, EnvRecord, Sentinel
+from torchgate.core.vocabulary import Verdict
+from torchgate.judge.run import compare_run
+from torchgate.judge.timings import machine_unchanged
 
 from .records import DELTA, bench, process
 

@@ -8,17 +8,17 @@ import re
 import numpy as np
 import pytest
 
-from stages import history as history_stage
-from stages.core import config
-from stages.core.config.settings import Delta, HistorySettings
-from stages.core.errors import UserError
-from stages.core.numbers import median
-from stages.core.records import write_record
-from stages.core.records.schema import EnvRecord
-from stages.judge.changepoints import change_points
-from stages.judge.results import RunPoint, Trend
-from stages.judge.trends import Run, failure_rates, series
-from stages.render.history import failures_section, metric_section, y_range
+from torchgate import history as history_stage
+from torchgate.core import config
+from torchgate.core.config.settings import Delta, HistorySettings
+from torchgate.core.errors import UserError
+from torchgate.core.numbers import median
+from torchgate.core.records import write_record
+from torchgate.core.records.schema import EnvRecord
+from torchgate.judge.changepoints import change_points
+from torchgate.judge.results import RunPoint, Trend
+from torchgate.judge.trends import Run, failure_rates, series
+from torchgate.render.history import failures_section, metric_section, y_range
 
 from .projects import git, init_repo
 from .records import BUSY, bench, process
@@ -281,7 +281,7 @@ def test_a_point_some_busy_processes_were_left_out_of_is_marked_and_drawn_hollow
     assert [p.busy for p in steady.points] == [0, 1, 0]
     from matplotlib.axes import Axes
 
-    from stages.render.history import BUSY_POINT, trend
+    from torchgate.render.history import BUSY_POINT, trend
     labels = []
     original = Axes.legend
     monkeypatch.setattr(Axes, "legend", lambda ax, *a, **k: labels.append(

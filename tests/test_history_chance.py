@@ -12,11 +12,11 @@ import functools
 import numpy as np
 import pytest
 
-from stages.core.config.settings import Delta, HistorySettings
-from stages.judge import changepoints
-from stages.judge.results import LastingShift, RunPoint, Trend
-from stages.judge.trends import chance
-from stages.render.history import chance_line
+from torchgate.core.config.settings import Delta, HistorySettings
+from torchgate.judge import changepoints
+from torchgate.judge.results import LastingShift, RunPoint, Trend
+from torchgate.judge.trends import chance
+from torchgate.render.history import chance_line
 
 from .test_history import ar1
 

@@ -6,12 +6,12 @@ import random
 
 import pytest
 
-from stages.core import config
-from stages.core.baseline import load_history, load_run, load_timeline
-from stages.core.errors import UserError
-from stages.core.records import parse_record, write_record
-from stages.core.records.schema import BenchRecord, EnvRecord
-from stages.judge.run import compare_run
+from torchgate.core import config
+from torchgate.core.baseline import load_history, load_run, load_timeline
+from torchgate.core.errors import UserError
+from torchgate.core.records import parse_record, write_record
+from torchgate.core.records.schema import BenchRecord, EnvRecord
+from torchgate.judge.run import compare_run
 
 from .projects import REPORTS, git, init_repo
 from .records import bench, process
@@ -45,7 +45,7 @@ def history(tmp_path, monkeypatch):
     init_repo(tmp_path)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "params.yaml").write_text(json.dumps(RAW))
-    from stages.core.records import dumps, record_data
+    from torchgate.core.records import dumps, record_data
     _commit(tmp_path, dumps(record_data(_good(1))), "good 1")
     _commit(tmp_path, MALFORMED, "malformed")
     malformed = git("rev-parse", "HEAD", cwd=tmp_path).stdout.strip()
@@ -87,7 +87,7 @@ def test_compare_and_history_stages_run_past_it(history, capsys):
     result = compare_run(config.parse(RAW), inputs)
     assert any(n.startswith(f"History: the run committed at {malformed[:10]} is skipped")
                for n in result.notes)
-    from stages.history import main
+    from torchgate.history import main
     main([])
     out = capsys.readouterr().out
     assert f"torchgate history: the run committed at {malformed[:10]} is skipped" in out
@@ -104,12 +104,12 @@ def test_bytes_that_are_not_utf8_are_one_line_in_git_and_a_skipped_run_in_histor
     git("add", "-A", cwd=root)
     git("commit", "-qm", "not utf-8", cwd=root)
     bad = git("rev-parse", "HEAD", cwd=root).stdout.strip()
-    from stages.core.baseline import load_baseline
+    from torchgate.core.baseline import load_baseline
     with pytest.raises(UserError, match=f"at {bad[:10]} is not UTF-8 text"):
         load_baseline(bad, REPORTS / "bench" / f"{CELL}.json", BenchRecord)
     notes = []
     assert len(load_history(bad, [CELL], 20, reports=REPORTS, notes=notes)[CELL]) == 2
     assert any(f"the run committed at {bad[:10]} is skipped" in n for n in notes)
-    from stages.history import main
+    from torchgate.history import main
     main([])            # the workspace record is the same bytes: evidence, skipped
     assert (root / "reports" / "test-box" / "history.md").exists()

@@ -13,19 +13,19 @@ from pathlib import Path
 
 import pytest
 
-from stages.core import config
-from stages.core.errors import UserError
-from stages.core.metrics import BY_NAME
-from stages.core.records.schema import BenchProcess, Counter, ModeTiming, WorkloadRun
-from stages.core.vocabulary import UnitKey, Verdict
-from stages.judge import counts
-from stages.judge.summary import summarize
-from stages.judge.timings import bench_rows
-from stages.judge.verdicts import finish
-from stages.launch import cells
-from stages.launch.cells import measure_bench, not_counted
-from stages.measure import callgrind
-from stages.render.metrics import bench_metrics
+from torchgate.core import config
+from torchgate.core.errors import UserError
+from torchgate.core.metrics import BY_NAME
+from torchgate.core.records.schema import BenchProcess, Counter, ModeTiming, WorkloadRun
+from torchgate.core.vocabulary import UnitKey, Verdict
+from torchgate.judge import counts
+from torchgate.judge.summary import summarize
+from torchgate.judge.timings import bench_rows
+from torchgate.judge.verdicts import finish
+from torchgate.launch import cells
+from torchgate.launch.cells import measure_bench, not_counted
+from torchgate.measure import callgrind
+from torchgate.render.metrics import bench_metrics
 
 from . import jobs
 from .records import BUSY, DELTA, bench, process
@@ -222,7 +222,7 @@ def test_a_counts_process_starts_its_stack_where_a_draw_says_whatever_its_paths(
     for python, job, extra in (("/usr/bin/python3", "/tmp/runs/999-abc/job.json", {}),
                                ("/a/longer/venv/bin/python", "/tmp/runs/31337-abc/job.json",
                                 {"ONE_MORE": "1"})):
-        argv = [python, "-m", "stages.measure.worker", job]
+        argv = [python, "-m", "torchgate.measure.worker", job]
         env = callgrind.drawn_layout(argv, {**base, **extra}, offset=48)
         strings, _ = callgrind._strings_and_pointers(argv, env)
         assert strings % 8 == 0                         # no rounding left to move it
@@ -335,7 +335,7 @@ def test_an_undecided_count_is_counted_again_up_to_its_processes_each_in_a_drawn
 
 
 def test_the_interim_look_names_the_workloads_whose_count_is_undecided():
-    from stages.judge.adaptive import undecided_counts
+    from torchgate.judge.adaptive import undecided_counts
     base = with_counts(counted({"eager": 1_000_000}))
     undecided = with_counts(counted({"eager": 1_010_000}), settings={"instruction_processes": 4})
     decided = with_counts(counted({"eager": 1_100_000}), settings={"instruction_processes": 4})
@@ -350,9 +350,9 @@ def test_counts_come_before_the_adaptive_rounds_which_they_spare_where_they_deci
     """A unit 4 % slower in time, too noisy to tell in 3 processes: with its host
     instructions +5 % (beyond the 1 % band) its counts decide it and no round is added; with
     the same instructions, the rounds go to its time."""
-    from stages.core.records.inputs import RecordPair, RunInputs
-    from stages.judge.adaptive import pending_units
-    from stages.judge.run import compare_run
+    from torchgate.core.records.inputs import RecordPair, RunInputs
+    from torchgate.judge.adaptive import pending_units
+    from torchgate.judge.run import compare_run
     monkeypatch.setattr(cells.callgrind, "missing", lambda: None)
     cfg = config.parse({**RAW, "workload": {"a": {"_target_": "x.a"}},
                         "matrix": {"modes": ["eager"]}, "stats": {"run_spread": 0.0},
@@ -444,7 +444,7 @@ def test_a_compiled_mode_is_counted_loaded_from_the_cache_whatever_the_cache_hel
     loads from the cache, the state a process that found the cache full counts in."""
     import torch
 
-    from stages.measure import worker
+    from torchgate.measure import worker
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "empty"))
     monkeypatch.setattr(worker, "_counted", lambda step, calls, client, dumps: (
         [step() for _ in range(calls)], 1000 * calls)[1])
@@ -461,9 +461,9 @@ def test_a_compiled_mode_is_counted_loaded_from_the_cache_whatever_the_cache_hel
 def test_the_history_finds_where_a_count_stepped_and_shows_it_as_a_count():
     """Eight committed runs whose host instructions rose 5 % at the fifth: the history's series
     of counts has its lasting shift there, shown as counts, not as seconds."""
-    from stages.core.config.settings import HistorySettings
-    from stages.judge.trends import Run, series
-    from stages.render.history import history
+    from torchgate.core.config.settings import HistorySettings
+    from torchgate.judge.trends import Run, series
+    from torchgate.render.history import history
 
     def run(i, n):
         rec = with_counts(counted({"eager": n}))
@@ -482,8 +482,8 @@ def test_the_history_finds_where_a_count_stepped_and_shows_it_as_a_count():
 
 
 def test_the_migration_report_shows_what_a_move_changes_in_the_work_of_a_call():
-    from stages.judge.migration import SideInput, migrate
-    from stages.render.migration import page
+    from torchgate.judge.migration import SideInput, migrate
+    from torchgate.render.migration import page
 
     def side(label, n, ops):
         rec = with_counts(counted({"eager": n}))
@@ -502,8 +502,8 @@ def test_the_migration_report_shows_what_a_move_changes_in_the_work_of_a_call():
 
 
 def test_the_summary_table_shows_a_calls_host_instructions_with_their_change():
-    from stages.judge.verdicts import finish
-    from stages.render.numbers import cell_table
+    from torchgate.judge.verdicts import finish
+    from torchgate.render.numbers import cell_table
     base, now = with_counts(counted({"eager": 1_000_000})), with_counts(counted({"eager": 1_052_000}))
     rows = list(finish(bench_rows("c", now, base, DELTA, busy_share=BUSY), alpha=0.05,
                        power=0.8).rows)

@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from stages.core import config
-from stages.core.records.schema import Waiting
-from stages.launch.jobs import job_for
-from stages.launch.local import pair_cores, run_interleaved
+from torchgate.core import config
+from torchgate.core.records.schema import Waiting
+from torchgate.launch.jobs import job_for
+from torchgate.launch.local import pair_cores, run_interleaved
 
 pytestmark = pytest.mark.slow     # pairs of real worker processes taking turns
 

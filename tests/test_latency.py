@@ -5,14 +5,14 @@ import random
 import pytest
 import torch
 
-from stages.core.vocabulary import Verdict
-from stages.judge.summary import summarize
-from stages.judge.timings import bench_rows
-from stages.judge.verdicts import finish
-from stages.measure.timing import latency_calls, percentile, time_latency
-from stages.measure.worker import bench_mode
-from stages.render.bench import latency as latency_table
-from stages.render.numbers import cell_table
+from torchgate.core.vocabulary import Verdict
+from torchgate.judge.summary import summarize
+from torchgate.judge.timings import bench_rows
+from torchgate.judge.verdicts import finish
+from torchgate.measure.timing import latency_calls, percentile, time_latency
+from torchgate.measure.worker import bench_mode
+from torchgate.render.bench import latency as latency_table
+from torchgate.render.numbers import cell_table
 
 from .jobs import job, quick
 from .latency_workloads import sleepy

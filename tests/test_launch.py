@@ -7,14 +7,14 @@ import sys
 import pytest
 import yaml
 
-from stages.core import config, records
-from stages.core.errors import UserError
-from stages.core.records.schema import BenchRecord, Hardware, Host
-from stages.core.vocabulary import Verdict
-from stages.judge.timings import bench_rows
-from stages.judge.verdicts import finish
-from stages.launch import ray_placement as launch
-from stages.launch.ray_backend import unavailable
+from torchgate.core import config, records
+from torchgate.core.errors import UserError
+from torchgate.core.records.schema import BenchRecord, Hardware, Host
+from torchgate.core.vocabulary import Verdict
+from torchgate.judge.timings import bench_rows
+from torchgate.judge.verdicts import finish
+from torchgate.launch import ray_placement as launch
+from torchgate.launch.ray_backend import unavailable
 
 from .projects import ROOT
 from .records import DELTA, bench, process
@@ -142,10 +142,10 @@ def test_a_process_says_where_it_ran_and_an_older_record_reads_without_it(tmp_pa
 def test_a_node_builds_an_arms_venv_from_its_spec_and_unpacks_its_checkout(tmp_path):
     """What a Ray task does on its node before the unit runs (launch.ray_backend.on_node):
     the venv the driver planned, under the node's cache, and the other revision's code."""
-    from stages.arms.checkout import pack, unpack
-    from stages.arms.venv import VenvSpec, python_of
-    from stages.core.typed import to_data
-    from stages.launch.ray_backend import _ready_python
+    from torchgate.arms.checkout import pack, unpack
+    from torchgate.arms.venv import VenvSpec, python_of
+    from torchgate.core.typed import to_data
+    from torchgate.launch.ray_backend import _ready_python
 
     here = f"{sys.version_info.major}.{sys.version_info.minor}"
     spec = VenvSpec(here, installer="uv")              # no packages: built in a blink
@@ -164,13 +164,13 @@ def test_a_node_builds_an_arms_venv_from_its_spec_and_unpacks_its_checkout(tmp_p
 def test_a_worker_whose_interpreter_is_gone_is_an_error_not_a_lost_stage(tmp_path):
     """A venv removed while the run used it: the unit's process is ERROR with what happened,
     alone or in a lock-step pair, and the stage goes on."""
-    from stages.core.config import DeviceSpec, PrecisionSpec
-    from stages.core.config.settings import WorkloadSpec
-    from stages.core.records.job import Job, Timing
-    from stages.launch.local import run_interleaved, run_worker
+    from torchgate.core.config import DeviceSpec, PrecisionSpec
+    from torchgate.core.config.settings import WorkloadSpec
+    from torchgate.core.records.job import Job, Timing
+    from torchgate.launch.local import run_interleaved, run_worker
 
     def _eager_job() -> Job:
-        spec = WorkloadSpec("m", "stages.workloads.matmul_relu", {"size": 8})
+        spec = WorkloadSpec("m", "torchgate.workloads.matmul_relu", {"size": 8})
         return Job("bench", 0, DeviceSpec("cpu", "cpu"), PrecisionSpec("fp32", "float32"),
                    (spec,), ("eager",), Timing(3, 0.005, 0.02, 3, 1.0))
     gone = str(tmp_path / "venv" / "bin" / "python")

@@ -43,7 +43,7 @@ def tree(path: Path) -> ast.Module:
 
 def imported(path: Path) -> set[str]:
     """Every stages.* module this file imports (at any depth, in functions too) or names in a
-    string (`python -m stages.measure.worker`, a workload `_target_` module)."""
+    string (`python -m torchgate.measure.worker`, a workload `_target_` module)."""
     found = set()
     for node in ast.walk(tree(path)):
         if isinstance(node, ast.Import):
@@ -91,7 +91,7 @@ def workload_targets() -> set[str]:
 def run_by(entry: str) -> set[Path]:
     """closure(entry), and where it starts workers, the workload modules they import."""
     files = closure(entry)
-    if module_file("stages.measure.worker") in files:
+    if module_file("torchgate.measure.worker") in files:
         for target in workload_targets():
             files |= closure(target)
     return files
@@ -122,9 +122,9 @@ def test_dvc_yaml_deps_cover_every_file_a_stage_runs(stage):
 
 
 def test_the_worker_and_the_builtin_workloads_are_in_the_bench_closure():
-    """Spawned as `python -m stages.measure.worker`, named by a `_target_`: not imported, but
+    """Spawned as `python -m torchgate.measure.worker`, named by a `_target_`: not imported, but
     run all the same."""
-    files = {p.relative_to(ROOT).as_posix() for p in run_by("stages.bench")}
+    files = {p.relative_to(ROOT).as_posix() for p in run_by("torchgate.bench")}
     assert {"stages/measure/worker.py", "stages/workloads/__init__.py"} <= files
 
 
@@ -146,8 +146,8 @@ def test_a_stage_imports_no_stage():
         assert not others, f"{path.relative_to(ROOT)} imports the stage(s) {sorted(others)}"
 
 
-FORBIDDEN_IMPORTS = {"subprocess", "tempfile", "shutil", "socket", "stages.core.baseline.git",
-                     "stages.core.baseline", "stages.measure"}
+FORBIDDEN_IMPORTS = {"subprocess", "tempfile", "shutil", "socket", "torchgate.core.baseline.git",
+                     "torchgate.core.baseline", "torchgate.measure"}
 FORBIDDEN_CALLS = {"open", "read_text", "write_text", "read_bytes", "write_bytes",
                    "perf_counter", "perf_counter_ns", "time", "write_record", "load_record"}
 
@@ -206,10 +206,10 @@ class Block(importlib.abc.MetaPathFinder):
         if name.split(".")[0] in {"scipy", "yaml", "tabulate", "dvc", "hydra", "omegaconf"}:
             raise ImportError(f"{name} is not installed in a torch-only interpreter")
 sys.meta_path.insert(0, Block())
-import pkgutil, stages.measure, stages.workloads
-for m in pkgutil.iter_modules(stages.measure.__path__):
-    __import__(f"stages.measure.{m.name}")
-from stages.measure.probe import capture
+import pkgutil, torchgate.measure, torchgate.workloads
+for m in pkgutil.iter_modules(torchgate.measure.__path__):
+    __import__(f"torchgate.measure.{m.name}")
+from torchgate.measure.probe import capture
 assert capture()["torch"]["version"]
 print("ok")
 """
@@ -256,9 +256,9 @@ def test_each_room_imports_only_what_its_row_allows(room):
 def test_render_imports_judge_for_its_results_only():
     """render formats what judge decided: the result types (judge.results) and the gate's
     decision, which the summary states; never a rule, nor a way back into a raw record."""
-    allowed = {"stages.judge.results", "stages.judge.gate"}
+    allowed = {"torchgate.judge.results", "torchgate.judge.gate"}
     for path in room_modules("render"):
-        used = {n for n in imported(path) if n.startswith("stages.judge.")}
+        used = {n for n in imported(path) if n.startswith("torchgate.judge.")}
         modules = {n if module_file(n) and n.count(".") == 2 else n.rpartition(".")[0]
                    for n in used}
         assert modules <= allowed, (f"{path.relative_to(ROOT)} reads {sorted(modules - allowed)}")

@@ -6,10 +6,10 @@ import re
 
 import pytest
 
-from stages import lock
-from stages.arms import locks
-from stages.arms.plan import plan
-from stages.core.errors import UserError
+from torchgate import lock
+from torchgate.arms import locks
+from torchgate.arms.plan import plan
+from torchgate.core.errors import UserError
 
 from . import test_arms
 from .test_arms import WORKLOAD, cfg_of, commit_all
@@ -77,7 +77,7 @@ def test_a_lock_that_moves_torch_rebuilds_the_baseline_from_its_lock_and_says_so
     commit_all(repo, "the lock")
     _write(repo, {"torch": "2.14.1+cpu", "rich": "13.0.0"})
     built = []
-    monkeypatch.setattr("stages.arms.plan._materialise",
+    monkeypatch.setattr("torchgate.arms.plan._materialise",
                         lambda cfg, spec, cache, log: built.append(spec) or "/venv/bin/python")
     found = plan(cfg_of(repo))
     base, now = found.arms

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from stages import env
-from stages.core import machine
-from stages.core.baseline import load_baseline, load_history, load_run
-from stages.core.errors import UserError
-from stages.core.records import write_record
-from stages.core.records.schema import BenchRecord, EnvRecord
+from torchgate import env
+from torchgate.core import machine
+from torchgate.core.baseline import load_baseline, load_history, load_run
+from torchgate.core.errors import UserError
+from torchgate.core.records import write_record
+from torchgate.core.records.schema import BenchRecord, EnvRecord
 
 from .projects import git, init_repo
 from .records import bench, process

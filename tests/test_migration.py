@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stages import migration as stage
-from stages.compose import compose
-from stages.core import config
-from stages.core.errors import UserError
-from stages.core.records import write_record
-from stages.core.records.migration import Ratio
-from stages.core.records.schema import (
+from torchgate import migration as stage
+from torchgate.compose import compose
+from torchgate.core import config
+from torchgate.core.errors import UserError
+from torchgate.core.records import write_record
+from torchgate.core.records.migration import Ratio
+from torchgate.core.records.schema import (
     EnvRecord,
     ModeNumerics,
     NumericsRecord,
@@ -28,9 +28,9 @@ from stages.core.records.schema import (
     Tolerance,
     WorkloadRun,
 )
-from stages.judge.migration import PER_ITEM, SideInput, cost, migrate, ratio
-from stages.judge.moderation import run_spreads
-from stages.render.migration import figure, informative, page, picture_rows, throughput
+from torchgate.judge.migration import PER_ITEM, SideInput, cost, migrate, ratio
+from torchgate.judge.moderation import run_spreads
+from torchgate.render.migration import figure, informative, page, picture_rows, throughput
 
 from .projects import MACHINE, REPORTS, git, init_repo
 from .records import bench, process
@@ -55,7 +55,7 @@ def cell_record(steady: dict[str, float], n=4, seed=0, **extra):
 
 RAW = {"device": {"cpu": {"type": "cpu"}}, "precision": {"fp32": {"dtype": "float32"}},
        "matrix": {"modes": ["eager"]},
-       "workload": {"m": {"_target_": "stages.workloads.matmul_relu"}}}
+       "workload": {"m": {"_target_": "torchgate.workloads.matmul_relu"}}}
 
 
 def test_a_pair_is_two_sides_and_a_bad_one_is_one_line():
@@ -311,16 +311,16 @@ def test_no_pair_declared_is_no_stage(project):
 def test_the_stand_in_accelerator_without_one_kernel(monkeypatch):
     """cpu -> tgaccel, with the encoder layer's fused op left without a kernel there: that
     workload does not run there, the matmul is compared."""
-    from stages.core.config import DeviceSpec, PrecisionSpec
-    from stages.core.config.settings import WorkloadSpec
-    from stages.core.records.job import Job, Timing
-    from stages.core.records.schema import BenchProcess
-    from stages.core.typed import from_data
-    from stages.launch.local import run_worker
+    from torchgate.core.config import DeviceSpec, PrecisionSpec
+    from torchgate.core.config.settings import WorkloadSpec
+    from torchgate.core.records.job import Job, Timing
+    from torchgate.core.records.schema import BenchProcess
+    from torchgate.core.typed import from_data
+    from torchgate.launch.local import run_worker
 
     monkeypatch.setenv("TGACCEL_NO_KERNEL", "aten::_transformer_encoder_layer_fwd")
-    specs = (WorkloadSpec("matmul_relu", "stages.workloads.matmul_relu", {"size": 32}),
-             WorkloadSpec("transformer_block", "stages.workloads.transformer_block",
+    specs = (WorkloadSpec("matmul_relu", "torchgate.workloads.matmul_relu", {"size": 32}),
+             WorkloadSpec("transformer_block", "torchgate.workloads.transformer_block",
                           {"batch": 2, "seq": 8, "width": 16, "heads": 2}))
 
     def measured(device: DeviceSpec):
@@ -388,7 +388,7 @@ def test_one_reason_for_both_sides_and_both_modes_is_said_once():
 
 
 def test_the_page_ends_its_workloads_with_one_line_for_the_pair():
-    from stages.render.migration import overall
+    from torchgate.render.migration import overall
     source = side("cpu-fp32", cell_record({"mm": 2e-3, "mlp": 1e-3}))
     faster = side("cpu-bf16", cell_record({"mm": 1e-3, "mlp": 0.5e-3}, seed=1))
     record = migrate("fp32_to_bf16", source, faster, same_run=True, modes=(), **HOW)

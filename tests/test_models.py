@@ -13,17 +13,17 @@ import torch
 import yaml
 from torch.utils.flop_counter import FlopCounterMode
 
-from stages.core.config import parse_workloads
-from stages.core.metrics import BY_NAME
-from stages.core.vocabulary import UnitKey
-from stages.judge.tolerance import own_tolerance
-from stages.measure.accuracy import error_metrics, flatten
-from stages.workloads import Unsupported
-from stages.workloads.control import branchy
-from stages.workloads.decoder import gpt, step_flops
-from stages.workloads.lowp import float8_support, fp8_matmul, int8_mlp
-from stages.workloads.recsys import DLRM, dlrm, skewed_ids
-from stages.workloads.vision import resnet
+from torchgate.core.config import parse_workloads
+from torchgate.core.metrics import BY_NAME
+from torchgate.core.vocabulary import UnitKey
+from torchgate.judge.tolerance import own_tolerance
+from torchgate.measure.accuracy import error_metrics, flatten
+from torchgate.workloads import Unsupported
+from torchgate.workloads.control import branchy
+from torchgate.workloads.decoder import gpt, step_flops
+from torchgate.workloads.lowp import float8_support, fp8_matmul, int8_mlp
+from torchgate.workloads.recsys import DLRM, dlrm, skewed_ids
+from torchgate.workloads.vision import resnet
 
 CPU = torch.device("cpu")
 CONF = Path(__file__).resolve().parent.parent / "conf"
@@ -190,7 +190,7 @@ def configured(name: str):
 
 
 def precision(name: str):
-    from stages.core.config import PrecisionSpec
+    from torchgate.core.config import PrecisionSpec
     body = yaml.safe_load((CONF / "precision" / f"{name}.yaml").read_text())[name]
     return PrecisionSpec(name, **body)
 
@@ -223,15 +223,15 @@ def test_the_configured_models_pass_their_tolerance_with_room(name, prec):
 
 def compiled_run(target: str, **kwargs):
     """One compiled mode of a workload measured as a worker does (tiny timing settings)."""
-    from stages.core.config import DeviceSpec, PrecisionSpec
-    from stages.core.config.settings import WorkloadSpec
-    from stages.core.records.job import Job, Timing
-    from stages.core.vocabulary import Status
-    from stages.measure.worker import bench_mode
+    from torchgate.core.config import DeviceSpec, PrecisionSpec
+    from torchgate.core.config.settings import WorkloadSpec
+    from torchgate.core.records.job import Job, Timing
+    from torchgate.core.vocabulary import Status
+    from torchgate.measure.worker import bench_mode
     spec = WorkloadSpec("w", target, kwargs)
     job = Job("bench", 0, DeviceSpec("cpu", "cpu"), PrecisionSpec("fp32", "float32"), (spec,),
               ("compiled",), Timing(2, 0.002, 0.01, 2, 1.0))
-    from stages.core.config.targets import load_target
+    from torchgate.core.config.targets import load_target
     found = bench_mode(job, load_target(target), CPU, "compiled")
     assert found.status == Status.OK, found.error
     return found
@@ -240,20 +240,20 @@ def compiled_run(target: str, **kwargs):
 @pytest.mark.slow
 def test_the_kv_cache_growing_recompiles_unless_its_length_is_marked_dynamic():
     kwargs = {**GPT, "phase": "decode", "cache_lengths": [12, 16]}
-    grown = compiled_run("stages.workloads.decoder.gpt", **kwargs)
+    grown = compiled_run("torchgate.workloads.decoder.gpt", **kwargs)
     assert [s.shape for s in grown.shapes] == ["kv=12", "kv=16"]
     assert grown.shapes[0].recompiles >= 1 and "size mismatch" in grown.shapes[0].recompile_reasons[0]
-    marked = compiled_run("stages.workloads.decoder.gpt", mark_dynamic=True, **kwargs)
+    marked = compiled_run("torchgate.workloads.decoder.gpt", mark_dynamic=True, **kwargs)
     assert [s.recompiles for s in marked.shapes] == [0, 0] and marked.recompiles == 0
 
 
 @pytest.mark.slow
 def test_a_second_kind_of_data_dependent_branch_is_a_new_break_reason_and_regressed():
-    from stages.judge.portability import new_reasons
-    from stages.judge.timings import _counted_row
+    from torchgate.judge.portability import new_reasons
+    from torchgate.judge.timings import _counted_row
     kwargs = dict(TINY["branchy"][1], lengths=[8, 12])
-    plain = compiled_run("stages.workloads.control.branchy", **kwargs)
-    clipped = compiled_run("stages.workloads.control.branchy", clip=100.0, **kwargs)
+    plain = compiled_run("torchgate.workloads.control.branchy", **kwargs)
+    clipped = compiled_run("torchgate.workloads.control.branchy", clip=100.0, **kwargs)
     assert plain.graph_breaks >= 1 and plain.recompiles >= 1
     assert any("Data-dependent branching" in r for r in plain.graph_break_reasons)
     new = new_reasons(clipped.graph_break_reasons, plain.graph_break_reasons)

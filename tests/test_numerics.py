@@ -10,11 +10,11 @@ import re
 import pytest
 import torch
 
-from stages import numerics
-from stages.core import config
-from stages.core.records import dumps
-from stages.core.records.inputs import ab_baseline
-from stages.core.records.outputs import (
+from torchgate import numerics
+from torchgate.core import config
+from torchgate.core.records import dumps
+from torchgate.core.records.inputs import ab_baseline
+from torchgate.core.records.outputs import (
     FINGERPRINT_METHOD,
     Coverage,
     Dynamo,
@@ -23,8 +23,8 @@ from stages.core.records.outputs import (
     OutputError,
     VersusEager,
 )
-from stages.core.records.rows import CompareRecord
-from stages.core.records.schema import (
+from torchgate.core.records.rows import CompareRecord
+from torchgate.core.records.schema import (
     ArmId,
     FreshProcess,
     ModeNumerics,
@@ -32,14 +32,14 @@ from stages.core.records.schema import (
     NumericsArm,
     Tolerance,
 )
-from stages.core.vocabulary import Verdict
-from stages.judge import portability as coverage
-from stages.judge.numerics import numerics_rows
-from stages.judge.tolerance import evaluate
-from stages.judge.verdicts import finish
-from stages.measure import accuracy
-from stages.render import numerics as numerics_page
-from stages.render.summary import summary
+from torchgate.core.vocabulary import Verdict
+from torchgate.judge import portability as coverage
+from torchgate.judge.numerics import numerics_rows
+from torchgate.judge.tolerance import evaluate
+from torchgate.judge.verdicts import finish
+from torchgate.measure import accuracy
+from torchgate.render import numerics as numerics_page
+from torchgate.render.summary import summary
 
 from .records import numerics as numerics_record
 
@@ -247,8 +247,8 @@ def test_a_graph_break_that_only_moved_a_line_is_not_new():
 # ---- real worker processes ---------------------------------------------------------------------
 
 DEFAULTS = {
-    "matmul_relu": {"_target_": "stages.workloads.matmul_relu", "size": 32},
-    "mlp_train": {"_target_": "stages.workloads.mlp_train", "batch": 8, "train_steps": 2},
+    "matmul_relu": {"_target_": "torchgate.workloads.matmul_relu", "size": 32},
+    "mlp_train": {"_target_": "torchgate.workloads.mlp_train", "batch": 8, "train_steps": 2},
 }
 # name -> (baseline kwargs, kwargs now): what a user edits between two runs
 EDITS = {

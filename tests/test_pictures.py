@@ -8,15 +8,15 @@ from pathlib import Path
 
 import yaml
 
-from stages import report as report_stage
-from stages.compose import compose
-from stages.core.baseline import compared_commit
-from stages.core.records import IGNORE_ALL, replace_pictures, write_record
-from stages.core.records.rows import CompareRecord
-from stages.core.records.schema import EnvRecord
-from stages.core.vocabulary import PICTURES
-from stages.judge.timings import bench_rows
-from stages.judge.verdicts import finish
+from torchgate import report as report_stage
+from torchgate.compose import compose
+from torchgate.core.baseline import compared_commit
+from torchgate.core.records import IGNORE_ALL, replace_pictures, write_record
+from torchgate.core.records.rows import CompareRecord
+from torchgate.core.records.schema import EnvRecord
+from torchgate.core.vocabulary import PICTURES
+from torchgate.judge.timings import bench_rows
+from torchgate.judge.verdicts import finish
 
 from .projects import ENV_DVC_YAML, REPORTS, ROOT, git
 from .records import DELTA, bench, process

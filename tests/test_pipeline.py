@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stages.compose import compose
-from stages.core import machine
-from stages.core.metrics import BY_NAME
-from stages.core.records import kept
-from stages.judge.counts import prior_spread
+from torchgate.compose import compose
+from torchgate.core import machine
+from torchgate.core.metrics import BY_NAME
+from torchgate.core.records import kept
+from torchgate.judge.counts import prior_spread
 
 from .projects import (
     commit_baseline_from_another_cpu,
@@ -31,7 +31,7 @@ from .venvs import child_venv
 
 USER_MODULE = '''
 import torch
-from stages.workloads import Workload
+from torchgate.workloads import Workload
 
 
 def scaled_matmul(*, device, dtype, compile, seed, size=32, scale=1.0):
@@ -61,9 +61,9 @@ def test_dvc_repro_twice_with_a_baseline(nested, monkeypatch):
     project, repository = nested
     (project / "stages/workloads/my_workloads.py").write_text(USER_MODULE)
     (project / "conf/workload/mine.yaml").write_text(
-        "mine:\n  _target_: stages.workloads.my_workloads.scaled_matmul\n  size: 32\n")
+        "mine:\n  _target_: torchgate.workloads.my_workloads.scaled_matmul\n  size: 32\n")
     (project / "conf/workload/broken.yaml").write_text(
-        "broken:\n  _target_: stages.workloads.my_workloads.broken\n")
+        "broken:\n  _target_: torchgate.workloads.my_workloads.broken\n")
     # gate.fail_on=[]: a workload broken on purpose must not stop `dvc repro` at the gate (the
     # gate itself is tested in test_gate.py). compare.busy_share=1: this test checks the
     # pipeline's files, which must hold numbers even when it runs beside other work (a busy
@@ -137,14 +137,14 @@ def test_dvc_repro_twice_with_a_baseline(nested, monkeypatch):
     record.write_text('{"schema_version": 1, "kind": "ben')
     git("commit", "-qam", "corrupt", cwd=project)
     record.write_text(good)                 # this run's record; the baseline's is corrupt
-    run_module("stages.compare")
+    run_module("torchgate.compare")
     compare = read("reports/test-box/compare.md")
     assert "baseline present but unusable: unreadable" in compare and "is not valid JSON" in compare
 
     # A baseline from another CPU model: timings NOT COMPARABLE, numerics still compared.
     git("checkout", "HEAD~1", "--", "reports/test-box/bench/cpu-fp32.json", cwd=project)
     commit_baseline_from_another_cpu(project)
-    run_module("stages.compare")
+    run_module("torchgate.compare")
     rows = json.loads(read("reports/test-box/compare.json"))["rows"]
     steady = [r for r in rows if r["metric"] == "steady_s"]
     assert steady and all(r["verdict"] == "NOT COMPARABLE" for r in steady)
@@ -205,7 +205,7 @@ def assert_a_clone_only_draws(repository: Path, project: Path) -> None:
 
 CHAIN = '''
 import torch
-from stages.workloads import Workload
+from torchgate.workloads import Workload
 
 
 def chain(*, device, dtype, compile, seed, width=64):
@@ -230,7 +230,7 @@ def test_a_pull_request_is_measured_beside_its_baseline_in_lock_step(project):
     module = project / "stages/workloads/chain.py"
     module.write_text(CHAIN.format(layers=8))
     (project / "conf/workload/chain.yaml").write_text(
-        "chain:\n  _target_: stages.workloads.chain.chain\n")
+        "chain:\n  _target_: torchgate.workloads.chain.chain\n")
     # One workload: an unchanged one's lock-step pairs are tested in test_ab.py (an A/A).
     compose(project / "params.yaml", ["matrix=smoke", "workload=[chain]",
                                       # 6 pairs: twice the work is a paired t of ~12 on

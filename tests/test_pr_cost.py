@@ -10,20 +10,20 @@ import threading
 
 import pytest
 
-from stages.arms.plan import Plan
-from stages.core import config
-from stages.core.records.job import NOW_ARM, Arm
-from stages.core.records.schema import WorkloadRun
-from stages.judge.summary import summarize
-from stages.launch import jobs as launch_jobs
-from stages.launch import reuse
-from stages.launch.cells import measure_bench, measure_numerics
-from stages.launch.reuse import could_have_changed, counts_key
-from stages.render import bench as page
+from torchgate.arms.plan import Plan
+from torchgate.core import config
+from torchgate.core.records.job import NOW_ARM, Arm
+from torchgate.core.records.schema import WorkloadRun
+from torchgate.judge.summary import summarize
+from torchgate.launch import jobs as launch_jobs
+from torchgate.launch import reuse
+from torchgate.launch.cells import measure_bench, measure_numerics
+from torchgate.launch.reuse import could_have_changed, counts_key
+from torchgate.render import bench as page
 
 RAW = {"device": {"cpu": {"type": "cpu"}}, "precision": {"fp32": {"dtype": "float32"}},
-       "workload": {"a": {"_target_": "stages.workloads.matmul_relu", "size": 8},
-                    "b": {"_target_": "stages.workloads.elementwise", "size": 8}},
+       "workload": {"a": {"_target_": "torchgate.workloads.matmul_relu", "size": 8},
+                    "b": {"_target_": "torchgate.workloads.elementwise", "size": 8}},
        "matrix": {"modes": ["eager", "compiled"]},
        "bench": {"processes": 4, "adaptive_budget_s": 0, "cold_compile_processes": 2,
                  "instructions": "always", "unchanged_processes": 2}}
@@ -128,8 +128,8 @@ def test_a_module_a_workload_does_not_import_leaves_it_unchanged(tmp_path, monke
     import shutil
     shutil.copytree(root, other)
     (other / "stages" / "workloads" / "mine.py").write_text("def mine(): return 2\n")
-    raw = {**RAW, "workload": {"a": {"_target_": "stages.workloads.matmul_relu"},
-                               "m": {"_target_": "stages.workloads.mine.mine"}}}
+    raw = {**RAW, "workload": {"a": {"_target_": "torchgate.workloads.matmul_relu"},
+                               "m": {"_target_": "torchgate.workloads.mine.mine"}}}
     cfg = config.parse(raw)
     arms = (Arm("baseline", code=str(root)), Arm("now", code=str(other)))
     assert could_have_changed(cfg, arms) == {"m"}
@@ -156,11 +156,11 @@ def test_unchanged_processes_below_two_is_one_line():
 def test_beyond_the_controls_an_unchanged_workload_is_not_measured_and_says_so(counting):
     """Three workloads, one changed: the cheapest unchanged one is the A/A control, the other
     is not measured in either arm; compare says EQUIVALENT with why, and every page renders."""
-    from stages.core.records.inputs import RunInputs, with_record
-    from stages.judge.run import compare_run
-    from stages.render import summary as summary_page
+    from torchgate.core.records.inputs import RunInputs, with_record
+    from torchgate.judge.run import compare_run
+    from torchgate.render import summary as summary_page
     raw = {**RAW, "workload": {**RAW["workload"],
-                               "c": {"_target_": "stages.workloads.elementwise", "size": 16}},
+                               "c": {"_target_": "torchgate.workloads.elementwise", "size": 16}},
            "bench": {**RAW["bench"], "unchanged_controls": 1}}
     cfg = config.parse(raw)
     worker = Worker()

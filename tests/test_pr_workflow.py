@@ -1,6 +1,6 @@
 """The workflows: the files as GitHub would read them (triggers, permissions, which runner
 each job may reach, the current action majors, actionlint where installed), the README's
-account of them, and stages.comment against a stand-in for GitHub's API on 127.0.0.1 (one
+account of them, and torchgate.comment against a stand-in for GitHub's API on 127.0.0.1 (one
 comment per pull request and machine, edited by later runs; refusals as one line). Their
 jobs run step by step in tests/test_workflow_runs.py."""
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from stages import comment
+from torchgate import comment
 from tests.github_standin import GitHubStandIn, one_line_error
 from tests.workflow_runner import load
 
@@ -102,7 +102,7 @@ def test_write_permissions_only_where_they_are_used():
         for job_name, job in wf["jobs"].items():
             granted = job.get("permissions", {})
             writes = {k for k, v in granted.items() if v == "write"}
-            posts = any(line.startswith("python -m stages.comment") for line in runs(job))
+            posts = any(line.startswith("python -m torchgate.comment") for line in runs(job))
             labels = any(line.startswith("gh pr edit") for line in runs(job))
             commits = any("torchgate.sh commit-baseline" in line for line in runs(job))
             pictures = any(re.search(r"torchgate.sh publish-pictures|gh api -X DELETE", line)
@@ -127,7 +127,7 @@ def test_each_machine_measures_its_pull_requests_against_the_base_commit_on_its_
         assert measure["id"] == "measure"
         # Reports from the newest baseline that measured an ancestor of the base; the code
         # the base's, whatever the writer measured last (a lagging writer blames nothing).
-        assert 'python -m stages.compose "matrix=$MATRIX" "baseline.rev=$BASELINE" ' \
+        assert 'python -m torchgate.compose "matrix=$MATRIX" "baseline.rev=$BASELINE" ' \
                '"baseline.code=$BASE" baseline.measure=rebuild' in " ".join(
                    measure["run"].replace("\\\n", " ").split())
         assert "dvc repro report history" in measure["run"]
@@ -281,7 +281,7 @@ def test_the_shared_script_passes_shellcheck_and_says_what_it_needs(tmp_path):
     assert run.returncode == 0, run.stdout
 
 
-# ---- stages.comment against the stand-in ------------------------------------------------
+# ---- torchgate.comment against the stand-in ------------------------------------------------
 
 
 
@@ -368,7 +368,7 @@ def test_the_script_needs_nothing_beyond_the_standard_library(github, tmp_path):
     """The follow-up workflow runs it without installing the project: -S leaves out
     site-packages."""
     (tmp_path / "body.md").write_text("hello\n")
-    run = subprocess.run([sys.executable, "-S", "-m", "stages.comment", "--repo", "owner/name",
+    run = subprocess.run([sys.executable, "-S", "-m", "torchgate.comment", "--repo", "owner/name",
                           "--pr", "7", "--body-file", str(tmp_path / "body.md")], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr

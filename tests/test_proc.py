@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from stages.measure import proc
-from stages.measure.timing import BusyMachine
+from torchgate.measure import proc
+from torchgate.measure.timing import BusyMachine
 
 HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 STAT = """cpu  300 0 100 1000 0 0 0 40 0 0
@@ -164,8 +164,8 @@ def test_another_torchgate_run_is_found_and_this_ones_own_processes_are_not():
     """A second measurement on the machine (a neighbour `dvc repro`, `dvc queue start -j 2`)
     is named; this process's own workers and the stage above it are not."""
     wait = "import sys, time; time.sleep(30)"
-    other = subprocess.Popen([sys.executable, "-c", wait, "-m", "stages.measure.worker", "job"])
-    mine = subprocess.Popen([sys.executable, "-c", wait, "-m", "stages.bench"])
+    other = subprocess.Popen([sys.executable, "-c", wait, "-m", "torchgate.measure.worker", "job"])
+    mine = subprocess.Popen([sys.executable, "-c", wait, "-m", "torchgate.bench"])
     try:
         for _ in range(100):
             if Path(f"/proc/{other.pid}/cmdline").read_bytes().count(b"stages"):
@@ -174,7 +174,7 @@ def test_another_torchgate_run_is_found_and_this_ones_own_processes_are_not():
         # Seen from `mine`: `other` is a sibling; `mine` itself, and this test process above
         # it, are its own.
         found = dict(proc.sibling_runs(pid=mine.pid))
-        assert other.pid in found and "stages.measure.worker" in found[other.pid]
+        assert other.pid in found and "torchgate.measure.worker" in found[other.pid]
         assert mine.pid not in found and os.getpid() not in found
         assert other.pid not in dict(proc.sibling_runs(pid=os.getpid()))   # a child: ours
     finally:

@@ -5,12 +5,12 @@ peak memory depends on."""
 import os
 from pathlib import Path
 
-from stages.core import config, scratch
-from stages.core.metrics import BY_NAME
-from stages.core.records.schema import BenchProcess
-from stages.judge.timings import bench_rows
-from stages.launch.cells import CellRun, measure_bench
-from stages.measure.worker import compile_cache_state
+from torchgate.core import config, scratch
+from torchgate.core.metrics import BY_NAME
+from torchgate.core.records.schema import BenchProcess
+from torchgate.judge.timings import bench_rows
+from torchgate.launch.cells import CellRun, measure_bench
+from torchgate.measure.worker import compile_cache_state
 
 from .records import DELTA, bench, mode
 

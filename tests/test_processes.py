@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from stages.compose import compose
-from stages.core import config
-from stages.launch.jobs import job_for
-from stages.launch.local import run_worker
+from torchgate.compose import compose
+from torchgate.core import config
+from torchgate.launch.jobs import job_for
+from torchgate.launch.local import run_worker
 
 from .projects import ROOT
 
@@ -77,7 +77,7 @@ def test_a_workers_child_that_outlives_the_worker_is_killed(tmp_path, own_sessio
 
 LAUNCHER = """
 import os, subprocess, sys, time
-from stages.core.lifetime import lifeline
+from torchgate.core.lifetime import lifeline
 line, entry = lifeline()
 subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]], pass_fds=(line,),
                  env={**os.environ, **entry}, start_new_session=True)
@@ -85,7 +85,7 @@ time.sleep(3600)
 """
 WORKER = """
 import os, subprocess, sys, time
-from stages.core.lifetime import hold_launcher
+from torchgate.core.lifetime import hold_launcher
 hold_launcher()
 child = subprocess.Popen(["sleep", "600"])
 open(sys.argv[1], "w").write(f"{os.getpid()} {child.pid}")
@@ -115,13 +115,13 @@ def bench_project(project: Path, pid_file: Path) -> None:
     (project / "stages/workloads/process_workloads.py").write_text(
         (HERE / "process_workloads.py").read_text())     # where the bench stage tracks it
     (project / "conf/workload/hangs.yaml").write_text(
-        "hangs:\n  _target_: stages.workloads.process_workloads.hangs_with_a_child\n"
+        "hangs:\n  _target_: torchgate.workloads.process_workloads.hangs_with_a_child\n"
         f"  pid_file: {pid_file}\n")
     compose(project / "params.yaml", ["matrix=smoke", "workload=[hangs]", "bench.processes=2"],
             conf=project / "conf")
 
 
-BENCH = [sys.executable, "-m", "stages.bench", "--device", "cpu", "--precision", "fp32"]
+BENCH = [sys.executable, "-m", "torchgate.bench", "--device", "cpu", "--precision", "fp32"]
 # DVC runs a stage through the shell, which gives way to it; it forwards no signal to it.
 AS_DVC = ("import os, subprocess, sys\n"
           "subprocess.Popen(sys.argv[1:], env={**os.environ, 'DVC_STAGE': 'bench@cpu-fp32'})"
@@ -192,7 +192,7 @@ def parent_of(pid: int) -> int:
 
 INSTALLER = """
 import sys
-from stages.core.lifetime import run_bound
+from torchgate.core.lifetime import run_bound
 run_bound(["sh", "-c", "sleep 600 & echo $$ $! > " + sys.argv[1] + "; wait"])
 """
 

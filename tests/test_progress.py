@@ -6,14 +6,14 @@ from __future__ import annotations
 import random
 import re
 
-from stages.core import config
-from stages.core.records.inputs import RecordPair, RunInputs
-from stages.core.vocabulary import FRESH, Tick
-from stages.judge.adaptive import pending_units
-from stages.judge.run import compare_run
-from stages.launch.cells import measure_bench, measure_numerics
-from stages.launch.progress import Progress
-from stages.render.progress import bench_line, clock, counter, numerics_process_line
+from torchgate.core import config
+from torchgate.core.records.inputs import RecordPair, RunInputs
+from torchgate.core.vocabulary import FRESH, Tick
+from torchgate.judge.adaptive import pending_units
+from torchgate.judge.run import compare_run
+from torchgate.launch.cells import measure_bench, measure_numerics
+from torchgate.launch.progress import Progress
+from torchgate.render.progress import bench_line, clock, counter, numerics_process_line
 from tests.test_adaptive import RAW, fake_worker
 
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")       # escape sequences, carriage returns, ...
@@ -150,7 +150,7 @@ def test_a_numerics_cell_counts_the_fresh_process_too():
 
 
 def test_a_process_line_says_what_its_profiling_pass_cost():
-    from stages.core.records.schema import BenchProcess, ModeTiming
+    from torchgate.core.records.schema import BenchProcess, ModeTiming
     modes = {"eager": ModeTiming("OK", first_call_s=0.1, steady_s=(1e-3,), profile_s=0.25),
              "compiled": ModeTiming("OK", first_call_s=9.0, steady_s=(1e-3,), profile_s=0.5)}
     line = bench_line("cpu-fp32", "w", "now", 0, BenchProcess("OK", modes=modes, wall_s=12.0))
@@ -161,9 +161,9 @@ def test_a_process_line_says_what_its_profiling_pass_cost():
 
 
 def test_another_run_is_one_warning_however_many_of_its_processes_measure():
-    from stages.render.progress import others_measuring
-    line = others_measuring([(101, "python -m stages.bench --device cpu --precision fp32"),
-                             (102, "python -m stages.measure.worker job.json result.json")])
+    from torchgate.render.progress import others_measuring
+    line = others_measuring([(101, "python -m torchgate.bench --device cpu --precision fp32"),
+                             (102, "python -m torchgate.measure.worker job.json result.json")])
     assert "\n" not in line and "pids 101, 102" in line
     assert line.startswith("another torchgate run is measuring on this machine (python -m "
-                           "stages.bench --device cpu --precision fp32; pids 101, 102)")
+                           "torchgate.bench --device cpu --precision fp32; pids 101, 102)")

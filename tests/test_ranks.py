@@ -13,31 +13,31 @@ import pytest
 import torch
 import yaml
 
-from stages.core import config, records
-from stages.core.config import DeviceSpec, rank_threads
-from stages.core.config.settings import WorkloadSpec
-from stages.core.errors import UserError
-from stages.core.records.job import Job
-from stages.core.records.schema import BenchRecord, Ranks, RankTiming
-from stages.core.vocabulary import Verdict
-from stages.judge.summary import summarize
-from stages.judge.timings import bench_rows
-from stages.judge.verdicts import finish
-from stages.launch import ray_placement
-from stages.launch.ray_backend import RayBackend
-from stages.measure.accelerator import Unavailable
-from stages.measure.build import build
-from stages.measure.rank import union
-from stages.measure.ranks import RankError, RankGroup, check_ranks, reduce
-from stages.render.bench import page, ranks_section
-from stages.render.metrics import bench_metrics
-from stages.workloads import ddp_mlp
+from torchgate.core import config, records
+from torchgate.core.config import DeviceSpec, rank_threads
+from torchgate.core.config.settings import WorkloadSpec
+from torchgate.core.errors import UserError
+from torchgate.core.records.job import Job
+from torchgate.core.records.schema import BenchRecord, Ranks, RankTiming
+from torchgate.core.vocabulary import Verdict
+from torchgate.judge.summary import summarize
+from torchgate.judge.timings import bench_rows
+from torchgate.judge.verdicts import finish
+from torchgate.launch import ray_placement
+from torchgate.launch.ray_backend import RayBackend
+from torchgate.measure.accelerator import Unavailable
+from torchgate.measure.build import build
+from torchgate.measure.rank import union
+from torchgate.measure.ranks import RankError, RankGroup, check_ranks, reduce
+from torchgate.render.bench import page, ranks_section
+from torchgate.render.metrics import bench_metrics
+from torchgate.workloads import ddp_mlp
 
 from .jobs import job, quick
 from .projects import ROOT
 from .records import BUSY, DELTA, bench, process
 
-TARGET = "stages.workloads.ddp_mlp"
+TARGET = "torchgate.workloads.ddp_mlp"
 
 
 def ddp_job(ranks=2, slow=None, timeout_s=60.0, device="cpu", threads=2) -> Job:
@@ -219,7 +219,7 @@ def test_a_cuda_unit_needs_a_device_per_rank():
 
 def test_a_cpu_unit_needs_a_core_per_rank(monkeypatch):
     """200 ranks on 2 cores would start 200 processes that each import torch: SKIPPED first."""
-    monkeypatch.setattr("stages.core.machine.usable_cores", lambda: 2)
+    monkeypatch.setattr("torchgate.core.machine.usable_cores", lambda: 2)
     check_ranks(ddp_job(ranks=2))
     with pytest.raises(Unavailable, match="runs 3 ranks, a core each at least; this process "
                                           "may use 2: lower its _ranks_"):
@@ -270,7 +270,7 @@ def test_a_hung_step_fails_within_the_timeout_and_its_ranks_are_killed():
 # ---- for real: two gloo ranks, rank 1 held back --------------------------------------------
 
 def test_two_gloo_ranks_time_their_all_reduce_and_name_the_rank_held_back():
-    from stages.measure.worker import run_bench
+    from torchgate.measure.worker import run_bench
     m = run_bench(ddp_job(slow=(1, 3.0))).modes["eager"]
     assert m.status == "OK", m
     r = m.ranks
@@ -287,7 +287,7 @@ def test_two_gloo_ranks_time_their_all_reduce_and_name_the_rank_held_back():
 @pytest.mark.gpu
 def test_a_cuda_rank_times_its_nccl_all_reduce_with_events():
     """One rank per device; a machine with one GPU runs a unit of one (nccl, world size 1)."""
-    from stages.measure.worker import run_bench
+    from torchgate.measure.worker import run_bench
     n = min(torch.cuda.device_count(), 2)
     m = run_bench(ddp_job(ranks=n, device="cuda")).modes["eager"]
     assert m.status == "OK", m

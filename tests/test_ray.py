@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from stages.compose import compose
-from stages.core import records
-from stages.core.records.schema import BenchRecord, NumericsRecord
+from torchgate.compose import compose
+from torchgate.core import records
+from torchgate.core.records.schema import BenchRecord, NumericsRecord
 
 from .projects import REPORTS, dvc, git
 
@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 import torch
-from stages.workloads import Workload
+from torchgate.workloads import Workload
 
 
 def marked(*, device, dtype, compile, seed, marker, seconds):
@@ -159,7 +159,7 @@ def test_two_cells_on_one_node_take_turns_in_a_fleet_run(project, cluster):
     _compose(project, ["a", "a2"], "workload=[matmul_relu]", "workload.matmul_relu.size=64",
              "bench.processes=2", "launcher.backend=ray", f"launcher.ray.address={cluster.address}")
     stage = {**os.environ, "DVC_STAGE": "bench"}
-    runs = [subprocess.run(["sh", "-c", f"{sys.executable} -m stages.bench --device {d} "
+    runs = [subprocess.run(["sh", "-c", f"{sys.executable} -m torchgate.bench --device {d} "
                             "--precision fp32; true"], capture_output=True, text=True, env=stage)
             for d in ("a", "a2")]
     assert "a fleet run: 2 cells at once" in runs[0].stdout, runs[0].stdout + runs[0].stderr
@@ -182,7 +182,7 @@ def test_a_cell_no_node_offers_is_skipped_and_an_unreachable_cluster_is_one_line
     _devices(project, c="host_c")
     _compose(project, ["c"], "workload=[matmul_relu]", "launcher.backend=ray",
              f"launcher.ray.address={cluster.address}")
-    skipped = subprocess.run([sys.executable, "-m", "stages.bench", "--device", "c",
+    skipped = subprocess.run([sys.executable, "-m", "torchgate.bench", "--device", "c",
                               "--precision", "fp32"], capture_output=True, text=True)
     assert skipped.returncode == 0, skipped.stderr
     record = json.loads((project / "reports/test-box/bench/c-fp32.json").read_text())
@@ -191,7 +191,7 @@ def test_a_cell_no_node_offers_is_skipped_and_an_unreachable_cluster_is_one_line
     nobody = f"127.0.0.1:{_free_port()}"
     _compose(project, ["c"], "workload=[matmul_relu]", "launcher.backend=ray",
              f"launcher.ray.address={nobody}")
-    down = subprocess.run([sys.executable, "-m", "stages.bench", "--device", "c",
+    down = subprocess.run([sys.executable, "-m", "torchgate.bench", "--device", "c",
                            "--precision", "fp32"], capture_output=True, text=True)
     assert down.returncode == 2
     assert down.stderr.strip().splitlines() == [
@@ -209,7 +209,7 @@ def test_a_lock_step_pair_runs_on_one_node_with_the_other_revision_unpacked_ther
     git("add", "-A", cwd=project)
     git("commit", "-qm", "the candidate's revision", cwd=project)
     here = {**os.environ, "TORCHGATE_CACHE": str(tmp_path / "stage-cache")}
-    bench = subprocess.run([sys.executable, "-m", "stages.bench", "--device", "b",
+    bench = subprocess.run([sys.executable, "-m", "torchgate.bench", "--device", "b",
                             "--precision", "fp32"], capture_output=True, text=True, env=here)
     assert bench.returncode == 0, bench.stdout + bench.stderr
     record = json.loads((project / "reports/test-box/bench/b-fp32.json").read_text())
@@ -228,13 +228,13 @@ def test_a_node_lost_mid_unit_is_retried_on_another(project, cluster, tmp_path):
     marker = tmp_path / "started"
     (project / "stages/workloads/my_workloads.py").write_text(MARKED)
     (project / "conf/workload/marked.yaml").write_text(
-        f"marked:\n  _target_: stages.workloads.my_workloads.marked\n  marker: {marker}\n"
+        f"marked:\n  _target_: torchgate.workloads.my_workloads.marked\n  marker: {marker}\n"
         "  seconds: 10\n")
     _devices(project, p="pool")
     _compose(project, ["p"], "workload=[marked]", "bench.processes=1", "launcher.backend=ray",
              f"launcher.ray.address={cluster.address}")
     lost = node_of(cluster, "host_b")
-    stage = subprocess.Popen([sys.executable, "-m", "stages.bench", "--device", "p",
+    stage = subprocess.Popen([sys.executable, "-m", "torchgate.bench", "--device", "p",
                               "--precision", "fp32"], stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
     try:

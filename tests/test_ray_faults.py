@@ -6,11 +6,11 @@ import types
 
 import pytest
 
-from stages.core.errors import UserError
-from stages.core.vocabulary import Status
-from stages.launch import ray_backend
-from stages.launch.ray_backend import RayBackend, RayCluster, ask_cluster
-from stages.launch.ray_placement import NodeLeases
+from torchgate.core.errors import UserError
+from torchgate.core.vocabulary import Status
+from torchgate.launch import ray_backend
+from torchgate.launch.ray_backend import RayBackend, RayCluster, ask_cluster
+from torchgate.launch.ray_placement import NodeLeases
 
 ADDRESS = "127.0.0.1:6379"
 

@@ -10,9 +10,9 @@ import shutil
 
 import pytest
 
-from stages.compose import compose
-from stages.core import config
-from stages.core.records import SCHEMA
+from torchgate.compose import compose
+from torchgate.core import config
+from torchgate.core.records import SCHEMA
 
 from .projects import ROOT
 from .test_ci import install_commands
@@ -119,8 +119,8 @@ def test_the_readme_summary_excerpt_has_the_columns_and_digits_the_report_prints
     """The columns of a first run of the default matrix on a CPU with valgrind (counted, and
     `transformer_block`'s tail latency), each number as the summary's formats write it: a stale
     excerpt fails here."""
-    from stages.render.markdown import nbytes, seconds
-    from stages.render.numbers import _count, _dollars, cell_columns
+    from torchgate.render.markdown import nbytes, seconds
+    from torchgate.render.numbers import _count, _dollars, cell_columns
     header, *rows = excerpt_table()
     assert header == cell_columns(tails=True, counted=True)
     assert rows
@@ -149,7 +149,7 @@ def test_torchgate_compose_reads_the_conf_of_the_project_it_runs_in(project):
 
     import yaml
     (project / "conf/workload/only_here.yaml").write_text(
-        "only_here:\n  _target_: stages.workloads.matmul_relu\n  size: 8\n")
+        "only_here:\n  _target_: torchgate.workloads.matmul_relu\n  size: 8\n")
     done = subprocess.run([Path(sys.executable).with_name("torchgate"), "compose",
                            "workload=[only_here]"], cwd=project, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

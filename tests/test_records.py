@@ -9,22 +9,22 @@ from pathlib import Path
 
 import pytest
 
-from stages.core import baseline, records
-from stages.core.config import parse
-from stages.core.errors import UserError
-from stages.core.records import SCHEMA
-from stages.core.records.inputs import RecordPair, RunInputs, ab_baseline
-from stages.core.records.rows import CompareRecord
-from stages.core.records.schema import (
+from torchgate.core import baseline, records
+from torchgate.core.config import parse
+from torchgate.core.errors import UserError
+from torchgate.core.records import SCHEMA
+from torchgate.core.records.inputs import RecordPair, RunInputs, ab_baseline
+from torchgate.core.records.rows import CompareRecord
+from torchgate.core.records.schema import (
     BenchRecord,
     EnvRecord,
     ModeNumerics,
     NumericsRecord,
     Sentinel,
 )
-from stages.judge.run import compare_run
-from stages.judge.timings import bench_rows
-from stages.judge.verdicts import finish
+from torchgate.judge.run import compare_run
+from torchgate.judge.timings import bench_rows
+from torchgate.judge.verdicts import finish
 
 from .records import DELTA, bench, process
 
@@ -273,7 +273,7 @@ def test_numerics_records_keep_full_floats(tmp_path):
 def test_a_run_none_of_whose_cells_the_baseline_holds_is_not_a_first_run():
     """Every timing NEW against a baseline that holds this machine's other cells (a renamed
     cell or precision): the baseline is there, and cannot be used; the gate says why."""
-    from stages.judge.gate import gate_failures
+    from torchgate.judge.gate import gate_failures
     cfg = _fixture_config("params.yaml")
     now = records.load_record(FIXTURES / "reports/bench/cpu-fp32.json", BenchRecord)
     env = records.load_record(FIXTURES / "reports/env/env.json", EnvRecord)

@@ -10,20 +10,20 @@ import pytest
 import yaml
 from PIL import Image
 
-from stages.core.config.settings import Gate
-from stages.core.records import write_text
-from stages.core.records.rows import CompareRecord
-from stages.core.records.schema import BenchProcess, Sentinel
-from stages.judge.environment import hardware_key
-from stages.judge.gate import gate_failures
-from stages.judge.summary import summarize
-from stages.judge.timings import bench_rows
-from stages.judge.verdicts import finish
-from stages.render.metrics import change_key, decisions, numbers
-from stages.render.numbers import environment_change
-from stages.render.plots import forest, medians, nice_ticks, pictures, plot_data, speedup
-from stages.render.summary import summary
-from stages.render.verdicts import table
+from torchgate.core.config.settings import Gate
+from torchgate.core.records import write_text
+from torchgate.core.records.rows import CompareRecord
+from torchgate.core.records.schema import BenchProcess, Sentinel
+from torchgate.judge.environment import hardware_key
+from torchgate.judge.gate import gate_failures
+from torchgate.judge.summary import summarize
+from torchgate.judge.timings import bench_rows
+from torchgate.judge.verdicts import finish
+from torchgate.render.metrics import change_key, decisions, numbers
+from torchgate.render.numbers import environment_change
+from torchgate.render.plots import forest, medians, nice_ticks, pictures, plot_data, speedup
+from torchgate.render.summary import summary
+from torchgate.render.verdicts import table
 
 from .projects import ROOT, dvc, git
 from .records import BUSY, DELTA, bench, mode, process
@@ -236,7 +236,7 @@ def test_the_steady_picture_keeps_every_label_inside_it(monkeypatch):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.text import Text
 
-    from stages.render import plots
+    from torchgate.render import plots
     drawn = []
     monkeypatch.setattr(plots, "png", lambda fig: drawn.append(fig) or b"")
     long = {f"loader_train[num_workers={n}]": [process(), process()] for n in (0, 2)}

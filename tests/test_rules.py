@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from stages.core.config import Config
-from stages.core.config.settings import BenchSettings, Matrix
-from stages.core.vocabulary import Verdict
-from stages.judge import rules, selfcheck, stats
-from stages.judge.rules import RULES, asv, pyperf, torchbench, unit_samples
-from stages.judge.selfcheck import check, verdicts
-from stages.render.selfcheck import report
+from torchgate.core.config import Config
+from torchgate.core.config.settings import BenchSettings, Matrix
+from torchgate.core.vocabulary import Verdict
+from torchgate.judge import rules, selfcheck, stats
+from torchgate.judge.rules import RULES, asv, pyperf, torchbench, unit_samples
+from torchgate.judge.selfcheck import check, verdicts
+from torchgate.render.selfcheck import report
 
 from .projects import ROOT
 from .records import bench, process
@@ -225,7 +225,7 @@ def test_the_rules_leave_torchgate_figures_as_they_were(monkeypatch):
 
 
 def test_the_selfcheck_command_writes_the_table(tmp_path, monkeypatch, capsys):
-    import stages.selfcheck as command
+    import torchgate.selfcheck as command
     records = _records(8, cells=("any",))
     monkeypatch.setattr(command, "measure_bench", lambda cfg, cell, log: dataclasses.replace(
         records["any"], cell=cell.name))

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stages.core.config import parse
-from stages.core.errors import UserError
-from stages.core.records.inputs import RecordPair, RunInputs
-from stages.judge.run import compare_run
+from torchgate.core.config import parse
+from torchgate.core.errors import UserError
+from torchgate.core.records.inputs import RecordPair, RunInputs
+from torchgate.judge.run import compare_run
 from tests.schema_shapes import SHAPES, changes, classes, current, module, shape
 
 FIXTURES = Path(__file__).parent / "fixtures" / "schema"

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from stages.core import config, scratch
-from stages.core.errors import UserError
-from stages.launch.jobs import job_for
-from stages.launch.local import run_worker
+from torchgate.core import config, scratch
+from torchgate.core.errors import UserError
+from torchgate.launch.jobs import job_for
+from torchgate.launch.local import run_worker
 
 from .projects import ROOT
 
@@ -54,7 +54,7 @@ def test_a_scratch_folder_planted_by_someone_else_is_refused_in_one_line(tmp, mo
 
 HOLDER = """
 import sys, time
-from stages.core import scratch
+from torchgate.core import scratch
 print(scratch.run_dir(), flush=True)
 time.sleep(3600)
 """

@@ -6,21 +6,21 @@ import random
 import pytest
 import torch
 
-from stages.core.config import DeviceSpec, PrecisionSpec
-from stages.core.config.settings import WorkloadSpec
-from stages.core.records.job import Job, Timing
-from stages.core.records.outputs import Dynamo
-from stages.core.records.schema import ModeNumerics, ModeTiming, ShapeRun
-from stages.core.typed import from_data, to_data
-from stages.core.vocabulary import Verdict
-from stages.judge.numerics import numerics_rows
-from stages.judge.summary import summarize
-from stages.judge.timings import bench_rows
-from stages.judge.verdicts import finish
-from stages.measure.timing import declared, run_shapes
-from stages.measure.worker import bench_mode
-from stages.render.bench import shape_changes
-from stages.render.numbers import cell_table
+from torchgate.core.config import DeviceSpec, PrecisionSpec
+from torchgate.core.config.settings import WorkloadSpec
+from torchgate.core.records.job import Job, Timing
+from torchgate.core.records.outputs import Dynamo
+from torchgate.core.records.schema import ModeNumerics, ModeTiming, ShapeRun
+from torchgate.core.typed import from_data, to_data
+from torchgate.core.vocabulary import Verdict
+from torchgate.judge.numerics import numerics_rows
+from torchgate.judge.summary import summarize
+from torchgate.judge.timings import bench_rows
+from torchgate.judge.verdicts import finish
+from torchgate.measure.timing import declared, run_shapes
+from torchgate.measure.worker import bench_mode
+from torchgate.render.bench import shape_changes
+from torchgate.render.numbers import cell_table
 
 from .records import BUSY, DELTA, bench, numerics, process
 from .shape_workloads import varlen

@@ -1,6 +1,6 @@
 """A check split across runners (launcher.shard i/n, a CI job matrix): each job measures its part
 of every cell's workloads, planned alike in every job from the same inputs, and
-`python -m stages.merge` joins the parts into the record one job would have written."""
+`python -m torchgate.merge` joins the parts into the record one job would have written."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,22 +8,22 @@ import shutil
 
 import pytest
 
-from stages.arms.plan import Plan
-from stages.core import config
-from stages.core.config.settings import Launcher
-from stages.core.errors import UserError
-from stages.core.records import load_record, write_record
-from stages.core.records.parts import joined
-from stages.core.records.schema import BenchRecord, NumericsRecord
-from stages.judge.tolerance import numerics_record
-from stages.launch.cells import measure_bench, measure_numerics
-from stages.launch.reuse import shard_of
+from torchgate.arms.plan import Plan
+from torchgate.core import config
+from torchgate.core.config.settings import Launcher
+from torchgate.core.errors import UserError
+from torchgate.core.records import load_record, write_record
+from torchgate.core.records.parts import joined
+from torchgate.core.records.schema import BenchRecord, NumericsRecord
+from torchgate.judge.tolerance import numerics_record
+from torchgate.launch.cells import measure_bench, measure_numerics
+from torchgate.launch.reuse import shard_of
 
 from .projects import REPORTS, git
 from .test_pr_cost import RAW, Worker, arms_where_a_changed
 
 THREE = {**RAW, "workload": {**RAW["workload"],
-                             "c": {"_target_": "stages.workloads.elementwise", "size": 16}},
+                             "c": {"_target_": "torchgate.workloads.elementwise", "size": 16}},
          "bench": {**RAW["bench"], "unchanged_controls": 1}}
 
 
@@ -97,9 +97,9 @@ def test_a_part_missing_twice_given_or_of_another_check_is_one_line(counting):
 def test_the_last_job_joins_the_parts_and_compare_judges_the_whole(project, counting, capsys):
     """Two jobs' reports folders, as CI artifacts hold them, named by launcher.parts: the
     bench and numerics stages join them into one record and page a cell, judged as one run."""
-    from stages import bench, compare, numerics
-    from stages.compose import compose
-    from stages.env import main as env_main
+    from torchgate import bench, compare, numerics
+    from torchgate.compose import compose
+    from torchgate.env import main as env_main
     params = ["matrix=pr", "workload=[matmul_relu,elementwise]"]
     compose(project / "params.yaml", params)
     env_main([])

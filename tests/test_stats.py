@@ -1,13 +1,13 @@
-"""Known answers for stages.stats: the test, the adjustment, the verdict rule, the planning."""
+"""Known answers for torchgate.stats: the test, the adjustment, the verdict rule, the planning."""
 import math
 
 import numpy as np
 import pytest
 from scipy import stats as sps
 
-from stages.core.numbers import median
-from stages.core.vocabulary import Verdict
-from stages.judge import stats
+from torchgate.core.numbers import median
+from torchgate.core.vocabulary import Verdict
+from torchgate.judge import stats
 
 ALPHA, POWER = 0.05, 0.8
 

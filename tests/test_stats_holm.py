@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from stages.core.vocabulary import UnitKey, Verdict
-from stages.judge import stats
-from stages.judge.verdicts import Draft, finish
+from torchgate.core.vocabulary import UnitKey, Verdict
+from torchgate.judge import stats
+from torchgate.judge.verdicts import Draft, finish
 
 from .test_stats_unit_drift import margin
 

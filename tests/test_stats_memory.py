@@ -14,9 +14,9 @@ import functools
 import numpy as np
 import pytest
 
-from stages.core.vocabulary import UnitKey, Verdict
-from stages.judge.timings import OWN_MEMORY, WHOLE_PEAK, _memory_row, _ratio_rule, own_memory
-from stages.judge.verdicts import finish
+from torchgate.core.vocabulary import UnitKey, Verdict
+from torchgate.judge.timings import OWN_MEMORY, WHOLE_PEAK, _memory_row, _ratio_rule, own_memory
+from torchgate.judge.verdicts import finish
 
 from .records import bench, process
 from .test_stats_unit_drift import margin

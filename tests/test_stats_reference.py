@@ -16,16 +16,16 @@ import random
 import numpy as np
 import pytest
 
-from stages.core.config import Config
-from stages.core.config.settings import Matrix, StatsSettings
-from stages.core.records.inputs import RecordPair, RunInputs
-from stages.core.records.schema import EnvRecord
-from stages.core.vocabulary import UnitKey, Verdict
-from stages.judge import stats
-from stages.judge.moderation import run_spreads
-from stages.judge.run import compare_run
-from stages.judge.run_to_run import like_reference
-from stages.judge.verdicts import Draft, finish
+from torchgate.core.config import Config
+from torchgate.core.config.settings import Matrix, StatsSettings
+from torchgate.core.records.inputs import RecordPair, RunInputs
+from torchgate.core.records.schema import EnvRecord
+from torchgate.core.vocabulary import UnitKey, Verdict
+from torchgate.judge import stats
+from torchgate.judge.moderation import run_spreads
+from torchgate.judge.run import compare_run
+from torchgate.judge.run_to_run import like_reference
+from torchgate.judge.verdicts import Draft, finish
 
 from .records import bench, process
 from .test_stats_unit_drift import margin

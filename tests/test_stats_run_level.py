@@ -24,11 +24,11 @@ import os
 import numpy as np
 import pytest
 
-from stages.core.vocabulary import UnitKey, Verdict
-from stages.judge import stats
-from stages.judge.moderation import run_spreads
-from stages.judge.run_to_run import prior
-from stages.judge.verdicts import Draft, finish
+from torchgate.core.vocabulary import UnitKey, Verdict
+from torchgate.judge import stats
+from torchgate.judge.moderation import run_spreads
+from torchgate.judge.run_to_run import prior
+from torchgate.judge.verdicts import Draft, finish
 
 from .test_stats_simulation import (
     ALPHA,

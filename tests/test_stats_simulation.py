@@ -27,13 +27,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from stages.core.config.settings import Delta
-from stages.core.records.rows import CompareRecord
-from stages.core.records.schema import BenchProcess, BenchRecord, ModeTiming, Sentinel, WorkloadRun
-from stages.core.vocabulary import UnitKey, Verdict
-from stages.judge import stats
-from stages.judge.timings import bench_rows
-from stages.judge.verdicts import Draft, finish
+from torchgate.core.config.settings import Delta
+from torchgate.core.records.rows import CompareRecord
+from torchgate.core.records.schema import BenchProcess, BenchRecord, ModeTiming, Sentinel, WorkloadRun
+from torchgate.core.vocabulary import UnitKey, Verdict
+from torchgate.judge import stats
+from torchgate.judge.timings import bench_rows
+from torchgate.judge.verdicts import Draft, finish
 
 from .records import with_ab
 

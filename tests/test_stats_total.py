@@ -8,8 +8,8 @@ import itertools
 import math
 import random
 
-from stages.judge import changepoints, stats
-from stages.render.markdown import mde, percent, ratio_change
+from torchgate.judge import changepoints, stats
+from torchgate.render.markdown import mde, percent, ratio_change
 
 ALPHA, POWER, DELTA = 0.05, 0.8, 0.05
 
@@ -79,22 +79,22 @@ def test_a_history_whose_level_jumps_by_orders_of_magnitude_is_a_shift_not_an_er
 
 
 def test_the_bench_stage_keeps_every_process_of_two_wild_pairs_and_judges_them():
-    """The bench stage's own measuring path (stages.bench.measure: rounds, an interim look,
+    """The bench stage's own measuring path (torchgate.bench.measure: rounds, an interim look,
     adaptive rounds) with a pair one 1e6x apart: the record keeps every process, and the unit
     is INCONCLUSIVE with an MDE shown as unbounded, not a traceback."""
     from types import SimpleNamespace
 
-    from stages import bench
-    from stages.arms.plan import Plan
-    from stages.core import config
-    from stages.core.records.inputs import RunInputs, with_record
-    from stages.core.records.job import NOW_ARM, Arm
-    from stages.judge.run import compare_run
-    from stages.render.verdicts import change, evidence
+    from torchgate import bench
+    from torchgate.arms.plan import Plan
+    from torchgate.core import config
+    from torchgate.core.records.inputs import RunInputs, with_record
+    from torchgate.core.records.job import NOW_ARM, Arm
+    from torchgate.judge.run import compare_run
+    from torchgate.render.verdicts import change, evidence
 
     cfg = config.parse({
         "device": {"cpu": {"type": "cpu"}}, "precision": {"fp32": {"dtype": "float32"}},
-        "workload": {"w": {"_target_": "stages.workloads.matmul_relu", "size": 8}},
+        "workload": {"w": {"_target_": "torchgate.workloads.matmul_relu", "size": 8}},
         "matrix": {"modes": ["eager"]},
         "bench": {"processes": 2, "adaptive_budget_s": 30, "max_processes": 2,
                   "cold_compile_processes": 1, "instructions": "never"}})
@@ -126,9 +126,9 @@ def test_a_cell_whose_judging_raises_fails_alone_and_the_others_are_judged(monke
     the run's verdicts: that cell FAILED with the reason, the gate red, the others judged."""
     import yaml
 
-    from stages.core import config
-    from stages.core.records.inputs import RunInputs, pair
-    from stages.judge import run
+    from torchgate.core import config
+    from torchgate.core.records.inputs import RunInputs, pair
+    from torchgate.judge import run
 
     from .projects import default_params
     from .records import record

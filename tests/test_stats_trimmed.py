@@ -10,7 +10,7 @@ import pytest
 from scipy import special
 from scipy import stats as sps
 
-from stages.judge import stats
+from torchgate.judge import stats
 
 LEVELS = (0.05, 0.003, 0.001)
 DELTA = 0.05

@@ -17,10 +17,10 @@ import math
 import numpy as np
 import pytest
 
-from stages.core.vocabulary import UnitKey, Verdict
-from stages.judge import stats
-from stages.judge.moderation import RunSpread, run_spreads
-from stages.judge.verdicts import Draft, finish
+from torchgate.core.vocabulary import UnitKey, Verdict
+from torchgate.judge import stats
+from torchgate.judge.moderation import RunSpread, run_spreads
+from torchgate.judge.verdicts import Draft, finish
 
 ALPHA, PRIOR, UNITS, SIGMA = 0.05, 0.03, 20, 0.02
 TARGET = UNITS // 2          # τ ≈ 2.2 % in the heterogeneous runs: the unit that slows down

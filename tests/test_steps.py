@@ -10,22 +10,22 @@ import pytest
 import torch
 import yaml
 
-from stages.compose import compose
-from stages.core.config import DeviceSpec, PrecisionSpec, expand
-from stages.core.config.settings import WorkloadSpec
-from stages.core.records.job import Job, Timing
-from stages.core.records.schema import Busy, ModeTiming
-from stages.core.vocabulary import Verdict
-from stages.judge.steps import COMPUTE, INPUT, NEAR, TRANSFER, breakdown, diagnose
-from stages.judge.summary import summarize
-from stages.judge.timings import bench_rows
-from stages.judge.verdicts import finish
-from stages.measure.pipeline import NO_COPY, Pipeline, batch_bytes, time_breakdown
-from stages.measure.worker import bench_mode, outputs_after_steps
-from stages.render.bench import page
-from stages.render.numbers import numbers_section
-from stages.render.steps import diagnosis
-from stages.workloads.loader import DecodedSamples, loader_train
+from torchgate.compose import compose
+from torchgate.core.config import DeviceSpec, PrecisionSpec, expand
+from torchgate.core.config.settings import WorkloadSpec
+from torchgate.core.records.job import Job, Timing
+from torchgate.core.records.schema import Busy, ModeTiming
+from torchgate.core.vocabulary import Verdict
+from torchgate.judge.steps import COMPUTE, INPUT, NEAR, TRANSFER, breakdown, diagnose
+from torchgate.judge.summary import summarize
+from torchgate.judge.timings import bench_rows
+from torchgate.judge.verdicts import finish
+from torchgate.measure.pipeline import NO_COPY, Pipeline, batch_bytes, time_breakdown
+from torchgate.measure.worker import bench_mode, outputs_after_steps
+from torchgate.render.bench import page
+from torchgate.render.numbers import numbers_section
+from torchgate.render.steps import diagnosis
+from torchgate.workloads.loader import DecodedSamples, loader_train
 
 from .projects import ROOT
 from .records import BUSY, DELTA, bench, process
@@ -145,7 +145,7 @@ def test_a_decoded_sample_is_the_same_whoever_decodes_it_and_in_any_order():
 
 
 def loader_job(**kwargs) -> Job:
-    spec = WorkloadSpec("loader_train", "stages.workloads.loader.loader_train",
+    spec = WorkloadSpec("loader_train", "torchgate.workloads.loader.loader_train",
                         {"batch": 8, "features": 32, "hidden": 32, "batches": 4, **kwargs})
     return Job("bench", 0, DeviceSpec("cpu", "cpu"), PrecisionSpec("fp32", "float32"), (spec,),
                ("eager",), Timing(3, 0.002, 0.01, 3, 1.0, breakdown_calls=12,
@@ -167,7 +167,7 @@ def test_the_worker_records_where_the_step_goes_on_the_cpu():
 
 
 def test_num_workers_and_pin_memory_sweep_like_any_workload_argument():
-    spec = WorkloadSpec("loader_train", "stages.workloads.loader.loader_train",
+    spec = WorkloadSpec("loader_train", "torchgate.workloads.loader.loader_train",
                         {"num_workers": 0, "pin_memory": False})
     units = expand({"loader_train": spec}, {"num_workers": [0, 2], "pin_memory": [False, True]})
     assert sorted(units) == [f"loader_train[num_workers={w},pin_memory={p}]"
@@ -233,7 +233,7 @@ def test_a_bench_stage_measures_the_loader_at_each_num_workers(project):
         "workload.loader_train.batch=8", "workload.loader_train.features=32",
         "workload.loader_train.hidden=32", "workload.loader_train.batches=4",
         "sweep.num_workers=[0,2]"], conf=project / "conf")
-    run = subprocess.run([sys.executable, "-m", "stages.bench", "--device", "cpu",
+    run = subprocess.run([sys.executable, "-m", "torchgate.bench", "--device", "cpu",
                           "--precision", "fp32"], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
     bench_json = json.loads((project / "reports/test-box/bench/cpu-fp32.json").read_text())

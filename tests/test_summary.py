@@ -6,12 +6,12 @@ from collections import Counter
 
 import pytest
 
-from stages import report as report_stage
-from stages.compose import compose
-from stages.core.config.settings import Delta, HistorySettings
-from stages.core.records import write_record
-from stages.core.records.rows import CompareRecord
-from stages.core.records.schema import (
+from torchgate import report as report_stage
+from torchgate.compose import compose
+from torchgate.core.config.settings import Delta, HistorySettings
+from torchgate.core.records import write_record
+from torchgate.core.records.rows import CompareRecord
+from torchgate.core.records.schema import (
     BenchProcess,
     BenchRecord,
     Busy,
@@ -21,14 +21,14 @@ from stages.core.records.schema import (
     Waiting,
     WorkloadRun,
 )
-from stages.core.vocabulary import BASELINE, NOW, UnitKey
-from stages.judge import summary as summary_module
-from stages.judge.summary import summarize
-from stages.judge.timings import bench_rows
-from stages.judge.trends import Run, series
-from stages.judge.verdicts import finish
-from stages.render.bench import measured, waiting
-from stages.render.numbers import cell_table
+from torchgate.core.vocabulary import BASELINE, NOW, UnitKey
+from torchgate.judge import summary as summary_module
+from torchgate.judge.summary import summarize
+from torchgate.judge.timings import bench_rows
+from torchgate.judge.trends import Run, series
+from torchgate.judge.verdicts import finish
+from torchgate.render.bench import measured, waiting
+from torchgate.render.numbers import cell_table
 
 from .records import BUSY, DELTA, bench, process, with_ab
 
@@ -72,12 +72,12 @@ def known() -> BenchRecord:
 def test_a_workload_that_names_its_item_is_read_in_it():
     """A decoder's `_item_: token`: the summary and the bench page say tokens/s; a workload
     that names none, items/s as before."""
-    from stages.core import config
-    from stages.core.records.schema import RecordedWorkload
-    from stages.render.bench import measured as bench_table
+    from torchgate.core import config
+    from torchgate.core.records.schema import RecordedWorkload
+    from torchgate.render.bench import measured as bench_table
     raw = {"device": {"cpu": {"type": "cpu"}}, "precision": {"fp32": {"dtype": "float32"}},
            "matrix": {"modes": ["eager"]}, "workload": {"gpt_decode": {
-               "_target_": "stages.workloads.decoder.gpt", "_item_": "token"}}}
+               "_target_": "torchgate.workloads.decoder.gpt", "_item_": "token"}}}
     spec = config.parse(raw).workloads["gpt_decode"]
     assert spec.item == "token"
     record = known()

@@ -14,11 +14,11 @@ import math
 import numpy as np
 import pytest
 
-from stages.core.config.settings import Recommend
-from stages.core.numbers import median
-from stages.judge.results import Sweep, SweepPoint, UnitSummary
-from stages.judge.sweeps import cheapness, read, recommend
-from stages.render import sweeps as render
+from torchgate.core.config.settings import Recommend
+from torchgate.core.numbers import median
+from torchgate.judge.results import Sweep, SweepPoint, UnitSummary
+from torchgate.judge.sweeps import cheapness, read, recommend
+from torchgate.render import sweeps as render
 
 from .test_stats_unit_drift import margin
 

@@ -3,16 +3,16 @@ judged like any other unit), drawn as a curve with a recommended point that move
 hardware's best point does."""
 import pytest
 
-from stages.arms.plan import Plan
-from stages.core import config
-from stages.core.config.settings import CompareSettings, Recommend
-from stages.core.errors import UserError
-from stages.core.records.inputs import ab_baseline
-from stages.core.records.job import Arm
-from stages.judge.summary import summarize
-from stages.judge.sweeps import curves, decide, recommend
-from stages.launch.cells import measure_bench
-from stages.render.sweeps import sweep_pictures, sweeps_section
+from torchgate.arms.plan import Plan
+from torchgate.core import config
+from torchgate.core.config.settings import CompareSettings, Recommend
+from torchgate.core.errors import UserError
+from torchgate.core.records.inputs import ab_baseline
+from torchgate.core.records.job import Arm
+from torchgate.judge.summary import summarize
+from torchgate.judge.sweeps import curves, decide, recommend
+from torchgate.launch.cells import measure_bench
+from torchgate.render.sweeps import sweep_pictures, sweeps_section
 
 RAW = {"device": {"cpu": {"type": "cpu", "price_per_hour": 0.36}},
        "precision": {"fp32": {"dtype": "float32"}},

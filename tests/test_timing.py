@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from stages.core.records.schema import Sentinel
-from stages.measure.proc import tree_cpu_s
-from stages.measure.timing import BusyMachine, SentinelProbe, measure, steady_start, still_falling
+from torchgate.core.records.schema import Sentinel
+from torchgate.measure.proc import tree_cpu_s
+from torchgate.measure.timing import BusyMachine, SentinelProbe, measure, steady_start, still_falling
 
 
 class FakeClock:
@@ -185,7 +185,7 @@ def test_cpu_peak_memory_is_the_workers_own_not_its_parents():
     import sys
     fat = bytearray(2 ** 30)
     fat[::4096] = b"\x01" * len(fat[::4096])
-    code = ("import torch; from stages.measure.device import peak_memory_bytes, "
+    code = ("import torch; from torchgate.measure.device import peak_memory_bytes, "
             "peak_memory_reset; d = torch.device('cpu'); peak_memory_reset(d); "
             "print(peak_memory_bytes(d))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from stages import torchgate
-from stages.core.records import write_record
+from torchgate import torchgate
+from torchgate.core.records import write_record
 
 from .projects import ROOT
 from .records import bench, process
@@ -31,8 +31,8 @@ def written(folder: Path, steady: float, seed: int, cell: str = "c") -> Path:
 
 
 def read_back(path: Path):
-    from stages.core.records import load_record
-    from stages.core.records.schema import BenchRecord
+    from torchgate.core.records import load_record
+    from torchgate.core.records.schema import BenchRecord
     return load_record(path, BenchRecord)
 
 
@@ -171,8 +171,8 @@ def test_exps_shows_dvc_exp_show_with_the_declared_columns_each_of_which_exists(
     metrics.json key of a run (a key renamed would silently vanish from the view)."""
     import yaml
 
-    from stages.core.records.rows import CompareRecord
-    from stages.render.metrics import decisions
+    from torchgate.core.records.rows import CompareRecord
+    from torchgate.render.metrics import decisions
     called = []
     monkeypatch.setattr("subprocess.call", lambda argv: called.append(argv) or 0)
     with pytest.raises(SystemExit) as done:

@@ -8,10 +8,10 @@ import sys
 import pytest
 import yaml
 
-from stages.compose import compose
-from stages.core import config
-from stages.core.config.targets import check_tracked, module_paths
-from stages.core.errors import UserError
+from torchgate.compose import compose
+from torchgate.core import config
+from torchgate.core.config.targets import check_tracked, module_paths
+from torchgate.core.errors import UserError
 
 from .projects import ROOT
 
@@ -38,14 +38,14 @@ def test_a_module_outside_the_tracked_folders_is_refused_naming_where_to_put_it(
         "workload.acme: its module acme_workload.py is not a dependency of the bench stage, "
         "so `dvc repro` would keep the old numbers after you edit it; move it into "
         "stages/workloads/ (or a package under it) and set _target_: "
-        "stages.workloads.acme_workload.build, or add acme_workload.py to the deps of the "
+        "torchgate.workloads.acme_workload.build, or add acme_workload.py to the deps of the "
         "bench and numerics stages in dvc.yaml")
     with pytest.raises(UserError, match="not a dependency of the numerics stage"):
         check_tracked(_specs(), "numerics", tree)
 
 
 def test_tracked_modules_installed_packages_and_projects_without_dvc_pass(tree):
-    check_tracked(_specs("stages.workloads.acme.build"), "bench", tree)
+    check_tracked(_specs("torchgate.workloads.acme.build"), "bench", tree)
     check_tracked(_specs("numpy.linalg.norm"), "bench", tree)       # not the project's
     dvc = yaml.safe_load((tree / "dvc.yaml").read_text())
     for stage in ("bench", "numerics"):                             # the README's other way
@@ -61,7 +61,7 @@ def test_the_bench_stage_refuses_before_it_measures(project):
     (project / "acme_workload.py").write_text(MODULE)
     (project / "conf/workload/acme.yaml").write_text("acme:\n  _target_: acme_workload.build\n")
     compose(project / "params.yaml", ["matrix=smoke", "workload=[acme]"], conf=project / "conf")
-    run = subprocess.run([sys.executable, "-m", "stages.bench", "--device", "cpu",
+    run = subprocess.run([sys.executable, "-m", "torchgate.bench", "--device", "cpu",
                           "--precision", "fp32"], capture_output=True, text=True, timeout=300)
     lines = run.stderr.strip().splitlines()
     assert run.returncode != 0 and len(lines) == 1, run.stderr

@@ -1,5 +1,5 @@
 """A workload's own limits: one that cannot run on a device or dtype by design is SKIPPED with
-its reason, not FAILED (stages.workloads.Unsupported); one whose error is larger by nature
+its reason, not FAILED (torchgate.workloads.Unsupported); one whose error is larger by nature
 than its precision's is judged by its own tolerance (`_rel_l2_tol_`)."""
 from __future__ import annotations
 
@@ -8,25 +8,25 @@ import functools
 import pytest
 import torch
 
-from stages.core.config import PrecisionSpec, parse_workloads
-from stages.core.config.settings import WorkloadSpec
-from stages.core.errors import UserError
-from stages.core.records.outputs import ModeOutputs, OutputError
-from stages.core.records.schema import ModeNumerics, NumericsRecord, Tolerance
-from stages.core.vocabulary import BAD, Check, Status, Verdict
-from stages.judge.numerics import numerics_rows
-from stages.judge.summary import summarize
-from stages.judge.timings import bench_rows
-from stages.judge.tolerance import evaluate, own_tolerance
-from stages.judge.verdicts import finish
-from stages.launch.jobs import recorded
-from stages.measure.accuracy import fingerprint
-from stages.measure.build import failure
-from stages.measure.worker import run_bench, run_numerics
-from stages.render.numbers import cell_table
-from stages.render.numerics import errors
-from stages.render.summary import numerics_section
-from stages.workloads import Unsupported
+from torchgate.core.config import PrecisionSpec, parse_workloads
+from torchgate.core.config.settings import WorkloadSpec
+from torchgate.core.errors import UserError
+from torchgate.core.records.outputs import ModeOutputs, OutputError
+from torchgate.core.records.schema import ModeNumerics, NumericsRecord, Tolerance
+from torchgate.core.vocabulary import BAD, Check, Status, Verdict
+from torchgate.judge.numerics import numerics_rows
+from torchgate.judge.summary import summarize
+from torchgate.judge.timings import bench_rows
+from torchgate.judge.tolerance import evaluate, own_tolerance
+from torchgate.judge.verdicts import finish
+from torchgate.launch.jobs import recorded
+from torchgate.measure.accuracy import fingerprint
+from torchgate.measure.build import failure
+from torchgate.measure.worker import run_bench, run_numerics
+from torchgate.render.numbers import cell_table
+from torchgate.render.numerics import errors
+from torchgate.render.summary import numerics_section
+from torchgate.workloads import Unsupported
 
 from .jobs import BRIEF, job
 from .records import BUSY, DELTA, bench, numerics
@@ -41,14 +41,14 @@ in_both_modes = functools.partial(job, modes=("eager", "compiled"), timing=BRIEF
 def test_unsupported_is_skipped_by_name_whichever_revision_raised_it():
     assert failure(Unsupported("no float8 here")) == (Status.SKIPPED, "no float8 here", None)
     # Another revision's workloads package defines its own class of the same name.
-    theirs = type("Unsupported", (Exception,), {"__module__": "stages.workloads"})
+    theirs = type("Unsupported", (Exception,), {"__module__": "torchgate.workloads"})
     assert failure(theirs("no kernels")).status == Status.SKIPPED
     lookalike = type("Unsupported", (Exception,), {"__module__": "acme.models"})
     assert failure(lookalike("x")).status == Status.ERROR
 
 
 def test_a_workload_unsupported_here_is_skipped_in_bench_and_numerics_with_its_reason():
-    target = "stages.workloads.lowp.fp8_matmul"
+    target = "torchgate.workloads.lowp.fp8_matmul"
     proc = run_bench(in_both_modes(target, {"size": 16}))
     assert {m: r.status for m, r in proc.modes.items()} == {
         "eager": Status.SKIPPED, "compiled": Status.SKIPPED}

@@ -3,17 +3,17 @@ run measured the cell) is not a first run: the gate fails, naming the cell and w
 import dataclasses
 import random
 
-from stages.core import config
-from stages.core.baseline import load_run
-from stages.core.config.settings import Gate
-from stages.core.records import write_record
-from stages.core.records.rows import CompareRecord
-from stages.core.records.schema import BenchRecord, EnvRecord
-from stages.judge.gate import gate_checked, gate_failures
-from stages.judge.run import compare_run
-from stages.judge.timings import bench_rows
-from stages.judge.verdicts import finish
-from stages.render.summary import headline
+from torchgate.core import config
+from torchgate.core.baseline import load_run
+from torchgate.core.config.settings import Gate
+from torchgate.core.records import write_record
+from torchgate.core.records.rows import CompareRecord
+from torchgate.core.records.schema import BenchRecord, EnvRecord
+from torchgate.judge.gate import gate_checked, gate_failures
+from torchgate.judge.run import compare_run
+from torchgate.judge.timings import bench_rows
+from torchgate.judge.verdicts import finish
+from torchgate.render.summary import headline
 
 from .projects import REPORTS, git, init_repo
 from .records import DELTA, bench, process, record

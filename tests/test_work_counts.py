@@ -10,16 +10,16 @@ import dataclasses
 import pytest
 import torch
 
-from stages.core.records.schema import BenchProcess
-from stages.core.scratch import private
-from stages.core.typed import from_data
-from stages.core.vocabulary import Verdict
-from stages.judge.summary import summarize
-from stages.judge.timings import bench_rows
-from stages.launch import local
-from stages.measure.ops import count_work
-from stages.render.metrics import bench_metrics
-from stages.workloads import mlp_train
+from torchgate.core.records.schema import BenchProcess
+from torchgate.core.scratch import private
+from torchgate.core.typed import from_data
+from torchgate.core.vocabulary import Verdict
+from torchgate.judge.summary import summarize
+from torchgate.judge.timings import bench_rows
+from torchgate.launch import local
+from torchgate.measure.ops import count_work
+from torchgate.render.metrics import bench_metrics
+from torchgate.workloads import mlp_train
 
 from .jobs import job, quick
 from .records import BUSY, DELTA, bench, process
@@ -117,7 +117,7 @@ def test_two_worker_processes_of_the_same_code_count_the_same_work(tmp_path, mon
     test_the_flops_of_a_call_are_its_matmuls_and_grow_with_its_work)."""
     cache = private(tmp_path / "inductor")
     monkeypatch.setattr(local.scratch, "inductor_cache", lambda: cache)
-    matmul = job("stages.workloads.matmul_relu", {"size": 32}, name="matmul_relu",
+    matmul = job("torchgate.workloads.matmul_relu", {"size": 32}, name="matmul_relu",
                  modes=("eager", "compiled"), timing=quick(min_warmup_calls=3))
     records = []
     for _ in range(2):
@@ -138,14 +138,14 @@ def test_two_worker_processes_of_the_same_code_count_the_same_work(tmp_path, mon
 
 
 def _rows(steady: str, flops: str, ops: str = Verdict.EQUIVALENT):
-    from stages.core.records.rows import Row
+    from torchgate.core.records.rows import Row
     return tuple(Row("bench", "c", "w", "eager", metric, verdict, note=note) for metric, verdict, note
                  in (("steady_s", steady, ""), ("flops_per_call", flops, "aten.mm 100 → 110"),
                      ("aten_ops", ops, ""), ("warmup_s", Verdict.INCONCLUSIVE, "")))
 
 
 def test_where_time_and_counts_disagree_the_row_says_what_it_means():
-    from stages.judge.timings import read_time_by_work
+    from torchgate.judge.timings import read_time_by_work
     notes = {r.metric: r.note for r in read_time_by_work(_rows(Verdict.REGRESSED,
                                                                 Verdict.EQUIVALENT))}
     assert notes["steady_s"] == ("the same work counted (FLOPs per call, aten ops per call): the "

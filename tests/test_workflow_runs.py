@@ -1,7 +1,7 @@
 """The workflows' jobs run, step after step, on this machine (tests/workflow_runner.py) against
 a local git origin and the stand-in of GitHub's API: `dvc repro` and `pip` are stand-ins (the
-measurement itself is tested elsewhere), everything else is real: `python -m stages.compose`,
-`dvc params diff`, .github/torchgate.sh, `python -m stages.comment`, git."""
+measurement itself is tested elsewhere), everything else is real: `python -m torchgate.compose`,
+`dvc params diff`, .github/torchgate.sh, `python -m torchgate.comment`, git."""
 from __future__ import annotations
 
 import hashlib

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from stages.compose import compose
-from stages.core.config import targets
-from stages.core.config.settings import WorkloadSpec
-from stages.core.config.targets import check_workloads, load_target, signatures
-from stages.core.errors import UserError
-from stages.launch import local
+from torchgate.compose import compose
+from torchgate.core.config import targets
+from torchgate.core.config.settings import WorkloadSpec
+from torchgate.core.config.targets import check_workloads, load_target, signatures
+from torchgate.core.errors import UserError
+from torchgate.launch import local
 
 from .jobs import job, quick
 
@@ -23,7 +23,7 @@ MODULES = {
     "quits_at_import": "import os\nprint('bye')\nos._exit(0)\n",
     "hangs_at_import": "import time\ntime.sleep(3600)\n",
 }
-GOOD = "stages.workloads.matmul_relu"
+GOOD = "torchgate.workloads.matmul_relu"
 # Bound by an assignment, the factory's signature is known only by importing its module.
 FACTORY = "\n\nbuild = lambda **kwargs: None\n"
 
@@ -105,18 +105,18 @@ def test_a_bench_stage_measures_the_others_and_records_each_import_failure(proje
             body + FACTORY)
     conf = project / "conf" / "workload"
     (conf / "exits.yaml").write_text(
-        "exits:\n  _target_: stages.workloads.exits_at_import.build\n")
-    (conf / "hangs.yaml").write_text("hangs:\n  _target_: stages.workloads.hangs_at_import.build\n"
+        "exits:\n  _target_: torchgate.workloads.exits_at_import.build\n")
+    (conf / "hangs.yaml").write_text("hangs:\n  _target_: torchgate.workloads.hangs_at_import.build\n"
                                      "  _timeout_s_: 4\n")
     compose(project / "params.yaml", ["matrix=smoke", "workload=[matmul_relu,exits,hangs]",
                                       "bench.processes=1", "bench.cold_compile_processes=1",
                                       "bench.samples=3",
                                       "bench.timeout_s=10", "bench.adaptive_budget_s=0"],
             conf=project / "conf")
-    run = subprocess.run([sys.executable, "-m", "stages.bench", "--device", "cpu",
+    run = subprocess.run([sys.executable, "-m", "torchgate.bench", "--device", "cpu",
                           "--precision", "fp32"], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
-    assert "torchgate bench: workload hangs: importing stages.workloads.hangs_at_import.build " \
+    assert "torchgate bench: workload hangs: importing torchgate.workloads.hangs_at_import.build " \
            "did not finish within 10 s; its processes will time out" in run.stdout
     bench = json.loads((project / "reports/test-box/bench/cpu-fp32.json").read_text())
     first = {name: w["processes"][0] for name, w in bench["workloads"].items()}
@@ -126,7 +126,7 @@ def test_a_bench_stage_measures_the_others_and_records_each_import_failure(proje
     assert got["status"] == "ERROR" and "the module called sys.exit(0) while being imported" \
         in got["error"]
     assert first["hangs"]["status"] == "TIMEOUT"
-    assert "time limit, still importing stages.workloads.hangs_at_import.build" in first[
+    assert "time limit, still importing torchgate.workloads.hangs_at_import.build" in first[
         "hangs"]["error"]
 
 
@@ -142,7 +142,7 @@ def test_a_worker_hanging_at_a_plain_defs_import_stops_at_the_import_limit(tmp_p
     hangs = job("plain_hang.build", timing=quick(import_timeout_s=6))
     started = time.perf_counter()
     if paired:
-        good = job("stages.workloads.matmul_relu", timing=quick(import_timeout_s=60))
+        good = job("torchgate.workloads.matmul_relu", timing=quick(import_timeout_s=60))
         raw, other = local.run_interleaved([(hangs, None), (good, None)], timeout_s=120)
         assert other["status"] == "OK", other
     else:

@@ -5,9 +5,9 @@ import os
 
 import pytest
 
-from stages.core import records
-from stages.core.errors import UserError, one_line_errors
-from stages.core.records.rows import CompareRecord
+from torchgate.core import records
+from torchgate.core.errors import UserError, one_line_errors
+from torchgate.core.records.rows import CompareRecord
 
 
 def _failing(code):

@@ -5,7 +5,7 @@ import time
 
 import torch
 
-from stages.workloads import Workload
+from torchgate.workloads import Workload
 
 
 def logged(*, device, dtype, compile, seed, path, tag, hang_on_call=0, spin=False):

@@ -1,5 +1,5 @@
 """A workload that cannot run anywhere, its float64 reference included."""
-from stages.workloads import Unsupported
+from torchgate.workloads import Unsupported
 
 
 def nowhere(*, device, dtype, compile, seed):

@@ -13,8 +13,8 @@ interpreter runs). Unlocked incomplete entries and temporaries of older versions
 (`.<name>.*.tmp`) older than STALE_S are removed whenever the cache is used; complete entries
 beyond `arms.cache_max_gb` are evicted, least recently used first, after a build, or by hand:
 
-    python -m stages.arms.cache                      # what it holds
-    python -m stages.arms.cache --evict --keep-gb 20
+    python -m torchgate.arms.cache                      # what it holds
+    python -m torchgate.arms.cache --evict --keep-gb 20
 """
 from __future__ import annotations
 
@@ -28,9 +28,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
-from stages.core import cli
-from stages.core.config import Config
-from stages.core.errors import UserError, one_line_errors
+from torchgate.core import cli
+from torchgate.core.config import Config
+from torchgate.core.errors import UserError, one_line_errors
 
 MARKER = ".torchgate-complete"   # written last: the entry is complete; its mtime: last use
 KINDS = ("venvs", "code")

@@ -11,9 +11,9 @@ import subprocess
 import tarfile
 from pathlib import Path
 
-from stages.arms.cache import ensure
-from stages.core.errors import UserError
-from stages.core.vocabulary import short
+from torchgate.arms.cache import ensure
+from torchgate.core.errors import UserError
+from torchgate.core.vocabulary import short
 
 
 def _git(*args: str, root: Path, text: bool = True) -> subprocess.CompletedProcess:

@@ -1,7 +1,7 @@
 """An environment declared per machine, in the repository: conf/env/<machine>.txt.
 
 A lock is a pip requirements file, every installable distribution pinned exactly (written from
-a venv by `python -m stages.lock`), with the Python version in its header and, for a torch
+a venv by `python -m torchgate.lock`), with the Python version in its header and, for a torch
 build with a local label (2.13.0+cpu, 2.14.1+cu130), PyTorch's index for it, so that
 `pip install -r conf/env/<machine>.txt` rebuilds it on a fresh runner. Where a lock exists an
 arm's environment is the lock at that arm's revision (plan.py): a change that leaves the lock
@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from stages.core.baseline import git
-from stages.core.errors import UserError
+from torchgate.core.baseline import git
+from torchgate.core.errors import UserError
 
 FOLDER = Path("conf/env")
 TORCH_INDEX = "https://download.pytorch.org/whl/"
@@ -49,7 +49,7 @@ def normalized(name: str) -> str:
 def text_of(lock: Lock, machine: str) -> str:
     label = lock.pins.get("torch", "").partition("+")[2]
     index = lock.index or (f"{TORCH_INDEX}{label}" if label else None)
-    lines = [f"# The environment of machine {machine}, written by `python -m stages.lock`.",
+    lines = [f"# The environment of machine {machine}, written by `python -m torchgate.lock`.",
              "# Install: pip install -r this file, then pip install --no-deps -e .",
              f"# python {lock.python}"]
     if index:
@@ -82,15 +82,15 @@ def parse(text: str, where: str) -> Lock:
         if line.startswith("-"):   # pip would install by it what torchgate's pins do not say
             raise UserError(f"{where} line {number} is a pip option torchgate does not read: "
                             f"{line[:80]!r}; a lock holds exact pins and the torch index line "
-                            "`python -m stages.lock` writes: write it again with that")
+                            "`python -m torchgate.lock` writes: write it again with that")
         pin = _PIN.match(line)
         if not pin:
             raise UserError(f"{where} line {number} is not `name==version`: {line[:80]!r}; "
-                            "write the lock again with `python -m stages.lock`")
+                            "write the lock again with `python -m torchgate.lock`")
         pins[normalized(pin.group(1))] = pin.group(2)
     if python is None:
         raise UserError(f"{where} does not say its Python version (a `# python 3.11.7` line); "
-                        "write it again with `python -m stages.lock`")
+                        "write it again with `python -m torchgate.lock`")
     return Lock(python, pins, index)
 
 

@@ -26,18 +26,18 @@ from typing import Callable
 
 import yaml
 
-from stages.arms import checkout, locks, venv
-from stages.arms.cache import cache_root, tidy
-from stages.core.baseline import git, load_baseline, load_current
-from stages.core.config import Config, expand, parse_workloads
-from stages.core.config.settings import WorkloadSpec
-from stages.core.config.targets import module_paths
-from stages.core.errors import UserError
-from stages.core.records.dotted import changed
-from stages.core.records.job import NOW_ARM, Arm
-from stages.core.records.packages import PACKAGES, every_installed, that_matter
-from stages.core.records.schema import EnvRecord
-from stages.core.vocabulary import short
+from torchgate.arms import checkout, locks, venv
+from torchgate.arms.cache import cache_root, tidy
+from torchgate.core.baseline import git, load_baseline, load_current
+from torchgate.core.config import Config, expand, parse_workloads
+from torchgate.core.config.settings import WorkloadSpec
+from torchgate.core.config.targets import module_paths
+from torchgate.core.errors import UserError
+from torchgate.core.records.dotted import changed
+from torchgate.core.records.job import NOW_ARM, Arm
+from torchgate.core.records.packages import PACKAGES, every_installed, that_matter
+from torchgate.core.records.schema import EnvRecord
+from torchgate.core.vocabulary import short
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ def _candidate(cfg: Config, log, root: Path) -> Plan:
                                              (cfg.reports / "env" / PACKAGES).as_posix())
         if not installed:
             raise UserError("candidate.pip builds on this environment's package set, recorded by "
-                            "the env stage; run `python -m stages.env` (or dvc repro) first")
+                            "the env stage; run `python -m torchgate.env` (or dvc repro) first")
         spec = venv.spec_from(installed, _python_version(here, "this run's"),
                               overrides=cfg.candidate.pip, installer=cfg.arms.installer)
         python = _materialise(cfg, spec, cache, log)
@@ -123,7 +123,7 @@ def _rebuilt_baseline(cfg: Config, log, root: Path, build: bool = True) -> Plan:
     here = load_current(root / env_path, EnvRecord)
     if here is None:
         raise UserError("this run's environment is not recorded by the env stage; run "
-                        "`python -m stages.env` (or dvc repro) first")
+                        "`python -m torchgate.env` (or dvc repro) first")
     # The packages that matter, each side's (an older baseline that lists every installed
     # distribution: on the names that matter now); a pip install beside them is no change.
     base_matter, now_matter = that_matter(base_env.env, here.env)
@@ -321,7 +321,7 @@ def _python_version(env: EnvRecord, whose: str) -> str:
     version = python.get("version") if isinstance(python, dict) else None
     if not isinstance(version, str) or not version:
         raise UserError(f"{whose} env.json lists its packages but not its Python version (no "
-                        "python section): rerun the env stage there (`python -m stages.env`) "
+                        "python section): rerun the env stage there (`python -m torchgate.env`) "
                         "and commit reports/<machine>/env/env.json")
     return version
 

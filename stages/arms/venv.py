@@ -21,9 +21,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
-from stages.arms.cache import ensure, evict
-from stages.core.errors import UserError
-from stages.core.lifetime import INTERPRETER_TIMEOUT_S, run_bound
+from torchgate.arms.cache import ensure, evict
+from torchgate.core.errors import UserError
+from torchgate.core.lifetime import INTERPRETER_TIMEOUT_S, run_bound
 
 # The installer itself, and this harness (it runs from the working tree). setuptools stays
 # pinned: torch.compile's C++ builder imports it, and a venv made by uv has none of its own.

@@ -12,13 +12,13 @@ from typing import Any
 
 Option = tuple[str, dict[str, Any]]        # a flag and argparse's keywords for it
 # The tools under the `torchgate` command (stages/torchgate.py): their usage says `torchgate
-# <tool>`; the pipeline's stages keep `python -m stages.<name>` (dvc.yaml's).
+# <tool>`; the pipeline's stages keep `python -m torchgate.<name>` (dvc.yaml's).
 TOOLS = ("compose", "lock", "selfcheck", "comment", "cache", "gate")
 
 
 def prog(name: str) -> str:
     """How a user runs the tool or stage `name`."""
-    return f"torchgate {name}" if name in TOOLS else f"python -m stages.{name}"
+    return f"torchgate {name}" if name in TOOLS else f"python -m torchgate.{name}"
 
 
 def parse(kind: str, doc: str, argv: list[str] | None, *options: Option,
@@ -32,7 +32,7 @@ def parse(kind: str, doc: str, argv: list[str] | None, *options: Option,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     if params:
         parser.add_argument("--params", default="params.yaml",
-                            help="the composed configuration (python -m stages.compose)")
+                            help="the composed configuration (python -m torchgate.compose)")
     if reports:
         parser.add_argument("--reports", type=Path,
                             help="this machine's reports folder (default reports/<machine>)")
@@ -46,7 +46,7 @@ def parse(kind: str, doc: str, argv: list[str] | None, *options: Option,
 
 def load(args: argparse.Namespace):
     """The stage's config; its reports are this machine's unless --reports says."""
-    from stages.core import config
+    from torchgate.core import config
     cfg = config.load(args.params)
     if hasattr(args, "reports"):
         args.reports = args.reports or cfg.reports
@@ -57,8 +57,8 @@ def cell_stage(kind: str, doc: str, argv: list[str] | None):
     """(config, cell, the machine's reports folder). An unknown cell, a bad
     baseline.rev, a workload key that is a typo or a workload module that dvc.yaml does not
     track stops the stage before it measures."""
-    from stages.core.baseline import git
-    from stages.core.config.targets import check_tracked, check_workloads
+    from torchgate.core.baseline import git
+    from torchgate.core.config.targets import check_tracked, check_workloads
     args = parse(kind, doc, argv, cell=True)
     cfg = load(args)
     cell = cfg.cell(args.device, args.precision)

@@ -3,7 +3,7 @@ import signal
 import sys
 from contextlib import contextmanager
 
-from stages.core.lifetime import die_with_dvc
+from torchgate.core.lifetime import die_with_dvc
 
 # A failure's message as a record keeps it: a line, not a dump (a dispatcher's message for a
 # custom op without a kernel runs to 5,000 characters), and the tail of its traceback.

@@ -169,7 +169,7 @@ def _watch(fd: int, group: int) -> None:
 
 # Holds the lifeline, then becomes the command (the parent-death signal survives exec).
 BOUND = ("import os, sys; sys.path.insert(0, sys.argv[1]); "
-         "from stages.core.lifetime import hold_launcher; hold_launcher(); "
+         "from torchgate.core.lifetime import hold_launcher; hold_launcher(); "
          "os.execvp(sys.argv[2], sys.argv[2:])")
 
 

@@ -4,7 +4,7 @@ Every record, environment, history and trend is kept per machine, under reports/
 that two machines (a laptop and a CI runner, a CPU runner and a GPU box) each keep a baseline
 and a history of their own, and a comparison stays within one machine. The name comes from
 `machine.name` (config), else the TORCHGATE_MACHINE variable (CI runners), else it is derived
-from the hardware by `python -m stages.compose`: the CPU model, its usable cores and the
+from the hardware by `python -m torchgate.compose`: the CPU model, its usable cores and the
 NVIDIA GPUs, e.g. `amd-epyc-7b13-2c`, so that a user with one machine never names it.
 Standard library only, read in milliseconds (the env stage checks the name on every run).
 """
@@ -84,7 +84,7 @@ def unnamed() -> str:
 def check_name(name: object) -> str | None:
     """Why `name` cannot name a machine's folder, or None when it can."""
     if not isinstance(name, str) or not name:
-        return (f"machine.name is not set: run `python -m stages.compose` (it names this machine "
+        return (f"machine.name is not set: run `python -m torchgate.compose` (it names this machine "
                 f"after its hardware), or set {ENV_VAR} or machine.name")
     if not _NAME.fullmatch(name) or name.lower() in _RESERVED:   # fullmatch: no newline after
         return (f"machine.name {name!r} cannot name a folder of reports/: use letters, digits, "

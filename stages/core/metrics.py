@@ -31,7 +31,7 @@ import functools
 from dataclasses import dataclass, field, make_dataclass
 from typing import Any
 
-from stages.core.vocabulary import Word
+from torchgate.core.vocabulary import Word
 
 
 class Rule(Word):

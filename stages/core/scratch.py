@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from stages.core.errors import UserError
+from torchgate.core.errors import UserError
 
 _run: tuple[Path, int, int] | None = None     # (folder, lock fd, the pid that made it)
 YOUNG_S = 5      # a folder just made, not yet locked by its process

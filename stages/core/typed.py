@@ -16,7 +16,7 @@ import typing
 from enum import Enum
 from typing import Any, Union
 
-from stages.core.errors import UserError
+from torchgate.core.errors import UserError
 
 NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 

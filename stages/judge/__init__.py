@@ -195,8 +195,8 @@ workload.
 The self-check (`selfcheck.py`, `rules.py`) measures this machine's real error rates for the
 selected matrix:
 
-    python -m stages.selfcheck              # reports/selfcheck.md
-    python -m stages.selfcheck --repeat 3   # also 3 fresh runs in sequence against the first
+    python -m torchgate.selfcheck              # reports/selfcheck.md
+    python -m torchgate.selfcheck --repeat 3   # also 3 fresh runs in sequence against the first
 
 It measures every cell with 40 worker processes per unit (`--pool`; twice the 20 a side of
 pyperf's design), then splits each unit's processes at random into two halves many times and

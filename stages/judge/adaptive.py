@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from stages.core.config.settings import BenchSettings
-from stages.core.metrics import TIMINGS, Role, Rule, names, with_role
-from stages.core.records.cost import process_seconds
-from stages.core.records.rows import CompareRecord, Row
-from stages.core.records.schema import BenchRecord, Pending
-from stages.core.vocabulary import Verdict
+from torchgate.core.config.settings import BenchSettings
+from torchgate.core.metrics import TIMINGS, Role, Rule, names, with_role
+from torchgate.core.records.cost import process_seconds
+from torchgate.core.records.rows import CompareRecord, Row
+from torchgate.core.records.schema import BenchRecord, Pending
+from torchgate.core.vocabulary import Verdict
 
 CALLS = tuple(m.name for m in with_role(Role.CALLS))   # timings made of calls a count counts
 

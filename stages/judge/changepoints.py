@@ -51,8 +51,8 @@ import math
 import numpy as np
 from scipy import stats
 
-from stages.judge.results import LastingShift
-from stages.judge.stats import exp as saturating_exp
+from torchgate.judge.results import LastingShift
+from torchgate.judge.stats import exp as saturating_exp
 
 WINDOW = 50
 MAX_PVALUE = 0.001

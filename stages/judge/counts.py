@@ -23,13 +23,13 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from stages.core.metrics import Metric, Parts
-from stages.core.numbers import geometric_mean, median
-from stages.core.records.rows import Contribution
-from stages.core.records.schema import REST, Spent
-from stages.core.vocabulary import UnitKey, Verdict
-from stages.judge import stats
-from stages.judge.verdicts import Draft
+from torchgate.core.metrics import Metric, Parts
+from torchgate.core.numbers import geometric_mean, median
+from torchgate.core.records.rows import Contribution
+from torchgate.core.records.schema import REST, Spent
+from torchgate.core.vocabulary import UnitKey, Verdict
+from torchgate.judge import stats
+from torchgate.judge.verdicts import Draft
 
 # Worth three processes. With one process a side the prior is all the test has, and t's tails
 # at its degrees of freedom keep a unit that spreads more than the prior from false alarms

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from stages.core.records.dotted import changed, get
-from stages.core.records.packages import comparable
-from stages.core.records.schema import BenchRecord, Hardware
-from stages.core.vocabulary import Status
+from torchgate.core.records.dotted import changed, get
+from torchgate.core.records.packages import comparable
+from torchgate.core.records.schema import BenchRecord, Hardware
+from torchgate.core.vocabulary import Status
 
 # The fields whose change makes timings incomparable, as (dotted field, hardware_key name).
 HARDWARE_FIELDS = (

@@ -5,11 +5,11 @@ the report can show the gate's result without depending on the gate stage. Pure.
 """
 from __future__ import annotations
 
-from stages.core.config.settings import NOTHING_COMPARABLE
-from stages.core.metrics import BY_NAME, TIMINGS, Family
-from stages.core.records.rows import CompareRecord, Row
-from stages.core.vocabulary import VERDICTS, Verdict
-from stages.judge.verdicts import UNUSABLE
+from torchgate.core.config.settings import NOTHING_COMPARABLE
+from torchgate.core.metrics import BY_NAME, TIMINGS, Family
+from torchgate.core.records.rows import CompareRecord, Row
+from torchgate.core.vocabulary import VERDICTS, Verdict
+from torchgate.judge.verdicts import UNUSABLE
 
 # A bench row that stands for every timing of its unit: failed, skipped or missing.
 UNIT_METRICS = ("status", "cell")

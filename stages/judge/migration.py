@@ -24,9 +24,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from stages.core.metrics import BY_NAME, HEADLINE, Role, with_role
-from stages.core.numbers import median
-from stages.core.records.migration import (
+from torchgate.core.metrics import BY_NAME, HEADLINE, Role, with_role
+from torchgate.core.numbers import median
+from torchgate.core.records.migration import (
     RUNS,
     Cost,
     MigrationRecord,
@@ -35,10 +35,10 @@ from stages.core.records.migration import (
     SideInfo,
     WorkloadMigration,
 )
-from stages.core.records.schema import BenchRecord, EnvRecord, NumericsRecord
-from stages.judge import environment, portability, readiness, stats
-from stages.judge.moderation import RunSpread
-from stages.judge.run_to_run import prior
+from torchgate.core.records.schema import BenchRecord, EnvRecord, NumericsRecord
+from torchgate.judge import environment, portability, readiness, stats
+from torchgate.judge.moderation import RunSpread
+from torchgate.judge.run_to_run import prior
 
 PER_ITEM = "per_item_s"      # the steady state per item: 1 / throughput
 # Compared where both sides measured them, in this order; a timing's run-to-run variance is

@@ -26,8 +26,8 @@ from typing import Sequence
 import numpy as np
 from scipy import special
 
-from stages.core.records.rows import Prior
-from stages.judge.stats import mean_and_squares
+from torchgate.core.records.rows import Prior
+from torchgate.judge.stats import mean_and_squares
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,11 @@
 growth, compiled vs eager, determinism, drift, graph breaks, recompiles, op coverage). Pure."""
 from __future__ import annotations
 
-from stages.core.records.outputs import Coverage, Dynamo, extensions, fallback_ops
-from stages.core.records.schema import CompiledCheck, ModeNumerics, NumericsRecord
-from stages.core.vocabulary import Check, Status, UnitKey, Verdict, cell_key
-from stages.judge import portability
-from stages.judge.verdicts import (
+from torchgate.core.records.outputs import Coverage, Dynamo, extensions, fallback_ops
+from torchgate.core.records.schema import CompiledCheck, ModeNumerics, NumericsRecord
+from torchgate.core.vocabulary import Check, Status, UnitKey, Verdict, cell_key
+from torchgate.judge import portability
+from torchgate.judge.verdicts import (
     MISSING_CELL,
     Draft,
     lost_or_skipped,

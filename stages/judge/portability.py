@@ -13,7 +13,7 @@ import math
 import re
 import struct
 
-from stages.core.records.outputs import Coverage, Fingerprint, fallback_ops
+from torchgate.core.records.outputs import Coverage, Fingerprint, fallback_ops
 
 # ---- drift across versions -------------------------------------------------------------------
 

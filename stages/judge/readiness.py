@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 import re
 
-from stages.core.metrics import BY_NAME, Rule, names
-from stages.core.records.migration import (
+from torchgate.core.metrics import BY_NAME, Rule, names
+from torchgate.core.records.migration import (
     BUSY_LEFT_OUT,
     FAIL_MARK,
     FAILS,
@@ -22,12 +22,12 @@ from stages.core.records.migration import (
     SideMode,
     SideOps,
 )
-from stages.core.records.outputs import TORCH_NAMESPACES, extensions, fallback_ops
-from stages.core.records.schema import NumericsRecord
-from stages.core.vocabulary import FAILURES, Status
-from stages.core.vocabulary import Check as Result
-from stages.judge import portability
-from stages.judge.summary import unit_summary
+from torchgate.core.records.outputs import TORCH_NAMESPACES, extensions, fallback_ops
+from torchgate.core.records.schema import NumericsRecord
+from torchgate.core.vocabulary import FAILURES, Status
+from torchgate.core.vocabulary import Check as Result
+from torchgate.judge import portability
+from torchgate.judge.summary import unit_summary
 
 _NO_KERNEL = re.compile(r"operator (\S+) has no kernel for the (\S+) backend")
 _OPERATOR = re.compile(r"operator (\w+)::")

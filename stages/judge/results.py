@@ -10,9 +10,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from stages.core.metrics import METRICS, Role, with_role
-from stages.core.records.schema import Look, Waiting
-from stages.core.vocabulary import NOW, UnitKey
+from torchgate.core.metrics import METRICS, Role, with_role
+from torchgate.core.records.schema import Look, Waiting
+from torchgate.core.vocabulary import NOW, UnitKey
 
 # ---- a unit's numbers (judge.summary) ---------------------------------------------------------
 

@@ -17,9 +17,9 @@ from typing import Callable, Sequence
 
 from scipy import stats as sps
 
-from stages.core.numbers import median
-from stages.core.records.schema import BenchRecord
-from stages.core.vocabulary import Status
+from torchgate.core.numbers import median
+from torchgate.core.records.schema import BenchRecord
+from torchgate.core.vocabulary import Status
 
 Samples = Sequence[Sequence[float]]     # one tuple of steady-state samples per process
 

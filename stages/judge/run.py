@@ -8,26 +8,26 @@ from __future__ import annotations
 
 import dataclasses
 
-from stages.core.config import Config
-from stages.core.metrics import BY_NAME, HEADLINE
-from stages.core.records.dotted import changed
-from stages.core.records.inputs import RunInputs
-from stages.core.records.rows import CompareRecord, Row
-from stages.core.records.schema import BenchRecord
-from stages.core.vocabulary import Status, Verdict, cell_key
-from stages.judge.adaptive import cost_notes
-from stages.judge.environment import hardware_changes, python_change
-from stages.judge.numerics import numerics_rows
-from stages.judge.run_to_run import like_reference, prior, spreads_of_run
-from stages.judge.summary import carried
-from stages.judge.timings import (
+from torchgate.core.config import Config
+from torchgate.core.metrics import BY_NAME, HEADLINE
+from torchgate.core.records.dotted import changed
+from torchgate.core.records.inputs import RunInputs
+from torchgate.core.records.rows import CompareRecord, Row
+from torchgate.core.records.schema import BenchRecord
+from torchgate.core.vocabulary import Status, Verdict, cell_key
+from torchgate.judge.adaptive import cost_notes
+from torchgate.judge.environment import hardware_changes, python_change
+from torchgate.judge.numerics import numerics_rows
+from torchgate.judge.run_to_run import like_reference, prior, spreads_of_run
+from torchgate.judge.summary import carried
+from torchgate.judge.timings import (
     bench_rows,
     busy_shares,
     fresh_since_last_look,
     read_time_by_work,
 )
-from stages.judge.tolerance import own_tolerances
-from stages.judge.verdicts import MISSING_CELL, Draft, finish, judging_failed, unusable_row
+from torchgate.judge.tolerance import own_tolerances
+from torchgate.judge.verdicts import MISSING_CELL, Draft, finish, judging_failed, unusable_row
 
 
 def hardware_change(inputs: RunInputs) -> str | None:

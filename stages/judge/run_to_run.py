@@ -12,13 +12,13 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from stages.core.metrics import BY_NAME, TIMINGS
-from stages.core.records.dotted import get
-from stages.core.records.schema import BenchRecord, EnvRecord
-from stages.core.vocabulary import Status
-from stages.judge.environment import hardware_key
-from stages.judge.moderation import RunSpread, run_spreads
-from stages.judge.sentinel import Slope, fit_slope, run_mean, sentinel_methods
+from torchgate.core.metrics import BY_NAME, TIMINGS
+from torchgate.core.records.dotted import get
+from torchgate.core.records.schema import BenchRecord, EnvRecord
+from torchgate.core.vocabulary import Status
+from torchgate.judge.environment import hardware_key
+from torchgate.judge.moderation import RunSpread, run_spreads
+from torchgate.judge.sentinel import Slope, fit_slope, run_mean, sentinel_methods
 
 
 def like_the_baseline(env: EnvRecord, base_env: EnvRecord | None) -> bool:

@@ -8,17 +8,17 @@ import dataclasses
 import math
 import random
 
-from stages.core.config import Config
-from stages.core.metrics import INJECTED
-from stages.core.numbers import median
-from stages.core.records.rows import CompareRecord
-from stages.core.records.schema import BenchRecord
-from stages.core.vocabulary import Verdict
-from stages.judge import stats
-from stages.judge.rules import RULES, unit_samples
-from stages.judge.run_to_run import prior
-from stages.judge.timings import bench_rows
-from stages.judge.verdicts import finish
+from torchgate.core.config import Config
+from torchgate.core.metrics import INJECTED
+from torchgate.core.numbers import median
+from torchgate.core.records.rows import CompareRecord
+from torchgate.core.records.schema import BenchRecord
+from torchgate.core.vocabulary import Verdict
+from torchgate.judge import stats
+from torchgate.judge.rules import RULES, unit_samples
+from torchgate.judge.run_to_run import prior
+from torchgate.judge.timings import bench_rows
+from torchgate.judge.verdicts import finish
 
 
 def split(record: BenchRecord, rng: random.Random, size: int) -> tuple[BenchRecord, BenchRecord]:

@@ -42,9 +42,9 @@ from typing import Sequence
 
 import numpy as np
 
-from stages.core.records.schema import BenchRecord
-from stages.core.vocabulary import Status
-from stages.judge import stats
+from torchgate.core.records.schema import BenchRecord
+from torchgate.core.vocabulary import Status
+from torchgate.judge import stats
 
 LEAST_RUNS = 5       # committed runs with a sentinel before β̂ is fitted (3 residual df)
 

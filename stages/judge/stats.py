@@ -37,7 +37,7 @@ from typing import Sequence
 import numpy as np
 from scipy import optimize, special
 
-from stages.core.vocabulary import Verdict
+from torchgate.core.vocabulary import Verdict
 
 
 @dataclass(frozen=True)

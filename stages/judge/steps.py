@@ -22,9 +22,9 @@ microseconds of wait for a prefetched batch, doubling, is not a finding.
 """
 from __future__ import annotations
 
-from stages.core.numbers import median
-from stages.core.records.schema import ModeTiming
-from stages.judge.results import BOUND_SHARE, NEAR_BAND, Breakdown, Usage
+from torchgate.core.numbers import median
+from torchgate.core.records.schema import ModeTiming
+from torchgate.judge.results import BOUND_SHARE, NEAR_BAND, Breakdown, Usage
 
 INPUT, TRANSFER, COMPUTE = "input-bound", "transfer-bound", "compute-bound"
 NEAR = "near "                      # its larger share in NEAR_BAND

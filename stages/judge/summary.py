@@ -15,13 +15,13 @@ types and never the record. Pure.
 """
 from __future__ import annotations
 
-from stages.core.metrics import HEADLINE, METRICS, WHOLE_MODE, Family, Reduce
-from stages.core.numbers import median
-from stages.core.records.inputs import ab_baseline
-from stages.core.records.schema import BenchRecord, ModeTiming, Ranks, Waiting
-from stages.core.records.unit import BenchUnit, busy
-from stages.core.vocabulary import BASELINE, NOW, Status, UnitKey
-from stages.judge.results import (
+from torchgate.core.metrics import HEADLINE, METRICS, WHOLE_MODE, Family, Reduce
+from torchgate.core.numbers import median
+from torchgate.core.records.inputs import ab_baseline
+from torchgate.core.records.schema import BenchRecord, ModeTiming, Ranks, Waiting
+from torchgate.core.records.unit import BenchUnit, busy
+from torchgate.core.vocabulary import BASELINE, NOW, Status, UnitKey
+from torchgate.judge.results import (
     SUMMARIZED,
     CellSummary,
     GpuSeriesSummary,
@@ -30,7 +30,7 @@ from stages.judge.results import (
     ShapeChange,
     UnitSummary,
 )
-from stages.judge.steps import breakdown, step_total, usage
+from torchgate.judge.steps import breakdown, step_total, usage
 
 # The busy readings a summary's numbers beyond the metrics keep to: a latency's calls, an
 # input pipeline's breakdown (each phase's metrics share one reading).

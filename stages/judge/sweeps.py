@@ -30,10 +30,10 @@ import math
 
 from scipy import special
 
-from stages.core.config.settings import Recommend, StatsSettings
-from stages.core.vocabulary import BASELINE, NOW
-from stages.judge import stats
-from stages.judge.results import CellSummary, Choice, Sweep, SweepPoint, Versus
+from torchgate.core.config.settings import Recommend, StatsSettings
+from torchgate.core.vocabulary import BASELINE, NOW
+from torchgate.judge import stats
+from torchgate.judge.results import CellSummary, Choice, Sweep, SweepPoint, Versus
 
 
 def curves(summary: CellSummary, rule: Recommend = Recommend(), arm: str = NOW, *,

@@ -13,16 +13,16 @@ from typing import Callable
 
 from scipy import stats as sps
 
-from stages.core.config.settings import CompareSettings, StatsSettings
-from stages.core.metrics import BY_NAME, HEADLINE, METRICS, Delta, Family, Metric, Parts, Rule
-from stages.core.numbers import geometric_mean, median
-from stages.core.records.rows import Contribution, Row
-from stages.core.records.schema import BenchRecord, ModeTiming
-from stages.core.records.unit import BenchUnit, taken
-from stages.core.vocabulary import Status, UnitKey, Verdict, cell_key
-from stages.judge import counts, environment, portability, stats, steps
-from stages.judge.sentinel import UNFITTED, Slope, adjusted, machine_moved, machine_unchanged
-from stages.judge.verdicts import (
+from torchgate.core.config.settings import CompareSettings, StatsSettings
+from torchgate.core.metrics import BY_NAME, HEADLINE, METRICS, Delta, Family, Metric, Parts, Rule
+from torchgate.core.numbers import geometric_mean, median
+from torchgate.core.records.rows import Contribution, Row
+from torchgate.core.records.schema import BenchRecord, ModeTiming
+from torchgate.core.records.unit import BenchUnit, taken
+from torchgate.core.vocabulary import Status, UnitKey, Verdict, cell_key
+from torchgate.judge import counts, environment, portability, stats, steps
+from torchgate.judge.sentinel import UNFITTED, Slope, adjusted, machine_moved, machine_unchanged
+from torchgate.judge.verdicts import (
     MISSING_CELL,
     Draft,
     lost_or_skipped,

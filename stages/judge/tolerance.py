@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from stages.core.config import Cell, Config, PrecisionSpec
-from stages.core.config.settings import WorkloadSpec
-from stages.core.records.outputs import FINGERPRINT_METHOD, FreshOutputs, ModeOutputs
-from stages.core.records.schema import (
+from torchgate.core.config import Cell, Config, PrecisionSpec
+from torchgate.core.config.settings import WorkloadSpec
+from torchgate.core.records.outputs import FINGERPRINT_METHOD, FreshOutputs, ModeOutputs
+from torchgate.core.records.schema import (
     CompiledCheck,
     FreshProcess,
     ModeNumerics,
@@ -19,8 +19,8 @@ from stages.core.records.schema import (
     NumericsRun,
     Tolerance,
 )
-from stages.core.vocabulary import FRESH, Check, Status
-from stages.judge import portability
+from torchgate.core.vocabulary import FRESH, Check, Status
+from torchgate.judge import portability
 
 
 def own_tolerance(precision: PrecisionSpec, spec: WorkloadSpec | None) -> PrecisionSpec:

@@ -15,15 +15,15 @@ from typing import Any
 
 import numpy as np
 
-from stages.core.config.settings import Delta, HistorySettings
-from stages.core.metrics import SERIES, WHOLE_MODE
-from stages.core.records.dotted import get
-from stages.core.records.schema import BenchRecord, EnvRecord
-from stages.core.vocabulary import FAILURES, Status
-from stages.judge.changepoints import change_points, noise
-from stages.judge.environment import hardware_key
-from stages.judge.results import Chance, FailureRate, RunPoint, Trend
-from stages.judge.summary import summarize
+from torchgate.core.config.settings import Delta, HistorySettings
+from torchgate.core.metrics import SERIES, WHOLE_MODE
+from torchgate.core.records.dotted import get
+from torchgate.core.records.schema import BenchRecord, EnvRecord
+from torchgate.core.vocabulary import FAILURES, Status
+from torchgate.judge.changepoints import change_points, noise
+from torchgate.judge.environment import hardware_key
+from torchgate.judge.results import Chance, FailureRate, RunPoint, Trend
+from torchgate.judge.summary import summarize
 
 
 @dataclass(frozen=True)

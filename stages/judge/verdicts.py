@@ -8,10 +8,10 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from stages.core.records.rows import Change, CompareRecord, Contribution, Prior, Row
-from stages.core.vocabulary import Status, UnitKey, Verdict, cell_key
-from stages.judge import stats
-from stages.judge.moderation import RunSpread, squeeze
+from torchgate.core.records.rows import Change, CompareRecord, Contribution, Prior, Row
+from torchgate.core.vocabulary import Status, UnitKey, Verdict, cell_key
+from torchgate.judge import stats
+from torchgate.judge.moderation import RunSpread, squeeze
 
 
 @dataclass(frozen=True)

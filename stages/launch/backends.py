@@ -7,9 +7,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from stages.core.config import Cell, Config
-from stages.core.records.job import Arm
-from stages.launch.local import capture_env, run_interleaved, run_worker
+from torchgate.core.config import Cell, Config
+from torchgate.core.records.job import Arm
+from torchgate.launch.local import capture_env, run_interleaved, run_worker
 
 
 # ---- environment ------------------------------------------------------------
@@ -30,7 +30,7 @@ def connection(cfg: Config) -> Iterator[object | None]:
     if cfg.launcher.backend == "local":
         yield None
         return
-    from stages.launch.ray_backend import RayCluster
+    from torchgate.launch.ray_backend import RayCluster
     cluster = RayCluster(cfg.launcher.ray)
     try:
         yield cluster
@@ -46,7 +46,7 @@ def on(cluster, cfg: Config, cell: Cell, arms: tuple[Arm, ...],
     """The three calls for one cell, on `cluster` (None: here)."""
     if cluster is None:
         return LOCAL
-    from stages.launch.ray_backend import RayBackend
+    from torchgate.launch.ray_backend import RayBackend
     one = RayBackend(cluster, cfg, cell, arms, log)
     return Backend(one.run, one.run_pair, one.capture_env)
 

@@ -18,16 +18,16 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable
 
-from stages.arms.plan import Plan
-from stages.core import scratch
-from stages.core.config import Cell, Config
-from stages.core.errors import UserError
-from stages.core.machine import portable
-from stages.core.metrics import HEADLINE
-from stages.core.records.cost import process_seconds
-from stages.core.records.job import NOW_ARM, Arm
-from stages.core.records.outputs import FreshOutputs
-from stages.core.records.schema import (
+from torchgate.arms.plan import Plan
+from torchgate.core import scratch
+from torchgate.core.config import Cell, Config
+from torchgate.core.errors import UserError
+from torchgate.core.machine import portable
+from torchgate.core.metrics import HEADLINE
+from torchgate.core.records.cost import process_seconds
+from torchgate.core.records.job import NOW_ARM, Arm
+from torchgate.core.records.outputs import FreshOutputs
+from torchgate.core.records.schema import (
     ArmId,
     BenchAB,
     BenchArm,
@@ -37,13 +37,13 @@ from stages.core.records.schema import (
     Pending,
     WorkloadRun,
 )
-from stages.core.typed import to_data
-from stages.core.vocabulary import FRESH, Status
-from stages.launch import counting
-from stages.launch.jobs import job_for, parsed, recorded, side_by_side
-from stages.launch.local import capture_env, run_interleaved, run_worker
-from stages.launch.progress import Progress
-from stages.launch.reuse import (
+from torchgate.core.typed import to_data
+from torchgate.core.vocabulary import FRESH, Status
+from torchgate.launch import counting
+from torchgate.launch.jobs import job_for, parsed, recorded, side_by_side
+from torchgate.launch.local import capture_env, run_interleaved, run_worker
+from torchgate.launch.progress import Progress
+from torchgate.launch.reuse import (
     could_have_changed,
     plan_lines,
     recorded_counts,
@@ -53,7 +53,7 @@ from stages.launch.reuse import (
     unchanged_note,
     unchanged_plan,
 )
-from stages.measure import callgrind
+from torchgate.measure import callgrind
 
 NOW = (NOW_ARM,)
 ALONE = Plan(NOW, "")       # this run's arm alone, compared with the baseline's record

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from stages.core.records.job import Arm, Job
-from stages.core.records.schema import WorkloadRun
-from stages.launch.jobs import cores_for, job_for, parsed, side_by_side
-from stages.launch.reuse import counts_key, spec_for
+from torchgate.core.records.job import Arm, Job
+from torchgate.core.records.schema import WorkloadRun
+from torchgate.launch.jobs import cores_for, job_for, parsed, side_by_side
+from torchgate.launch.reuse import counts_key, spec_for
 
 if TYPE_CHECKING:
-    from stages.launch.cells import CellRun
+    from torchgate.launch.cells import CellRun
 
 
 def count(run: CellRun, recorded: dict[str, WorkloadRun] | None = None,

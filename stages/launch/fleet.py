@@ -20,11 +20,11 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from stages.core import scratch
-from stages.core.config import Cell, Config
-from stages.core.errors import UserError
-from stages.core.records import load_record, write_record
-from stages.core.records.schema import BenchRecord
+from torchgate.core import scratch
+from torchgate.core.config import Cell, Config
+from torchgate.core.errors import UserError
+from torchgate.core.records import load_record, write_record
+from torchgate.core.records.schema import BenchRecord
 
 SHELLS = {"sh", "bash", "dash", "zsh", "fish", "ksh"}
 

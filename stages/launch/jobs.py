@@ -6,14 +6,14 @@ import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterator
 
-from stages.core.config import Cell, Config
-from stages.core.config.settings import WorkloadSpec
-from stages.core.errors import UserError, clip
-from stages.core.machine import usable_cores
-from stages.core.records.job import NOW_ARM, Arm, Job, Timing
-from stages.core.records.schema import BenchProcess, NumericsProcess, RecordedWorkload
-from stages.core.typed import from_data, to_data
-from stages.core.vocabulary import Status
+from torchgate.core.config import Cell, Config
+from torchgate.core.config.settings import WorkloadSpec
+from torchgate.core.errors import UserError, clip
+from torchgate.core.machine import usable_cores
+from torchgate.core.records.job import NOW_ARM, Arm, Job, Timing
+from torchgate.core.records.schema import BenchProcess, NumericsProcess, RecordedWorkload
+from torchgate.core.typed import from_data, to_data
+from torchgate.core.vocabulary import Status
 
 PROCESS = {"bench": BenchProcess, "numerics": NumericsProcess, "fresh": NumericsProcess,
            "instructions": BenchProcess}

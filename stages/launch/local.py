@@ -23,14 +23,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from stages.core import lifetime, scratch
-from stages.core.errors import clip
-from stages.core.lifetime import INTERPRETER_TIMEOUT_S, killed_by
-from stages.core.records.job import IMPORTED, Job
-from stages.core.typed import to_data
-from stages.core.vocabulary import Status
-from stages.measure import callgrind
-from stages.measure.proc import carrying, orphans, process_cpu_s, started_at
+from torchgate.core import lifetime, scratch
+from torchgate.core.errors import clip
+from torchgate.core.lifetime import INTERPRETER_TIMEOUT_S, killed_by
+from torchgate.core.records.job import IMPORTED, Job
+from torchgate.core.typed import to_data
+from torchgate.core.vocabulary import Status
+from torchgate.measure import callgrind
+from torchgate.measure.proc import carrying, orphans, process_cpu_s, started_at
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -68,7 +68,7 @@ class _Worker:
         line, entry = lifetime.lifeline()       # it ends with this process (core.lifetime)
         env.update(entry)
         env[IMPORTED] = str(self.imported_path)
-        argv = [python or sys.executable, "-m", "stages.measure.worker", str(job_path),
+        argv = [python or sys.executable, "-m", "torchgate.measure.worker", str(job_path),
                 str(self.result_path)]
         if job.kind == "instructions":          # a counts process (measure.callgrind)
             client = argv
@@ -203,7 +203,7 @@ def pair_cores() -> tuple[int, ...] | None:
 def run_interleaved(jobs: list[tuple[Job, str | None]], *, timeout_s: float,
                     fresh_compile_cache: bool = True) -> list[dict]:
     """Run jobs (one per interpreter) in lock-step: one process at a time holds the turn and
-    hands it on where `stages.measure.worker.Baton` is called (before each timed phase and sample),
+    hands it on where `torchgate.measure.worker.Baton` is called (before each timed phase and sample),
     so that their samples alternate A B A B ... and share the machine's moment.
 
     The next process starts once the previous one has handed on its first turn, so imports
@@ -327,7 +327,7 @@ def capture_env(python: str) -> dict:
     distribution installed there: it imports none of the workloads, so which of them matter
     is this run's to say (core.records.packages.comparable)."""
     code = ("import json, sys; sys.path.insert(0, sys.argv[1]); "
-            "from stages.measure.probe import capture; print(json.dumps(capture(every=True)))")
+            "from torchgate.measure.probe import capture; print(json.dumps(capture(every=True)))")
     out = subprocess.run([python, "-c", code, str(ROOT)], capture_output=True, text=True,
                          timeout=INTERPRETER_TIMEOUT_S)
     if out.returncode != 0:

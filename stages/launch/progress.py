@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from stages.core.vocabulary import Tick
+from torchgate.core.vocabulary import Tick
 
 
 class Progress:

@@ -23,14 +23,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from stages.core.config import Cell, Config
-from stages.core.config.settings import RaySettings
-from stages.core.errors import UserError, clip
-from stages.core.records.job import Arm, Job
-from stages.core.typed import from_data, to_data
-from stages.core.vocabulary import Status
-from stages.launch.local import ROOT, capture_env, run_interleaved, run_worker
-from stages.launch.ray_placement import NodeLeases, describe, fits, offered, request
+from torchgate.core.config import Cell, Config
+from torchgate.core.config.settings import RaySettings
+from torchgate.core.errors import UserError, clip
+from torchgate.core.records.job import Arm, Job
+from torchgate.core.typed import from_data, to_data
+from torchgate.core.vocabulary import Status
+from torchgate.launch.local import ROOT, capture_env, run_interleaved, run_worker
+from torchgate.launch.ray_placement import NodeLeases, describe, fits, offered, request
 
 # Not code: history, DVC's cache, environments. Shipped, they would only slow every upload.
 EXCLUDES = (".git", ".dvc", "reports", "__pycache__", "*.pyc", ".venv", "venv")
@@ -185,7 +185,7 @@ class RayCluster:
         return ask_cluster(fn, self.address, self.wait_s)
 
     def code(self, path: str):
-        from stages.arms.checkout import pack
+        from torchgate.arms.checkout import pack
         if path not in self.codes:
             self.codes[path] = self.ray.put(pack(Path(path)))
         return self.codes[path]
@@ -374,8 +374,8 @@ def _ready_python(python: str | None, spec: dict | None, cache_dir: str | None,
                   max_gb: float | None = None) -> str | None:
     if not spec:
         return python
-    from stages.arms.cache import cache_at
-    from stages.arms.venv import VenvSpec, materialise
+    from torchgate.arms.cache import cache_at
+    from torchgate.arms.venv import VenvSpec, materialise
     fields = {k: tuple(v) if isinstance(v, list) else v for k, v in spec.items()}
     return materialise(VenvSpec(**fields), cache_at(cache_dir), max_gb=max_gb)
 
@@ -385,7 +385,7 @@ def on_node(units: list[dict], timeout_s: float, fresh: bool, cache_dir: str | N
     """The task, on its node: each arm's venv and checkout made ready (cached on the node,
     and held until the task ends), then the unit run as the local backend runs it, and each
     result told which node it is."""
-    from stages.arms.cache import release
+    from torchgate.arms.cache import release
     try:
         return _on_node(units, timeout_s, fresh, cache_dir, codes, max_gb)
     finally:
@@ -396,8 +396,8 @@ def _on_node(units: list[dict], timeout_s: float, fresh: bool, cache_dir: str | 
              codes: dict, max_gb: float | None) -> list[dict]:
     import ray
 
-    from stages.arms.cache import cache_at
-    from stages.arms.checkout import unpack
+    from torchgate.arms.cache import cache_at
+    from torchgate.arms.checkout import unpack
     jobs = []
     for unit in units:
         job = from_data(Job, unit["job"], "job")
@@ -427,7 +427,7 @@ def _on_node(units: list[dict], timeout_s: float, fresh: bool, cache_dir: str | 
 
 def capture_on_node(python: str | None, spec: dict | None, cache_dir: str | None,
                     max_gb: float | None = None) -> dict:
-    from stages.arms.cache import release
+    from torchgate.arms.cache import release
     try:
         return capture_env(_ready_python(python, spec, cache_dir, max_gb))
     finally:

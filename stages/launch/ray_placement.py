@@ -14,8 +14,8 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
-from stages.core.config import rank_threads
-from stages.core.config.settings import Placement
+from torchgate.core.config import rank_threads
+from torchgate.core.config.settings import Placement
 
 
 def fits(node: dict, wanted: dict[str, float], lost: tuple[str, ...] = ()) -> bool:

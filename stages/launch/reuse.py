@@ -13,15 +13,15 @@ import hashlib
 import json
 from pathlib import Path
 
-from stages.core.config import Cell, Config
-from stages.core.config.settings import WorkloadSpec
-from stages.core.config.targets import module_closure
-from stages.core.records.cost import process_seconds
-from stages.core.records.job import Arm
-from stages.core.records.schema import BenchRecord, WorkloadRun
-from stages.core.typed import to_data
-from stages.core.vocabulary import Status
-from stages.measure import callgrind
+from torchgate.core.config import Cell, Config
+from torchgate.core.config.settings import WorkloadSpec
+from torchgate.core.config.targets import module_closure
+from torchgate.core.records.cost import process_seconds
+from torchgate.core.records.job import Arm
+from torchgate.core.records.schema import BenchRecord, WorkloadRun
+from torchgate.core.typed import to_data
+from torchgate.core.vocabulary import Status
+from torchgate.measure import callgrind
 
 # The harness a counts worker runs (both arms run this one's): its files are inputs of a count.
 HARNESS = ("stages/measure", "stages/core")

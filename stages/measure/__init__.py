@@ -1,5 +1,5 @@
 """The measure room: the code that runs inside a worker process. It imports torch and
-`stages.core` only (the other arm of an A/B run has torch alone). This docstring is the
+`torchgate.core` only (the other arm of an A/B run has torch alone). This docstring is the
 measurement method.
 
 Processes, the unit of replication

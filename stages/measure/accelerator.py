@@ -19,7 +19,7 @@ from typing import Callable
 
 import torch
 
-from stages.measure.clocks import Clock, EventClock, SyncClock
+from torchgate.measure.clocks import Clock, EventClock, SyncClock
 
 KNOWN = ("cpu", "cuda", "mps", "xpu")     # timed and read by name (device.py)
 

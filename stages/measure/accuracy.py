@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from stages.core.records.outputs import SKETCH_K, WHOLE_MAX, Fingerprint, OutputError
+from torchgate.core.records.outputs import SKETCH_K, WHOLE_MAX, Fingerprint, OutputError
 
 
 def flatten(value: Any, prefix: str = "out") -> dict[str, torch.Tensor]:

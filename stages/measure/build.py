@@ -17,13 +17,13 @@ from typing import NamedTuple
 
 import torch
 
-import stages
-from stages.core.errors import TRACEBACK_CHARS, clip
-from stages.core.machine import usable_cores
-from stages.core.records.job import Job
-from stages.core.vocabulary import Status
-from stages.measure.pipeline import Pipeline
-from stages.measure.proc import cpu_quota
+import torchgate
+from torchgate.core.errors import TRACEBACK_CHARS, clip
+from torchgate.core.machine import usable_cores
+from torchgate.core.records.job import Job
+from torchgate.core.vocabulary import Status
+from torchgate.measure.pipeline import Pipeline
+from torchgate.measure.proc import cpu_quota
 
 # ---- extensions ------------------------------------------------------------
 # Custom operators: a user's `torch.ops.<lib>` extensions, as failures see them.
@@ -54,9 +54,9 @@ def missing_kernel(exc: BaseException) -> str | None:
 
 def unsupported(exc: BaseException) -> bool:
     """Whether a workload said it cannot run on this device or dtype by design (it raised
-    stages.workloads.Unsupported, of whichever revision's workloads this worker imported:
+    torchgate.workloads.Unsupported, of whichever revision's workloads this worker imported:
     matched by name, not identity)."""
-    return any(c.__name__ == "Unsupported" and c.__module__ == "stages.workloads"
+    return any(c.__name__ == "Unsupported" and c.__module__ == "torchgate.workloads"
                for c in type(exc).__mro__)
 
 
@@ -156,22 +156,22 @@ def _autocast_call(fn, device_type: str, dtype: torch.dtype, *batch):
 
 # ---- code ------------------------------------------------------------
 # Run another revision's workloads with this harness: a worker of the other arm imports
-# `stages.workloads` and the project's own modules from that revision's folder, while `stages`
+# `torchgate.workloads` and the project's own modules from that revision's folder, while `stages`
 # itself (measure, core: how things are measured) stays this one.
 
 def use_code(root: str) -> None:
     """Import workloads from the project folder `root` (another revision) from now on."""
-    harness = Path(stages.__file__).resolve().parent.parent
+    harness = Path(torchgate.__file__).resolve().parent.parent
     here = {os.path.realpath(p) for p in (os.getcwd(), harness)}
     # The other revision's top-level modules first; this working tree's not at all.
     sys.path[:] = [root] + [p for p in sys.path if os.path.realpath(p or os.getcwd()) not in here]
     package = Path(root) / "stages" / "workloads"
     spec = importlib.util.spec_from_file_location(
-        "stages.workloads", package / "__init__.py", submodule_search_locations=[str(package)])
+        "torchgate.workloads", package / "__init__.py", submodule_search_locations=[str(package)])
     module = importlib.util.module_from_spec(spec)
-    for name in [n for n in sys.modules if n == "stages.workloads"
-                 or n.startswith("stages.workloads.")]:
+    for name in [n for n in sys.modules if n == "torchgate.workloads"
+                 or n.startswith("torchgate.workloads.")]:
         del sys.modules[name]
-    sys.modules["stages.workloads"] = module
+    sys.modules["torchgate.workloads"] = module
     spec.loader.exec_module(module)
-    stages.workloads = module
+    torchgate.workloads = module

@@ -10,10 +10,10 @@ from typing import Callable
 
 import torch
 
-from stages.core.config import DeviceSpec
-from stages.measure import accelerator
-from stages.measure.accelerator import Unavailable
-from stages.measure.clocks import Clock, EventClock, SyncClock
+from torchgate.core.config import DeviceSpec
+from torchgate.measure import accelerator
+from torchgate.measure.accelerator import Unavailable
+from torchgate.measure.clocks import Clock, EventClock, SyncClock
 
 
 def sync_for(device_type: str) -> Callable[[], None]:

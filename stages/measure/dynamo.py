@@ -8,8 +8,8 @@ import re
 
 import torch
 
-from stages.core.records.outputs import Dynamo
-from stages.measure.ops import WorkCounts
+from torchgate.core.records.outputs import Dynamo
+from torchgate.measure.ops import WorkCounts
 
 
 def dynamo_counts() -> dict:

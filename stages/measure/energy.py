@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from stages.core.numbers import median
-from stages.measure.nvml import Sensor
-from stages.measure.proc import hz
-from stages.measure.timing import MAX_ROUNDING, BusyMachine
+from torchgate.core.numbers import median
+from torchgate.measure.nvml import Sensor
+from torchgate.measure.proc import hz
+from torchgate.measure.timing import MAX_ROUNDING, BusyMachine
 
 POWERCAP = "/sys/class/powercap"
 SHORT_FOR_TICKS = ("the steady state was too short for /proc's clock ticks to tell (more "

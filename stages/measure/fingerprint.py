@@ -5,7 +5,7 @@ work, see stages/env.py). measure.probe reads the full environment and shares th
 The env stage runs on every `dvc repro`; when this fingerprint (with the contents of
 params.yaml and of the project's files a worker imports: stages/env.py) equals the one recorded
 in fingerprint.json beside env.json, the capture stands and torch is not imported: measured on the
-shared 2-core VM, `python -m stages.env` 0.19 s before (it also read the baseline from git and
+shared 2-core VM, `python -m torchgate.env` 0.19 s before (it also read the baseline from git and
 wrote env.md), 0.04 s now (`python -c pass` is 0.03 s); a full capture imports torch, 2 s.
 Hence no pathlib or tempfile at import time either: they were a fifth of what is left.
 """
@@ -16,7 +16,7 @@ import platform
 import re
 import sys
 
-from stages.core.machine import cpu_model, portable, read, usable_cores
+from torchgate.core.machine import cpu_model, portable, read, usable_cores
 
 ENV_VAR_NAMES = frozenset({
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "CUBLAS_WORKSPACE_CONFIG",

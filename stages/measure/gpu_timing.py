@@ -22,10 +22,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from stages.core.config.settings import CudaTiming
-from stages.core.numbers import median
-from stages.core.records.schema import GpuMode, GpuSeries
-from stages.measure.gpu_rules import (
+from torchgate.core.config.settings import CudaTiming
+from torchgate.core.numbers import median
+from torchgate.core.records.schema import GpuMode, GpuSeries
+from torchgate.measure.gpu_rules import (
     Peak,
     StopRule,
     Window,
@@ -36,9 +36,9 @@ from stages.measure.gpu_rules import (
     roofline,
     throttled,
 )
-from stages.measure.nvml import Sensor
-from stages.measure.pipeline import Pipeline
-from stages.measure.timing import Probes
+from torchgate.measure.nvml import Sensor
+from torchgate.measure.pipeline import Pipeline
+from torchgate.measure.timing import Probes
 
 Sample = Callable[[], tuple[float, Window]]   # seconds per call, and what NVML read
 

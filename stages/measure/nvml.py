@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-from stages.measure.gpu_rules import Window
+from torchgate.measure.gpu_rules import Window
 
 CLOCK_SM, CLOCK_MEM, TEMPERATURE_GPU = 1, 2, 0     # NVML's enum values, stable across releases
 

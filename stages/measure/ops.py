@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from stages.core.records.job import Job
-from stages.core.records.outputs import Coverage
-from stages.measure.build import build
-from stages.measure.callgrind import without_keys
-from stages.measure.device import sync_for
+from torchgate.core.records.job import Job
+from torchgate.core.records.outputs import Coverage
+from torchgate.measure.build import build
+from torchgate.measure.callgrind import without_keys
+from torchgate.measure.device import sync_for
 
 _PHASES = ("fwd", "bwd")
 _FALLBACK_WARNING = re.compile(r"operator '([\w:.]+)'[^.]*?(?:fall ?back|not (?:currently )?"

@@ -23,10 +23,10 @@ from typing import Any, Callable, Iterable
 
 import torch
 
-from stages.core.machine import usable_cores
-from stages.core.records.schema import Busy
-from stages.measure.clocks import Clock
-from stages.measure.timing import BusyMachine, latency_calls
+from torchgate.core.machine import usable_cores
+from torchgate.core.records.schema import Busy
+from torchgate.measure.clocks import Clock
+from torchgate.measure.timing import BusyMachine, latency_calls
 
 NO_COPY = "the device is the host: batches are not copied"
 

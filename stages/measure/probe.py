@@ -15,11 +15,11 @@ import sys
 import warnings
 from typing import Any, Callable, Iterable
 
-from stages.core.machine import cpu_model, read, usable_cores
-from stages.core.records.schema import Hardware, Host
-from stages.measure import distributions as dists
-from stages.measure.fingerprint import env_vars
-from stages.measure.nvml import clocks as nvml_clocks
+from torchgate.core.machine import cpu_model, read, usable_cores
+from torchgate.core.records.schema import Hardware, Host
+from torchgate.measure import distributions as dists
+from torchgate.measure.fingerprint import env_vars
+from torchgate.measure.nvml import clocks as nvml_clocks
 
 SECTIONS = ("python", "torch", "hardware", "os", "packages", "distributions", "flags",
             "env_vars")

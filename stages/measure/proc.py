@@ -255,10 +255,10 @@ def carrying(name: str, value: str, proc: str = PROC) -> list[int]:
     return found
 
 
-# The modules a torchgate measurement runs as (`python -m stages.<name>`), matched in other
+# The modules a torchgate measurement runs as (`python -m torchgate.<name>`), matched in other
 # processes' command lines (never imported: spelled apart from the package, which
 # tests/test_layout.py reads as an import).
-MEASURING = tuple(f"stages.{name}" for name in ("bench", "numerics", "measure.worker",
+MEASURING = tuple(f"torchgate.{name}" for name in ("bench", "numerics", "measure.worker",
                                                  "measure.rank"))
 
 

@@ -1,7 +1,7 @@
 """One rank of a distributed unit: a process its unit's worker starts (measure.ranks), in the
 worker's process group, ending with it.
 
-Run as `python -m stages.measure.rank COMMANDS_FD ANSWERS_FD`; it reads JSON lines from the
+Run as `python -m torchgate.measure.rank COMMANDS_FD ANSWERS_FD`; it reads JSON lines from the
 first pipe and answers each on the second. The first line is its order (the job, the mode, its
 rank, the world size, the worker's rendezvous port, its threads); the rank then joins the
 process group (gloo on the CPU, nccl on CUDA) through the worker's FileStore, a private file,
@@ -22,7 +22,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from stages.core.lifetime import parent_death_signal
+from torchgate.core.lifetime import parent_death_signal
 
 if __name__ == "__main__":
     parent_death_signal(signal.SIGKILL)   # first: never outlive the worker
@@ -30,14 +30,14 @@ if __name__ == "__main__":
 import torch
 import torch.distributed as dist
 
-from stages.core.config.targets import load_target
-from stages.core.errors import clip
-from stages.core.numbers import median
-from stages.core.records.job import Job
-from stages.core.typed import from_data, to_data
-from stages.measure.build import build, configure, use_code
-from stages.measure.device import peak_memory_bytes, peak_memory_reset
-from stages.measure.dynamo import DynamoLog, reset_dynamo
+from torchgate.core.config.targets import load_target
+from torchgate.core.errors import clip
+from torchgate.core.numbers import median
+from torchgate.core.records.job import Job
+from torchgate.core.typed import from_data, to_data
+from torchgate.measure.build import build, configure, use_code
+from torchgate.measure.device import peak_memory_bytes, peak_memory_reset
+from torchgate.measure.dynamo import DynamoLog, reset_dynamo
 
 WINDOW = 16          # the slowed rank's own time: the median of its last steps
 SPIN_S = 2e-4        # ... and the end of its hold, spun rather than slept

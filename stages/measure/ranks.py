@@ -42,17 +42,17 @@ from typing import Callable
 import torch
 import torch.distributed
 
-from stages.core import machine, scratch
-from stages.core.config import rank_threads
-from stages.core.lifetime import killed_by
-from stages.core.numbers import median
-from stages.core.records.job import Job
-from stages.core.records.outputs import Dynamo
-from stages.core.records.schema import Ranks, RankTiming
-from stages.core.typed import from_data, to_data
-from stages.measure.accelerator import Unavailable
+from torchgate.core import machine, scratch
+from torchgate.core.config import rank_threads
+from torchgate.core.lifetime import killed_by
+from torchgate.core.numbers import median
+from torchgate.core.records.job import Job
+from torchgate.core.records.outputs import Dynamo
+from torchgate.core.records.schema import Ranks, RankTiming
+from torchgate.core.typed import from_data, to_data
+from torchgate.measure.accelerator import Unavailable
 
-RANK = (sys.executable, "-m", "stages.measure.rank")
+RANK = (sys.executable, "-m", "torchgate.measure.rank")
 STOP_S = 5.0            # a rank told to stop is killed after this
 
 

@@ -14,12 +14,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from stages.core.config.settings import BenchSettings
-from stages.core.metrics import PHASES  # the timed phases, as metrics
-from stages.core.numbers import median
-from stages.core.records.schema import Busy, Sentinel, ShapeRun
-from stages.measure.clocks import Clock, SyncClock
-from stages.measure.proc import (
+from torchgate.core.config.settings import BenchSettings
+from torchgate.core.metrics import PHASES  # the timed phases, as metrics
+from torchgate.core.numbers import median
+from torchgate.core.records.schema import Busy, Sentinel, ShapeRun
+from torchgate.measure.clocks import Clock, SyncClock
+from torchgate.measure.proc import (
     CGROUP,
     PROC,
     allowed_cpus,

@@ -1,6 +1,6 @@
 """A worker process: measures one workload on one cell, or computes its numerics.
 
-Run as `python -m stages.measure.worker JOB.json RESULT.json` by the launcher; the process is
+Run as `python -m torchgate.measure.worker JOB.json RESULT.json` by the launcher; the process is
 the unit of replication and of isolation. Imports only torch, the standard library and the
 measure and core rooms, so that the candidate interpreter of an A/B run needs nothing but
 torch.
@@ -18,19 +18,19 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from stages.core.lifetime import hold_launcher
+from torchgate.core.lifetime import hold_launcher
 
 if __name__ == "__main__":
     hold_launcher()   # first: end with the launcher (forks while small, one thread, no torch)
 
 import torch
 
-from stages.core.config.targets import load_target
-from stages.core.metrics import PHASES
-from stages.core.records import dumps, write_text
-from stages.core.records.job import IMPORTED, Job
-from stages.core.records.outputs import Coverage, Dynamo, FreshOutputs, ModeOutputs, VersusEager
-from stages.core.records.schema import (
+from torchgate.core.config.targets import load_target
+from torchgate.core.metrics import PHASES
+from torchgate.core.records import dumps, write_text
+from torchgate.core.records.job import IMPORTED, Job
+from torchgate.core.records.outputs import Coverage, Dynamo, FreshOutputs, ModeOutputs, VersusEager
+from torchgate.core.records.schema import (
     COMPILE_STATE,
     BenchProcess,
     Busy,
@@ -41,12 +41,12 @@ from stages.core.records.schema import (
     ShapeRun,
     Spent,
 )
-from stages.core.typed import from_data, to_data
-from stages.core.vocabulary import Status
-from stages.measure import callgrind
-from stages.measure.accelerator import Notes, Unavailable
-from stages.measure.accelerator import notes as device_notes
-from stages.measure.accuracy import (
+from torchgate.core.typed import from_data, to_data
+from torchgate.core.vocabulary import Status
+from torchgate.measure import callgrind
+from torchgate.measure.accelerator import Notes, Unavailable
+from torchgate.measure.accelerator import notes as device_notes
+from torchgate.measure.accuracy import (
     digest,
     error_metrics,
     fingerprint,
@@ -54,8 +54,8 @@ from stages.measure.accuracy import (
     max_abs_difference,
     nonfinite_count,
 )
-from stages.measure.build import build, configure, failure, unsupported, use_code
-from stages.measure.device import (
+from torchgate.measure.build import build, configure, failure, unsupported, use_code
+from torchgate.measure.device import (
     clock_for,
     memory_in_use_bytes,
     peak_memory_bytes,
@@ -63,10 +63,10 @@ from stages.measure.device import (
     resolve_device,
     sync_for,
 )
-from stages.measure.dynamo import DynamoLog, compile_source, inductor_counts, reset_dynamo
-from stages.measure.energy import SHORT_FOR_TICKS, Energy, busy_share, open_meter
-from stages.measure.gpu_timing import GpuProcess, GpuTimes
-from stages.measure.ops import (
+from torchgate.measure.dynamo import DynamoLog, compile_source, inductor_counts, reset_dynamo
+from torchgate.measure.energy import SHORT_FOR_TICKS, Energy, busy_share, open_meter
+from torchgate.measure.gpu_timing import GpuProcess, GpuTimes
+from torchgate.measure.ops import (
     Profiled,
     WorkCounts,
     count_work,
@@ -75,10 +75,10 @@ from stages.measure.ops import (
     op_coverage,
     profiled,
 )
-from stages.measure.pipeline import Breakdown, Pipeline, measure_breakdown
-from stages.measure.probe import process_host
-from stages.measure.ranks import RankGroup, check_ranks
-from stages.measure.timing import (
+from torchgate.measure.pipeline import Breakdown, Pipeline, measure_breakdown
+from torchgate.measure.probe import process_host
+from torchgate.measure.ranks import RankGroup, check_ranks
+from torchgate.measure.timing import (
     BusyMachine,
     Latency,
     Phases,

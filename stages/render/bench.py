@@ -7,16 +7,16 @@ summary page shows the latter). Pure.
 """
 from __future__ import annotations
 
-from stages.core.metrics import BY_NAME, Family, names
-from stages.core.numbers import median
-from stages.core.records.rows import CompareRecord, Row
-from stages.core.vocabulary import Status
-from stages.judge.results import CellSummary, GpuSeriesSummary
-from stages.render.environment import cell
-from stages.render.markdown import markdown_table, nbytes, pvalue, seconds, value
-from stages.render.numbers import per_second
-from stages.render.steps import OWN, breakdown_section, usage_section
-from stages.render.verdicts import change, ordered
+from torchgate.core.metrics import BY_NAME, Family, names
+from torchgate.core.numbers import median
+from torchgate.core.records.rows import CompareRecord, Row
+from torchgate.core.vocabulary import Status
+from torchgate.judge.results import CellSummary, GpuSeriesSummary
+from torchgate.render.environment import cell
+from torchgate.render.markdown import markdown_table, nbytes, pvalue, seconds, value
+from torchgate.render.numbers import per_second
+from torchgate.render.steps import OWN, breakdown_section, usage_section
+from torchgate.render.verdicts import change, ordered
 
 # ---- ranks ------------------------------------------------------------
 # Distributed units (`_ranks_`): a line per unit on the summary page, a table on the bench

@@ -1,8 +1,8 @@
 """reports/env/env.md: the environment, then what changed against the baseline."""
 from __future__ import annotations
 
-from stages.core.records.dotted import MISSING, get
-from stages.render.markdown import markdown_table
+from torchgate.core.records.dotted import MISSING, get
+from torchgate.render.markdown import markdown_table
 
 # The rows of the summary table, in order: (label, dotted field).
 MAIN_FIELDS = (

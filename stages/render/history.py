@@ -5,13 +5,13 @@ import math
 
 from matplotlib.figure import Figure
 
-from stages.core.config.settings import HistorySettings
-from stages.core.metrics import BY_NAME, Unit
-from stages.core.numbers import median
-from stages.core.vocabulary import PICTURES, short
-from stages.judge.results import KEY_METRICS, Chance, FailureRate, LastingShift, RunPoint, Trend
-from stages.render.markdown import markdown_table, percent, pictures_note, pvalue, value
-from stages.render.plots import png, time_unit
+from torchgate.core.config.settings import HistorySettings
+from torchgate.core.metrics import BY_NAME, Unit
+from torchgate.core.numbers import median
+from torchgate.core.vocabulary import PICTURES, short
+from torchgate.judge.results import KEY_METRICS, Chance, FailureRate, LastingShift, RunPoint, Trend
+from torchgate.render.markdown import markdown_table, percent, pictures_note, pvalue, value
+from torchgate.render.plots import png, time_unit
 
 # ---- trends ------------------------------------------------------------
 # Trend pictures of the baseline history: per cell, hardware and key timing, one panel per

@@ -5,8 +5,8 @@ import math
 
 from tabulate import tabulate
 
-from stages.core.metrics import BY_NAME, Unit
-from stages.core.vocabulary import VERDICTS
+from torchgate.core.metrics import BY_NAME, Unit
+from torchgate.core.vocabulary import VERDICTS
 
 ORDER = {v: i for i, v in enumerate(VERDICTS)}
 

@@ -6,12 +6,12 @@
 - numbers.json: the medians per unit that every page shows, for scripts and `git diff`."""
 from __future__ import annotations
 
-from stages.core.metrics import BY_NAME, HEADLINE, METRICS
-from stages.core.records.rows import CompareRecord
-from stages.core.records.schema import NumericsRecord
-from stages.core.vocabulary import VERDICTS, Verdict
-from stages.judge.results import CellSummary
-from stages.render.markdown import counts, short_number
+from torchgate.core.metrics import BY_NAME, HEADLINE, METRICS
+from torchgate.core.records.rows import CompareRecord
+from torchgate.core.records.schema import NumericsRecord
+from torchgate.core.vocabulary import VERDICTS, Verdict
+from torchgate.judge.results import CellSummary
+from torchgate.render.markdown import counts, short_number
 
 # The metrics a unit's summary holds that numbers.json carries: name -> (key, scale).
 EXPORTED = {m.name: m.exported for m in METRICS if m.exported}

@@ -8,8 +8,8 @@ import math
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from stages.core.metrics import label as metric_label
-from stages.core.records.migration import (
+from torchgate.core.metrics import label as metric_label
+from torchgate.core.records.migration import (
     BUSY_LEFT_OUT,
     RUNS,
     Cost,
@@ -19,7 +19,7 @@ from stages.core.records.migration import (
     SideInfo,
     WorkloadMigration,
 )
-from stages.render.markdown import (
+from torchgate.render.markdown import (
     markdown_table,
     nbytes,
     pictures_note,
@@ -27,7 +27,7 @@ from stages.render.markdown import (
     three,
     value,
 )
-from stages.render.plots import BASE, NOW, png
+from torchgate.render.plots import BASE, NOW, png
 
 LABELS = {"per_item_s": "steady state per item", "first_call_s": "first call (cold)",
           "first_call_warm_s": "first call (warm)", "warmup_s": "warm-up",

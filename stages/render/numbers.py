@@ -4,16 +4,16 @@ against the baseline. Regressions, failures and possible slowdowns first, then b
 Pure."""
 from __future__ import annotations
 
-from stages.core.metrics import HEADLINE, Rule, names
-from stages.core.metrics import label as metric_label
-from stages.core.records.dotted import MISSING, get
-from stages.core.records.rows import Row
-from stages.core.vocabulary import BAD, Status, Verdict
-from stages.judge.results import CellSummary, UnitSummary
-from stages.render.markdown import markdown_table, nbytes, seconds
-from stages.render.steps import cell_lines
-from stages.render.verdicts import attributed, change
-from stages.render.verdicts import effect as row_effect
+from torchgate.core.metrics import HEADLINE, Rule, names
+from torchgate.core.metrics import label as metric_label
+from torchgate.core.records.dotted import MISSING, get
+from torchgate.core.records.rows import Row
+from torchgate.core.vocabulary import BAD, Status, Verdict
+from torchgate.judge.results import CellSummary, UnitSummary
+from torchgate.render.markdown import markdown_table, nbytes, seconds
+from torchgate.render.steps import cell_lines
+from torchgate.render.verdicts import attributed, change
+from torchgate.render.verdicts import effect as row_effect
 
 # The environment fields a reader recognises, in the order they matter for an upgrade.
 HEADLINE_FIELDS = (("torch.version", "torch"), ("torch.cuda", "CUDA"),

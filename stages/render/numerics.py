@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import math
 
-from stages.core.records import dumps
-from stages.core.records.outputs import (
+from torchgate.core.records import dumps
+from torchgate.core.records.outputs import (
     SKETCH_K,
     TORCH_NAMESPACES,
     WHOLE_MAX,
     fallback_ops,
     namespaces,
 )
-from stages.core.records.rows import CompareRecord, Row
-from stages.core.records.schema import NumericsRecord
-from stages.core.vocabulary import Check, Status
-from stages.render.markdown import markdown_table, sci
-from stages.render.verdicts import page as verdict_page
+from torchgate.core.records.rows import CompareRecord, Row
+from torchgate.core.records.schema import NumericsRecord
+from torchgate.core.vocabulary import Check, Status
+from torchgate.render.markdown import markdown_table, sci
+from torchgate.render.verdicts import page as verdict_page
 
 
 def _units(record: NumericsRecord):

@@ -13,12 +13,12 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
-from stages.core.metrics import label
-from stages.core.numbers import median
-from stages.core.records.rows import Row
-from stages.core.vocabulary import BASELINE, Verdict
-from stages.judge.results import CellSummary
-from stages.render.verdicts import MOVED, by_effect
+from torchgate.core.metrics import label
+from torchgate.core.numbers import median
+from torchgate.core.records.rows import Row
+from torchgate.core.vocabulary import BASELINE, Verdict
+from torchgate.judge.results import CellSummary
+from torchgate.render.verdicts import MOVED, by_effect
 
 COLOURS = {Verdict.REGRESSED: "#c62828", Verdict.IMPROVED: "#2e7d32", Verdict.EQUIVALENT: "#607d8b",
            Verdict.INCONCLUSIVE: "#ef6c00"}

@@ -3,9 +3,9 @@ many of the planned processes are done, the time so far and an estimate of what 
 lines, no terminal control codes: a CI log and `dvc queue logs` read as a terminal does."""
 from __future__ import annotations
 
-from stages.core.numbers import median
-from stages.core.records.schema import BenchProcess, ModeNumerics, NumericsProcess
-from stages.core.vocabulary import Status, Tick
+from torchgate.core.numbers import median
+from torchgate.core.records.schema import BenchProcess, ModeNumerics, NumericsProcess
+from torchgate.core.vocabulary import Status, Tick
 
 
 def clock(seconds: float) -> str:

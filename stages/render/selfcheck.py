@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from stages.render.markdown import mde
+from torchgate.render.markdown import mde
 
 
 def _rate(x) -> str:

@@ -3,9 +3,9 @@
 cell of summary.md. Pure."""
 from __future__ import annotations
 
-from stages.core.vocabulary import BASELINE
-from stages.judge.results import BOUND_SHARE, NEAR_BAND, CellSummary, UnitSummary
-from stages.render.markdown import joules, markdown_table, seconds
+from torchgate.core.vocabulary import BASELINE
+from torchgate.judge.results import BOUND_SHARE, NEAR_BAND, CellSummary, UnitSummary
+from torchgate.render.markdown import joules, markdown_table, seconds
 
 BUSY = ("not shown: its {} process(es) timed it while other programs took more than "
         "`compare.busy_share` of the CPU")

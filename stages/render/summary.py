@@ -1,10 +1,10 @@
 """reports/summary.md: the page a reviewer reads first. Pure."""
 from __future__ import annotations
 
-from stages.core.metrics import Rule, names
-from stages.core.records.rows import CompareRecord, Row
-from stages.core.vocabulary import BAD, QUIET, Verdict
-from stages.judge.gate import (
+from torchgate.core.metrics import Rule, names
+from torchgate.core.records.rows import CompareRecord, Row
+from torchgate.core.vocabulary import BAD, QUIET, Verdict
+from torchgate.judge.gate import (
     NO_TIMING,
     UNCHANGED,
     gate_checked,
@@ -13,12 +13,12 @@ from stages.judge.gate import (
     untested,
     unusable,
 )
-from stages.judge.results import CellSummary
-from stages.render.bench import ranks_section
-from stages.render.environment import cell as env_cell
-from stages.render.markdown import counts, markdown_table, pictures_note, value
-from stages.render.numbers import environment_change, numbers_section
-from stages.render.verdicts import VERDICTS_LINK, attributed, by_effect, change, evidence
+from torchgate.judge.results import CellSummary
+from torchgate.render.bench import ranks_section
+from torchgate.render.environment import cell as env_cell
+from torchgate.render.markdown import counts, markdown_table, pictures_note, value
+from torchgate.render.numbers import environment_change, numbers_section
+from torchgate.render.verdicts import VERDICTS_LINK, attributed, by_effect, change, evidence
 
 # The verdicts of a comparison made.
 COMPARED = (Verdict.REGRESSED, Verdict.IMPROVED, Verdict.EQUIVALENT, Verdict.INCONCLUSIVE)

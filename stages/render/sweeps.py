@@ -8,10 +8,10 @@ import math
 
 from matplotlib.figure import Figure
 
-from stages.core.config.settings import Recommend
-from stages.judge.results import Choice, Sweep, SweepPoint, Versus
-from stages.render.markdown import markdown_table, nbytes, percent, ratio_change, seconds
-from stages.render.plots import png
+from torchgate.core.config.settings import Recommend
+from torchgate.judge.results import Choice, Sweep, SweepPoint, Versus
+from torchgate.render.markdown import markdown_table, nbytes, percent, ratio_change, seconds
+from torchgate.render.plots import png
 
 
 def _versus(v: Versus) -> str:

@@ -4,10 +4,10 @@ from __future__ import annotations
 import math
 import textwrap
 
-from stages.core.metrics import BY_NAME, Rule, Unit, names
-from stages.core.records.rows import CompareRecord, Contribution, Row
-from stages.core.vocabulary import Verdict
-from stages.render.markdown import (
+from torchgate.core.metrics import BY_NAME, Rule, Unit, names
+from torchgate.core.records.rows import CompareRecord, Contribution, Row
+from torchgate.core.vocabulary import Verdict
+from torchgate.render.markdown import (
     ORDER,
     markdown_table,
     mde,

@@ -4,11 +4,11 @@ depend on either package: a workload that names one runs where it is installed a
 the line to run, where it is not.
 
     my_vit:
-      _target_: stages.workloads.adapters.torchvision_model
+      _target_: torchgate.workloads.adapters.torchvision_model
       name: vit_b_16            # any torchvision.models.get_model name
       image: 224
     my_llm:
-      _target_: stages.workloads.adapters.transformers_model
+      _target_: torchgate.workloads.adapters.transformers_model
       model_type: llama         # AutoConfig.for_model's model types
       config: {hidden_size: 256, num_hidden_layers: 2, num_attention_heads: 4,
                intermediate_size: 512, vocab_size: 4096}
@@ -27,8 +27,8 @@ from typing import Callable
 import torch
 from torch import nn
 
-from stages.workloads import Workload, _positive, _random
-from stages.workloads.vision import forward_flops
+from torchgate.workloads import Workload, _positive, _random
+from torchgate.workloads.vision import forward_flops
 
 
 def _package(name: str):

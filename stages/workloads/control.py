@@ -23,7 +23,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from stages.workloads import Workload, _positive, _random
+from torchgate.workloads import Workload, _positive, _random
 
 
 class GatedBlock(nn.Module):

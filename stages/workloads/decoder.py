@@ -29,7 +29,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from stages.workloads import Workload, _positive
+from torchgate.workloads import Workload, _positive
 
 PHASES = ("prefill", "decode", "generate")
 

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from stages.workloads import Workload, _positive
+from torchgate.workloads import Workload, _positive
 
 
 class DecodedSamples(Dataset):

@@ -15,7 +15,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from stages.workloads import Unsupported, Workload, _positive, _random
+from torchgate.workloads import Unsupported, Workload, _positive, _random
 
 FLOAT8_MAX = 448.0          # the largest finite float8_e4m3fn
 

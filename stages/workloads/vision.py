@@ -16,7 +16,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from stages.workloads import Workload, _positive, _random
+from torchgate.workloads import Workload, _positive, _random
 
 
 class BasicBlock(nn.Module):

@@ -28,7 +28,7 @@ say() { echo "torchgate gpu: $*"; }
 compose() {
     (cd "$ROOT" && "$PYTHON" - <<'PY'
 from pathlib import Path
-from stages.compose import compose
+from torchgate.compose import compose
 compose(Path("tests/gpu/params.yaml"), Path("tests/gpu/overrides").read_text().split())
 print("torchgate gpu: wrote tests/gpu/params.yaml")
 PY
@@ -114,7 +114,7 @@ results() {
         > "$OUT/gpu-summary.md" || { say "summary failed"; status=1; }
 }
 started=$SECONDS
-run_stage stages.env
+run_stage torchgate.env
 # bf16 first: the cell the headline numbers come from. TORCHGATE_GPU_CELLS="bf16 fp32"
 # measures those precisions only.
 precisions=${TORCHGATE_GPU_CELLS:-$(cd "$WORK" && "$PYTHON" -c "
@@ -122,15 +122,15 @@ import yaml
 chosen = yaml.safe_load(open('params.yaml'))['cells']['precisions']
 print(*sorted(chosen, key=lambda p: p != 'bf16'))")}
 for precision in $precisions; do
-    run_stage stages.bench --device cuda --precision "$precision"
+    run_stage torchgate.bench --device cuda --precision "$precision"
     results
-    run_stage stages.numerics --device cuda --precision "$precision"
+    run_stage torchgate.numerics --device cuda --precision "$precision"
 done
-run_stage stages.compare
-run_stage stages.report
+run_stage torchgate.compare
+run_stage torchgate.report
 # Is it worth moving? fp32 -> bf16 on this GPU (tests/gpu/overrides declares the pair).
 if [[ " $precisions " == *" fp32 "* && " $precisions " == *" bf16 "* ]]; then
-    run_stage stages.migration --pair cuda_fp32_to_bf16
+    run_stage torchgate.migration --pair cuda_fp32_to_bf16
 fi
 say "matrix took $(( SECONDS - started )) s"
 results

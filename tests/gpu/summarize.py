@@ -18,15 +18,15 @@ import statistics
 import sys
 from pathlib import Path
 
-from stages.core import config, records
-from stages.core.metrics import BY_NAME
-from stages.core.numbers import median
-from stages.core.records.rows import CompareRecord
-from stages.core.records.schema import BenchRecord
-from stages.core.vocabulary import Status
-from stages.judge import stats
-from stages.judge.steps import breakdown
-from stages.render.markdown import markdown_table, mde, seconds
+from torchgate.core import config, records
+from torchgate.core.metrics import BY_NAME
+from torchgate.core.numbers import median
+from torchgate.core.records.rows import CompareRecord
+from torchgate.core.records.schema import BenchRecord
+from torchgate.core.vocabulary import Status
+from torchgate.judge import stats
+from torchgate.judge.steps import breakdown
+from torchgate.render.markdown import markdown_table, mde, seconds
 
 MATMUL, ELEMENTWISE = "matmul_relu_xl", "elementwise"
 SERIES = {"steady_s": "hot", "cold_s": "cold", "graph_s": "graph"}

@@ -13,13 +13,13 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from stages.core import machine
-from stages.core.baseline import git
-from stages.core.errors import UserError
-from stages.core.records import load_record, parse_record
-from stages.core.records.inputs import RunInputs, needs_recorded, own_arm, pair
-from stages.core.records.schema import BenchRecord, EnvRecord, NumericsRecord
-from stages.core.vocabulary import short
+from torchgate.core import machine
+from torchgate.core.baseline import git
+from torchgate.core.errors import UserError
+from torchgate.core.records import load_record, parse_record
+from torchgate.core.records.inputs import RunInputs, needs_recorded, own_arm, pair
+from torchgate.core.records.schema import BenchRecord, EnvRecord, NumericsRecord
+from torchgate.core.vocabulary import short
 
 KINDS = {"bench": BenchRecord, "numerics": NumericsRecord}
 

@@ -10,7 +10,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from stages.core.errors import UserError
+from torchgate.core.errors import UserError
 
 # DVC's temporary and queued executors live in <original project>/.dvc/tmp/exps/...
 _EXECUTOR_DIR = (".dvc", "tmp", "exps")

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stages.core import machine
-from stages.core.config.settings import (
+from torchgate.core import machine
+from torchgate.core.config.settings import (
     CUDA_SERIES,
     GATE_CHOICES,
     INSTALLERS,
@@ -48,9 +48,9 @@ from stages.core.config.settings import (
     WorkloadSpec,
     parse_pairs,
 )
-from stages.core.errors import UserError
-from stages.core.metrics import TIMINGS
-from stages.core.typed import from_data
+from torchgate.core.errors import UserError
+from torchgate.core.metrics import TIMINGS
+from torchgate.core.typed import from_data
 
 MODES = ("eager", "compiled", "reduce-overhead", "max-autotune")
 # Device types timed and read by name; any other type (an out-of-tree backend such as AWS
@@ -529,7 +529,7 @@ def parse(raw: Any) -> Config:
         listed = getattr(cells, key)
         if listed and list(listed) != list(chosen):
             raise UserError(f"cells.{key} is {list(listed)} but the selection is {list(chosen)}; "
-                            "recompose params.yaml with `python -m stages.compose` "
+                            "recompose params.yaml with `python -m torchgate.compose` "
                             "(cells is derived, do not edit it)")
     _check_bench(sections["bench"])
     _check_stats(sections["stats"])

@@ -12,10 +12,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from stages.core import machine
-from stages.core.errors import UserError
-from stages.core.metrics import Delta as Delta  # stats.delta: one field per tested metric
-from stages.core.vocabulary import VERDICTS, Verdict
+from torchgate.core import machine
+from torchgate.core.errors import UserError
+from torchgate.core.metrics import Delta as Delta  # stats.delta: one field per tested metric
+from torchgate.core.vocabulary import VERDICTS, Verdict
 
 
 @dataclass(frozen=True)
@@ -292,7 +292,7 @@ def parse_pairs(pairs: Any, modes: tuple[str, ...]) -> dict[str, MigrationPair]:
 class MachineSettings:
     """The machine this run's reports belong to: reports/<name>/ (core.machine)."""
     name: str | None = None
-    derived: bool = False       # the name was derived from this hardware (stages.compose)
+    derived: bool = False       # the name was derived from this hardware (torchgate.compose)
 
 
 @dataclass(frozen=True)
@@ -382,7 +382,7 @@ class Launcher:
     backend: str = "local"
     ray: RaySettings = field(default_factory=RaySettings)
     # "i/n": this job measures the i-th of n parts of every cell's workloads (a check split
-    # across runners by a CI job matrix; `python -m stages.merge` joins the parts). None: all.
+    # across runners by a CI job matrix; `python -m torchgate.merge` joins the parts). None: all.
     shard: str | None = None
     # The reports folders (reports/<machine>/ as each job left them) of a split check's n
     # jobs: the bench and numerics stages join them (core.records.parts) instead of measuring.

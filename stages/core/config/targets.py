@@ -27,9 +27,9 @@ import sys
 from pathlib import Path
 from typing import Iterable
 
-from stages.core import lifetime
-from stages.core.config.settings import WorkloadSpec
-from stages.core.errors import UserError
+from torchgate.core import lifetime
+from torchgate.core.config.settings import WorkloadSpec
+from torchgate.core.errors import UserError
 
 # Passed by torchgate, not by the YAML (the last three to a distributed unit's ranks).
 PROVIDED = ("device", "dtype", "compile", "seed", "rank", "world_size", "ddp")
@@ -61,9 +61,9 @@ out = os.fdopen(os.dup(1), "w")
 os.dup2(2, 1)
 paths, targets = json.load(sys.stdin)
 sys.path[:] = paths
-from stages.core.lifetime import hold_launcher
+from torchgate.core.lifetime import hold_launcher
 hold_launcher()
-from stages.core.config.targets import load_target
+from torchgate.core.config.targets import load_target
 for target in targets:
     print(json.dumps([target, None]), file=out, flush=True)
     try:
@@ -168,9 +168,9 @@ out = os.fdopen(os.dup(1), "w")
 os.dup2(2, 1)
 paths, modules, targets = json.load(sys.stdin)
 sys.path[:] = paths
-from stages.core.lifetime import hold_launcher
+from torchgate.core.lifetime import hold_launcher
 hold_launcher()
-from stages.core.config.targets import load_target
+from torchgate.core.config.targets import load_target
 seen = set()
 def added():
     new = {name: getattr(m, "__file__", None) for name, m in list(sys.modules.items())
@@ -303,5 +303,5 @@ def check_tracked(workloads: dict, stage: str, root: Path = Path(".")) -> None:
                     f"workload.{spec.family or spec.name}: its module {path} is not a dependency "
                     f"of the {stage} stage, so `dvc repro` would keep the old numbers after you "
                     f"edit it; move it into stages/workloads/ (or a package under it) and set "
-                    f"_target_: stages.workloads.{spec.target}, or add {path} to the deps of "
+                    f"_target_: torchgate.workloads.{spec.target}, or add {path} to the deps of "
                     "the bench and numerics stages in dvc.yaml")

@@ -15,10 +15,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from stages.core.errors import UserError
-from stages.core.metrics import METRICS, Unit
-from stages.core.records import schema, upgrades
-from stages.core.typed import from_data, to_data
+from torchgate.core.errors import UserError
+from torchgate.core.metrics import METRICS, Unit
+from torchgate.core.records import schema, upgrades
+from torchgate.core.typed import from_data, to_data
 
 # Each kind's version: its newest entry in upgrades.HISTORY. A new field with a default needs
 # no new one; a field whose meaning, unit, type or default changes, or that is removed, renamed

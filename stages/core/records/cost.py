@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from stages.core.numbers import median
-from stages.core.records.schema import BenchProcess, ModeTiming
+from torchgate.core.numbers import median
+from torchgate.core.records.schema import BenchProcess, ModeTiming
 
 
 def mode_seconds(m: ModeTiming) -> float:

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from stages.core.records.schema import BenchRecord, EnvRecord, NumericsRecord
+from torchgate.core.records.schema import BenchRecord, EnvRecord, NumericsRecord
 
 
 def ab_baseline(record: Any) -> Any:

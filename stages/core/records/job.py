@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from stages.core.config import DeviceSpec, PrecisionSpec
-from stages.core.config.settings import BenchSettings, WorkloadSpec
+from torchgate.core.config import DeviceSpec, PrecisionSpec
+from torchgate.core.config.settings import BenchSettings, WorkloadSpec
 
 
 @dataclass(frozen=True)

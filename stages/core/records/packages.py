@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from stages.core.errors import UserError
+from torchgate.core.errors import UserError
 
 PACKAGES = "packages.json"      # beside env.json, written by the env stage
 
@@ -57,7 +57,7 @@ def every_installed(text: str | None, env: dict, source: str) -> dict[str, str] 
             found = json.loads(text)["distributions"]
         except (ValueError, KeyError, TypeError):
             raise UserError(f"{source} is not a torchgate package list; restore it from git "
-                            "or rerun the env stage (`python -m stages.env`)") from None
+                            "or rerun the env stage (`python -m torchgate.env`)") from None
         if isinstance(found, dict) and found:
             return found
     return env.get("installed") or env.get("distributions") or None

@@ -14,10 +14,10 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Callable
 
-from stages.core.errors import UserError
-from stages.core.records import load_record
-from stages.core.records.schema import BenchRecord, Look, NumericsRecord
-from stages.core.vocabulary import Status
+from torchgate.core.errors import UserError
+from torchgate.core.records import load_record
+from torchgate.core.records.schema import BenchRecord, Look, NumericsRecord
+from torchgate.core.vocabulary import Status
 
 
 def from_parts(folders: tuple[str, ...], kind: str, cell: str, expected: set[str]) -> Any:

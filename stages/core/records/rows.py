@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from stages.core.vocabulary import VERDICTS, UnitKey
+from torchgate.core.vocabulary import VERDICTS, UnitKey
 
 
 @dataclass(frozen=True)

@@ -20,11 +20,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from stages.core.records.migration import MigrationRecord
-from stages.core.records.outputs import Coverage, Dynamo, Fingerprint, FreshOutputs, ModeOutputs
-from stages.core.records.rows import CompareRecord
-from stages.core.records.unit import BenchUnit
-from stages.core.vocabulary import Check
+from torchgate.core.records.migration import MigrationRecord
+from torchgate.core.records.outputs import Coverage, Dynamo, Fingerprint, FreshOutputs, ModeOutputs
+from torchgate.core.records.rows import CompareRecord
+from torchgate.core.records.unit import BenchUnit
+from torchgate.core.vocabulary import Check
 
 # ---- ranks ------------------------------------------------------------
 # What a distributed unit (`_ranks_`) measured in one worker process: each rank's steady

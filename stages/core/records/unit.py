@@ -14,12 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
 
-from stages.core.metrics import WHOLE_MODE, Metric
-from stages.core.numbers import median
-from stages.core.vocabulary import Failure, Status
+from torchgate.core.metrics import WHOLE_MODE, Metric
+from torchgate.core.numbers import median
+from torchgate.core.vocabulary import Failure, Status
 
 if TYPE_CHECKING:
-    from stages.core.records.schema import BenchProcess, BenchRecord, Busy, ModeTiming, WorkloadRun
+    from torchgate.core.records.schema import BenchProcess, BenchRecord, Busy, ModeTiming, WorkloadRun
 
 def taken(b: Busy) -> float:
     """The CPU share this process could not have: others' and the hypervisor's steal."""
@@ -140,7 +140,7 @@ class BenchUnit:
         return len(self.modes())
 
     def skipped(self) -> str | None:
-        """Why the workload said it cannot run in this mode here (stages.workloads.Unsupported),
+        """Why the workload said it cannot run in this mode here (torchgate.workloads.Unsupported),
         where no process ran the mode; else None."""
         modes = [p.modes.get(self.mode) for p in self.processes if p.status == Status.OK]
         reasons = [m.error or "" for m in modes if m is not None and m.status == Status.SKIPPED]

@@ -1,6 +1,6 @@
 """The machine's name where `conf/` is composed: by `dvc exp run -S ...` (DVC loads the Hydra
 plugins under `hydra.plugins_path` of .dvc/config, this folder's parent) and by
-`python -m stages.compose`. `conf/config.yaml` names the machine `${torchgate_machine:}`:
+`python -m torchgate.compose`. `conf/config.yaml` names the machine `${torchgate_machine:}`:
 TORCHGATE_MACHINE where set, else derived from this hardware (stages/core/machine.py), so that
 an experiment's params.yaml names the machine a plain `dvc repro` does.
 
