@@ -17,8 +17,8 @@ import os
 import subprocess
 import sys
 
+from torchgate.core.names import pythonpath
 from torchgate.core.numbers import median
-from torchgate.launch.local import ROOT
 
 ROUND = """
 import json, sys, torch
@@ -49,8 +49,7 @@ print(json.dumps({"torchgate_s": b if timer_first else a, "timer_s": a if timer_
 
 
 def one_round(size: int, threads: int, seed: int, timer_first: bool) -> dict:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT),
-                                                                     os.environ.get("PYTHONPATH")]))}
+    env = {**os.environ, "PYTHONPATH": pythonpath()}
     out = subprocess.run([sys.executable, "-c", ROUND, str(size), str(threads), str(seed),
                           str(int(timer_first))], capture_output=True, text=True, check=True,
                          timeout=300, env=env)

@@ -9,6 +9,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from torchgate.core.names import importable
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -68,10 +70,12 @@ def make_project(where: Path, repository: Path) -> Path:
 
 def enter_project(where: Path, monkeypatch) -> Path:
     """Work in the project `where` as its user would, with this interpreter's tools."""
-    # Stage commands run `python -m torchgate...`: the interpreter running the tests.
+    # Stage commands run `python -m torchgate...`: the interpreter running the tests, with the
+    # project's own torchgate, as a user's install of the project (its stages/ is what
+    # dvc.yaml's deps track), and the tests' modules.
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     monkeypatch.setenv("DVC_NO_ANALYTICS", "1")
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([importable(where / "stages"), str(ROOT)]))
     monkeypatch.chdir(where)
     return where
 

@@ -26,8 +26,9 @@ import signal
 import subprocess
 import sys
 import threading
-from pathlib import Path
 from typing import Callable
+
+from torchgate.core.names import importable
 
 # How long another interpreter may take to start and answer (a venv's check, an environment
 # captured there): an import of torch, with room for a cold disk.
@@ -167,7 +168,8 @@ def _watch(fd: int, group: int) -> None:
             os._exit(0)
 
 
-# Holds the lifeline, then becomes the command (the parent-death signal survives exec).
+# Holds the lifeline, then becomes the command (the parent-death signal survives exec);
+# argv[1] makes its torchgate this one (core.names.importable).
 BOUND = ("import os, sys; sys.path.insert(0, sys.argv[1]); "
          "from torchgate.core.lifetime import hold_launcher; hold_launcher(); "
          "os.execvp(sys.argv[2], sys.argv[2:])")
@@ -179,9 +181,8 @@ def run_bound(args: list[str], **kwargs) -> subprocess.CompletedProcess:
     builds again): in a process group of its own, ending with this process, and killed with
     whatever it started once it has exited."""
     line, entry = lifeline()
-    root = str(Path(__file__).resolve().parents[2])
     env = {**kwargs.pop("env", os.environ), **entry}
-    with launched(lambda: subprocess.Popen([sys.executable, "-c", BOUND, root, *args],
+    with launched(lambda: subprocess.Popen([sys.executable, "-c", BOUND, importable(), *args],
                                            pass_fds=(line,), env=env, start_new_session=True,
                                            **kwargs)) as proc:
         try:

@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from torchgate.core import lifetime, scratch
+from torchgate.core import lifetime, names, scratch
 from torchgate.core.errors import clip
 from torchgate.core.lifetime import INTERPRETER_TIMEOUT_S, killed_by
 from torchgate.core.records.job import IMPORTED, Job
@@ -31,8 +31,6 @@ from torchgate.core.typed import to_data
 from torchgate.core.vocabulary import Status
 from torchgate.measure import callgrind
 from torchgate.measure.proc import carrying, orphans, process_cpu_s, started_at
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _tail(path: Path, lines: int = 8) -> str:
@@ -59,9 +57,9 @@ class _Worker:
         job_path = tmp / "job.json"
         job_path.write_text(json.dumps(to_data(job)), encoding="utf-8")
         env = dict(os.environ)
-        # The stage's folder first, so a workload in the user's own module imports by name.
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), str(ROOT),
-                                                          env.get("PYTHONPATH")]))
+        # This torchgate (the arm's venv has torch alone), then the stage's folder, so that a
+        # workload in the user's own module imports by name.
+        env["PYTHONPATH"] = names.pythonpath(os.getcwd(), env=env)
         env["TORCHINDUCTOR_CACHE_DIR"] = str(
             scratch.compile_cache(job.compile_cache, job.compile_cache_cold) if job.compile_cache
             else tmp / "inductor" if fresh_compile_cache else scratch.inductor_cache())
@@ -203,8 +201,8 @@ def pair_cores() -> tuple[int, ...] | None:
 def run_interleaved(jobs: list[tuple[Job, str | None]], *, timeout_s: float,
                     fresh_compile_cache: bool = True) -> list[dict]:
     """Run jobs (one per interpreter) in lock-step: one process at a time holds the turn and
-    hands it on where `torchgate.measure.worker.Baton` is called (before each timed phase and sample),
-    so that their samples alternate A B A B ... and share the machine's moment.
+    hands it on where `torchgate.measure.worker.Baton` is called (before each timed phase and
+    sample), so that their samples alternate A B A B ... and share the machine's moment.
 
     The next process starts once the previous one has handed on its first turn, so imports
     do not overlap anything timed either. Each process's time limit counts only the time it
@@ -328,7 +326,7 @@ def capture_env(python: str) -> dict:
     is this run's to say (core.records.packages.comparable)."""
     code = ("import json, sys; sys.path.insert(0, sys.argv[1]); "
             "from torchgate.measure.probe import capture; print(json.dumps(capture(every=True)))")
-    out = subprocess.run([python, "-c", code, str(ROOT)], capture_output=True, text=True,
+    out = subprocess.run([python, "-c", code, names.importable()], capture_output=True, text=True,
                          timeout=INTERPRETER_TIMEOUT_S)
     if out.returncode != 0:
         tail = (out.stderr.strip().splitlines() or ["no output"])[-1]

@@ -26,10 +26,11 @@ from typing import Callable
 from torchgate.core.config import Cell, Config
 from torchgate.core.config.settings import RaySettings
 from torchgate.core.errors import UserError, clip
+from torchgate.core.names import NAME, importable
 from torchgate.core.records.job import Arm, Job
 from torchgate.core.typed import from_data, to_data
 from torchgate.core.vocabulary import Status
-from torchgate.launch.local import ROOT, capture_env, run_interleaved, run_worker
+from torchgate.launch.local import capture_env, run_interleaved, run_worker
 from torchgate.launch.ray_placement import NodeLeases, describe, fits, offered, request
 
 # Not code: history, DVC's cache, environments. Shipped, they would only slow every upload.
@@ -106,8 +107,8 @@ def _head(address: str, ray) -> tuple[str, int] | None:
 
 
 def connect(settings: RaySettings, root: Path) -> str:
-    """Join the cluster, shipping the project folder `root` (and this harness, when it lives
-    elsewhere) to every task. One line when the cluster cannot be reached: Ray itself would
+    """Join the cluster, shipping the project folder `root` and this torchgate to every
+    task. One line when the cluster cannot be reached: Ray itself would
     wait for an unreachable head for ever."""
     ray = _import_ray()
     head = _head(settings.address, ray)
@@ -121,8 +122,9 @@ def connect(settings: RaySettings, root: Path) -> str:
                             "launcher.backend=local)") from None
     runtime_env: dict = {"working_dir": str(root),
                          "excludes": [*EXCLUDES, *settings.excludes]}
-    if not (ROOT / "stages").resolve().is_relative_to(root.resolve()):
-        runtime_env["py_modules"] = [str(ROOT / "stages")]
+    # A task imports this torchgate, by its name (Ray names a module by its folder), before
+    # any installed on the node.
+    runtime_env["py_modules"] = [os.path.join(importable(), NAME)]
     failed: list[BaseException] = []
 
     def join() -> None:

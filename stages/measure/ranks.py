@@ -45,6 +45,7 @@ import torch.distributed
 from torchgate.core import machine, scratch
 from torchgate.core.config import rank_threads
 from torchgate.core.lifetime import killed_by
+from torchgate.core.names import pythonpath
 from torchgate.core.numbers import median
 from torchgate.core.records.job import Job
 from torchgate.core.records.outputs import Dynamo
@@ -98,7 +99,7 @@ class RankGroup:
         # the network could join, as a TCPStore's, which listens on every interface).
         self.folder = tempfile.TemporaryDirectory(prefix="ranks-", dir=scratch.run_dir())
         self.store = os.path.join(self.folder.name, "store")
-        env = dict(os.environ)
+        env = {**os.environ, "PYTHONPATH": pythonpath()}    # this torchgate, in any venv
         if Path("/sys/class/net/lo").exists():   # the collectives' own sockets: loopback
             env.setdefault("GLOO_SOCKET_IFNAME" if self.backend == "gloo"
                            else "NCCL_SOCKET_IFNAME", "lo")

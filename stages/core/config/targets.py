@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import Iterable
 
-from torchgate.core import lifetime
+from torchgate.core import lifetime, names
 from torchgate.core.config.settings import WorkloadSpec
 from torchgate.core.errors import UserError
 
@@ -39,7 +39,8 @@ def load_target(target: str):
     """The workload function; ImportError when its module does not import, whatever failed
     there (a custom-operator library that does not load raises OSError or RuntimeError; a
     module may even call sys.exit()), with that failure's first line."""
-    module_name, _, attr = target.rpartition(".")
+    names.alias_old_names()        # a module written for an older revision's name
+    module_name, _, attr = names.current(target).rpartition(".")
     try:
         return getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError, ValueError) as exc:
@@ -76,6 +77,11 @@ for target in targets:
 """
 
 
+def _paths() -> list[str]:
+    """A child's sys.path: this one's, after a folder that makes its torchgate this one's."""
+    return [names.importable(), *sys.path]
+
+
 def _child(script: str, payload: object, limit_s: float) -> tuple[str, bool, int | None]:
     """Run `script` in a child of this interpreter, `payload` as JSON on its stdin, within
     `limit_s`: (its stdout, whether it hung, its return code). The child and whatever it
@@ -102,10 +108,10 @@ def _child(script: str, payload: object, limit_s: float) -> tuple[str, bool, int
     return out, hung, proc.returncode
 
 
-def _module_file(module: str, paths: list[str]) -> Path | None:
-    """The source file `import module` would load from the folders `paths`, found without
-    importing anything; None where a compiled module, or none, is found first."""
-    parts = module.split(".")
+def _module_file(parts: list[str], paths: list[str]) -> Path | None:
+    """The source file of the module `parts` (its dotted name, split) that `import` would load
+    from the folders `paths`, found without importing anything; None where a compiled module,
+    or none, is found first."""
     for entry in paths:
         folder = Path(entry or ".").joinpath(*parts[:-1])
         for candidate in (folder / f"{parts[-1]}.py", folder / parts[-1] / "__init__.py"):
@@ -128,8 +134,11 @@ def source_signature(target: str, paths: list[str]) -> dict | None:
     """{"takes": parameter names, "any": takes **kwargs} of a target that its module's source
     defines once, by a top-level `def` without decorators (what inspect.signature would say of
     it); None where only importing the module can tell."""
-    module, _, name = target.rpartition(".")
-    path = _module_file(module, paths) if module else None
+    module, _, name = names.current(target).rpartition(".")
+    parts = module.split(".")
+    if parts[0] == names.NAME:     # torchgate's own: where its workers import it from
+        parts, paths = [names.PACKAGE.name, *parts[1:]], [str(names.PACKAGE.parent)]
+    path = _module_file(parts, paths) if module else None
     if path is None:
         return None
     try:
@@ -150,7 +159,7 @@ def signatures(targets: list[str], limit_s: float) -> dict[str, dict]:
     """target -> {"takes": parameter names, "any": takes **kwargs} or {"error": why not},
     read in one child process; a target whose import hung ("hung": true) or ended the child
     says so, and the targets after it are left out (unchecked: their workers will tell)."""
-    out, hung, code = _child(CHILD, [sys.path, targets], limit_s)
+    out, hung, code = _child(CHILD, [_paths(), targets], limit_s)
     found: dict[str, dict] = {}
     for text in out.splitlines():
         target, result = json.loads(text)
@@ -193,7 +202,7 @@ def imports(modules: list[str], targets: list[str], limit_s: float) -> dict[str,
     its file, or None), read in one child process as a worker imports them. One that fails
     to import is passed over; one that hangs or ends the child ends the reading, with what
     was read before it kept. The bench stage reports either."""
-    out, _, _ = _child(IMPORTS_CHILD, [sys.path, modules, targets], limit_s)
+    out, _, _ = _child(IMPORTS_CHILD, [_paths(), modules, targets], limit_s)
     found: dict[str, str | None] = {}
     for text in out.splitlines():
         try:
@@ -239,7 +248,8 @@ def check_workloads(specs: Iterable[WorkloadSpec], limit_s: float) -> list[str]:
 def module_paths(target: str, root: Path = Path(".")) -> list[str]:
     """The project's file or package folder that a `_target_`'s module is, relative to the
     project folder `root`; [] for a module outside the project (an installed package)."""
-    base = target.rpartition(".")[0].replace(".", "/")
+    module = target.rpartition(".")[0]
+    base = "/".join(names.checkout_parts(module)) if module else ""
     return [c for c in (f"{base}.py", base) if base and (root / c).exists()]
 
 
@@ -248,16 +258,16 @@ def module_closure(target: str, root: Path = Path(".")) -> list[str]:
     packages' `__init__.py` above it, and the project modules it imports, transitively (read
     from its import statements; a module imported by name at run time is not seen). Relative
     to `root`, sorted; [] for a module outside the project."""
-    todo, found = [target.rpartition(".")[0]], set()
+    todo, found = [names.current(target).rpartition(".")[0]], set()
     seen: set[str] = set()
     while todo:
-        name = todo.pop()
+        name = names.current(todo.pop())
         if not name or name in seen:
             continue
         seen.add(name)
         parts = name.split(".")
         todo.extend(".".join(parts[:i]) for i in range(1, len(parts)))   # parent packages
-        found_at = _module_file(name, [str(root)])
+        found_at = _module_file(names.checkout_parts(name), [str(root)])
         if found_at is None:
             continue
         path = found_at.relative_to(root).as_posix()
