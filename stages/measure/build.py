@@ -20,10 +20,13 @@ import torch
 import torchgate
 from torchgate.core.errors import TRACEBACK_CHARS, clip
 from torchgate.core.machine import usable_cores
+from torchgate.core.names import FOLDER, NAME, alias_old_names, current
 from torchgate.core.records.job import Job
 from torchgate.core.vocabulary import Status
 from torchgate.measure.pipeline import Pipeline
 from torchgate.measure.proc import cpu_quota
+
+WORKLOADS = f"{NAME}.workloads"
 
 # ---- extensions ------------------------------------------------------------
 # Custom operators: a user's `torch.ops.<lib>` extensions, as failures see them.
@@ -56,7 +59,7 @@ def unsupported(exc: BaseException) -> bool:
     """Whether a workload said it cannot run on this device or dtype by design (it raised
     torchgate.workloads.Unsupported, of whichever revision's workloads this worker imported:
     matched by name, not identity)."""
-    return any(c.__name__ == "Unsupported" and c.__module__ == "torchgate.workloads"
+    return any(c.__name__ == "Unsupported" and current(c.__module__) == WORKLOADS
                for c in type(exc).__mro__)
 
 
@@ -156,8 +159,9 @@ def _autocast_call(fn, device_type: str, dtype: torch.dtype, *batch):
 
 # ---- code ------------------------------------------------------------
 # Run another revision's workloads with this harness: a worker of the other arm imports
-# `torchgate.workloads` and the project's own modules from that revision's folder, while `stages`
-# itself (measure, core: how things are measured) stays this one.
+# `torchgate.workloads` and the project's own modules from that revision's folder, while
+# torchgate itself (measure, core: how things are measured) stays this one. An older
+# revision's workloads import by the old name, `stages.workloads` (core.names).
 
 def use_code(root: str) -> None:
     """Import workloads from the project folder `root` (another revision) from now on."""
@@ -165,13 +169,14 @@ def use_code(root: str) -> None:
     here = {os.path.realpath(p) for p in (os.getcwd(), harness)}
     # The other revision's top-level modules first; this working tree's not at all.
     sys.path[:] = [root] + [p for p in sys.path if os.path.realpath(p or os.getcwd()) not in here]
-    package = Path(root) / "stages" / "workloads"
+    package = Path(root) / FOLDER / "workloads"
     spec = importlib.util.spec_from_file_location(
-        "torchgate.workloads", package / "__init__.py", submodule_search_locations=[str(package)])
+        WORKLOADS, package / "__init__.py", submodule_search_locations=[str(package)])
     module = importlib.util.module_from_spec(spec)
-    for name in [n for n in sys.modules if n == "torchgate.workloads"
-                 or n.startswith("torchgate.workloads.")]:
+    for name in [n for n in sys.modules if current(n) == WORKLOADS
+                 or current(n).startswith(WORKLOADS + ".")]:
         del sys.modules[name]
-    sys.modules["torchgate.workloads"] = module
+    sys.modules[WORKLOADS] = module
+    alias_old_names()
     spec.loader.exec_module(module)
     torchgate.workloads = module

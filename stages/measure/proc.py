@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from torchgate.core.names import NAME, OLD
+
 PROC = "/proc"
 CGROUP = "/sys/fs/cgroup"
 
@@ -255,11 +257,11 @@ def carrying(name: str, value: str, proc: str = PROC) -> list[int]:
     return found
 
 
-# The modules a torchgate measurement runs as (`python -m torchgate.<name>`), matched in other
-# processes' command lines (never imported: spelled apart from the package, which
-# tests/test_layout.py reads as an import).
-MEASURING = tuple(f"torchgate.{name}" for name in ("bench", "numerics", "measure.worker",
-                                                 "measure.rank"))
+# The modules a torchgate measurement runs as (`python -m torchgate.<name>`, or an older
+# revision's `stages.<name>`), matched in other processes' command lines (never imported:
+# spelled apart from the package, which tests/test_layout.py reads as an import).
+MEASURING = tuple(f"{package}.{name}" for package in (NAME, OLD)
+                  for name in ("bench", "numerics", "measure.worker", "measure.rank"))
 
 
 def sibling_runs(proc: str = PROC, pid: int | None = None) -> list[tuple[int, str]]:

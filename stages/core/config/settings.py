@@ -15,6 +15,7 @@ from typing import Any
 from torchgate.core import machine
 from torchgate.core.errors import UserError
 from torchgate.core.metrics import Delta as Delta  # stats.delta: one field per tested metric
+from torchgate.core.names import current
 from torchgate.core.vocabulary import VERDICTS, Verdict
 
 
@@ -41,6 +42,9 @@ class WorkloadSpec:
     slow_rank: int | None = None
     slow_factor: float | None = None
     item: str | None = None            # `_item_`: what one item is ("token": pages say tokens/s)
+
+    def __post_init__(self):   # an older revision's `stages.workloads.x` is torchgate's
+        object.__setattr__(self, "target", current(self.target))
 
 
 @dataclass(frozen=True)

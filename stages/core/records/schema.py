@@ -20,6 +20,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from torchgate.core.names import current
 from torchgate.core.records.migration import MigrationRecord
 from torchgate.core.records.outputs import Coverage, Dynamo, Fingerprint, FreshOutputs, ModeOutputs
 from torchgate.core.records.rows import CompareRecord
@@ -416,6 +417,9 @@ class RecordedWorkload:
     slow_rank: int | None = None
     item: str | None = None            # `_item_`: what one item is ("token"); None: an item
     slow_factor: float | None = None
+
+    def __post_init__(self):   # an older record's `stages.workloads.x` is torchgate's
+        object.__setattr__(self, "target", current(self.target))
 
 
 @dataclass(frozen=True)
