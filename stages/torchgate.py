@@ -23,8 +23,9 @@ from pathlib import Path
 
 from torchgate.core import cli
 
-TOOLS = {"compose": "torchgate.compose", "lock": "torchgate.lock", "selfcheck": "torchgate.selfcheck",
-         "comment": "torchgate.comment", "cache": "torchgate.arms.cache", "gate": "torchgate.gate"}
+TOOLS = {"compose": "torchgate.compose", "lock": "torchgate.lock",
+         "selfcheck": "torchgate.selfcheck", "comment": "torchgate.comment",
+         "cache": "torchgate.arms.cache", "gate": "torchgate.gate"}
 assert tuple(TOOLS) == cli.TOOLS, "a tool's usage line names it (core.cli.TOOLS)"
 
 

@@ -220,10 +220,10 @@ def test_the_budget_goes_first_to_the_workloads_whose_code_the_arms_differ_in(tm
 
 
 def test_the_bench_page_says_what_each_look_funded_and_what_it_left_out_and_why():
+    from tests.records import BUSY, bench, process
     from torchgate.core.records.schema import Look
     from torchgate.judge.summary import summarize
     from torchgate.render.bench import looks
-    from tests.records import BUSY, bench, process
     pending = [_undecided("a", "steady_s")[0], _undecided("b", "first_call_s")[0]]
     record = dataclasses.replace(bench({"a": [process()] * 4, "b": [process()] * 4}), looks=(
         Look(4, tuple(pending), {"a": 4}, (("b eager first_call_s", "the budget left (0 s) "

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from torchgate import comment
 from tests.github_standin import GitHubStandIn, one_line_error
+from torchgate import comment
 
 
 @pytest.fixture

@@ -7,12 +7,12 @@ import math
 import pytest
 import yaml
 
+from tests.records import record
 from torchgate.core import config
 from torchgate.core.errors import UserError
 from torchgate.core.records import dumps, parse_record, record_data
 from torchgate.core.records.schema import BenchRecord
 from torchgate.core.typed import from_data
-from tests.records import record
 
 from .projects import default_params
 

@@ -3,6 +3,7 @@ CUDA (the simulated device of tests/fake_gpu.py), the CPU busy share, and "not m
 the reason wherever a reading cannot be had."""
 import pytest
 
+from tests.fake_gpu import EventClock, FakeGpu, FakeSensor
 from torchgate.core.config.settings import CudaTiming
 from torchgate.core.records.schema import BenchProcess, ModeTiming
 from torchgate.core.typed import from_data, to_data
@@ -12,7 +13,6 @@ from torchgate.measure.gpu_timing import GpuProcess
 from torchgate.measure.timing import BusyMachine, measure
 from torchgate.measure.worker import bench_mode
 from torchgate.workloads.loader import loader_train
-from tests.fake_gpu import EventClock, FakeGpu, FakeSensor
 
 from .records import BUSY, bench
 from .test_gpu_timing import H200, HOT, MISS

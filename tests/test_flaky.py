@@ -9,6 +9,8 @@ import random
 
 import pytest
 
+from tests.test_adaptive import RAW, fake_worker
+from tests.test_faults import write_workloads
 from torchgate.compose import compose
 from torchgate.core import config
 from torchgate.core.records.inputs import RecordPair, RunInputs
@@ -17,8 +19,6 @@ from torchgate.core.vocabulary import BAD, Verdict
 from torchgate.judge.gate import gate_failures
 from torchgate.judge.run import compare_run
 from torchgate.launch.cells import measure_bench
-from tests.test_adaptive import RAW, fake_worker
-from tests.test_faults import write_workloads
 
 from .projects import run_module
 
@@ -98,10 +98,10 @@ def test_the_knob_makes_a_real_workload_flaky_through_the_stages(project):
 
 
 def test_the_failure_rate_over_the_history_counts_failed_processes_and_runs():
+    from tests.records import bench, process
     from torchgate.core.config.settings import HistorySettings
     from torchgate.judge.trends import Run, failure_rates
     from torchgate.render.history import history
-    from tests.records import bench, process
 
     def run(commit, failed, skipped=0):
         procs = [process(status="CRASHED", error=f"killed by signal SIGSEGV ({commit})")] * \

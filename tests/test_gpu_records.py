@@ -9,6 +9,7 @@ import pytest
 import torch
 import yaml
 
+from tests.records import BUSY, DELTA, bench, process
 from torchgate.core import config, records
 from torchgate.core.errors import UserError
 from torchgate.core.records.schema import BenchRecord, GpuMode, GpuSeries
@@ -19,7 +20,6 @@ from torchgate.measure import nvml
 from torchgate.render.bench import gpu_section
 from torchgate.render.metrics import bench_metrics
 from torchgate.workloads import elementwise, matmul_relu
-from tests.records import BUSY, DELTA, bench, process
 
 from .projects import ROOT
 

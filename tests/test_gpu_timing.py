@@ -4,6 +4,7 @@ import statistics
 
 import pytest
 
+from tests.fake_gpu import EventClock, FakeGpu, FakeSensor
 from torchgate.core.config.settings import CudaTiming
 from torchgate.measure.gpu_rules import (
     FIXED,
@@ -21,7 +22,6 @@ from torchgate.measure.gpu_rules import (
 )
 from torchgate.measure.gpu_timing import GpuProcess, take_series
 from torchgate.measure.timing import measure
-from tests.fake_gpu import EventClock, FakeGpu, FakeSensor
 
 H200 = Peak(989.0, 4800.0, "NVIDIA H200 SXM datasheet")
 HOT, MISS = 20e-6, 12e-6          # a call with its data in L2, and what a cold L2 adds

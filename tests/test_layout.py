@@ -17,22 +17,23 @@ import yaml
 
 from .projects import ROOT
 
-PACKAGE = ROOT / "stages"
+PACKAGE = ROOT / "stages"               # the package torchgate's folder
 ROOMS = ("core", "arms", "measure", "launch", "judge", "render", "workloads")
 PURE = ("judge", "render")
-MODULE = re.compile(r"^stages(\.\w+)+$")
+MODULE = re.compile(r"^torchgate(\.\w+)+$")
 
 
 def module_file(name: str) -> Path | None:
-    path = ROOT.joinpath(*name.split("."))
+    top, *parts = name.split(".")
+    path = PACKAGE.joinpath(*parts)
     for candidate in (path.with_suffix(".py"), path / "__init__.py"):
-        if candidate.is_file():
+        if top == "torchgate" and candidate.is_file():
             return candidate
     return None
 
 
 def module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
+    parts = ("torchgate", *path.relative_to(PACKAGE).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -42,7 +43,7 @@ def tree(path: Path) -> ast.Module:
 
 
 def imported(path: Path) -> set[str]:
-    """Every stages.* module this file imports (at any depth, in functions too) or names in a
+    """Every torchgate.* module this file imports (at any depth, in functions too) or names in a
     string (`python -m torchgate.measure.worker`, a workload `_target_` module)."""
     found = set()
     for node in ast.walk(tree(path)):
@@ -60,7 +61,7 @@ def imported(path: Path) -> set[str]:
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
                 and MODULE.match(node.value):
             found.add(node.value)
-    return {n for n in found if n.split(".")[0] == "stages" and module_file(n)}
+    return {n for n in found if n.split(".")[0] == "torchgate" and module_file(n)}
 
 
 def closure(entry: str) -> set[Path]:
@@ -85,7 +86,7 @@ def workload_targets() -> set[str]:
     for path in (ROOT / "conf" / "workload").glob("*.yaml"):
         for body in (yaml.safe_load(path.read_text()) or {}).values():
             found.add(body["_target_"].rpartition(".")[0])
-    return {m for m in found if m.startswith("stages")}
+    return {m for m in found if m.startswith("torchgate.")}
 
 
 def run_by(entry: str) -> set[Path]:
@@ -105,7 +106,7 @@ def stages_of_dvc_yaml() -> dict[str, tuple[str, list[str]]]:
         for name, stage in yaml.safe_load(path.read_text())["stages"].items():
             stage = stage.get("do", stage)        # a `foreach` stage's body
             assert (path.parent / stage.get("wdir", ".")).resolve() == ROOT, (path, name)
-            entry = re.search(r"python -m (stages\.\w+)", stage["cmd"]).group(1)
+            entry = re.search(r"python -m (torchgate\.\w+)", stage["cmd"]).group(1)
             found[name] = (entry, [d for d in stage.get("deps", []) if d.startswith("stages")])
     return found
 
@@ -265,7 +266,7 @@ def test_render_imports_judge_for_its_results_only():
 
 
 def import_graph() -> dict[str, set[str]]:
-    """module -> the stages modules it imports, at module level and inside functions alike (a
+    """module -> the torchgate modules it imports, at module level and inside functions alike (a
     function's import runs too, only later); not those under `if TYPE_CHECKING:`, which never
     run."""
     graph = {}
@@ -278,7 +279,8 @@ def import_graph() -> dict[str, set[str]]:
                     found.add(full if module_file(full) else node.module)
             elif isinstance(node, ast.Import):
                 found |= {a.name for a in node.names}
-        graph[module_name(path)] = {n for n in found if n.startswith("stages.") and module_file(n)}
+        graph[module_name(path)] = {n for n in found
+                                    if n.startswith("torchgate.") and module_file(n)}
     return graph
 
 

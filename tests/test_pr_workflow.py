@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from torchgate import comment
 from tests.github_standin import GitHubStandIn, one_line_error
 from tests.workflow_runner import load
+from torchgate import comment
 
 from .projects import ROOT
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import re
 
+from tests.test_adaptive import RAW, fake_worker
 from torchgate.core import config
 from torchgate.core.records.inputs import RecordPair, RunInputs
 from torchgate.core.vocabulary import FRESH, Tick
@@ -14,7 +15,6 @@ from torchgate.judge.run import compare_run
 from torchgate.launch.cells import measure_bench, measure_numerics
 from torchgate.launch.progress import Progress
 from torchgate.render.progress import bench_line, clock, counter, numerics_process_line
-from tests.test_adaptive import RAW, fake_worker
 
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")       # escape sequences, carriage returns, ...
 COUNTER = re.compile(r"\[(\d+)/(\d+) ([\d:]+)(?:, ~([\d:]+) left)?\] ")

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.schema_shapes import SHAPES, changes, classes, current, module, shape
 from torchgate.core.config import parse
 from torchgate.core.errors import UserError
 from torchgate.core.records.inputs import RecordPair, RunInputs
 from torchgate.judge.run import compare_run
-from tests.schema_shapes import SHAPES, changes, classes, current, module, shape
 
 FIXTURES = Path(__file__).parent / "fixtures" / "schema"
 NAME = re.compile(r"(?P<kind>[a-z]+)-v(?P<version>\d+)(-(?P<label>[a-z0-9]+))?\.json")

@@ -29,7 +29,13 @@ import pytest
 
 from torchgate.core.config.settings import Delta
 from torchgate.core.records.rows import CompareRecord
-from torchgate.core.records.schema import BenchProcess, BenchRecord, ModeTiming, Sentinel, WorkloadRun
+from torchgate.core.records.schema import (
+    BenchProcess,
+    BenchRecord,
+    ModeTiming,
+    Sentinel,
+    WorkloadRun,
+)
 from torchgate.core.vocabulary import UnitKey, Verdict
 from torchgate.judge import stats
 from torchgate.judge.timings import bench_rows

@@ -12,7 +12,13 @@ import pytest
 
 from torchgate.core.records.schema import Sentinel
 from torchgate.measure.proc import tree_cpu_s
-from torchgate.measure.timing import BusyMachine, SentinelProbe, measure, steady_start, still_falling
+from torchgate.measure.timing import (
+    BusyMachine,
+    SentinelProbe,
+    measure,
+    steady_start,
+    still_falling,
+)
 
 
 class FakeClock:

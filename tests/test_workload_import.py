@@ -106,8 +106,8 @@ def test_a_bench_stage_measures_the_others_and_records_each_import_failure(proje
     conf = project / "conf" / "workload"
     (conf / "exits.yaml").write_text(
         "exits:\n  _target_: torchgate.workloads.exits_at_import.build\n")
-    (conf / "hangs.yaml").write_text("hangs:\n  _target_: torchgate.workloads.hangs_at_import.build\n"
-                                     "  _timeout_s_: 4\n")
+    (conf / "hangs.yaml").write_text(
+        "hangs:\n  _target_: torchgate.workloads.hangs_at_import.build\n  _timeout_s_: 4\n")
     compose(project / "params.yaml", ["matrix=smoke", "workload=[matmul_relu,exits,hangs]",
                                       "bench.processes=1", "bench.cold_compile_processes=1",
                                       "bench.samples=3",

@@ -84,8 +84,8 @@ def unnamed() -> str:
 def check_name(name: object) -> str | None:
     """Why `name` cannot name a machine's folder, or None when it can."""
     if not isinstance(name, str) or not name:
-        return (f"machine.name is not set: run `python -m torchgate.compose` (it names this machine "
-                f"after its hardware), or set {ENV_VAR} or machine.name")
+        return (f"machine.name is not set: run `python -m torchgate.compose` (it names this "
+                f"machine after its hardware), or set {ENV_VAR} or machine.name")
     if not _NAME.fullmatch(name) or name.lower() in _RESERVED:   # fullmatch: no newline after
         return (f"machine.name {name!r} cannot name a folder of reports/: use letters, digits, "
                 "'.', '_' and '-' (at most 64, not starting with '.' or '-'), not one of "

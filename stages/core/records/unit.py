@@ -19,7 +19,13 @@ from torchgate.core.numbers import median
 from torchgate.core.vocabulary import Failure, Status
 
 if TYPE_CHECKING:
-    from torchgate.core.records.schema import BenchProcess, BenchRecord, Busy, ModeTiming, WorkloadRun
+    from torchgate.core.records.schema import (
+        BenchProcess,
+        BenchRecord,
+        Busy,
+        ModeTiming,
+        WorkloadRun,
+    )
 
 def taken(b: Busy) -> float:
     """The CPU share this process could not have: others' and the hypervisor's steal."""
