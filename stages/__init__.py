@@ -23,5 +23,5 @@ if __name__ == "stages":
         _sys.modules["torchgate"] = _util.module_from_spec(_spec)
         _spec.loader.exec_module(_sys.modules["torchgate"])
     _sys.modules["stages"] = _sys.modules["torchgate"]
-    from torchgate.core.names import old_entry
-    old_entry(_sys.orig_argv)
+    from torchgate.core.cli import old_spelling
+    old_spelling(_sys.orig_argv)

@@ -21,6 +21,26 @@ def prog(name: str) -> str:
     return f"torchgate {name}" if name in TOOLS else f"python -m torchgate.{name}"
 
 
+def old_spelling(argv: list[str]) -> None:
+    """A process started by the old import name, `python -m stages.<name>` in a checkout
+    (stages/__init__.py): the packages above the module are torchgate's own (the module runs
+    as __main__), and one line on stderr says what to run instead."""
+    import importlib
+    import sys
+
+    from torchgate.core.names import NAME, OLD, current
+    module = argv[argv.index("-m") + 1] if "-m" in argv[:-1] else OLD
+    parts = module.split(".")
+    for i in range(2, len(parts)):
+        above = ".".join(parts[:i])
+        sys.modules.setdefault(above, importlib.import_module(current(above)))
+    now = (f"import {NAME}" if module == OLD else
+           prog(parts[-1]) if parts[-1] in TOOLS else f"python -m {current(module)}")
+    what = f"the import name {OLD}" if module == OLD else f"`python -m {module}`"
+    print(f"{NAME}: {what} is the old spelling and stops working in the next release; "
+          f"use `{now}`", file=sys.stderr)
+
+
 def parse(kind: str, doc: str, argv: list[str] | None, *options: Option,
           params: bool = True, reports: bool = True, cell: bool = False) -> argparse.Namespace:
     """The stage's arguments: `--params` and `--reports` (unless told not), `--device` and

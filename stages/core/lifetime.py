@@ -28,8 +28,6 @@ import sys
 import threading
 from typing import Callable
 
-from torchgate.core.names import importable
-
 # How long another interpreter may take to start and answer (a venv's check, an environment
 # captured there): an import of torch, with room for a cold disk.
 INTERPRETER_TIMEOUT_S = 120
@@ -168,10 +166,9 @@ def _watch(fd: int, group: int) -> None:
             os._exit(0)
 
 
-# Holds the lifeline, then becomes the command (the parent-death signal survives exec);
-# argv[1] makes its torchgate this one (core.names.importable).
-BOUND = ("import os, sys; sys.path.insert(0, sys.argv[1]); "
-         "from torchgate.core.lifetime import hold_launcher; hold_launcher(); "
+# Holds the lifeline, then becomes the command (the parent-death signal survives exec). It
+# runs this file (argv[1]) by its path: the standard library is all it needs, in any venv.
+BOUND = ("import os, runpy, sys; runpy.run_path(sys.argv[1])['hold_launcher'](); "
          "os.execvp(sys.argv[2], sys.argv[2:])")
 
 
@@ -182,7 +179,7 @@ def run_bound(args: list[str], **kwargs) -> subprocess.CompletedProcess:
     whatever it started once it has exited."""
     line, entry = lifeline()
     env = {**kwargs.pop("env", os.environ), **entry}
-    with launched(lambda: subprocess.Popen([sys.executable, "-c", BOUND, importable(), *args],
+    with launched(lambda: subprocess.Popen([sys.executable, "-c", BOUND, __file__, *args],
                                            pass_fds=(line,), env=env, start_new_session=True,
                                            **kwargs)) as proc:
         try:

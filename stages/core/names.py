@@ -102,20 +102,3 @@ def alias_old_names() -> None:
     if not any(isinstance(f, _OldNames) for f in sys.meta_path):
         sys.meta_path.insert(0, _OldNames())
 
-
-def old_entry(argv: list[str]) -> None:
-    """A process started by the old name, `python -m stages.<tool>` (stages/__init__.py):
-    the packages above the tool are torchgate's own (the tool runs as __main__), and one
-    line on stderr says what to run instead."""
-    module = argv[argv.index("-m") + 1] if "-m" in argv[:-1] else OLD
-    parts = module.split(".")
-    for i in range(2, len(parts)):
-        sys.modules.setdefault(".".join(parts[:i]),
-                               importlib.import_module(current(".".join(parts[:i]))))
-    from torchgate.core.cli import TOOLS
-    tool = parts[-1]
-    now = (f"import {NAME}" if module == OLD else f"{NAME} {tool}" if tool in TOOLS
-           else f"python -m {current(module)}")
-    what = f"the import name {OLD}" if module == OLD else f"`python -m {module}`"
-    print(f"{NAME}: {what} is the old spelling and stops working in the next release; "
-          f"use `{now}`", file=sys.stderr)
