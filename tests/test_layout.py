@@ -130,7 +130,7 @@ def test_the_worker_and_the_builtin_workloads_are_in_the_bench_closure():
 
 
 def entry_modules() -> list[Path]:
-    return sorted(p for p in PACKAGE.glob("*.py") if p.name != "__init__.py")
+    return sorted(p for p in PACKAGE.glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
 
 
 def room_modules(*rooms: str) -> list[Path]:

@@ -29,14 +29,14 @@ def old_spelling(argv: list[str]) -> None:
     import sys
 
     from torchgate.core.names import NAME, OLD, current
-    module = argv[argv.index("-m") + 1] if "-m" in argv[:-1] else OLD
-    parts = module.split(".")
+    module = argv[argv.index("-m") + 1] if "-m" in argv[:-1] else None
+    parts = (module or OLD).split(".")
     for i in range(2, len(parts)):
         above = ".".join(parts[:i])
         sys.modules.setdefault(above, importlib.import_module(current(above)))
-    now = (f"import {NAME}" if module == OLD else
+    what = f"`python -m {module}`" if module else f"the import name {OLD}"
+    now = (f"import {NAME}" if module is None else NAME if module == OLD else
            prog(parts[-1]) if parts[-1] in TOOLS else f"python -m {current(module)}")
-    what = f"the import name {OLD}" if module == OLD else f"`python -m {module}`"
     print(f"{NAME}: {what} is the old spelling and stops working in the next release; "
           f"use `{now}`", file=sys.stderr)
 
