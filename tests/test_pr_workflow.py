@@ -17,6 +17,7 @@ import pytest
 from tests.github_standin import GitHubStandIn, one_line_error
 from tests.workflow_runner import load
 from torchgate import comment
+from torchgate.core.names import importable
 
 from .projects import ROOT
 
@@ -365,12 +366,13 @@ def test_no_server_is_one_line(tmp_path, capsys, monkeypatch):
 
 
 def test_the_script_needs_nothing_beyond_the_standard_library(github, tmp_path):
-    """The follow-up workflow runs it without installing the project: -S leaves out
-    site-packages."""
+    """The comment jobs install torchgate alone, none of its dependencies: -S leaves out
+    site-packages, and torchgate comes from its folder."""
     (tmp_path / "body.md").write_text("hello\n")
     run = subprocess.run([sys.executable, "-S", "-m", "torchgate.comment", "--repo", "owner/name",
                           "--pr", "7", "--body-file", str(tmp_path / "body.md")], cwd=ROOT,
-                         capture_output=True, text=True, timeout=60)
+                         capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": importable(ROOT / "stages")})
     assert run.returncode == 0, run.stderr
     assert github.comments[7][0]["body"] == f"{comment.MARKER}\nhello\n"
 
