@@ -182,7 +182,7 @@ def test_a_branch_that_leaves_the_workloads_alone_is_an_a_a_of_the_bases_code(re
 
 @pytest.mark.slow
 def test_the_other_arm_runs_its_revisions_workload_with_this_harness(repo):
-    """The worker imports `stages` from this harness and the workload from the checkout."""
+    """The worker imports torchgate from this harness and the workload from the checkout."""
     (repo / "stages" / "workloads" / "tagged.py").write_text(WORKLOAD.format(items=2))
     cfg = cfg_of(repo)
     base, now = plan(cfg).arms

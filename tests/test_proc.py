@@ -165,19 +165,22 @@ def test_another_torchgate_run_is_found_and_this_ones_own_processes_are_not():
     is named; this process's own workers and the stage above it are not."""
     wait = "import sys, time; time.sleep(30)"
     other = subprocess.Popen([sys.executable, "-c", wait, "-m", "torchgate.measure.worker", "job"])
+    older = subprocess.Popen([sys.executable, "-c", wait, "-m", "stages.bench"])  # older torchgate
     mine = subprocess.Popen([sys.executable, "-c", wait, "-m", "torchgate.bench"])
     try:
-        for _ in range(100):
-            if Path(f"/proc/{other.pid}/cmdline").read_bytes().count(b"stages"):
-                break
-            time.sleep(0.02)
+        for started in (other, older):
+            for _ in range(100):
+                if b"-m" in Path(f"/proc/{started.pid}/cmdline").read_bytes():
+                    break
+                time.sleep(0.02)
         # Seen from `mine`: `other` is a sibling; `mine` itself, and this test process above
         # it, are its own.
         found = dict(proc.sibling_runs(pid=mine.pid))
         assert other.pid in found and "torchgate.measure.worker" in found[other.pid]
+        assert older.pid in found and "stages.bench" in found[older.pid]
         assert mine.pid not in found and os.getpid() not in found
         assert other.pid not in dict(proc.sibling_runs(pid=os.getpid()))   # a child: ours
     finally:
-        for p in (other, mine):
+        for p in (other, older, mine):
             p.kill()
             p.wait()

@@ -28,7 +28,7 @@ workloads and yours), any other module of the project that a workload's `_target
 the `workload` section of that revision's `params.yaml`. Everything else is this run's: the
 harness that measures (`stages/` outside `workloads/`), the devices, precisions, modes and
 bench settings, so that both arms are measured the same way. A worker of the other arm imports
-`stages` from this harness and the workloads from a read-only checkout of the revision
+torchgate from this harness and the workloads from a read-only checkout of the revision
 (`git archive`, cached per commit).
 
 The other environment (`venv.py`, `cache.py`) is rebuilt from the package set that

@@ -257,9 +257,9 @@ def carrying(name: str, value: str, proc: str = PROC) -> list[int]:
     return found
 
 
-# The modules a torchgate measurement runs as (`python -m torchgate.<name>`, or an older
-# revision's `stages.<name>`), matched in other processes' command lines (never imported:
-# spelled apart from the package, which tests/test_layout.py reads as an import).
+# The modules a torchgate measurement runs as, matched in other processes' command lines:
+# `python -m torchgate.<name>`, and `stages.<name>` of an older torchgate running beside
+# (never imported: spelled apart from the package, which tests/test_layout.py reads as one).
 MEASURING = tuple(f"{package}.{name}" for package in (NAME, OLD)
                   for name in ("bench", "numerics", "measure.worker", "measure.rank"))
 
