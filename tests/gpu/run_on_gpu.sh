@@ -62,6 +62,8 @@ done
 # it), leaving the machine's Python as it is.
 DEPS=$(mktemp -d)
 export PYTHONPATH="$DEPS${PYTHONPATH:+:$PYTHONPATH}"
+# torchgate itself, not installed: its folder, stages/, under its import name (core.names).
+ln -s "$ROOT/stages" "$DEPS/torchgate"
 if (( ${#missing[@]} )); then
     say "installing ${missing[*]} from $WHEELS"
     for package in "${missing[@]}"; do
@@ -96,21 +98,23 @@ fi
 
 # ---- the GPU matrix, stage by stage, in a scratch project ---------------------------------
 WORK=$(mktemp -d)/project
-mkdir -p "$WORK/reports"
+mkdir -p "$WORK/reports" "$WORK/../import"
 cp -r "$ROOT/stages" "$ROOT/conf" "$ROOT/dvc.yaml" "$WORK/"
+ln -s "$WORK/stages" "$WORK/../import/torchgate"      # the project's own torchgate
 cp "$ROOT/tests/gpu/params.yaml" "$WORK/params.yaml"
 find "$WORK" -name __pycache__ -prune -exec rm -rf {} +
 (cd "$WORK" && git init -q && git add -A \
     && git -c user.name=torchgate -c user.email=torchgate@localhost commit -qm "GPU run") || exit 2
 run_stage() {
     say "python -m $*"
-    (cd "$WORK" && PYTHONPATH="$WORK:$PYTHONPATH" "$PYTHON" -m "$@") \
+    (cd "$WORK" && PYTHONPATH="$WORK/../import:$WORK:$PYTHONPATH" "$PYTHON" -m "$@") \
         || { say "failed: $*"; status=1; }
 }
 # After every cell: what is there so far, so that a run cut short still leaves results.
 results() {
     rm -rf "$OUT/reports" && cp -r "$WORK/reports" "$OUT/reports"
-    (cd "$WORK" && PYTHONPATH="$WORK:$PYTHONPATH" "$PYTHON" "$ROOT/tests/gpu/summarize.py" "$WORK") \
+    (cd "$WORK" && PYTHONPATH="$WORK/../import:$WORK:$PYTHONPATH" "$PYTHON" \
+        "$ROOT/tests/gpu/summarize.py" "$WORK") \
         > "$OUT/gpu-summary.md" || { say "summary failed"; status=1; }
 }
 started=$SECONDS
