@@ -10,7 +10,7 @@ import pytest
 
 from torchgate.arms import checkout, venv
 from torchgate.arms.plan import plan, workload_paths
-from torchgate.core import config
+from torchgate.core import config, names
 from torchgate.core.errors import UserError
 from torchgate.core.records import write_record
 from torchgate.core.records.job import Arm
@@ -181,9 +181,11 @@ def test_a_branch_that_leaves_the_workloads_alone_is_an_a_a_of_the_bases_code(re
 
 
 @pytest.mark.slow
-def test_the_other_arm_runs_its_revisions_workload_with_this_harness(repo):
+def test_the_other_arm_runs_its_revisions_workload_with_this_harness(repo, monkeypatch):
     """The worker imports torchgate from this harness and the workload from the checkout."""
     (repo / "stages" / "workloads" / "tagged.py").write_text(WORKLOAD.format(items=2))
+    # The harness is the project's own, as where torchgate is installed from the project.
+    monkeypatch.setattr(names, "PACKAGE", repo / "stages")
     cfg = cfg_of(repo)
     base, now = plan(cfg).arms
     cell = cfg.cells()[0]

@@ -40,12 +40,12 @@ def checkout_parts(name: str) -> list[str]:
     return [FOLDER, *parts[1:]] if parts[0] == NAME else parts
 
 
-def importable(package: Path = PACKAGE) -> str:
+def importable(package: Path | None = None) -> str:
     """A folder that, first on sys.path or PYTHONPATH, makes `import torchgate` load
-    `package`: a link named torchgate to it, in this user's private scratch space (the
-    processes that read it run what it points to)."""
+    `package` (PACKAGE, this one): a link named torchgate to it, in this user's private
+    scratch space (the processes that read it run what it points to)."""
     from torchgate.core import scratch
-    package = package.resolve()
+    package = (package or PACKAGE).resolve()
     digest = hashlib.sha256(str(package).encode()).hexdigest()[:16]
     folder = scratch.private(scratch.private(scratch.user_dir() / "import") / digest)
     link = folder / NAME
