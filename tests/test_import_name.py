@@ -166,6 +166,14 @@ def test_the_old_spelling_still_runs_once_more_with_a_line_naming_the_new(module
     assert shown.stdout.startswith(("usage:", "Compose conf/"))
 
 
+def test_the_old_import_name_says_so_in_one_line():
+    shown = run("import stages, torchgate; print(stages is torchgate)", "-W", "error")
+    assert shown.stdout.split() == ["True"]
+    assert shown.stderr.splitlines() == ["torchgate: the import name stages is the old spelling "
+                                         "and stops working in the next release; use `import "
+                                         "torchgate`"]
+
+
 OLDER_REVISION = {
     "__init__.py": "class Unsupported(Exception):\n    pass\n\n\nclass Workload:\n    pass\n",
     "lowp.py": textwrap.dedent("""\

@@ -30,6 +30,7 @@ def old_spelling(argv: list[str]) -> None:
 
     from torchgate.core.names import NAME, OLD, current
     module = argv[argv.index("-m") + 1] if "-m" in argv[:-1] else None
+    module = module if module and current(module) != module else None   # else an import
     parts = (module or OLD).split(".")
     for i in range(2, len(parts)):
         above = ".".join(parts[:i])
