@@ -337,10 +337,11 @@ def test_a_committed_lock_is_what_the_check_installs(site, tmp_path):
     locked = hashlib.sha256(hashlib.sha256(b"torch==2.13.0+cpu\n").digest()).hexdigest()
     assert re.search(rf"-{locked}-\d{{4}}-\d\d$", cache.with_["key"]), cache.with_["key"]
     calls = (tmp_path / "calls").read_text().splitlines()
-    # one installer and one download cache, uv's, which the arms' venvs use too
+    # The check: one installer and one download cache, uv's, which the arms' venvs use too;
+    # then the comment job: torchgate alone, none of its dependencies.
     assert [c for c in calls if c.startswith(("pip", "uv"))] == [
         "pip install uv", "uv pip install --system -r conf/env/ci-cpu.txt",
-        "uv pip install --system --no-deps -e ."]
+        "uv pip install --system --no-deps -e .", "pip install --no-deps ."]
     assert "~/.cache/pip" not in cache.with_["path"] and "~/.cache/uv" in cache.with_["path"]
 
 
