@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from torchgate.core.records.rows import Change, Contribution, Row
-from torchgate.core.records.schema import REST, Spent
+from torchgate.core.records.schema import Spent
+from torchgate.core.vocabulary import REST
 from torchgate.judge.counts import where_it_went
 from torchgate.measure.callgrind import self_costs, short_name, spent
 from torchgate.render.verdicts import attributed, evidence

@@ -126,3 +126,7 @@ SHORT_COMMIT = 10           # characters of a commit id shown to people
 
 def short(commit: str) -> str:
     return commit[:SHORT_COMMIT]
+
+
+# Spent.function of a counts process's entry for a library's functions not kept one by one.
+REST = "(smaller functions)"

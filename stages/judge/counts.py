@@ -26,8 +26,8 @@ from typing import Sequence
 from torchgate.core.metrics import Metric, Parts
 from torchgate.core.numbers import geometric_mean, median
 from torchgate.core.records.rows import Contribution
-from torchgate.core.records.schema import REST, Spent
-from torchgate.core.vocabulary import UnitKey, Verdict
+from torchgate.core.records.schema import Spent
+from torchgate.core.vocabulary import REST, UnitKey, Verdict
 from torchgate.judge import stats
 from torchgate.judge.verdicts import Draft
 

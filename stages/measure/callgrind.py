@@ -34,7 +34,7 @@ import struct
 import subprocess
 from pathlib import Path
 
-from torchgate.core.records.schema import REST
+from torchgate.core.vocabulary import REST
 
 # Options that decide what a count means: part of the record (Counter.settings).
 OPTIONS = ("--tool=callgrind", "--cache-sim=no", "--instr-atstart=no", "--collect-atstart=no")

@@ -178,9 +178,6 @@ class Busy:
     cpus: float | None = None
 
 
-REST = "(smaller functions)"    # Spent.function: a library's functions not kept one by one
-
-
 @dataclass(frozen=True)
 class Spent:
     """One function's own host instructions per counted call (measure.callgrind.spent)."""
