@@ -268,3 +268,21 @@ def test_a_neighbour_that_ships_stages_cannot_take_torchgates_files(tmp_path):
                              text=True, cwd=tmp_path, timeout=60)
     assert version.returncode == 0, version.stderr
     assert version.stdout.strip() == f"torchgate {version_of('torchgate')}"
+
+
+def test_a_stage_in_a_project_runs_that_projects_code_or_says_so(tmp_path, monkeypatch):
+    """dvc.yaml's code deps track the project's stages/: a stage that would run another
+    checkout's installed torchgate stops in one line; a copy of the same code runs."""
+    import shutil
+
+    from torchgate.core import cli
+    from torchgate.core.names import PACKAGE
+    shutil.copytree(PACKAGE, tmp_path / "stages", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
+    monkeypatch.chdir(tmp_path)
+    cli.own_code("bench")                                        # the same code: runs
+    (tmp_path / "stages/judge/stats.py").write_text("# edited\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match=r"^python -m torchgate.bench: error: this Python's "
+                                         r"torchgate is .*, not this project's stages/"):
+        cli.own_code("bench")
+    assert cli.parse("compose", "", []).params == "params.yaml"   # a tool: any project's

@@ -62,7 +62,24 @@ def parse(kind: str, doc: str, argv: list[str] | None, *options: Option,
         parser.add_argument("--precision", required=True)
     for flag, keywords in options:
         parser.add_argument(flag, **keywords)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if kind not in TOOLS:
+        own_code(kind)
+    return args
+
+
+def own_code(kind: str) -> None:
+    """A stage run in a project (dvc.yaml beside a stages/ folder) runs that folder's code, or
+    the same code: dvc.yaml's code deps track it, and another checkout's installed torchgate
+    would measure with other code under this one's name."""
+    here = Path("stages")
+    if not (Path("dvc.yaml").is_file() and (here / "__init__.py").is_file()):
+        return
+    from torchgate.core.names import PACKAGE
+    if here.resolve() != PACKAGE and _sources(here.resolve()) != _sources(PACKAGE):
+        raise SystemExit(f"{prog(kind)}: error: this Python's torchgate is {PACKAGE}, not this "
+                         "project's stages/: `pip install -e .` here, or run with the "
+                         "Python of this project's environment")
 
 
 def load(args: argparse.Namespace):
@@ -91,3 +108,9 @@ def cell_stage(kind: str, doc: str, argv: list[str] | None):
         print(f"torchgate {kind}: {note}", flush=True)
     check_tracked(cfg.workloads, kind)
     return cfg, cell, args.reports
+
+
+def _sources(folder: Path) -> dict[str, bytes]:
+    """A package folder's Python sources by relative path (a copy of the same code passes)."""
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*.py")
+            if "__pycache__" not in p.parts}
