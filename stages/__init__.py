@@ -1,7 +1,8 @@
 """torchgate: a declarative regression pipeline for PyTorch workloads.
 
-Each DVC stage is a thin module (`python -m torchgate.<name>`) over small, pure modules:
-records (file formats), stats (comparison), timing (clocks), worker/launcher (processes).
+Each DVC stage is a thin module (`python -m torchgate.<name>`) over small, pure modules: core
+(records, configuration), measure (clocks, workers), launch (processes), judge (statistics),
+render (pages).
 Its folder in a checkout is stages/ (core.names).
 """
 import os as _os

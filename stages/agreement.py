@@ -3,9 +3,9 @@
     python -m torchgate.agreement [--size 256] [--rounds 8] [--threads 0]
 
 Each round is a fresh process that builds `matmul_relu` exactly as the bench worker does and
-times it twice, back to back: with torchgate's measurement (`torchgate.timing.measure`, the bench
-defaults of conf/config.yaml) and with `torch.utils.benchmark.Timer(...).blocked_autorange()`,
-alternating which goes first. Timing both in one process matters on a shared machine: its
+times it twice, back to back: with torchgate's measurement (`torchgate.measure.timing.measure`,
+the bench defaults of conf/config.yaml) and with
+`torch.utils.benchmark.Timer(...).blocked_autorange()`, alternating which goes first. Timing both in one process matters on a shared machine: its
 speed moves by tens of percent from one second to the next, far more than the tools differ.
 Prints both medians per round, and the median of the per-round ratios.
 """

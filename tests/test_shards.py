@@ -1,6 +1,7 @@
 """A check split across runners (launcher.shard i/n, a CI job matrix): each job measures its part
 of every cell's workloads, planned alike in every job from the same inputs, and
-`python -m torchgate.merge` joins the parts into the record one job would have written."""
+the bench and numerics stages with `launcher.parts` join them into the record one job would
+have written."""
 from __future__ import annotations
 
 import dataclasses

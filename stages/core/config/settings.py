@@ -386,7 +386,7 @@ class Launcher:
     backend: str = "local"
     ray: RaySettings = field(default_factory=RaySettings)
     # "i/n": this job measures the i-th of n parts of every cell's workloads (a check split
-    # across runners by a CI job matrix; `python -m torchgate.merge` joins the parts). None: all.
+    # across runners by a CI job matrix; `launcher.parts` joins them). None: all.
     shard: str | None = None
     # The reports folders (reports/<machine>/ as each job left them) of a split check's n
     # jobs: the bench and numerics stages join them (core.records.parts) instead of measuring.
