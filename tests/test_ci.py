@@ -4,6 +4,8 @@ import importlib.util
 import subprocess
 import sys
 
+import pytest
+
 from .projects import ROOT
 
 _spec = importlib.util.spec_from_file_location("install_commands",
@@ -117,3 +119,40 @@ def test_ci_fails_when_pytest_ran_no_tests_or_skipped_them_all(tmp_path):
     assert failed.returncode == 1
     passed = run_the_test_step(tmp_path, 0, skipped=1)
     assert passed.returncode == 0 and "CI: 3 tests, 2 ran, 1 skipped" in passed.stdout
+
+
+_spec = importlib.util.spec_from_file_location("readme_blocks", ROOT / ".ci" / "readme_blocks.py")
+readme_blocks = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(readme_blocks)
+
+
+def test_ci_runs_every_line_of_the_docs_shell_blocks_or_says_why_not():
+    """.ci/readme_blocks.py's plan holds each command line of every shell block, in the docs'
+    order, as written (a skip names its reason); the README's workload files are written
+    where its prose says, before the command that selects them."""
+    steps = readme_blocks.plan(ROOT)
+    lines = [line for doc in readme_blocks.DOCS
+             for kind, body in readme_blocks.FENCE.findall((ROOT / doc).read_text())
+             if kind in readme_blocks.SHELLS for line in readme_blocks.lines_of(body)]
+    planned = [text.split("  —  ")[0] for what, text in steps if what in ("run", "skip")]
+    assert [line for line in planned if line in lines] == lines
+    assert sum(what == "run" for what, _ in steps) >= 15
+    writes = [text.split("\n")[0] for what, text in steps if what == "write"]
+    assert writes == ["stages/workloads/my_models.py", "conf/workload/conv_block.yaml"]
+    after = [text for what, text in steps][[w for w, _ in steps].index("write") + 2]
+    assert "conv_block" in after and after.startswith("dvc exp run")
+
+
+def test_a_skip_no_doc_line_holds_fails_the_ci_run(monkeypatch):
+    monkeypatch.setitem(readme_blocks.SKIP, "dvc gone", "a line the docs dropped")
+    with pytest.raises(SystemExit, match="dvc gone"):
+        readme_blocks.plan(ROOT)
+
+
+def test_only_the_gate_may_fail_a_docs_repro():
+    said = subprocess.CompletedProcess([], 255, "", "torchgate gate: failed: 1 REGRESSED")
+    crashed = subprocess.CompletedProcess([], 255, "", "ERROR: failed to reproduce 'bench'")
+    assert readme_blocks.gate_said_no(said) and not readme_blocks.gate_said_no(crashed)
+    assert readme_blocks.replace("dvc exp run -S a=HEAD:6379") == "dvc exp run -S a=127.0.0.1:6379"
+    node = readme_blocks.replace("ray start --address=HEAD:6379 --resources='{}'")
+    assert node.startswith("ray start --address=127.0.0.1:6379") and "agent-grpc-port=" in node

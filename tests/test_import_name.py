@@ -268,6 +268,11 @@ def test_a_neighbour_that_ships_stages_cannot_take_torchgates_files(tmp_path):
                              text=True, cwd=tmp_path, timeout=60)
     assert version.returncode == 0, version.stderr
     assert version.stdout.strip() == f"torchgate {version_of('torchgate')}"
+    # The pull-request comment jobs install torchgate so (`pip install --no-deps .`): the
+    # comment must run on the standard library alone.
+    comment = subprocess.run([python, "-m", "torchgate.comment", "--help"], capture_output=True,
+                             text=True, cwd=tmp_path, timeout=60)
+    assert comment.returncode == 0 and "--verify-only" in comment.stdout, comment.stderr
 
 
 def test_a_stage_in_a_project_runs_that_projects_code_or_says_so(tmp_path, monkeypatch):

@@ -1,0 +1,203 @@
+"""Every shell block of README.md and reports/README.md, run as written, in order, in a fresh
+clone, as a new user pastes them (no TORCHGATE_MACHINE), then the README's Python and YAML
+files written where its prose says and the command it gives for them.
+
+    python3 .ci/readme_blocks.py [--keep]
+
+Run from the repository root, in the venv that the README's install block built (.ci/run
+ran it there). Each line runs in bash in the clone and must exit 0; a `dvc repro` may exit
+255 only with the gate's own "failed:" line (the README says a regression fails the run).
+After a line that commits, the clone must hold nothing left to commit.
+
+What a CI machine cannot be is replaced, and only that (SKIP, REPLACE below; a line of that
+table that no block holds fails the run, so it cannot outlive the docs). The clone is a fork
+whose default matrix is `smoke` without adaptive rounds: the same commands measure one
+small workload instead of three for 4-9 minutes, which a 15-minute CI cannot hold; the
+default matrix's cost is measured apart (the README's cost table).
+"""
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+DOCS = ("README.md", "reports/README.md")
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+SHELLS = ("bash", "sh", "shell", "console")
+
+# Lines that cannot run on a CI machine, by their start, with why.
+SKIP = {
+    "python3 -m venv .venv": "CI's venv is this block's: .ci/run built it in the checkout",
+    "pip install torch --index-url": "CI is the newcomer who skips the CPU wheel (.ci/run)",
+    "pip install -e '.[test]' && python -m pytest -q":
+        "the README's test command: .ci/run runs it next, in the checkout",
+    "python -m pytest -q -m \"not slow\"": "the fast lane: part of the suite .ci/run runs",
+    "dvc metrics diff torchgate/ci-cpu":
+        "names the hosted check's baseline branch, which only its repository holds",
+}
+# Words one machine cannot be (a Ray head's address), and what this machine is.
+HEAD_PORT = 6379
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def replace(line: str) -> str:
+    """A Ray node on the head's machine: HEAD is this one, and the node's agents take free
+    ports (two nodes of one host collide on Ray's fixed defaults)."""
+    if "HEAD:" not in line:
+        return line
+    line = line.replace("HEAD:", "127.0.0.1:")
+    if line.startswith("ray start --address="):
+        line += "".join(f" --{flag}={_free_port()}" for flag in (
+            "dashboard-agent-listen-port", "dashboard-agent-grpc-port",
+            "metrics-export-port"))
+    return line
+
+
+def blocks(root: Path) -> list[tuple[str, str, str, str]]:
+    """(doc, kind, body, prose before it) of every fenced block, in the docs' order."""
+    found = []
+    for doc in DOCS:
+        text = (root / doc).read_text(encoding="utf-8")
+        last = 0
+        for match in FENCE.finditer(text):
+            found.append((doc, match.group(1), match.group(2), text[last:match.start()]))
+            last = match.end()
+    return found
+
+
+def lines_of(body: str) -> list[str]:
+    """A shell block's command lines, each without its trailing comment."""
+    return [re.split(r"\s{2,}#\s", line)[0].strip() for line in body.splitlines()
+            if line.strip() and not line.lstrip().startswith("#")]
+
+
+def written_file(kind: str, prose: str, root: Path) -> str | None:
+    """Where the prose before a Python or YAML block tells the user to put it: the last
+    `path.py` / `path.yaml` it names in code that the repository does not hold yet (the
+    prose may point at an existing file for reference)."""
+    ext = {"python": "py", "yaml": "yaml"}.get(kind)
+    named = re.findall(rf"`([\w./-]+\.{ext})`", prose) if ext else []
+    new = [path for path in named if not (root / path).exists()]
+    return new[-1] if new else None
+
+
+def plan(root: Path) -> list[tuple[str, str]]:
+    """What to do, in order: ("run", line), ("skip", line — why), ("write", path\\nbody)."""
+    steps: list[tuple[str, str]] = []
+    used = set()
+    for doc, kind, body, prose in blocks(root):
+        if kind in SHELLS:
+            for line in lines_of(body):
+                why = next((k for k in SKIP if line.startswith(k)), None)
+                if why:
+                    used.add(why)
+                    steps.append(("skip", f"{line}  —  {SKIP[why]}"))
+                else:
+                    steps.append(("run", line))
+        elif kind in ("python", "yaml") and doc == "README.md":
+            path = written_file(kind, prose[-600:], root)
+            if path:
+                steps.append(("write", f"{path}\n{body}"))
+                if kind == "yaml":      # the command the prose gives for it, right after
+                    after = (root / doc).read_text(encoding="utf-8").split(body, 1)[1]
+                    selected = re.search(r"then select it: `([^`]+)`", after[:400])
+                    if selected:
+                        steps.append(("run", selected.group(1)))
+    stale = set(SKIP) - used
+    if stale:
+        raise SystemExit(f"readme_blocks: SKIP names lines no block holds: {sorted(stale)}")
+    return steps
+
+
+def fork(clone: Path) -> None:
+    """The clone as a small fork: its default matrix is `smoke`, without adaptive rounds; a
+    git identity, which a fresh machine may lack; the Ray block's `h100` device, as its
+    prose says; a `main` branch for the pull-request line's merge base."""
+    config = clone / "conf/config.yaml"
+    text = config.read_text()
+    assert "  - matrix: cpu\n" in text, "conf/config.yaml's default matrix moved"
+    config.write_text(text.replace("  - matrix: cpu\n", "  - matrix: smoke\n"))
+    smoke = clone / "conf/matrix/smoke.yaml"
+    text = smoke.read_text()
+    assert re.search(r"\n  adaptive_budget_s: \d+", text), "smoke's adaptive budget moved"
+    smoke.write_text(re.sub(r"\n  adaptive_budget_s: \d+", "\n  adaptive_budget_s: 0", text))
+    (clone / "conf/device/h100.yaml").write_text(
+        "h100:\n  type: cuda\n  accelerator_type: H100\n  resources: {h100_box: 1}\n")
+    for args in (["config", "user.email", "ci@torchgate.invalid"],
+                 ["config", "user.name", "torchgate ci"], ["checkout", "-q", "-B", "main"],
+                 ["add", "-A"], ["commit", "-qm", "a small fork"]):
+        subprocess.run(["git", *args], cwd=clone, check=True)
+
+
+def gate_said_no(done: subprocess.CompletedProcess) -> bool:
+    return done.returncode == 255 and "torchgate gate: failed:" in done.stderr
+
+
+def run(root: Path, clone: Path) -> int:
+    steps = plan(root)
+    env = {k: v for k, v in os.environ.items() if k != "TORCHGATE_MACHINE"}
+    env.update(DVC_NO_ANALYTICS="1", RAY_ADDRESS="")
+    started = time.monotonic()
+    try:
+        for what, text in steps:
+            if what == "skip":
+                print(f"readme: skipped: {text}", flush=True)
+                continue
+            if what == "write":
+                path, body = text.split("\n", 1)
+                (clone / path).write_text(body)
+                print(f"readme: wrote {path}", flush=True)
+                continue
+            line = replace(text)
+            t0 = time.monotonic()
+            done = subprocess.run(["bash", "-c", line], cwd=clone, env=env,
+                                  capture_output=True, text=True)
+            took = time.monotonic() - t0
+            ok = done.returncode == 0 or (line.split()[:2] == ["dvc", "repro"] or
+                                          " && dvc repro" in line) and gate_said_no(done)
+            print(f"readme: {'ran' if ok else 'FAILED'} ({took:.0f} s, exit "
+                  f"{done.returncode}): {line}", flush=True)
+            if not ok:
+                print(done.stdout[-4000:], done.stderr[-4000:], sep="\n", file=sys.stderr)
+                return 1
+            added = re.match(r"git add ([^&;|]+)&& git commit", line)
+            left = added and subprocess.run(
+                ["git", "status", "--porcelain", "--", *added.group(1).split()], cwd=clone,
+                capture_output=True, text=True, check=True).stdout
+            if left:
+                print(f"readme: after `{line}` the clone still holds:\n{left}",
+                      file=sys.stderr)
+                return 1
+    finally:
+        subprocess.run(["ray", "stop", "--force"], cwd=clone, env=env, capture_output=True)
+        # The clone's `pip install -e` lines pointed this venv's torchgate at the clone.
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "-e",
+                        str(root)], check=True)
+    print(f"readme: every block ran in {time.monotonic() - started:.0f} s", flush=True)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    root = Path.cwd()
+    with tempfile.TemporaryDirectory(prefix="torchgate-readme-") as tmp:
+        clone = Path(tmp) / "clone"
+        subprocess.run(["git", "clone", "-q", str(root), str(clone)], check=True)
+        fork(clone)
+        status = run(root, clone)
+        if "--keep" in argv:
+            subprocess.run(["cp", "-a", str(clone), str(root / ".readme-run")], check=True)
+        return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
