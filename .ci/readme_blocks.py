@@ -1,24 +1,30 @@
 """Every shell block of README.md and reports/README.md, run as written, in order, in a fresh
-clone, as a new user pastes them (no TORCHGATE_MACHINE), then the README's Python and YAML
+clone, as a new user pastes them (no TORCHGATE_MACHINE), with the README's Python and YAML
 files written where its prose says and the command it gives for them.
 
-    python3 .ci/readme_blocks.py [--keep]
+    python3 .ci/readme_blocks.py
 
-Run from the repository root, in the venv that the README's install block built (.ci/run
-ran it there). Each line runs in bash in the clone and must exit 0; a `dvc repro` may exit
-255 only with the gate's own "failed:" line (the README says a regression fails the run).
-After a line that commits, the clone must hold nothing left to commit.
+Run from the repository root, in a venv that holds the project's dependencies (.ci/run's,
+built by the README's install block). Each line runs in bash in the clone and must exit 0; a
+`dvc repro` may exit 255 only with the gate's own "failed:" line (the README says a regression
+fails the run). After a line that commits, what it added must be committed, and no line may
+leave records of a cell this machine cannot run to commit.
 
-What a CI machine cannot be is replaced, and only that (SKIP, REPLACE below; a line of that
-table that no block holds fails the run, so it cannot outlive the docs). The clone is a fork
-whose default matrix is `smoke` without adaptive rounds: the same commands measure one
-small workload instead of three for 4-9 minutes, which a 15-minute CI cannot hold; the
-default matrix's cost is measured apart (the README's cost table).
+What a CI machine cannot be is replaced, and only that (SKIP, and the notes at `replace` and
+`venv`; a SKIP line that no block holds fails the run, so it cannot outlive the docs):
+- the quick start's venv sees this venv's packages (a .pth) rather than installing them again
+  (torch alone is 5 GB); its `pip install` lines run as written, into it;
+- the clone is a fork whose default matrix is `smoke`, measured small (2 processes, 5 samples,
+  one cold compile, no adaptive rounds): the same commands measure one small workload instead
+  of three for 4-9 minutes; the default matrix's cost is measured apart (the README's table);
+- a Ray cluster on one machine: a free port for the head, its nodes' agents on ports of their
+  own, stopped when the blocks end.
 """
 from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -32,7 +38,6 @@ SHELLS = ("bash", "sh", "shell", "console")
 
 # Lines that cannot run on a CI machine, by their start, with why.
 SKIP = {
-    "python3 -m venv .venv": "CI's venv is this block's: .ci/run built it in the checkout",
     "pip install torch --index-url": "CI is the newcomer who skips the CPU wheel (.ci/run)",
     "pip install -e '.[test]' && python -m pytest -q":
         "the README's test command: .ci/run runs it next, in the checkout",
@@ -40,8 +45,8 @@ SKIP = {
     "dvc metrics diff torchgate/ci-cpu":
         "names the hosted check's baseline branch, which only its repository holds",
 }
-# Words one machine cannot be (a Ray head's address), and what this machine is.
-HEAD_PORT = 6379
+VENV = "python3 -m venv .venv"     # the quick start's venv: see `venv`
+RAY_PORT = "6379"                  # the README's head port: a free one here
 
 
 def _free_port() -> int:
@@ -50,17 +55,46 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def replace(line: str) -> str:
-    """A Ray node on the head's machine: HEAD is this one, and the node's agents take free
-    ports (two nodes of one host collide on Ray's fixed defaults)."""
+def replace(line: str, port: int) -> str:
+    """A Ray cluster on one machine: the head on a free `port`, HEAD this machine, and a
+    node's agents on ports of their own (two nodes of one host collide on Ray's defaults)."""
+    if line.startswith("ray start --head"):
+        return line.replace(f"--port={RAY_PORT}", f"--port={port}")
     if "HEAD:" not in line:
         return line
-    line = line.replace("HEAD:", "127.0.0.1:")
+    line = line.replace(f"HEAD:{RAY_PORT}", f"127.0.0.1:{port}")
     if line.startswith("ray start --address="):
         line += "".join(f" --{flag}={_free_port()}" for flag in (
             "dashboard-agent-listen-port", "dashboard-agent-grpc-port",
             "metrics-export-port"))
     return line
+
+
+def stop_ray(port: int) -> None:
+    """Stop this cluster's processes only (`ray stop` stops every cluster of the machine):
+    those whose command line names its port."""
+    mark = re.compile(rf"gcs[-_]address=\S*:{port}\b|gcs_server_port={port}\b")
+    for entry in Path("/proc").iterdir():
+        try:
+            line = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError):
+            continue
+        if entry.name.isdigit() and mark.search(line):
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def venv(clone: Path, env: dict[str, str]) -> None:
+    """After the quick start's venv line: the venv sees this one's packages (a .pth, as
+    --system-site-packages would the system's), and is active for the lines after it (each
+    line is a shell of its own)."""
+    made = clone / ".venv"
+    site = next((made / "lib").glob("python*/site-packages"))
+    (site / "readme-run.pth").write_text(
+        "\n".join(p for p in sys.path if p.endswith("site-packages")) + "\n")
+    env.update(VIRTUAL_ENV=str(made), PATH=f"{made / 'bin'}{os.pathsep}{env['PATH']}")
 
 
 def blocks(root: Path) -> list[tuple[str, str, str, str]]:
@@ -119,18 +153,23 @@ def plan(root: Path) -> list[tuple[str, str]]:
     return steps
 
 
+SMALL = {"processes": "2", "samples": "5", "adaptive_budget_s": "0"}
+
+
 def fork(clone: Path) -> None:
-    """The clone as a small fork: its default matrix is `smoke`, without adaptive rounds; a
-    git identity, which a fresh machine may lack; the Ray block's `h100` device, as its
-    prose says; a `main` branch for the pull-request line's merge base."""
+    """The clone as a small fork (the module's doc), a git identity, which a fresh machine
+    may lack, the Ray block's `h100` device, as its prose says, and a `main` branch for the
+    pull-request line's merge base."""
     config = clone / "conf/config.yaml"
     text = config.read_text()
     assert "  - matrix: cpu\n" in text, "conf/config.yaml's default matrix moved"
     config.write_text(text.replace("  - matrix: cpu\n", "  - matrix: smoke\n"))
     smoke = clone / "conf/matrix/smoke.yaml"
     text = smoke.read_text()
-    assert re.search(r"\n  adaptive_budget_s: \d+", text), "smoke's adaptive budget moved"
-    smoke.write_text(re.sub(r"\n  adaptive_budget_s: \d+", "\n  adaptive_budget_s: 0", text))
+    for key, value in SMALL.items():
+        text, found = re.subn(rf"\n  {key}: \d+", f"\n  {key}: {value}", text)
+        assert found == 1, f"conf/matrix/smoke.yaml: bench.{key} moved"
+    smoke.write_text(text.replace("\nbench:\n", "\nbench:\n  cold_compile_processes: 1\n"))
     (clone / "conf/device/h100.yaml").write_text(
         "h100:\n  type: cuda\n  accelerator_type: H100\n  resources: {h100_box: 1}\n")
     for args in (["config", "user.email", "ci@torchgate.invalid"],
@@ -139,14 +178,25 @@ def fork(clone: Path) -> None:
         subprocess.run(["git", *args], cwd=clone, check=True)
 
 
+def absent_cells(clone: Path) -> list[str]:
+    """Records of GPU cells that `git add reports` would take, on a machine without one (the
+    README: an absent device's cells are SKIPPED, listed in a .gitignore beside them)."""
+    listed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all", "--",
+                             "reports"], cwd=clone, capture_output=True, text=True,
+                            check=True).stdout.splitlines()
+    return [entry[3:] for entry in listed if re.search(r"/(cuda|h100)-", entry)]
+
+
 def gate_said_no(done: subprocess.CompletedProcess) -> bool:
     return done.returncode == 255 and "torchgate gate: failed:" in done.stderr
 
 
 def run(root: Path, clone: Path) -> int:
     steps = plan(root)
-    env = {k: v for k, v in os.environ.items() if k != "TORCHGATE_MACHINE"}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("TORCHGATE_MACHINE", "PYTHONPATH", "VIRTUAL_ENV")}
     env.update(DVC_NO_ANALYTICS="1", RAY_ADDRESS="")
+    port = _free_port()
     started = time.monotonic()
     try:
         for what, text in steps:
@@ -158,7 +208,7 @@ def run(root: Path, clone: Path) -> int:
                 (clone / path).write_text(body)
                 print(f"readme: wrote {path}", flush=True)
                 continue
-            line = replace(text)
+            line = replace(text, port)
             t0 = time.monotonic()
             done = subprocess.run(["bash", "-c", line], cwd=clone, env=env,
                                   capture_output=True, text=True)
@@ -170,6 +220,8 @@ def run(root: Path, clone: Path) -> int:
             if not ok:
                 print(done.stdout[-4000:], done.stderr[-4000:], sep="\n", file=sys.stderr)
                 return 1
+            if line.startswith(VENV):
+                venv(clone, env)
             added = re.match(r"git add ([^&;|]+)&& git commit", line)
             left = added and subprocess.run(
                 ["git", "status", "--porcelain", "--", *added.group(1).split()], cwd=clone,
@@ -178,11 +230,13 @@ def run(root: Path, clone: Path) -> int:
                 print(f"readme: after `{line}` the clone still holds:\n{left}",
                       file=sys.stderr)
                 return 1
+            absent = absent_cells(clone)
+            if absent:
+                print(f"readme: after `{line}` cells this machine cannot run left records "
+                      f"to commit: {absent}", file=sys.stderr)
+                return 1
     finally:
-        subprocess.run(["ray", "stop", "--force"], cwd=clone, env=env, capture_output=True)
-        # The clone's `pip install -e` lines pointed this venv's torchgate at the clone.
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "-e",
-                        str(root)], check=True)
+        stop_ray(port)
     print(f"readme: every block ran in {time.monotonic() - started:.0f} s", flush=True)
     return 0
 
@@ -193,10 +247,7 @@ def main(argv: list[str]) -> int:
         clone = Path(tmp) / "clone"
         subprocess.run(["git", "clone", "-q", str(root), str(clone)], check=True)
         fork(clone)
-        status = run(root, clone)
-        if "--keep" in argv:
-            subprocess.run(["cp", "-a", str(clone), str(root / ".readme-run")], check=True)
-        return status
+        return run(root, clone)
 
 
 if __name__ == "__main__":

@@ -41,13 +41,14 @@ def main(argv: list[str] | None = None) -> None:
         for reason in failures:
             print(f"torchgate gate: failed: {reason} (see {args.reports / 'summary.md'})",
                   file=sys.stderr)
-        if failures and os.environ.get(EXPERIMENT):
+        if not failures:
+            print(f"torchgate gate: passed: {gate_checked(compare, cfg.gate.fail_on)}")
+        elif os.environ.get(EXPERIMENT):
             print(f"torchgate gate: experiment {os.environ[EXPERIMENT]} kept with the gate "
                   "failed (gate_failed: 1 in `dvc exp show`): DVC keeps no experiment whose "
                   "stage failed", file=sys.stderr)
-        elif failures:
+        else:
             raise SystemExit(1)
-        print(f"torchgate gate: passed: {gate_checked(compare, cfg.gate.fail_on)}")
 
 
 if __name__ == "__main__":

@@ -97,8 +97,10 @@ exec "$REAL_PYTHON" "$@"
 """
 
 
-def run_the_test_step(tmp_path, rc: int, skipped: int = 0) -> subprocess.CompletedProcess:
-    """.ci/run's test step, from the README's test command on, with a stand-in pytest."""
+def run_the_test_step(tmp_path, rc: int, skipped: int = 0,
+                      docs: str = "true") -> subprocess.CompletedProcess:
+    """.ci/run's test step, from the README's test command on, with a stand-in pytest, beside
+    `docs`, a stand-in for the docs' blocks run."""
     script = (ROOT / ".ci" / "run").read_text()
     step = script[script.index("# The README's test command"):]
     assert "python -m pytest -q" in step
@@ -106,7 +108,8 @@ def run_the_test_step(tmp_path, rc: int, skipped: int = 0) -> subprocess.Complet
     (tmp_path / "python").chmod(0o755)
     env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "REAL_PYTHON": sys.executable,
            "STUB_RC": str(rc), "STUB_SKIPPED": str(skipped)}
-    return subprocess.run(["bash", "-c", "set -euo pipefail\n" + step], env=env,
+    beside = f"docs_log=/dev/null\n{docs} &\ndocs=$!\n"
+    return subprocess.run(["bash", "-c", "set -euo pipefail\n" + beside + step], env=env,
                           capture_output=True, text=True, cwd=tmp_path)
 
 
@@ -119,6 +122,8 @@ def test_ci_fails_when_pytest_ran_no_tests_or_skipped_them_all(tmp_path):
     assert failed.returncode == 1
     passed = run_the_test_step(tmp_path, 0, skipped=1)
     assert passed.returncode == 0 and "CI: 3 tests, 2 ran, 1 skipped" in passed.stdout
+    docs_failed = run_the_test_step(tmp_path, 0, skipped=1, docs="false")
+    assert docs_failed.returncode == 1 and "a block of the docs failed" in docs_failed.stderr
 
 
 _spec = importlib.util.spec_from_file_location("readme_blocks", ROOT / ".ci" / "readme_blocks.py")
@@ -153,6 +158,13 @@ def test_only_the_gate_may_fail_a_docs_repro():
     said = subprocess.CompletedProcess([], 255, "", "torchgate gate: failed: 1 REGRESSED")
     crashed = subprocess.CompletedProcess([], 255, "", "ERROR: failed to reproduce 'bench'")
     assert readme_blocks.gate_said_no(said) and not readme_blocks.gate_said_no(crashed)
-    assert readme_blocks.replace("dvc exp run -S a=HEAD:6379") == "dvc exp run -S a=127.0.0.1:6379"
-    node = readme_blocks.replace("ray start --address=HEAD:6379 --resources='{}'")
-    assert node.startswith("ray start --address=127.0.0.1:6379") and "agent-grpc-port=" in node
+
+
+def test_a_ray_cluster_of_the_docs_runs_on_one_machine_on_a_port_of_its_own():
+    replace = readme_blocks.replace
+    assert replace("ray start --head --port=6379 --resources='{}'", 4242) == \
+        "ray start --head --port=4242 --resources='{}'"
+    assert replace("dvc exp run -S a=HEAD:6379", 4242) == "dvc exp run -S a=127.0.0.1:4242"
+    node = replace("ray start --address=HEAD:6379 --resources='{}'", 4242)
+    assert node.startswith("ray start --address=127.0.0.1:4242") and "agent-grpc-port=" in node
+    assert replace("torchgate compose", 4242) == "torchgate compose"

@@ -224,6 +224,7 @@ def test_a_what_if_whose_gate_fails_is_kept_as_an_experiment_and_says_so(tmp_pat
     lines = kept.stderr.strip().splitlines()
     assert lines[0].startswith("torchgate gate: failed: 1 REGRESSED")
     assert lines[1].startswith("torchgate gate: experiment torch-2.15 kept with the gate failed")
+    assert "passed" not in kept.stdout, kept.stdout       # one answer, not both
 
 
 @pytest.mark.parametrize("fail_on, extra, message", [
