@@ -1,7 +1,8 @@
 """The README's words checked against the code: every configuration its commands (and
 conf/config.yaml's examples) select composes and loads, its record versions are the code's,
 and its summary excerpt is what the report stage prints. The quick start is CI's install
-(test_ci.py); the upgrade workflow runs line by line in test_pipeline.py."""
+(test_ci.py); the upgrade workflow runs line by line in test_pipeline.py; CI runs every shell
+block of the docs as written, in order, in a fresh clone (.ci/readme_blocks.py)."""
 from __future__ import annotations
 
 import re
