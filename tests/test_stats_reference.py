@@ -19,7 +19,7 @@ import pytest
 from torchgate.core.config import Config
 from torchgate.core.config.settings import Matrix, StatsSettings
 from torchgate.core.records.inputs import RecordPair, RunInputs
-from torchgate.core.records.schema import EnvRecord
+from torchgate.core.records.schema import EnvRecord, Hardware, Host
 from torchgate.core.vocabulary import UnitKey, Verdict
 from torchgate.judge import stats
 from torchgate.judge.moderation import run_spreads
@@ -106,6 +106,33 @@ def test_like_runs_chain_while_each_newer_run_changed_nothing():
     assert (alone, one) == (base, 1)
     other = EnvRecord({**ENV.env, "torch": {"num_threads": 2, "version": "2.12.0"}})
     assert like_reference([(history[0], ENV), (history[1], other)], base, ENV, 5)[1] == 1
+
+
+def _on(record, threads: int):
+    """`record` with each process's hardware: torch_threads `threads` on host vm."""
+    host = Host("vm", None, Hardware("AMD EPYC", (), threads))
+    return dataclasses.replace(record, workloads={
+        name: dataclasses.replace(run, processes=tuple(
+            dataclasses.replace(p, host=host) for p in run.processes))
+        for name, run in record.workloads.items()})
+
+
+def test_a_run_whose_processes_ran_with_other_threads_is_not_like_the_baseline():
+    """A device's threads are its processes' (device.cpu.threads): the env stage records
+    torch's default, the same before and after `threads: auto -> 2`. The run before the
+    move is no like run, so the next comparison is not told the baseline's processes ran
+    on two hardwares (NOT COMPARABLE for as many runs as the chain is long)."""
+    before, base = _on(_run(0, True), 1), _on(_run(1, True), 2)
+    history = [(base, ENV), (before, ENV)]
+    reference, runs = like_reference(history, base, ENV, 5)
+    assert (reference, runs) == (base, 1)
+    cfg = Config({}, {}, {}, Matrix(("eager",)), stats=StatsSettings(run_spread=0.03))
+    inputs = RunInputs("HEAD", "0" * 40, {("bench", "c"): RecordPair(_on(_run(9, True), 2),
+                                                                     base)},
+                       ENV, ENV, history={"c": history})
+    steady = next(r for r in compare_run(cfg, inputs).rows if r.metric == "steady_s")
+    assert steady.verdict != Verdict.NOT_COMPARABLE, steady.reason
+    assert steady.change.n_base == 4
 
 
 def test_the_comparison_says_its_reference_is_a_mean():

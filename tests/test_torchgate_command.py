@@ -188,3 +188,26 @@ def test_exps_shows_dvc_exp_show_with_the_declared_columns_each_of_which_exists(
                *leaves(decisions(CompareRecord("HEAD", True, 0.05, 0), []))]
     for pattern in torchgate.EXP_COLUMNS[2:]:
         assert any(re.fullmatch(pattern, c) for c in columns), pattern
+
+
+def test_a_table_of_wide_intervals_and_long_metric_names_still_fits_100_columns():
+    """The pull-request scenario's `compare main HEAD`: NOT COMPARABLE timings whose
+    intervals reach three digits beside first_call_warm_s read 102 columns when only the
+    unit's name could give way; the gaps and then the name give way, never a number."""
+    from torchgate.core.records.rows import Change, CompareRecord, Row
+    from torchgate.render.verdicts import terse
+
+    def row(workload, mode, metric, ratio, low, high, base=2.17e-3, verdict="NOT COMPARABLE"):
+        change = Change(ratio, low, high, 0.95, 0.2, 4, 4, 0.03, "Welch t", 0.4, 0.08, 9)
+        return Row("bench", "cpu-fp32", workload, mode, metric, verdict, base, ratio * base,
+                   0.05, change)
+    for workload in ("chain", "a_workload_with_a_long_name"):
+        rows = (row(workload, "eager", "instructions", 1.25, 1.246, 1.255, 11_987_419,
+                    "REGRESSED"),
+                row(workload, "compiled", "warmup_s", 1.161, 0.654, 2.061),
+                row(workload, "compiled", "first_call_warm_s", 1.002, 0.989, 1.015))
+        out = terse(CompareRecord("main", True, 0.05, 2, rows=rows)).splitlines()
+        assert max(map(len, out)) <= 100, "\n".join(out)
+        assert "11,987,419 → 14,984,274" in out[2] and " eager " in out[2]
+        assert "+16.1 % [-34.6, +106.1]" in out[3] and " compiled " in out[3]
+        assert "first_call_warm_s" in out[4]

@@ -16,7 +16,7 @@ from torchgate.core.metrics import BY_NAME, TIMINGS
 from torchgate.core.records.dotted import get
 from torchgate.core.records.schema import BenchRecord, EnvRecord
 from torchgate.core.vocabulary import Status
-from torchgate.judge.environment import hardware_key
+from torchgate.judge.environment import hardware_key, hardware_of
 from torchgate.judge.moderation import RunSpread, run_spreads
 from torchgate.judge.sentinel import Slope, fit_slope, run_mean, sentinel_methods
 
@@ -24,6 +24,15 @@ from torchgate.judge.sentinel import Slope, fit_slope, run_mean, sentinel_method
 def like_the_baseline(env: EnvRecord, base_env: EnvRecord | None) -> bool:
     return base_env is not None and hardware_key(env.env) == hardware_key(base_env.env) \
         and get(env.env, "torch.version") == get(base_env.env, "torch.version")
+
+
+def same_hardware(record: BenchRecord, base: BenchRecord, workload: str) -> bool:
+    """Whether the workload's processes in `record` ran on the hardware of the baseline's:
+    the threads a device runs with are its processes' (device.<name>.threads), which the
+    environment record, torch's default in the env stage, does not show. Records without the
+    key (an older torchgate's) leave it to the environments."""
+    ours, theirs = set(hardware_of(record, workload)), set(hardware_of(base, workload))
+    return not ours or not theirs or ours == theirs
 
 
 def _like_runs(history: list[tuple[BenchRecord, EnvRecord]], base: BenchRecord,
@@ -37,7 +46,8 @@ def _like_runs(history: list[tuple[BenchRecord, EnvRecord]], base: BenchRecord,
             continue
         for name, run in record.workloads.items():
             wanted = base.workloads.get(name)
-            if wanted is None or run.spec != wanted.spec:
+            if wanted is None or run.spec != wanted.spec or not same_hardware(
+                    record, base, name):
                 continue
             for mode in record.modes:
                 for metric in TIMINGS:
@@ -87,7 +97,8 @@ def like_reference(history: list[tuple[BenchRecord, EnvRecord]], base: BenchReco
     baseline's run and of the committed runs before it of the same code and packages, how
     many runs). A run is like the baseline's while each newer run in the chain says it
     changed neither packages nor workload code against it (BenchRecord.unchanged), on the
-    baseline's hardware and torch, with its sentinel taken the same way; a workload whose
+    baseline's hardware (its processes' too: same_hardware) and torch, with its sentinel
+    taken the same way; a workload whose
     settings differ keeps the baseline's processes alone. With H runs the reference's
     run-to-run variance is τ²/H, the comparison's (1 + 1/H)·τ² instead of 2·τ²
     (verdicts.Draft.reference_runs). Simulated at τ = 3 %, 2 % process spread, 4 processes:
@@ -99,7 +110,8 @@ def like_reference(history: list[tuple[BenchRecord, EnvRecord]], base: BenchReco
         what_if = record.ab is not None and not record.ab.rebuilt
         if len(chain) >= most or not newer.unchanged or record.status != Status.OK \
                 or what_if or not like_the_baseline(env, base_env) \
-                or sentinel_methods(record) != sentinel_methods(base):
+                or sentinel_methods(record) != sentinel_methods(base) \
+                or not all(same_hardware(record, base, name) for name in base.workloads):
             break
         chain.append(record)
     if len(chain) < 2:

@@ -167,11 +167,17 @@ def terse(result: CompareRecord, only_changed: bool = False, width: int = 100) -
     head = ["verdict", ("", "unit", ""), "metric", "baseline → now", "change [CI]"]
     widths = [max(len(_unit(x) if isinstance(x, tuple) else str(x)) for x in column)
               for column in zip(head, *lines)]
-    over = sum(widths) + 2 * (len(widths) - 1) - width
-    if over > 0:        # the unit's name gives way first
-        widths[1] = max(widths[1] - over, 16)
-    out = ["  ".join(_unit(x, w) if isinstance(x, tuple) else _cell(str(x), w)
-                     for x, w in zip(row, widths)).rstrip() for row in (head, *lines)]
+    # Over the width, the unit's name gives way first (to 16), then the gaps (to one
+    # space), then the name again, to its mode and four letters.
+    gap = 2
+    widths[1] -= max(0, min(_over(widths, gap, width), widths[1] - 16))
+    if _over(widths, gap, width) > 0:
+        gap = 1
+    shortest = max(len(_unit((r.cell if cells else "", "abcd", r.mode))) for r in shown) \
+        if shown else 0
+    widths[1] -= max(0, min(_over(widths, gap, width), widths[1] - shortest))
+    out = [(" " * gap).join(_unit(x, w) if isinstance(x, tuple) else _cell(str(x), w)
+                            for x, w in zip(row, widths)).rstrip() for row in (head, *lines)]
     # Each moved row's attribution below it, indented, wrapped to the width.
     for i in reversed(range(len(shown))):
         if where := attributed(shown[i]):
@@ -183,6 +189,10 @@ def terse(result: CompareRecord, only_changed: bool = False, width: int = 100) -
         out.insert(0, f"cell {found[0].cell}")
     return "\n".join(out + [tally(r.verdict for r in found) + (
         f" ({left} unchanged not shown)" if left else "")])
+
+
+def _over(widths: list[int], gap: int, width: int) -> int:
+    return sum(widths) + gap * (len(widths) - 1) - width
 
 
 def _unit(parts: tuple[str, str, str], width: int | None = None) -> str:
