@@ -19,9 +19,9 @@ import pytest
 from torchgate.core.config import Config
 from torchgate.core.config.settings import Matrix, StatsSettings
 from torchgate.core.records.inputs import RecordPair, RunInputs
-from torchgate.core.records.schema import EnvRecord, Hardware, Host
+from torchgate.core.records.schema import EnvRecord, Hardware, Host, RecordedWorkload
 from torchgate.core.vocabulary import UnitKey, Verdict
-from torchgate.judge import stats
+from torchgate.judge import run, stats
 from torchgate.judge.moderation import run_spreads
 from torchgate.judge.run import compare_run
 from torchgate.judge.run_to_run import like_reference
@@ -99,13 +99,43 @@ def test_like_runs_chain_while_each_newer_run_changed_nothing():
     history = [_run(0, True), _run(1, True), _run(2, False), _run(3, True)]
     base = history[0]
     reference, runs = like_reference([(r, ENV) for r in history], base, ENV, 5)
-    assert runs == 3                    # the third run changed code: the fourth is not like
+    assert runs == {"a": 3}             # the third run changed code: the fourth is not like
     assert len(reference.workloads["a"].processes) == 12
-    assert like_reference([(r, ENV) for r in history], base, ENV, 2)[1] == 2
+    assert like_reference([(r, ENV) for r in history], base, ENV, 2)[1] == {"a": 2}
     alone, one = like_reference([(r, ENV) for r in history], base, ENV, 1)
-    assert (alone, one) == (base, 1)
+    assert (alone, one) == (base, {})
     other = EnvRecord({**ENV.env, "torch": {"num_threads": 2, "version": "2.12.0"}})
-    assert like_reference([(history[0], ENV), (history[1], other)], base, ENV, 5)[1] == 1
+    assert like_reference([(history[0], ENV), (history[1], other)], base, ENV, 5)[1] == {}
+
+
+def _with_spec(record, batch: int):
+    spec = RecordedWorkload("b", "torchgate.workloads.x", {"batch": batch})
+    return dataclasses.replace(record, workloads={
+        **record.workloads, "b": dataclasses.replace(record.workloads["a"], spec=spec)})
+
+
+def test_a_workload_whose_settings_changed_counts_only_its_like_runs(monkeypatch):
+    """Three like runs of the cell; workload b's batch changed in the newest: b's reference
+    is that run alone, and its comparison's run-to-run variance 2·τ², not (1 + 1/3)·τ²
+    (an underestimate: more false alarms, the simulation above)."""
+    history = [_with_spec(_run(0, True), 64), _with_spec(_run(1, True), 32),
+               _with_spec(_run(2, True), 32)]
+    reference, runs = like_reference([(r, ENV) for r in history], history[0], ENV, 5)
+    assert runs == {"a": 3, "b": 1}
+    assert len(reference.workloads["b"].processes) == 4
+    cfg = Config({}, {}, {}, Matrix(("eager",)), stats=StatsSettings(run_spread=0.03))
+    now = _with_spec(_run(9, True), 64)
+    inputs = RunInputs("HEAD", "0" * 40, {("bench", "c"): RecordPair(now, history[0])},
+                       ENV, ENV, history={"c": [(r, ENV) for r in history]})
+    drafts = []
+    monkeypatch.setattr(run, "finish", lambda found, **kw: drafts.extend(found) or finish(
+        found, **kw))
+    result = compare_run(cfg, inputs)
+    steady = {r.workload: r for r in result.rows if r.metric == "steady_s"}
+    assert (steady["a"].change.n_base, steady["b"].change.n_base) == (12, 4)
+    assert {d.workload: d.reference_runs for d in drafts if d.metric == "steady_s"} == {
+        "a": 3, "b": 1}
+    assert any("of fewer where a workload's settings changed: b 1" in n for n in result.notes)
 
 
 def _on(record, threads: int):
@@ -125,7 +155,7 @@ def test_a_run_whose_processes_ran_with_other_threads_is_not_like_the_baseline()
     before, base = _on(_run(0, True), 1), _on(_run(1, True), 2)
     history = [(base, ENV), (before, ENV)]
     reference, runs = like_reference(history, base, ENV, 5)
-    assert (reference, runs) == (base, 1)
+    assert (reference, runs) == (base, {})
     cfg = Config({}, {}, {}, Matrix(("eager",)), stats=StatsSettings(run_spread=0.03))
     inputs = RunInputs("HEAD", "0" * 40, {("bench", "c"): RecordPair(_on(_run(9, True), 2),
                                                                      base)},

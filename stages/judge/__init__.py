@@ -118,10 +118,12 @@ means' H - 1 degrees of freedom plus those the units' scatter lends (`moderation
 units drift differently, and with run spreads of 0.5-6 % across units the pooled estimate
 alone took 12-17 % of simulated A/A runs to a false REGRESSED, this rule 1.0-3.7 %
 (`tests/test_stats_unit_drift.py`). Where the history holds runs of the same code and
-packages as the baseline's (each newer one said it changed nothing), the reference is their
-mean, up to `stats.reference_runs` (5) of them, and the comparison's run-to-run variance is
-(1 + 1/H)·τ² instead of 2·τ²: simulated at τ = 3 %, the median MDE 20.9 % -> 16.6 % at H = 5
-(`history.like_reference`, `tests/test_stats_reference.py`). `compare.md` says which source
+packages as the baseline's (each newer one said it changed nothing; their processes on the
+baseline's hardware, threads included), the reference is their mean, up to
+`stats.reference_runs` (5) of them, each workload's of its baseline settings only, and the
+comparison's run-to-run variance is (1 + 1/H)·τ² instead of 2·τ²: simulated at τ = 3 %, the
+median MDE 20.9 % -> 16.6 % at H = 5 (`run_to_run.like_reference`,
+`tests/test_stats_reference.py`). `compare.md` says which source
 each run used. A
 baseline measured again beside this run, in lock-step, needs none: both arms share the moment,
 which is why the arms give much tighter verdicts.

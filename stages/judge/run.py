@@ -71,10 +71,10 @@ def _ab_note(stage: str, cell: str, record) -> str:
 
 
 def _run_level(rows: list[Draft], cfg: Config, spreads: dict, cell: str, now, ab: bool,
-               runs: int) -> list[Draft]:
+               runs: dict[str, int]) -> list[Draft]:
     """Every timing row with the run-to-run variance of its unit when it faces a recorded
-    baseline (the mean of `runs` like runs), and marked where adaptive sampling had already
-    looked at it."""
+    baseline (the mean of its workload's `runs` like runs, else one), and marked where
+    adaptive sampling had already looked at it."""
     found = []
     for row in rows:
         if row.shift is not None and BY_NAME[row.metric].timed:   # memory: no interim look
@@ -82,7 +82,7 @@ def _run_level(rows: list[Draft], cfg: Config, spreads: dict, cell: str, now, ab
                 or prior(cfg.stats.run_spread)                     # tests it, no history
             row = dataclasses.replace(
                 row, confirmed=fresh_since_last_look(now, row.key),
-                run=run, reference_runs=runs if run is not None else 1)
+                run=run, reference_runs=runs.get(row.workload, 1) if run is not None else 1)
         found.append(row)
     return found
 
@@ -187,13 +187,16 @@ def compare_run(cfg: Config, inputs: RunInputs) -> CompareRecord:
             looks = max(looks, now.looks_planned if now is not None else 1)
             for label, record in ((f"this run's {cell}", now), (f"the baseline's {cell}", base)):
                 notes.append(busy_note(label, record, cfg.compare.busy_share))
-            reference, runs = (base, 1) if pair.ab or base is None else like_reference(
+            reference, runs = (base, {}) if pair.ab or base is None else like_reference(
                 inputs.history.get(cell, []), base, inputs.env_base, cfg.stats.reference_runs)
-            if runs > 1:
-                notes.append(f"The recorded baseline of {cell} is the mean of {runs} committed "
+            if runs:
+                most = max(runs.values())
+                fewer = sorted(f"{name} {n}" for name, n in runs.items() if n < most)
+                notes.append(f"The recorded baseline of {cell} is the mean of {most} committed "
                              "runs of the same code and packages (their processes together; "
-                             "the run-to-run variance of the reference is then τ²/"
-                             f"{runs}).")
+                             f"the run-to-run variance of the reference is then τ²/{most})"
+                             + (f"; of fewer where a workload's settings changed: "
+                                f"{', '.join(fewer)}" if fewer else "") + ".")
             try:        # the records stay whatever the arithmetic does; the cell says why
                 rows = bench_rows(
                     cell, now, reference, cfg.stats.delta, None if pair.ab else hardware,

@@ -92,14 +92,15 @@ def slopes_and_runs(history: list[tuple[BenchRecord, EnvRecord]], base: BenchRec
 
 
 def like_reference(history: list[tuple[BenchRecord, EnvRecord]], base: BenchRecord,
-                   base_env: EnvRecord | None, most: int) -> tuple[BenchRecord, int]:
+                   base_env: EnvRecord | None, most: int) -> tuple[BenchRecord, dict[str, int]]:
     """The baseline as the mean of its like runs: (a record holding the processes of the
     baseline's run and of the committed runs before it of the same code and packages, how
-    many runs). A run is like the baseline's while each newer run in the chain says it
-    changed neither packages nor workload code against it (BenchRecord.unchanged), on the
-    baseline's hardware (its processes' too: same_hardware) and torch, with its sentinel
-    taken the same way; a workload whose
-    settings differ keeps the baseline's processes alone. With H runs the reference's
+    many runs each workload's holds; none: the baseline's alone). A run is like the
+    baseline's while each newer run in the chain says it changed neither packages nor
+    workload code against it (BenchRecord.unchanged), on the baseline's hardware (its
+    processes' too: same_hardware) and torch, with its sentinel taken the same way; a
+    workload whose settings changed holds, and counts, only the runs of the baseline's
+    settings. With H runs the reference's
     run-to-run variance is τ²/H, the comparison's (1 + 1/H)·τ² instead of 2·τ²
     (verdicts.Draft.reference_runs). Simulated at τ = 3 %, 2 % process spread, 4 processes:
     the median MDE 20.9 % -> 16.6 % at H = 5 (the audit: 15.8 %, DESIGN.md §16), 22.3 % ->
@@ -115,12 +116,15 @@ def like_reference(history: list[tuple[BenchRecord, EnvRecord]], base: BenchReco
             break
         chain.append(record)
     if len(chain) < 2:
-        return base, 1
-    workloads = {name: dataclasses.replace(run, processes=tuple(
-        p for record in chain if (other := record.workloads.get(name)) is not None
-        and other.spec == run.spec for p in other.processes))
-        for name, run in base.workloads.items()}
-    return dataclasses.replace(base, workloads=workloads), len(chain)
+        return base, {}
+    workloads, runs = {}, {}
+    for name, run in base.workloads.items():
+        like = [other for record in chain if (other := record.workloads.get(name)) is not None
+                and other.spec == run.spec]
+        workloads[name] = dataclasses.replace(run, processes=tuple(
+            p for other in like for p in other.processes))
+        runs[name] = len(like)
+    return dataclasses.replace(base, workloads=workloads), runs
 
 
 def prior(run_spread: float) -> RunSpread:
