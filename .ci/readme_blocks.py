@@ -40,7 +40,7 @@ SHELLS = ("bash", "sh", "shell", "console")
 SKIP = {
     "pip install torch --index-url": "CI is the newcomer who skips the CPU wheel (.ci/run)",
     "pip install -e '.[test]' && python -m pytest -q":
-        "the README's test command: .ci/run runs it next, in the checkout",
+        "the README's test command: .ci/run runs it in the checkout, beside these blocks",
     "python -m pytest -q -m \"not slow\"": "the fast lane: part of the suite .ci/run runs",
     "dvc metrics diff torchgate/ci-cpu":
         "names the hosted check's baseline branch, which only its repository holds",
