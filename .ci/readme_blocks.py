@@ -47,6 +47,7 @@ SKIP = {
 }
 VENV = "python3 -m venv .venv"     # the quick start's venv: see `venv`
 RAY_PORT = "6379"                  # the README's head port: a free one here
+LINE_TIMEOUT_S = 900               # a line that hangs fails the run, not CI's whole budget
 
 
 def _free_port() -> int:
@@ -210,8 +211,20 @@ def run(root: Path, clone: Path) -> int:
                 continue
             line = replace(text, port)
             t0 = time.monotonic()
-            done = subprocess.run(["bash", "-c", line], cwd=clone, env=env,
-                                  capture_output=True, text=True)
+            # A session of its own: a line that hangs is stopped with all it started.
+            shell = subprocess.Popen(["bash", "-c", line], cwd=clone, env=env, text=True,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     start_new_session=True)
+            try:
+                out, err = shell.communicate(timeout=LINE_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(shell.pid, signal.SIGKILL)
+                out, err = shell.communicate()
+                print(f"readme: FAILED (still running after {LINE_TIMEOUT_S} s): {line}",
+                      flush=True)
+                print(out[-4000:], err[-4000:], sep="\n", file=sys.stderr)
+                return 1
+            done = subprocess.CompletedProcess(line, shell.returncode, out, err)
             took = time.monotonic() - t0
             ok = done.returncode == 0 or (line.split()[:2] == ["dvc", "repro"] or
                                           " && dvc repro" in line) and gate_said_no(done)

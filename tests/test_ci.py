@@ -3,6 +3,7 @@ two. Tested on README texts of its own, so that the README can change without th
 import importlib.util
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -168,3 +169,16 @@ def test_a_ray_cluster_of_the_docs_runs_on_one_machine_on_a_port_of_its_own():
     node = replace("ray start --address=HEAD:6379 --resources='{}'", 4242)
     assert node.startswith("ray start --address=127.0.0.1:4242") and "agent-grpc-port=" in node
     assert replace("torchgate compose", 4242) == "torchgate compose"
+
+
+def test_a_docs_line_that_hangs_fails_the_run_after_its_time_limit(tmp_path, monkeypatch, capsys):
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    monkeypatch.setattr(readme_blocks, "plan", lambda root: [
+        ("run", "true"), ("run", "sleep 30 & wait")])
+    monkeypatch.setattr(readme_blocks, "LINE_TIMEOUT_S", 1)
+    started = time.monotonic()
+    assert readme_blocks.run(ROOT, tmp_path) == 1
+    # Stopped with what it started: a child left alive would hold the output open for 30 s.
+    assert time.monotonic() - started < 20
+    out = capsys.readouterr().out
+    assert "readme: ran" in out and "FAILED (still running after 1 s): sleep 30" in out
