@@ -28,6 +28,7 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from pathlib import Path
@@ -88,13 +89,16 @@ def stop_ray(port: int) -> None:
 
 
 def venv(clone: Path, env: dict[str, str]) -> None:
-    """After the quick start's venv line: the venv sees this one's packages (a .pth, as
-    --system-site-packages would the system's), and is active for the lines after it (each
-    line is a shell of its own)."""
+    """After the quick start's venv line: the venv sees the packages of the venv running this
+    script (a .pth naming its site-packages; never the system's, which a new user's Python
+    lacks), and is active for the lines after it (each line is a shell of its own)."""
+    if sys.prefix == sys.base_prefix:
+        raise SystemExit("readme_blocks: run it in the project's venv (.ci/run's), not the "
+                         "system's Python")
     made = clone / ".venv"
     site = next((made / "lib").glob("python*/site-packages"))
-    (site / "readme-run.pth").write_text(
-        "\n".join(p for p in sys.path if p.endswith("site-packages")) + "\n")
+    ours = dict.fromkeys(sysconfig.get_path(name) for name in ("purelib", "platlib"))
+    (site / "readme-run.pth").write_text("\n".join(ours) + "\n")
     env.update(VIRTUAL_ENV=str(made), PATH=f"{made / 'bin'}{os.pathsep}{env['PATH']}")
 
 
@@ -226,8 +230,8 @@ def run(root: Path, clone: Path) -> int:
                 return 1
             done = subprocess.CompletedProcess(line, shell.returncode, out, err)
             took = time.monotonic() - t0
-            ok = done.returncode == 0 or (line.split()[:2] == ["dvc", "repro"] or
-                                          " && dvc repro" in line) and gate_said_no(done)
+            repro = line.split()[:2] == ["dvc", "repro"] or " && dvc repro" in line
+            ok = done.returncode == 0 or (repro and gate_said_no(done))
             print(f"readme: {'ran' if ok else 'FAILED'} ({took:.0f} s, exit "
                   f"{done.returncode}): {line}", flush=True)
             if not ok:

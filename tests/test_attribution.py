@@ -159,7 +159,7 @@ def test_operator_times_are_each_operators_self_seconds_per_call(monkeypatch):
 
     class Profile:
         def __init__(self, activities):
-            pass
+            self.activities = activities
 
         def __enter__(self):
             return self

@@ -182,3 +182,15 @@ def test_a_docs_line_that_hangs_fails_the_run_after_its_time_limit(tmp_path, mon
     assert time.monotonic() - started < 20
     out = capsys.readouterr().out
     assert "readme: ran" in out and "FAILED (still running after 1 s): sleep 30" in out
+
+
+def test_the_docs_venv_sees_the_project_venvs_packages_never_the_systems(tmp_path):
+    import sysconfig
+    site = tmp_path / ".venv/lib/python3.11/site-packages"
+    site.mkdir(parents=True)
+    env = {"PATH": "/usr/bin"}
+    readme_blocks.venv(tmp_path, env)
+    named = (site / "readme-run.pth").read_text().split()
+    assert named and set(named) <= {sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}
+    assert all(path.startswith(sys.prefix) for path in named) and sys.prefix != sys.base_prefix
+    assert env["PATH"] == f"{tmp_path / '.venv/bin'}:/usr/bin"

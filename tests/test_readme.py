@@ -16,15 +16,14 @@ from torchgate.core import config
 from torchgate.core.records import SCHEMA
 
 from .projects import ROOT
-from .test_ci import install_commands
+from .test_ci import install_commands, readme_blocks
 
-DOCS = ("README.md", "reports/README.md")
-FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+DOCS = readme_blocks.DOCS     # the docs whose blocks CI runs (.ci/readme_blocks.py)
 
 
 def shell_blocks_of(text: str) -> list[str]:
-    return [body for kind, body in FENCE.findall(text)
-            if kind in ("bash", "sh", "shell", "console")]
+    return [body for kind, body in readme_blocks.FENCE.findall(text)
+            if kind in readme_blocks.SHELLS]
 
 
 def shell_blocks(name: str) -> list[str]:
